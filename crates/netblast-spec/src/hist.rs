@@ -1,0 +1,237 @@
+//! Lossless latency histograms for results and the wire.
+//!
+//! A histogram travels as HDR V2 + DEFLATE, base64, together with its configuration (bounds
+//! and significant figures). Histograms are merged by adding them, never by averaging
+//! percentiles, and only when their configurations are equal: two agents recording with a
+//! different precision would make the sum misleading.
+
+use base64::Engine as _;
+use hdrhistogram::{
+    serialization::{Deserializer, Serializer, V2DeflateSerializer},
+    Histogram,
+};
+use serde::{Deserialize, Serialize};
+
+/// Lowest latency we record: 1 ns.
+pub const LOWEST_NS: u64 = 1;
+/// Highest latency we record: 100 s; values above are clamped to it and counted as such.
+pub const HIGHEST_NS: u64 = 100_000_000_000;
+/// Significant figures: 3 keeps every recorded value within 0.1%.
+pub const SIGFIG: u8 = 3;
+
+/// Creates an empty latency histogram with netblast's standard configuration (ns).
+pub fn new_latency_histogram() -> Histogram<u64> {
+    // A panic here means the constants above are inconsistent, which is a bug.
+    Histogram::new_with_bounds(LOWEST_NS, HIGHEST_NS, SIGFIG).expect("valid histogram bounds")
+}
+
+/// Records `ns` into `h`, clamping to the histogram's range instead of failing.
+#[inline]
+pub fn record_ns(h: &mut Histogram<u64>, ns: u64) {
+    let v = ns.clamp(h.low(), h.high());
+    // Cannot fail: v is within the histogram's bounds.
+    let _ = h.record(v);
+}
+
+/// Why a histogram could not be decoded or merged.
+#[derive(Debug, thiserror::Error)]
+pub enum HistError {
+    /// The base64 text is not valid base64.
+    #[error("histogram is not valid base64: {0}")]
+    Base64(String),
+    /// The bytes are not an HDR V2 histogram.
+    #[error("histogram is not a valid HDR V2 encoding: {0}")]
+    Decode(String),
+    /// Encoding failed (should not happen for valid histograms).
+    #[error("histogram could not be encoded: {0}")]
+    Encode(String),
+    /// Two histograms with different configurations cannot be added.
+    #[error("histograms differ in configuration ({0}); refusing to merge")]
+    Mismatch(String),
+}
+
+/// A histogram as stored in a result: configuration plus compressed counts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EncodedHistogram {
+    /// Unit of the recorded values (always `ns` for latencies).
+    pub unit: String,
+    /// Lowest discernible value.
+    pub lowest: u64,
+    /// Highest trackable value.
+    pub highest: u64,
+    /// Significant value digits.
+    pub sigfig: u8,
+    /// Number of recorded values (redundant, for readers that do not decode).
+    pub count: u64,
+    /// HDR V2 + DEFLATE, base64 (standard alphabet).
+    pub hdr_v2_deflate_b64: String,
+}
+
+impl EncodedHistogram {
+    /// Encodes a histogram of nanoseconds.
+    pub fn encode(h: &Histogram<u64>) -> Result<EncodedHistogram, HistError> {
+        let mut buf = Vec::new();
+        V2DeflateSerializer::new()
+            .serialize(h, &mut buf)
+            .map_err(|e| HistError::Encode(format!("{e:?}")))?;
+        Ok(EncodedHistogram {
+            unit: "ns".to_string(),
+            lowest: h.low(),
+            highest: h.high(),
+            sigfig: h.sigfig(),
+            count: h.len(),
+            hdr_v2_deflate_b64: base64::engine::general_purpose::STANDARD.encode(buf),
+        })
+    }
+
+    /// Decodes back into a histogram with the stored configuration.
+    pub fn decode(&self) -> Result<Histogram<u64>, HistError> {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(&self.hdr_v2_deflate_b64)
+            .map_err(|e| HistError::Base64(e.to_string()))?;
+        let h: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .map_err(|e| HistError::Decode(format!("{e:?}")))?;
+        if h.len() != self.count {
+            return Err(HistError::Decode(format!(
+                "count field says {} but the histogram holds {}",
+                self.count,
+                h.len()
+            )));
+        }
+        Ok(h)
+    }
+}
+
+/// Adds `src` into `dst` after checking that both have the same configuration.
+pub fn merge(dst: &mut Histogram<u64>, src: &Histogram<u64>) -> Result<(), HistError> {
+    if dst.low() != src.low() || dst.high() != src.high() || dst.sigfig() != src.sigfig() {
+        return Err(HistError::Mismatch(format!(
+            "[{}, {}] {} digits vs [{}, {}] {} digits",
+            dst.low(),
+            dst.high(),
+            dst.sigfig(),
+            src.low(),
+            src.high(),
+            src.sigfig()
+        )));
+    }
+    dst.add(src).map_err(|e| HistError::Mismatch(format!("{e:?}")))
+}
+
+/// The latency percentiles reported everywhere, defined once.
+pub const PERCENTILES: [f64; 7] = [50.0, 90.0, 95.0, 99.0, 99.9, 99.99, 100.0];
+
+/// Summary statistics of a latency histogram, in ns.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    /// Number of samples.
+    pub count: u64,
+    /// Smallest sample.
+    pub min_ns: u64,
+    /// Mean.
+    pub mean_ns: f64,
+    /// Standard deviation.
+    pub stdev_ns: f64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 90th percentile.
+    pub p90_ns: u64,
+    /// 95th percentile.
+    pub p95_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+    /// 99.99th percentile.
+    pub p9999_ns: u64,
+    /// Largest sample.
+    pub max_ns: u64,
+}
+
+impl LatencySummary {
+    /// Summarises a histogram (all zeros when it is empty).
+    pub fn of(h: &Histogram<u64>) -> LatencySummary {
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        LatencySummary {
+            count: h.len(),
+            min_ns: h.min(),
+            mean_ns: h.mean(),
+            stdev_ns: h.stdev(),
+            p50_ns: h.value_at_quantile(0.50),
+            p90_ns: h.value_at_quantile(0.90),
+            p95_ns: h.value_at_quantile(0.95),
+            p99_ns: h.value_at_quantile(0.99),
+            p999_ns: h.value_at_quantile(0.999),
+            p9999_ns: h.value_at_quantile(0.9999),
+            max_ns: h.max(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip_is_lossless() {
+        let mut h = new_latency_histogram();
+        for v in [1_000u64, 2_000, 2_000, 50_000, 1_000_000, 3_000_000_000] {
+            record_ns(&mut h, v);
+        }
+        let e = EncodedHistogram::encode(&h).unwrap();
+        let json = serde_json::to_string(&e).unwrap();
+        let back: EncodedHistogram = serde_json::from_str(&json).unwrap();
+        let d = back.decode().unwrap();
+        assert_eq!(d, h);
+        assert_eq!(d.len(), 6);
+    }
+
+    #[test]
+    fn merge_adds_counts_exactly() {
+        let mut a = new_latency_histogram();
+        let mut b = new_latency_histogram();
+        for i in 0..1000u64 {
+            record_ns(&mut a, 10_000 + i);
+            record_ns(&mut b, 1_000_000 + i);
+        }
+        merge(&mut a, &b).unwrap();
+        assert_eq!(a.len(), 2000);
+        // The median of the union lies between the two clusters, which no average of the two
+        // medians would tell: the union's p25 is in the low cluster and p75 in the high one.
+        assert!(a.value_at_quantile(0.25) < 20_000);
+        assert!(a.value_at_quantile(0.75) >= 1_000_000);
+    }
+
+    #[test]
+    fn merge_refuses_other_precision() {
+        let mut a = new_latency_histogram();
+        let b = Histogram::<u64>::new_with_bounds(1, HIGHEST_NS, 2).unwrap();
+        assert!(matches!(merge(&mut a, &b), Err(HistError::Mismatch(_))));
+    }
+
+    #[test]
+    fn clamps_out_of_range() {
+        let mut h = new_latency_histogram();
+        record_ns(&mut h, 0);
+        record_ns(&mut h, u64::MAX);
+        assert_eq!(h.len(), 2);
+        assert!(h.min() <= LOWEST_NS);
+        assert!(h.max() >= HIGHEST_NS - HIGHEST_NS / 1000);
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        let e = EncodedHistogram {
+            unit: "ns".into(),
+            lowest: 1,
+            highest: HIGHEST_NS,
+            sigfig: 3,
+            count: 1,
+            hdr_v2_deflate_b64: "bm90IGEgaGlzdG9ncmFt".into(),
+        };
+        assert!(e.decode().is_err());
+    }
+}

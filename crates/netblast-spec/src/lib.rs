@@ -1,0 +1,24 @@
+//! netblast-spec: what a test is, what its result is, and how the two ends talk.
+//!
+//! This crate is plain data: it depends on serde, toml and hdrhistogram only, so a viewer can
+//! read results without linking the traffic engine.
+//!
+//! # Layout
+//! - [`profile`]: TOML profiles (`configs/*.toml`, embedded), one module per section, and
+//!   their validation.
+//! - [`result`]: the versioned [`result::RunResult`] and the resolved [`result::Plan`].
+//! - [`hist`]: latency histograms: standard configuration, lossless codec, exact merging.
+//! - [`wire`]: the data-port protocol (connection header, control frames).
+//! - [`units`]: sizes, rates, durations, CPU lists, and their human renderings.
+//! - [`error`]: [`SpecError`], the errors of loading and validating profiles.
+
+pub mod error;
+pub mod hist;
+pub mod profile;
+pub mod result;
+pub mod units;
+pub mod wire;
+
+pub use error::SpecError;
+pub use profile::Profile;
+pub use result::RunResult;

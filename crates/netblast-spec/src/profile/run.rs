@@ -1,0 +1,49 @@
+//! `[run]`: what kind of test, how long, how often to report, which CPUs.
+
+use crate::units::{CpuList, Dur};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// The test kinds netblast runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// TCP bulk streams, like iperf3.
+    Bulk,
+}
+
+impl Kind {
+    /// The kind's name as written in profiles.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Bulk => "bulk",
+        }
+    }
+}
+
+/// The `[run]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSection {
+    /// Which test to run.
+    pub kind: Kind,
+    /// How long to run; a test needs this or a count bound of its kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Dur>,
+    /// Reporting interval (default 1 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Dur>,
+    /// Client CPUs to run pinned workers on (default: every CPU this process may use).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<CpuList>,
+}
+
+impl RunSection {
+    /// Default reporting interval.
+    pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+
+    /// The reporting interval in effect.
+    pub fn interval(&self) -> Duration {
+        self.interval.map(Dur::get).unwrap_or(Self::DEFAULT_INTERVAL)
+    }
+}

@@ -1,0 +1,321 @@
+//! The result of one run: the one document every rendering (text, JSON, CSV) is made from.
+//!
+//! Versioned by [`SCHEMA`]. Counters are raw (bytes, segments); rates are derived from them and
+//! the seconds they were measured over, both of which are stored, so a reader can recompute.
+
+use crate::profile::{Profile, Way};
+use crate::units::Dur;
+use serde::{Deserialize, Serialize};
+
+/// Schema identifier written into every result.
+pub const SCHEMA: &str = "netblast.run/1";
+
+/// A resolved test plan: the validated profile plus what was resolved against the machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Where the profile came from (`built-in profile NAME` or a path), with CLI overrides applied.
+    pub origin: String,
+    /// The target as the user wrote it.
+    pub target: String,
+    /// The address actually connected to.
+    pub peer: String,
+    /// CPUs the client's workers are pinned to, one worker per CPU.
+    pub client_cpus: Vec<usize>,
+    /// The time bound in effect.
+    pub time_bound: Dur,
+    /// The profile after overrides and validation.
+    pub profile: Profile,
+}
+
+/// Kernel TCP statistics of one socket at one instant (cumulative counters).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpStats {
+    /// Smoothed RTT (µs).
+    pub rtt_us: u32,
+    /// RTT variance (µs).
+    pub rttvar_us: u32,
+    /// Minimum RTT seen by the kernel (µs).
+    pub min_rtt_us: u32,
+    /// Congestion window (segments).
+    pub cwnd_segs: u32,
+    /// Sender MSS (bytes).
+    pub mss: u32,
+    /// Total segments retransmitted over the socket's life.
+    pub retrans_segs: u64,
+    /// Segments sent.
+    pub segs_out: u64,
+    /// Segments received.
+    pub segs_in: u64,
+    /// Bytes acknowledged by the peer.
+    pub bytes_acked: u64,
+    /// Most recent delivery-rate estimate (bytes/s).
+    pub delivery_rate_bps: u64,
+}
+
+impl TcpStats {
+    /// Congestion window in bytes (segments × MSS).
+    pub fn cwnd_bytes(&self) -> u64 {
+        self.cwnd_segs as u64 * self.mss as u64
+    }
+}
+
+/// Where kernel TCP statistics came from, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeInfo {
+    /// `ebpf`, `tcp_info` or `off`.
+    pub tcp_source: String,
+    /// Why eBPF was not used, when it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_reason: Option<String>,
+}
+
+/// Facts about one end of the test.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostInfo {
+    /// Host name.
+    pub hostname: String,
+    /// Kernel release (`uname -r`).
+    pub kernel: String,
+    /// CPUs online.
+    pub cpus_online: u32,
+    /// netblast version running there.
+    pub netblast_version: String,
+}
+
+/// CPU time used by one side over the test.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuUsage {
+    /// User-mode CPU seconds.
+    pub user_s: f64,
+    /// Kernel-mode CPU seconds.
+    pub system_s: f64,
+    /// Wall-clock seconds the usage was measured over.
+    pub wall_s: f64,
+}
+
+impl CpuUsage {
+    /// Average number of CPUs busy: (user + system) / wall (qperf's `cpus_used`).
+    pub fn cpus_used(&self) -> f64 {
+        if self.wall_s > 0.0 {
+            (self.user_s + self.system_s) / self.wall_s
+        } else {
+            0.0
+        }
+    }
+
+    /// User + system seconds.
+    pub fn cpu_s(&self) -> f64 {
+        self.user_s + self.system_s
+    }
+}
+
+/// One error seen during the run; the run keeps what it measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunError {
+    /// Seconds since the start of the test (0 before it started).
+    pub at_s: f64,
+    /// Who saw it: `client`, `server`, `stream 3`, `control`.
+    pub source: String,
+    /// What happened.
+    pub message: String,
+}
+
+/// A connection of the test.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamInfo {
+    /// Stream id (0-based, unique within the test).
+    pub id: u32,
+    /// Which way bytes flow.
+    pub way: Way,
+    /// Client's local address.
+    pub local: String,
+    /// Server address.
+    pub remote: String,
+    /// CPU of the client worker that drives it.
+    pub client_cpu: usize,
+    /// CPU the server pinned it to, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu: Option<usize>,
+}
+
+/// One stream during one interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamInterval {
+    /// Stream id.
+    pub id: u32,
+    /// Bytes the sender handed to the kernel in the interval.
+    pub sent_bytes: u64,
+    /// Bytes the receiver read in its interval (from the other end's report when that end is
+    /// the server); absent when the receiver did not report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_bytes: Option<u64>,
+    /// Segments retransmitted by the sender in the interval.
+    pub retransmits: u64,
+    /// Sender-side kernel TCP statistics at the end of the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpStats>,
+}
+
+/// The sum over the streams of one way during one interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WayInterval {
+    /// Which way.
+    pub way: Way,
+    /// Bytes sent by all senders.
+    pub sent_bytes: u64,
+    /// Sender bit rate.
+    pub sent_bits_per_s: f64,
+    /// Bytes read by all receivers, when every receiver reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_bytes: Option<u64>,
+    /// Receiver bit rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_bits_per_s: Option<f64>,
+    /// Retransmitted segments.
+    pub retransmits: u64,
+}
+
+/// One reporting interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    /// 0-based index.
+    pub index: u32,
+    /// Start, seconds since the test started.
+    pub start_s: f64,
+    /// End, seconds since the test started.
+    pub end_s: f64,
+    /// Per stream.
+    pub streams: Vec<StreamInterval>,
+    /// Per way, summed over streams.
+    pub sums: Vec<WayInterval>,
+}
+
+/// One side's total for a way or a stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct SideTotal {
+    /// Bytes.
+    pub bytes: u64,
+    /// Seconds from the start to the last byte of this side.
+    pub seconds: f64,
+    /// bytes × 8 / seconds.
+    pub bits_per_s: f64,
+}
+
+impl SideTotal {
+    /// Builds a total, deriving the rate.
+    pub fn new(bytes: u64, seconds: f64) -> SideTotal {
+        let bits_per_s = if seconds > 0.0 { bytes as f64 * 8.0 / seconds } else { 0.0 };
+        SideTotal { bytes, seconds, bits_per_s }
+    }
+}
+
+/// Min / mean / max of the sender's smoothed RTT over the interval samples (µs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RttSummary {
+    /// Smallest kernel min-RTT seen.
+    pub min_us: u32,
+    /// Mean of the smoothed RTT samples.
+    pub mean_us: f64,
+    /// Largest smoothed RTT sample.
+    pub max_us: u32,
+}
+
+/// Totals of one stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamSummary {
+    /// Stream id.
+    pub id: u32,
+    /// Which way.
+    pub way: Way,
+    /// Sender side.
+    pub sender: SideTotal,
+    /// Receiver side, when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver: Option<SideTotal>,
+    /// Segments retransmitted by the sender.
+    pub retransmits: u64,
+    /// Sender-side TCP statistics at the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpStats>,
+}
+
+/// Totals of one way (summed over its streams).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WaySummary {
+    /// Which way.
+    pub way: Way,
+    /// Number of streams.
+    pub streams: u32,
+    /// All senders.
+    pub sender: SideTotal,
+    /// All receivers, when every receiver reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver: Option<SideTotal>,
+    /// Segments retransmitted.
+    pub retransmits: u64,
+    /// Sender RTT over the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt: Option<RttSummary>,
+    /// Largest congestion window seen on any stream (bytes).
+    pub cwnd_max_bytes: u64,
+}
+
+/// CPU cost of the test on each side.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuSummary {
+    /// The client process.
+    pub client: CpuUsage,
+    /// The server threads that carried this test's streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<CpuUsage>,
+    /// Bits moved (both ways) per client CPU-second.
+    pub bits_per_client_cpu_s: f64,
+    /// Bits moved (both ways) per server CPU-second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bits_per_server_cpu_s: Option<f64>,
+}
+
+/// Totals over the whole run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Wall-clock seconds from the start until the last stream finished.
+    pub duration_s: f64,
+    /// Per way.
+    pub ways: Vec<WaySummary>,
+    /// Per stream.
+    pub streams: Vec<StreamSummary>,
+    /// CPU use.
+    pub cpu: CpuSummary,
+}
+
+/// The whole result of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// Version of the client that produced it.
+    pub netblast_version: String,
+    /// Random id shared by client and server for this test.
+    pub test_id: String,
+    /// Start time (RFC 3339, UTC).
+    pub started_at: String,
+    /// True when every stream ran to its bound and the server's final report arrived.
+    pub complete: bool,
+    /// Errors seen; a partial result lists why it is partial.
+    pub errors: Vec<RunError>,
+    /// What was run.
+    pub plan: Plan,
+    /// The client host.
+    pub client: HostInfo,
+    /// The server host, once it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<HostInfo>,
+    /// Source of the TCP statistics.
+    pub probe: ProbeInfo,
+    /// Connections.
+    pub streams: Vec<StreamInfo>,
+    /// Time series.
+    pub intervals: Vec<Interval>,
+    /// Totals.
+    pub summary: Summary,
+}

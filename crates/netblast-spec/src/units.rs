@@ -1,0 +1,413 @@
+//! Units: byte sizes, rates, durations and CPU lists as users write them, plus the
+//! human renderings (iperf3 style) used by the text report.
+//!
+//! Sizes: `1500`, `128KiB`, `128K`, `1MiB`, `1M`, `4GiB` are binary (powers of 1024, as in
+//! iperf3's `-l 128K`); `10KB`, `10MB`, `10GB` are decimal (powers of 1000).
+//! Rates: `5000`, `5000/s`, `10k/s`, `1.5M/s` (decimal multipliers, per second).
+
+use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
+use std::{fmt, str::FromStr, time::Duration};
+
+/// Why a unit string could not be read; the caller adds the field or flag name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {what} {value:?}: expected {expected}")]
+pub struct UnitError {
+    /// What kind of value was expected ("size", "rate", ...).
+    pub what: &'static str,
+    /// The text that was given.
+    pub value: String,
+    /// The syntax that would have been accepted.
+    pub expected: &'static str,
+}
+
+fn split_number(s: &str) -> (&str, &str) {
+    let end = s
+        .char_indices()
+        .find(|(_, c)| !(c.is_ascii_digit() || *c == '.'))
+        .map(|(i, _)| i)
+        .unwrap_or(s.len());
+    (&s[..end], s[end..].trim())
+}
+
+/// A byte count such as a buffer size or a transfer bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct ByteSize(pub u64);
+
+impl ByteSize {
+    /// The size in bytes.
+    pub fn bytes(self) -> u64 {
+        self.0
+    }
+}
+
+impl FromStr for ByteSize {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || UnitError {
+            what: "size",
+            value: s.to_string(),
+            expected: "<n>[K|KiB|M|MiB|G|GiB|KB|MB|GB], e.g. 128KiB",
+        };
+        let t = s.trim();
+        let (num, unit) = split_number(t);
+        if num.is_empty() {
+            return Err(err());
+        }
+        let n: f64 = num.parse().map_err(|_| err())?;
+        let mult: f64 = match unit {
+            "" | "B" | "b" => 1.0,
+            "K" | "k" | "KiB" | "kiB" => 1024.0,
+            "M" | "m" | "MiB" => 1024.0 * 1024.0,
+            "G" | "g" | "GiB" => 1024.0 * 1024.0 * 1024.0,
+            "T" | "t" | "TiB" => 1024.0f64.powi(4),
+            "KB" | "kB" => 1e3,
+            "MB" => 1e6,
+            "GB" => 1e9,
+            "TB" => 1e12,
+            _ => return Err(err()),
+        };
+        let v = n * mult;
+        if !v.is_finite() || v < 0.0 || v > u64::MAX as f64 || (v.fract() != 0.0 && unit.is_empty()) {
+            return Err(err());
+        }
+        Ok(ByteSize(v.round() as u64))
+    }
+}
+
+impl fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        for (unit, div) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+            if b >= div && b % div == 0 {
+                return write!(f, "{}{unit}", b / div);
+            }
+        }
+        write!(f, "{b}")
+    }
+}
+
+impl Serialize for ByteSize {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(ByteSize(n)),
+            Raw::S(s) => s.parse().map_err(de::Error::custom),
+        }
+    }
+}
+
+/// An event rate in events per second (requests/s, messages/s).
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default)]
+pub struct Rate(pub f64);
+
+impl Rate {
+    /// Events per second.
+    pub fn per_second(self) -> f64 {
+        self.0
+    }
+}
+
+impl FromStr for Rate {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || UnitError {
+            what: "rate",
+            value: s.to_string(),
+            expected: "<n>/s with an optional k or M, e.g. 5000/s or 10k/s",
+        };
+        let t = s.trim();
+        let t = t.strip_suffix("/s").unwrap_or(t).trim();
+        let (num, unit) = split_number(t);
+        if num.is_empty() {
+            return Err(err());
+        }
+        let n: f64 = num.parse().map_err(|_| err())?;
+        let mult = match unit {
+            "" => 1.0,
+            "k" | "K" => 1e3,
+            "M" | "m" => 1e6,
+            "G" => 1e9,
+            _ => return Err(err()),
+        };
+        let v = n * mult;
+        if !v.is_finite() || v <= 0.0 {
+            return Err(err());
+        }
+        Ok(Rate(v))
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/s", self.0)
+    }
+}
+
+impl Serialize for Rate {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(f64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) if n > 0.0 && n.is_finite() => Ok(Rate(n)),
+            Raw::N(n) => Err(de::Error::custom(format!("invalid rate {n}: must be > 0"))),
+            Raw::S(s) => s.parse().map_err(de::Error::custom),
+        }
+    }
+}
+
+/// A duration written as a humantime string (`"10s"`, `"250ms"`, `"5m"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Dur(pub Duration);
+
+impl Dur {
+    /// The duration.
+    pub fn get(self) -> Duration {
+        self.0
+    }
+}
+
+impl FromStr for Dur {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        humantime::parse_duration(s.trim()).map(Dur).map_err(|_| UnitError {
+            what: "duration",
+            value: s.to_string(),
+            expected: "a number with a unit, e.g. 10s, 250ms, 5m",
+        })
+    }
+}
+
+impl fmt::Display for Dur {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", humantime::format_duration(self.0))
+    }
+}
+
+impl Serialize for Dur {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(de::Error::custom)
+    }
+}
+
+/// A set of CPU numbers written as a list (`"0-3,6"`), kept sorted and unique.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CpuList(pub Vec<usize>);
+
+impl FromStr for CpuList {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || UnitError {
+            what: "CPU list",
+            value: s.to_string(),
+            expected: "comma-separated CPU numbers or ranges, e.g. 0-3,6",
+        };
+        let mut cpus = Vec::new();
+        for part in s.split(',').map(str::trim) {
+            if part.is_empty() {
+                return Err(err());
+            }
+            match part.split_once('-') {
+                Some((a, b)) => {
+                    let a: usize = a.trim().parse().map_err(|_| err())?;
+                    let b: usize = b.trim().parse().map_err(|_| err())?;
+                    if a > b || b - a > 4096 {
+                        return Err(err());
+                    }
+                    cpus.extend(a..=b);
+                }
+                None => cpus.push(part.parse().map_err(|_| err())?),
+            }
+        }
+        cpus.sort_unstable();
+        cpus.dedup();
+        Ok(CpuList(cpus))
+    }
+}
+
+impl fmt::Display for CpuList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        let mut i = 0;
+        while i < self.0.len() {
+            let start = self.0[i];
+            let mut end = start;
+            while i + 1 < self.0.len() && self.0[i + 1] == end + 1 {
+                i += 1;
+                end = self.0[i];
+            }
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            if start == end {
+                write!(f, "{start}")?;
+            } else {
+                write!(f, "{start}-{end}")?;
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for CpuList {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for CpuList {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            L(Vec<usize>),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::L(mut v) => {
+                v.sort_unstable();
+                v.dedup();
+                Ok(CpuList(v))
+            }
+            Raw::S(s) => s.parse().map_err(de::Error::custom),
+        }
+    }
+}
+
+/// Renders a byte count the way iperf3 does (`4.56 GBytes`, powers of 1024).
+pub fn fmt_bytes(b: u64) -> String {
+    let b = b as f64;
+    let (v, u) = if b >= (1u64 << 30) as f64 {
+        (b / (1u64 << 30) as f64, "GBytes")
+    } else if b >= (1u64 << 20) as f64 {
+        (b / (1u64 << 20) as f64, "MBytes")
+    } else if b >= 1024.0 {
+        (b / 1024.0, "KBytes")
+    } else {
+        (b, "Bytes")
+    };
+    if v >= 100.0 || u == "Bytes" {
+        format!("{v:.0} {u}")
+    } else if v >= 10.0 {
+        format!("{v:.1} {u}")
+    } else {
+        format!("{v:.2} {u}")
+    }
+}
+
+/// Renders a bit rate the way iperf3 does (`39.2 Gbits/sec`, powers of 1000).
+pub fn fmt_bits_per_s(bps: f64) -> String {
+    let (v, u) = if bps >= 1e9 {
+        (bps / 1e9, "Gbits/sec")
+    } else if bps >= 1e6 {
+        (bps / 1e6, "Mbits/sec")
+    } else if bps >= 1e3 {
+        (bps / 1e3, "Kbits/sec")
+    } else {
+        (bps, "bits/sec")
+    };
+    if v >= 100.0 {
+        format!("{v:.0} {u}")
+    } else {
+        format!("{v:.2} {u}")
+    }
+}
+
+/// Renders a count per second with a k/M suffix (`2.03 M/s`).
+pub fn fmt_per_s(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.3} M/s", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.2} k/s", v / 1e3)
+    } else {
+        format!("{v:.1} /s")
+    }
+}
+
+/// Renders nanoseconds with a readable unit (`850 ns`, `12.3 us`, `4.10 ms`, `1.20 s`).
+pub fn fmt_ns(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.2} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.1} us", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!("1500".parse::<ByteSize>().unwrap().0, 1500);
+        assert_eq!("128K".parse::<ByteSize>().unwrap().0, 131072);
+        assert_eq!("128KiB".parse::<ByteSize>().unwrap().0, 131072);
+        assert_eq!("1MiB".parse::<ByteSize>().unwrap().0, 1 << 20);
+        assert_eq!("10MB".parse::<ByteSize>().unwrap().0, 10_000_000);
+        assert_eq!("1.5GiB".parse::<ByteSize>().unwrap().0, 3 << 29);
+        assert!("12x".parse::<ByteSize>().is_err());
+        assert!("".parse::<ByteSize>().is_err());
+        assert!("-5".parse::<ByteSize>().is_err());
+        assert_eq!(ByteSize(131072).to_string(), "128KiB");
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!("5000/s".parse::<Rate>().unwrap().0, 5000.0);
+        assert_eq!("10k/s".parse::<Rate>().unwrap().0, 10000.0);
+        assert_eq!("50".parse::<Rate>().unwrap().0, 50.0);
+        let e = "10k/x".parse::<Rate>().unwrap_err();
+        assert!(e.to_string().contains("10k/x"), "{e}");
+        assert!("0/s".parse::<Rate>().is_err());
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!("0-3,6".parse::<CpuList>().unwrap().0, vec![0, 1, 2, 3, 6]);
+        assert_eq!("3,1,1".parse::<CpuList>().unwrap().0, vec![1, 3]);
+        assert!("3-1".parse::<CpuList>().is_err());
+        assert!("a".parse::<CpuList>().is_err());
+        assert!("1,,2".parse::<CpuList>().is_err());
+        assert_eq!(CpuList(vec![0, 1, 2, 5, 7, 8]).to_string(), "0-2,5,7-8");
+    }
+
+    #[test]
+    fn renderings() {
+        assert_eq!(fmt_bytes(4_896_000_000), "4.56 GBytes");
+        assert_eq!(fmt_bits_per_s(39.2e9), "39.20 Gbits/sec");
+        assert_eq!(fmt_ns(12_345.0), "12.3 us");
+    }
+}

@@ -242,6 +242,10 @@ pub enum ServerMsg {
     Interval {
         /// 0-based interval index on the server's clock.
         index: u32,
+        /// Start, seconds since the server saw `Start`.
+        start_s: f64,
+        /// End, seconds since the server saw `Start`.
+        end_s: f64,
         /// Per stream.
         streams: Vec<ServerSample>,
     },

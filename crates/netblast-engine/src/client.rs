@@ -1,0 +1,482 @@
+//! `netblast run`: the client end of a test.
+//!
+//! 1. Connect the control connection, send the header and the [`TestSetup`], wait for
+//!    `Accepted`.
+//! 2. Open every stream (options set before `connect`), each announced by its header and
+//!    acknowledged by the server.
+//! 3. Spawn one pinned worker per CPU, send `Start`, open the start gate.
+//! 4. Aggregate worker events and the server's interval reports; at the bound send `Stop`.
+//! 5. Wait for the server's `Final`, then build the [`RunResult`]. Whatever goes wrong after
+//!    the start (a reset, a dead server, Ctrl-C) is recorded in the result, which is then
+//!    marked incomplete; nothing measured is thrown away.
+
+use crate::aggregate::Aggregator;
+use crate::bulk::{self, BulkConfig, BulkFlow, FlowRole, WorkerShared};
+use crate::sockopt;
+use crate::sys::{self, CpuMark};
+use crate::worker::{Event, EventTx, RunFlags, StartGate};
+use netblast_probe::Probe;
+use netblast_spec::profile::{Kind, Profile, Way};
+use netblast_spec::result::{HostInfo, Interval, Plan, RunResult, StreamInfo, SCHEMA};
+use netblast_spec::units::{CpuList, Dur};
+use netblast_spec::wire::{
+    self, blocking, ClientMsg, Header, Role, ServerMsg, StreamAck, StreamSetup, TestId, TestSetup,
+};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Port `netblast serve` listens on unless told otherwise.
+pub const DEFAULT_PORT: u16 = 5210;
+/// How long a TCP connect may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the server may take to answer a setup or a stream header.
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+/// After the bound: how long receivers wait for the peer's end of file, and how long the client
+/// waits for the server's final report.
+pub const DRAIN_GRACE: Duration = Duration::from_secs(10);
+
+/// Errors that stop a run before it measured anything.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The target could not be parsed or resolved.
+    #[error("invalid target {target:?}: {why}")]
+    Target {
+        /// What the user wrote.
+        target: String,
+        /// Why it does not work.
+        why: String,
+    },
+    /// `--cpus` names CPUs this process cannot use.
+    #[error("{0}")]
+    Cpus(String),
+    /// TCP connect failed.
+    #[error("cannot connect to {peer}: {why}")]
+    Connect {
+        /// The address.
+        peer: SocketAddr,
+        /// Why, in words.
+        why: String,
+    },
+    /// The peer answered, but not as a netblast server.
+    #[error("{peer} does not speak the netblast protocol: {why}")]
+    NotNetblast {
+        /// The address.
+        peer: SocketAddr,
+        /// What went wrong.
+        why: String,
+    },
+    /// The server refused the test.
+    #[error("{peer} refused the test: {message}")]
+    Refused {
+        /// The address.
+        peer: SocketAddr,
+        /// The server's reason.
+        message: String,
+    },
+    /// Not enough file descriptors for the flows.
+    #[error("{0}")]
+    Fds(String),
+    /// Any other I/O failure during setup.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+/// What the client reports while it runs (for live output).
+#[derive(Debug)]
+pub enum Live<'a> {
+    /// The server accepted the test and every stream is connected.
+    Started {
+        /// The plan.
+        plan: &'a Plan,
+        /// The test id.
+        test_id: &'a str,
+        /// The server host.
+        server: &'a HostInfo,
+        /// The streams.
+        streams: &'a [StreamInfo],
+    },
+    /// One interval, this end's view (the server's view is merged into the final result).
+    Interval(&'a Interval),
+}
+
+/// Parses `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6 address, defaulting the port.
+pub fn resolve_target(target: &str) -> Result<SocketAddr, ClientError> {
+    let bad = |why: String| ClientError::Target { target: target.to_string(), why };
+    let t = target.trim();
+    if t.is_empty() {
+        return Err(bad("empty".into()));
+    }
+    if let Ok(ip) = t.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, DEFAULT_PORT));
+    }
+    if let Ok(sa) = t.parse::<SocketAddr>() {
+        return Ok(sa);
+    }
+    let with_port = if t.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+        t.to_string()
+    } else {
+        format!("{t}:{DEFAULT_PORT}")
+    };
+    let mut addrs = with_port.to_socket_addrs().map_err(|e| bad(format!("cannot resolve: {e}")))?;
+    addrs.next().ok_or_else(|| bad("name resolves to no address".into()))
+}
+
+/// The client CPUs: the requested list (each must be usable by this process), or all usable.
+pub fn resolve_cpus(requested: Option<&CpuList>) -> Result<Vec<usize>, ClientError> {
+    let allowed = sys::allowed_cpus()
+        .map_err(|e| ClientError::Io { what: "cannot read this process's CPU affinity".into(), source: e })?;
+    match requested {
+        None => Ok(allowed),
+        Some(list) => {
+            let missing: Vec<usize> = list.0.iter().copied().filter(|c| !allowed.contains(c)).collect();
+            if missing.is_empty() {
+                Ok(list.0.clone())
+            } else {
+                Err(ClientError::Cpus(format!(
+                    "--cpus names CPU {} which this process cannot use (usable CPUs: {})",
+                    CpuList(missing),
+                    CpuList(allowed)
+                )))
+            }
+        }
+    }
+}
+
+/// Resolves a validated profile against this machine and a target into a [`Plan`].
+pub fn plan(profile: Profile, origin: String, target: &str) -> Result<(Plan, SocketAddr), ClientError> {
+    let peer = resolve_target(target)?;
+    let client_cpus = resolve_cpus(profile.run.cpus.as_ref())?;
+    let plan = Plan {
+        origin,
+        target: target.to_string(),
+        peer: peer.to_string(),
+        client_cpus,
+        time_bound: Dur(profile.time_bound()),
+        profile,
+    };
+    Ok((plan, peer))
+}
+
+/// Splits `total` bytes over `n` flows so the parts add up exactly; part `k` of `n`.
+pub fn split_budget(total: u64, n: u64, k: u64) -> u64 {
+    let n = n.max(1);
+    total / n + u64::from(k < total % n)
+}
+
+fn connect_error(peer: SocketAddr, e: io::Error) -> ClientError {
+    let why = match e.kind() {
+        io::ErrorKind::ConnectionRefused => "connection refused (is `netblast serve` running there?)".to_string(),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
+            format!("no answer within {}s (host down or filtered?)", CONNECT_TIMEOUT.as_secs())
+        }
+        _ => bulk::describe_io(&e),
+    };
+    ClientError::Connect { peer, why }
+}
+
+enum Incoming {
+    Worker(usize, Event),
+    Server(ServerMsg),
+    ControlClosed(String),
+}
+
+/// The streams of a plan: (id, way), ids in order, up streams first.
+pub fn stream_setups(profile: &Profile) -> Vec<StreamSetup> {
+    match profile.run.kind {
+        Kind::Bulk => {
+            let b = profile.bulk();
+            let mut out = Vec::new();
+            for &way in b.direction.ways() {
+                for _ in 0..b.flows {
+                    out.push(StreamSetup { id: out.len() as u32, way });
+                }
+            }
+            out
+        }
+    }
+}
+
+/// Runs one test against a `netblast serve` at `peer`.
+///
+/// Errors before the start are returned; after the start everything goes into the result.
+pub fn run(
+    plan: &Plan,
+    peer: SocketAddr,
+    probe: &Probe,
+    flags: &Arc<RunFlags>,
+    live: &mut dyn FnMut(Live<'_>),
+) -> Result<RunResult, ClientError> {
+    let profile = &plan.profile;
+    let bulk_cfg = profile.bulk();
+    let setups = stream_setups(profile);
+    sys::ensure_fds(setups.len() as u64 + 64).map_err(ClientError::Fds)?;
+    let test_id = TestId(sys::random_bytes());
+    let test_id_s = test_id.to_string();
+    let started_at = sys::now_rfc3339();
+
+    // 1. Control connection and setup.
+    let mut control = TcpStream::connect_timeout(&peer, CONNECT_TIMEOUT).map_err(|e| connect_error(peer, e))?;
+    control.set_nodelay(true).ok();
+    control.set_read_timeout(Some(REPLY_TIMEOUT)).ok();
+    let io_err = |what: &str| {
+        let what = what.to_string();
+        move |source: io::Error| ClientError::Io { what: format!("{what} ({peer})"), source }
+    };
+    let header = Header { version: wire::VERSION, role: Role::Control, test_id, stream_id: 0 };
+    control.write_all(&header.encode()).map_err(io_err("cannot send the handshake"))?;
+    let setup = TestSetup {
+        client_version: env!("CARGO_PKG_VERSION").to_string(),
+        profile: profile.clone(),
+        time_bound: plan.time_bound,
+        streams: setups.clone(),
+    };
+    blocking::write_frame(&mut control, &ClientMsg::Setup(setup)).map_err(io_err("cannot send the test setup"))?;
+    let reply: Option<ServerMsg> = blocking::read_frame(&mut control).map_err(|e| match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::NotNetblast {
+            peer,
+            why: format!("no answer to the handshake within {}s", REPLY_TIMEOUT.as_secs()),
+        },
+        io::ErrorKind::InvalidData => ClientError::NotNetblast { peer, why: e.to_string() },
+        _ => ClientError::Io { what: format!("reading the server's answer ({peer})"), source: e },
+    })?;
+    let (server_host, _server_probe) = match reply {
+        Some(ServerMsg::Accepted { server, probe }) => (server, probe),
+        Some(ServerMsg::Refused { message }) => return Err(ClientError::Refused { peer, message }),
+        Some(other) => {
+            return Err(ClientError::NotNetblast { peer, why: format!("unexpected first frame {other:?}") });
+        }
+        None => {
+            return Err(ClientError::NotNetblast { peer, why: "it closed the connection without answering".into() });
+        }
+    };
+
+    // 2. Streams.
+    let workers = plan.client_cpus.len().min(setups.len()).max(1);
+    let mut infos = Vec::with_capacity(setups.len());
+    let mut flows = Vec::with_capacity(setups.len());
+    let n_up = setups.iter().filter(|s| s.way == Way::Up).count() as u64;
+    for (i, s) in setups.iter().enumerate() {
+        let stream = sockopt::connect(peer, &profile.tcp, false, CONNECT_TIMEOUT).map_err(|e| connect_error(peer, e))?;
+        stream.set_read_timeout(Some(REPLY_TIMEOUT)).ok();
+        let h = Header { version: wire::VERSION, role: Role::Stream, test_id, stream_id: s.id };
+        let mut ack = [0u8; 1];
+        (&stream).write_all(&h.encode()).map_err(io_err("cannot open a stream"))?;
+        (&stream).read_exact(&mut ack).map_err(io_err("no answer to a stream handshake"))?;
+        match StreamAck::from_byte(ack[0]) {
+            Some(StreamAck::Ok) => {}
+            Some(other) => {
+                return Err(ClientError::Refused { peer, message: format!("stream {}: {}", s.id, other.describe()) })
+            }
+            None => return Err(ClientError::NotNetblast { peer, why: format!("stream ack byte {}", ack[0]) }),
+        }
+        stream.set_read_timeout(None).ok();
+        let worker = i % workers;
+        infos.push(StreamInfo {
+            id: s.id,
+            way: s.way,
+            local: stream.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            remote: peer.to_string(),
+            client_cpu: plan.client_cpus[worker],
+            server_cpu: None,
+        });
+        let role = match s.way {
+            Way::Up => FlowRole::Send,
+            Way::Down => FlowRole::Recv,
+        };
+        let budget = match (role, bulk_cfg.bytes) {
+            (FlowRole::Send, Some(total)) => Some(split_budget(total.bytes(), n_up, s.id as u64)),
+            _ => None,
+        };
+        flows.push(BulkFlow { id: s.id, stream, role, budget });
+    }
+
+    // 3. Workers, then start.
+    let (tx, rx) = mpsc::channel::<Incoming>();
+    let wtx = tx.clone();
+    let sink: EventTx = Arc::new(move |w, ev| {
+        let _ = wtx.send(Incoming::Worker(w, ev));
+    });
+    let gate = StartGate::new();
+    let shared = WorkerShared {
+        cfg: Arc::new(BulkConfig {
+            block: bulk_cfg.block_bytes.bytes() as usize,
+            send_mode: bulk_cfg.send_mode,
+            interval: profile.run.interval(),
+            send_for: plan.time_bound.get(),
+            give_up_after: plan.time_bound.get() + DRAIN_GRACE,
+        }),
+        probe: probe.clone(),
+        gate: gate.clone(),
+        flags: flags.clone(),
+        tx: sink,
+    };
+    let groups = bulk::spread(flows, workers);
+    let cpus: Vec<Option<usize>> = plan.client_cpus.iter().map(|&c| Some(c)).collect();
+    let handles = bulk::spawn_workers(groups, &cpus, &shared)
+        .map_err(|e| ClientError::Io { what: "cannot start worker threads".into(), source: e })?;
+    drop(shared);
+
+    control.set_read_timeout(None).ok();
+    let reader = {
+        let mut r = control.try_clone().map_err(io_err("cannot clone the control connection"))?;
+        let tx = tx.clone();
+        std::thread::Builder::new()
+            .name("netblast-ctl".into())
+            .spawn(move || loop {
+                match blocking::read_frame::<_, ServerMsg>(&mut r) {
+                    Ok(Some(msg)) => {
+                        if tx.send(Incoming::Server(msg)).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) => {
+                        let _ = tx.send(Incoming::ControlClosed("the server closed the control connection".into()));
+                        return;
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Incoming::ControlClosed(format!("control connection failed: {}", bulk::describe_io(&e))));
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| ClientError::Io { what: "cannot start the control reader".into(), source: e })?
+    };
+    drop(tx);
+
+    let cpu_mark = CpuMark::process();
+    if let Err(e) = blocking::write_frame(&mut control, &ClientMsg::Start) {
+        gate.cancel();
+        flags.abort();
+        for h in handles {
+            let _ = h.join();
+        }
+        let _ = control.shutdown(Shutdown::Both);
+        let _ = reader.join();
+        return Err(ClientError::Io { what: format!("cannot start the test ({peer})"), source: e });
+    }
+    let start = Instant::now();
+    gate.open(start);
+    live(Live::Started { plan, test_id: &test_id_s, server: &server_host, streams: &infos });
+
+    // 4. Aggregate until every worker is done and the server has reported.
+    let mut agg = Aggregator::new(infos.clone(), handles.len());
+    let bound_at = start + plan.time_bound.get();
+    let mut stop_sent = false;
+    let mut control_closed = false;
+    let mut workers_done_at: Option<Instant> = None;
+    loop {
+        let now = Instant::now();
+        if !stop_sent && (now >= bound_at || flags.stopping()) {
+            // The server stops its senders; for up streams our own workers stop by themselves.
+            if !control_closed {
+                if let Err(e) = blocking::write_frame(&mut control, &ClientMsg::Stop) {
+                    agg.error(start.elapsed().as_secs_f64(), "control", format!("cannot send stop: {}", bulk::describe_io(&e)));
+                }
+            }
+            stop_sent = true;
+        }
+        if agg.workers_done() {
+            let t = *workers_done_at.get_or_insert(now);
+            if agg.has_server_final() || control_closed || now >= t + DRAIN_GRACE {
+                break;
+            }
+        }
+        let wait = if stop_sent { Duration::from_millis(100) } else { bound_at.saturating_duration_since(now).min(Duration::from_millis(100)) };
+        match rx.recv_timeout(wait) {
+            Ok(Incoming::Worker(w, ev)) => {
+                for iv in agg.on_worker(w, ev) {
+                    live(Live::Interval(&iv));
+                }
+            }
+            Ok(Incoming::Server(ServerMsg::Interval { index, start_s, end_s, streams })) => {
+                agg.on_server_interval(index, start_s, end_s, streams)
+            }
+            Ok(Incoming::Server(ServerMsg::Final { streams, cpu })) => agg.on_server_final(streams, cpu),
+            Ok(Incoming::Server(ServerMsg::Refused { message })) => {
+                agg.error(start.elapsed().as_secs_f64(), "server", message);
+            }
+            Ok(Incoming::Server(other)) => {
+                agg.error(start.elapsed().as_secs_f64(), "control", format!("unexpected frame from the server: {other:?}"));
+            }
+            Ok(Incoming::ControlClosed(why)) => {
+                control_closed = true;
+                if !agg.has_server_final() {
+                    agg.error(start.elapsed().as_secs_f64(), "server", format!("{why} before its final report ({peer})"));
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    let client_cpu = cpu_mark.usage();
+    if !agg.has_server_final() && !control_closed {
+        agg.error(start.elapsed().as_secs_f64(), "server", format!("no final report within {}s after the end", DRAIN_GRACE.as_secs()));
+    }
+    flags.abort();
+    for h in handles {
+        let _ = h.join();
+    }
+    let _ = control.shutdown(Shutdown::Both);
+    let _ = reader.join();
+    if flags.interrupted() {
+        agg.error(start.elapsed().as_secs_f64(), "client", "interrupted by the user");
+    }
+
+    // 5. The result.
+    let complete = agg.errors.is_empty() && agg.all_streams_clean() && agg.has_server_final();
+    let (intervals, summary) = agg.finish(client_cpu);
+    Ok(RunResult {
+        schema: SCHEMA.to_string(),
+        netblast_version: env!("CARGO_PKG_VERSION").to_string(),
+        test_id: test_id_s,
+        started_at,
+        complete,
+        errors: agg.errors.clone(),
+        plan: plan.clone(),
+        client: sys::host_info(),
+        server: Some(server_host),
+        probe: probe.info(),
+        streams: infos,
+        intervals,
+        summary,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets() {
+        assert_eq!(resolve_target("127.0.0.1").unwrap(), "127.0.0.1:5210".parse().unwrap());
+        assert_eq!(resolve_target("127.0.0.1:9").unwrap(), "127.0.0.1:9".parse().unwrap());
+        assert_eq!(resolve_target("::1").unwrap(), "[::1]:5210".parse().unwrap());
+        assert_eq!(resolve_target("[::1]:7").unwrap(), "[::1]:7".parse().unwrap());
+        assert_eq!(resolve_target("localhost:8").unwrap().port(), 8);
+        assert!(resolve_target("").is_err());
+        assert!(resolve_target("no-such-host.invalid").is_err());
+    }
+
+    #[test]
+    fn budgets_add_up() {
+        for (total, n) in [(10u64, 3u64), (1, 4), (1 << 30, 7), (5, 5)] {
+            let sum: u64 = (0..n).map(|k| split_budget(total, n, k)).sum();
+            assert_eq!(sum, total);
+        }
+    }
+
+    #[test]
+    fn missing_cpu_is_a_clear_error() {
+        let e = resolve_cpus(Some(&CpuList(vec![4000]))).unwrap_err().to_string();
+        assert!(e.contains("CPU 4000"), "{e}");
+        assert!(e.contains("usable CPUs"), "{e}");
+    }
+}

@@ -1,0 +1,189 @@
+//! Thin wrappers over the few Linux calls the engine needs: CPU affinity, CPU time, host
+//! facts, descriptor limits and random test ids.
+
+use netblast_spec::result::{CpuUsage, HostInfo};
+use std::io;
+
+/// CPUs this thread may run on (`sched_getaffinity`), sorted.
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain data; zeroed is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 means the calling thread.
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut cpus = Vec::new();
+    for cpu in 0..libc::CPU_SETSIZE as usize {
+        // SAFETY: cpu < CPU_SETSIZE, the bound of the set.
+        if unsafe { libc::CPU_ISSET(cpu, &set) } {
+            cpus.push(cpu);
+        }
+    }
+    Ok(cpus)
+}
+
+/// Pins the calling thread to one CPU.
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("CPU {cpu} is out of range")));
+    }
+    // SAFETY: zeroed cpu_set_t is a valid empty set; CPU_SET writes within it since cpu is in range.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 means the calling thread.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn rusage(who: libc::c_int) -> (f64, f64) {
+    // SAFETY: rusage is plain data; getrusage fills it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid rusage; `who` is RUSAGE_SELF or RUSAGE_THREAD.
+    unsafe { libc::getrusage(who, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (tv(ru.ru_utime), tv(ru.ru_stime))
+}
+
+/// A point-in-time reading of CPU time (process or thread) and the wall clock.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuMark {
+    user: f64,
+    system: f64,
+    at: std::time::Instant,
+    thread: bool,
+}
+
+impl CpuMark {
+    /// Marks the whole process's CPU time now.
+    pub fn process() -> CpuMark {
+        let (user, system) = rusage(libc::RUSAGE_SELF);
+        CpuMark { user, system, at: std::time::Instant::now(), thread: false }
+    }
+
+    /// Marks the calling thread's CPU time now.
+    pub fn thread() -> CpuMark {
+        let (user, system) = rusage(libc::RUSAGE_THREAD);
+        CpuMark { user, system, at: std::time::Instant::now(), thread: true }
+    }
+
+    /// CPU used since this mark (same scope: process or calling thread).
+    pub fn usage(&self) -> CpuUsage {
+        let (user, system) = rusage(if self.thread { libc::RUSAGE_THREAD } else { libc::RUSAGE_SELF });
+        CpuUsage {
+            user_s: (user - self.user).max(0.0),
+            system_s: (system - self.system).max(0.0),
+            wall_s: self.at.elapsed().as_secs_f64(),
+        }
+    }
+}
+
+/// Number of CPUs online.
+pub fn cpus_online() -> u32 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    n.max(1) as u32
+}
+
+/// Facts about this host for results.
+pub fn host_info() -> HostInfo {
+    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_default();
+    HostInfo {
+        hostname: read("/proc/sys/kernel/hostname"),
+        kernel: read("/proc/sys/kernel/osrelease"),
+        cpus_online: cpus_online(),
+        netblast_version: env!("CARGO_PKG_VERSION").to_string(),
+    }
+}
+
+/// The open-files limit (soft, hard).
+pub fn nofile_limit() -> (u64, u64) {
+    // SAFETY: rlimit is plain data; getrlimit fills it.
+    let mut rl: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to an rlimit.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) };
+    (rl.rlim_cur as u64, rl.rlim_max as u64)
+}
+
+/// Makes sure `needed` descriptors can be open at once, raising the soft limit up to the hard
+/// limit when that is enough. The error says how to raise the limit.
+pub fn ensure_fds(needed: u64) -> Result<(), String> {
+    let (soft, hard) = nofile_limit();
+    if needed <= soft {
+        return Ok(());
+    }
+    if needed <= hard {
+        let rl = libc::rlimit { rlim_cur: needed as libc::rlim_t, rlim_max: hard as libc::rlim_t };
+        // SAFETY: valid pointer to an rlimit.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &rl) } == 0 {
+            return Ok(());
+        }
+    }
+    Err(format!(
+        "this test needs about {needed} open files but the limit is {soft} (hard limit {hard}); \
+         raise it with `ulimit -n {needed}` (or LimitNOFILE= for a service) and try again"
+    ))
+}
+
+/// 16 random bytes from the kernel.
+pub fn random_bytes() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    // SAFETY: `b` is a writable buffer of the length passed.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != b.len() as isize {
+        // getrandom cannot fail for 16 bytes after boot; fall back to time and pid anyway.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        b[..16].copy_from_slice(&(t ^ ((std::process::id() as u128) << 64)).to_le_bytes());
+    }
+    b
+}
+
+/// Current time as RFC 3339 (UTC, seconds precision with fraction).
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pinning_is_visible_in_affinity() {
+        let cpus = allowed_cpus().unwrap();
+        let target = *cpus.last().unwrap();
+        std::thread::spawn(move || {
+            pin_current_thread(target).unwrap();
+            assert_eq!(allowed_cpus().unwrap(), vec![target]);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn pinning_to_missing_cpu_fails() {
+        std::thread::spawn(|| {
+            assert!(pin_current_thread(libc::CPU_SETSIZE as usize - 1).is_err());
+            assert!(pin_current_thread(1 << 20).is_err());
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn thread_cpu_counts_work() {
+        let m = CpuMark::thread();
+        let mut x = 0u64;
+        let t = std::time::Instant::now();
+        while t.elapsed().as_millis() < 50 {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        let u = m.usage();
+        assert!(u.cpu_s() > 0.02, "{u:?} {x}");
+    }
+}

@@ -1,0 +1,251 @@
+//! What every generator's worker shares: a pinned OS thread, a start gate, an interval ticker,
+//! run flags and the event channel to the aggregator.
+//!
+//! A worker owns its sockets, counters and histograms; nothing on its hot path is shared. At
+//! each interval tick it sends one [`Event::Interval`] with its deltas and goes on.
+
+use netblast_spec::result::{CpuUsage, TcpStats};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Flags a worker reads once per loop iteration (never per message).
+#[derive(Debug, Default)]
+pub struct RunFlags {
+    stop: AtomicBool,
+    abort: AtomicBool,
+    interrupted: AtomicBool,
+}
+
+impl RunFlags {
+    /// New flags, all clear.
+    pub fn new() -> Arc<RunFlags> {
+        Arc::new(RunFlags::default())
+    }
+
+    /// Asks senders to stop gracefully (bound reached, peer asked, Ctrl-C).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Asks everything to stop now (fatal error, second Ctrl-C).
+    pub fn abort(&self) {
+        self.stop();
+        self.abort.store(true, Ordering::Relaxed);
+    }
+
+    /// Stops gracefully because the user asked (Ctrl-C); the result is marked incomplete.
+    pub fn interrupt(&self) {
+        self.interrupted.store(true, Ordering::Relaxed);
+        self.stop();
+    }
+
+    /// Whether the user interrupted the run.
+    pub fn interrupted(&self) -> bool {
+        self.interrupted.load(Ordering::Relaxed)
+    }
+
+    /// Whether senders should stop.
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Whether everything should stop now.
+    pub fn aborting(&self) -> bool {
+        self.abort.load(Ordering::Relaxed)
+    }
+}
+
+/// Holds workers until the test starts, then hands each the common start instant.
+#[derive(Debug, Default)]
+pub struct StartGate {
+    state: Mutex<GateState>,
+    cv: Condvar,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+enum GateState {
+    #[default]
+    Closed,
+    Open(Instant),
+    Cancelled,
+}
+
+impl StartGate {
+    /// A closed gate.
+    pub fn new() -> Arc<StartGate> {
+        Arc::new(StartGate::default())
+    }
+
+    /// Releases every waiter with `start` as the test's time zero.
+    pub fn open(&self, start: Instant) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = GateState::Open(start);
+        self.cv.notify_all();
+    }
+
+    /// Releases every waiter without starting.
+    pub fn cancel(&self) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = GateState::Cancelled;
+        self.cv.notify_all();
+    }
+
+    /// Waits for the start; `None` when cancelled.
+    pub fn wait(&self) -> Option<Instant> {
+        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match *g {
+                GateState::Open(t) => return Some(t),
+                GateState::Cancelled => return None,
+                GateState::Closed => g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner()),
+            }
+        }
+    }
+}
+
+/// Interval boundaries at `start + k × interval`, independent of when the loop wakes up.
+#[derive(Debug, Clone, Copy)]
+pub struct Ticker {
+    start: Instant,
+    interval: Duration,
+    index: u32,
+    next: Instant,
+}
+
+impl Ticker {
+    /// A ticker whose first interval ends at `start + interval`.
+    pub fn new(start: Instant, interval: Duration) -> Ticker {
+        Ticker { start, interval, index: 0, next: start + interval }
+    }
+
+    /// When the current interval ends.
+    pub fn next(&self) -> Instant {
+        self.next
+    }
+
+    /// Index of the current (not yet reported) interval.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// If the current interval has ended at `now`, returns its index and end and moves on.
+    pub fn due(&mut self, now: Instant) -> Option<(u32, Instant)> {
+        if now < self.next {
+            return None;
+        }
+        let r = (self.index, self.next);
+        self.index += 1;
+        self.next = self.start + self.interval * (self.index + 1);
+        Some(r)
+    }
+}
+
+/// Counters of one flow over one interval (or in total).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FlowSample {
+    /// Stream id.
+    pub id: u32,
+    /// Bytes moved (sent or received, by the flow's role).
+    pub bytes: u64,
+    /// Kernel TCP statistics at the end of the interval.
+    pub tcp: Option<TcpStats>,
+}
+
+/// How a flow ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowEnd {
+    /// Stream id.
+    pub id: u32,
+    /// Bytes moved in total.
+    pub bytes: u64,
+    /// Seconds from the start to the flow's last byte (or to its stop).
+    pub seconds: f64,
+    /// Kernel TCP statistics at the end.
+    pub tcp: Option<TcpStats>,
+    /// Why it ended early, if it did.
+    pub error: Option<String>,
+}
+
+/// What workers tell the aggregator.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// One interval's deltas. `end_s` is seconds since the start.
+    Interval {
+        /// Interval index.
+        index: u32,
+        /// Start of the interval (s since start).
+        start_s: f64,
+        /// End of the interval (s since start); shorter than `interval` for the last one.
+        end_s: f64,
+        /// Per flow.
+        flows: Vec<FlowSample>,
+    },
+    /// A flow finished.
+    FlowDone(FlowEnd),
+    /// The worker has finished all its flows; the last event it sends.
+    WorkerDone {
+        /// CPU used by the worker thread.
+        cpu: CpuUsage,
+        /// CPU it was pinned to, if any.
+        pinned: Option<usize>,
+        /// Why pinning failed, if it did.
+        pin_error: Option<String>,
+    },
+}
+
+/// Where workers deliver their events, tagged with the worker index. A closure, so the client
+/// (std channel) and the server (tokio channel) can each route events their own way.
+pub type EventTx = Arc<dyn Fn(usize, Event) + Send + Sync>;
+
+/// Spawns a worker thread named `netblast-w<index>`, pinned to `cpu` when given. A pinning
+/// failure is reported in the final [`Event::WorkerDone`] by the body, not fatal.
+pub fn spawn<F>(index: usize, cpu: Option<usize>, body: F) -> std::io::Result<JoinHandle<()>>
+where
+    F: FnOnce(Result<(), String>) + Send + 'static,
+{
+    std::thread::Builder::new().name(format!("netblast-w{index}")).spawn(move || {
+        let pinned = match cpu {
+            Some(c) => crate::sys::pin_current_thread(c).map_err(|e| format!("cannot pin worker to CPU {c}: {e}")),
+            None => Ok(()),
+        };
+        body(pinned)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticker_boundaries_do_not_drift() {
+        let t0 = Instant::now();
+        let mut t = Ticker::new(t0, Duration::from_millis(100));
+        assert!(t.due(t0 + Duration::from_millis(99)).is_none());
+        assert_eq!(t.due(t0 + Duration::from_millis(150)), Some((0, t0 + Duration::from_millis(100))));
+        // Late wake-up: two intervals are due, each reported with its own end.
+        let late = t0 + Duration::from_millis(320);
+        assert_eq!(t.due(late), Some((1, t0 + Duration::from_millis(200))));
+        assert_eq!(t.due(late), Some((2, t0 + Duration::from_millis(300))));
+        assert!(t.due(late).is_none());
+        assert_eq!(t.next(), t0 + Duration::from_millis(400));
+    }
+
+    #[test]
+    fn gate_releases_all_waiters_with_one_start() {
+        let g = StartGate::new();
+        let hs: Vec<_> = (0..3)
+            .map(|_| {
+                let g = g.clone();
+                std::thread::spawn(move || g.wait())
+            })
+            .collect();
+        let t = Instant::now();
+        g.open(t);
+        for h in hs {
+            assert_eq!(h.join().unwrap(), Some(t));
+        }
+        let g2 = StartGate::new();
+        g2.cancel();
+        assert_eq!(g2.wait(), None);
+    }
+}

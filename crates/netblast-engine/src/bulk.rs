@@ -366,11 +366,19 @@ pub fn run_worker(
         }
 
         let mut any_ready = false;
+        // A burst ends at the next tick or the senders' bound, so no bytes spill across them.
+        let mut burst_until = ticker.next();
+        if !stop_senders {
+            burst_until = burst_until.min(send_until);
+        }
         for f in flows.iter_mut().filter(|f| f.ready && !f.done) {
             let fd = f.fd();
             let mut moved = false;
             let mut outcome: io::Result<()> = Ok(());
-            for _ in 0..BURST {
+            for i in 0..BURST {
+                if i > 0 && Instant::now() >= burst_until {
+                    break;
+                }
                 let step = match f.role {
                     FlowRole::Send => {
                         let len = f.budget_left.map_or(cfg.block, |b| (b as usize).min(cfg.block));

@@ -190,11 +190,17 @@ impl Dur {
 impl FromStr for Dur {
     type Err = UnitError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        humantime::parse_duration(s.trim()).map(Dur).map_err(|_| UnitError {
+        let err = || UnitError {
             what: "duration",
             value: s.to_string(),
-            expected: "a number with a unit, e.g. 10s, 250ms, 5m",
-        })
+            expected: "seconds or a number with a unit, e.g. 10, 10s, 250ms, 5m",
+        };
+        let t = s.trim();
+        // A bare number means seconds, as in iperf3's -t 10.
+        if let Ok(secs) = t.parse::<f64>() {
+            return Duration::try_from_secs_f64(secs).map(Dur).map_err(|_| err());
+        }
+        humantime::parse_duration(t).map(Dur).map_err(|_| err())
     }
 }
 
@@ -392,6 +398,15 @@ mod tests {
         let e = "10k/x".parse::<Rate>().unwrap_err();
         assert!(e.to_string().contains("10k/x"), "{e}");
         assert!("0/s".parse::<Rate>().is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!("10".parse::<Dur>().unwrap().0, Duration::from_secs(10));
+        assert_eq!("0.5".parse::<Dur>().unwrap().0, Duration::from_millis(500));
+        assert_eq!("250ms".parse::<Dur>().unwrap().0, Duration::from_millis(250));
+        assert!("-1".parse::<Dur>().is_err());
+        assert!("ten".parse::<Dur>().is_err());
     }
 
     #[test]

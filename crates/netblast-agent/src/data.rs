@@ -1,0 +1,360 @@
+//! The data port: one listener hosts every test of every client at once.
+//!
+//! Each connection opens with the 32-byte header of [`netblast_spec::wire`]. Control
+//! connections set up a test and carry its reports; stream connections are matched to their
+//! test by id and handed to pinned worker threads (the engine's bulk loop) when the test starts.
+//! Anything else is dropped after one log line.
+
+use crate::registry::{Registry, TestEntry};
+use netblast_engine::bulk::{self, BulkConfig, BulkFlow, FlowRole, WorkerShared};
+use netblast_engine::client::split_budget;
+use netblast_engine::sockopt;
+use netblast_engine::sys;
+use netblast_engine::worker::{Event, EventTx, RunFlags, StartGate};
+use netblast_probe::Probe;
+use netblast_spec::profile::{Kind, Way};
+use netblast_spec::result::CpuUsage;
+use netblast_spec::wire::{
+    self, ClientMsg, Header, HeaderError, Role, ServerMsg, ServerSample, ServerStreamFinal, StreamAck, TestId,
+    TestSetup, HEADER_LEN,
+};
+use socket2::SockRef;
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+
+/// How long a new connection may take to send its header.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client may take between setup and start.
+pub const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Server senders stop by themselves this long after the client's bound, if no `Stop` came.
+pub const SEND_GRACE: Duration = Duration::from_secs(5);
+/// Server receivers give up this long after the client's bound.
+pub const RECV_GRACE: Duration = Duration::from_secs(30);
+
+/// Handles one accepted connection to the data port.
+pub async fn handle(mut conn: TcpStream, peer: SocketAddr, reg: Arc<Registry>, probe: Probe, stop: watch::Receiver<bool>) {
+    let mut hdr = [0u8; HEADER_LEN];
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, conn.read_exact(&mut hdr)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(_)) => {
+            tracing::info!(%peer, "dropped connection: closed before a full netblast handshake");
+            return;
+        }
+        Err(_) => {
+            tracing::info!(%peer, "dropped connection: no netblast handshake within {}s", HANDSHAKE_TIMEOUT.as_secs());
+            return;
+        }
+    }
+    let header = match Header::decode(&hdr) {
+        Ok(h) => h,
+        Err(e @ HeaderError::BadVersion(_)) => {
+            tracing::info!(%peer, "refused connection: {e}");
+            if hdr[6] == Role::Stream as u8 {
+                let _ = conn.write_all(&[StreamAck::BadVersion as u8]).await;
+            } else {
+                let msg = ServerMsg::Refused { message: e.to_string() };
+                let _ = conn.write_all(&wire::encode_frame(&msg)).await;
+            }
+            return;
+        }
+        Err(e) => {
+            tracing::info!(%peer, "dropped connection: {e}");
+            return;
+        }
+    };
+    match header.role {
+        Role::Stream => stream_conn(conn, peer, header, &reg).await,
+        Role::Control => {
+            if let Err(e) = control_conn(conn, peer, header.test_id, &reg, probe, stop).await {
+                tracing::info!(%peer, test = %header.test_id, "control connection ended: {e}");
+            }
+            reg.remove(&header.test_id);
+        }
+    }
+}
+
+async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: Header, reg: &Registry) {
+    let (ack, tx) = reg.offer_stream(&header.test_id, header.stream_id);
+    let Some(tx) = tx.filter(|_| ack == StreamAck::Ok) else {
+        tracing::info!(%peer, test = %header.test_id, stream = header.stream_id, "refused stream: {}", ack.describe());
+        let _ = conn.write_all(&[ack as u8]).await;
+        return;
+    };
+    // Hand the socket to the test before acknowledging it: the client starts the test only
+    // after every ack, so the test's control task has every socket by then.
+    let taken = conn.into_std().and_then(|s| s.try_clone().map(|w| (s, w)));
+    match taken {
+        Ok((stream, mut ack_writer)) => {
+            if tx.send((header.stream_id, stream)).is_ok() {
+                let _ = std::io::Write::write_all(&mut ack_writer, &[StreamAck::Ok as u8]);
+            }
+        }
+        Err(e) => tracing::warn!(%peer, "cannot take over stream socket: {e}"),
+    }
+}
+
+/// Reads one control frame.
+async fn read_frame(conn: &mut tokio::net::tcp::OwnedReadHalf) -> Result<Option<ClientMsg>, String> {
+    let mut prefix = [0u8; 4];
+    match conn.read_exact(&mut prefix).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    }
+    let n = wire::frame_len(prefix).map_err(|e| e.to_string())?;
+    let mut body = vec![0u8; n];
+    conn.read_exact(&mut body).await.map_err(|e| e.to_string())?;
+    wire::decode_body(&body).map(Some).map_err(|e| e.to_string())
+}
+
+fn check_setup(setup: &TestSetup) -> Result<(), String> {
+    setup.profile.validate("client's profile").map_err(|e| e.to_string())?;
+    if setup.streams.is_empty() {
+        return Err("the setup names no stream".into());
+    }
+    let max = netblast_spec::profile::MAX_FLOWS as usize * 2;
+    if setup.streams.len() > max {
+        return Err(format!("{} streams is more than the {max} one test may open", setup.streams.len()));
+    }
+    let mut seen = HashSet::new();
+    if !setup.streams.iter().all(|s| seen.insert(s.id)) {
+        return Err("stream ids repeat".into());
+    }
+    if setup.time_bound.get() > netblast_spec::profile::MAX_DURATION {
+        return Err("time bound over 24h".into());
+    }
+    match setup.profile.run.kind {
+        Kind::Bulk => {
+            let ways = setup.profile.bulk().direction.ways();
+            if let Some(s) = setup.streams.iter().find(|s| !ways.contains(&s.way)) {
+                return Err(format!("stream {} goes {:?}, which the profile's direction does not allow", s.id, s.way));
+            }
+        }
+    }
+    Ok(())
+}
+
+enum Ctl {
+    Frame(Result<Option<ClientMsg>, String>),
+}
+
+async fn control_conn(
+    conn: TcpStream,
+    peer: SocketAddr,
+    test_id: TestId,
+    reg: &Arc<Registry>,
+    probe: Probe,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), String> {
+    conn.set_nodelay(true).ok();
+    let (mut rd, mut wr) = conn.into_split();
+    let send = |msg: ServerMsg| wire::encode_frame(&msg);
+
+    // Setup.
+    let first = tokio::time::timeout(HANDSHAKE_TIMEOUT, read_frame(&mut rd))
+        .await
+        .map_err(|_| "no setup frame in time".to_string())??;
+    let setup = match first {
+        Some(ClientMsg::Setup(s)) => s,
+        Some(other) => {
+            let m = format!("expected a setup frame, got {other:?}");
+            let _ = wr.write_all(&send(ServerMsg::Refused { message: m.clone() })).await;
+            return Err(m);
+        }
+        None => return Err("closed before sending a setup".into()),
+    };
+    if let Err(m) = check_setup(&setup) {
+        let _ = wr.write_all(&send(ServerMsg::Refused { message: m.clone() })).await;
+        return Err(format!("refused setup: {m}"));
+    }
+    let (stream_tx, mut stream_rx) = mpsc::unbounded_channel();
+    let ways: HashMap<u32, Way> = setup.streams.iter().map(|s| (s.id, s.way)).collect();
+    if let Err(m) = reg.insert(test_id, TestEntry::new(ways.clone(), stream_tx)) {
+        let _ = wr.write_all(&send(ServerMsg::Refused { message: m.clone() })).await;
+        return Err(m);
+    }
+    let accepted = ServerMsg::Accepted { server: sys::host_info(), probe: probe.info() };
+    wr.write_all(&send(accepted)).await.map_err(|e| e.to_string())?;
+    tracing::info!(
+        %peer, test = %test_id, kind = setup.profile.run.kind.name(), streams = setup.streams.len(),
+        bound = %setup.time_bound, "test set up"
+    );
+
+    // Collect streams until Start.
+    let (ctl_tx, mut ctl_rx) = mpsc::unbounded_channel::<Ctl>();
+    let reader = tokio::spawn(async move {
+        loop {
+            let f = read_frame(&mut rd).await;
+            let end = !matches!(f, Ok(Some(_)));
+            if ctl_tx.send(Ctl::Frame(f)).is_err() || end {
+                return;
+            }
+        }
+    });
+    let mut sockets: HashMap<u32, std::net::TcpStream> = HashMap::new();
+    let deadline = tokio::time::Instant::now() + SETUP_TIMEOUT;
+    loop {
+        tokio::select! {
+            Some((id, s)) = stream_rx.recv() => { sockets.insert(id, s); }
+            msg = ctl_rx.recv() => match msg {
+                Some(Ctl::Frame(Ok(Some(ClientMsg::Start)))) => break,
+                Some(Ctl::Frame(Ok(Some(other)))) => {
+                    reader.abort();
+                    return Err(format!("expected start, got {other:?}"));
+                }
+                Some(Ctl::Frame(Ok(None))) | None => { reader.abort(); return Err("client left before starting".into()); }
+                Some(Ctl::Frame(Err(e))) => { reader.abort(); return Err(format!("bad control frame: {e}")); }
+            },
+            _ = tokio::time::sleep_until(deadline) => {
+                reader.abort();
+                return Err(format!("test not started within {}s of setup", SETUP_TIMEOUT.as_secs()));
+            }
+        }
+    }
+    reg.remove(&test_id);
+    while let Ok((id, s)) = stream_rx.try_recv() {
+        sockets.insert(id, s);
+    }
+    if sockets.len() != ways.len() {
+        let m = format!("start with {} of {} streams connected", sockets.len(), ways.len());
+        let _ = wr.write_all(&send(ServerMsg::Refused { message: m.clone() })).await;
+        reader.abort();
+        return Err(m);
+    }
+
+    // Run.
+    let outcome = run_test(&setup, sockets, &ways, &probe, &mut wr, &mut ctl_rx, &mut stop).await;
+    reader.abort();
+    tracing::info!(%peer, test = %test_id, "test finished: {}", outcome.as_deref().unwrap_or("ok"));
+    outcome.map_or(Ok(()), Err)
+}
+
+async fn run_test(
+    setup: &TestSetup,
+    mut sockets: HashMap<u32, std::net::TcpStream>,
+    ways: &HashMap<u32, Way>,
+    probe: &Probe,
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    ctl_rx: &mut mpsc::UnboundedReceiver<Ctl>,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<String> {
+    let profile = &setup.profile;
+    let bulk_cfg = profile.bulk();
+    let n_down = ways.values().filter(|w| **w == Way::Down).count() as u64;
+    let mut ids: Vec<u32> = ways.keys().copied().collect();
+    ids.sort_unstable();
+    let mut flows = Vec::with_capacity(ids.len());
+    for id in &ids {
+        let Some(stream) = sockets.remove(id) else { continue };
+        if let Err(e) = sockopt::apply(SockRef::from(&stream), &profile.tcp, false) {
+            let m = format!("cannot apply socket options: {e}");
+            let _ = wr.write_all(&wire::encode_frame(&ServerMsg::Refused { message: m.clone() })).await;
+            return Some(m);
+        }
+        let role = if ways[id] == Way::Up { FlowRole::Recv } else { FlowRole::Send };
+        let budget = match (role, bulk_cfg.bytes) {
+            (FlowRole::Send, Some(total)) => {
+                let k = ids.iter().filter(|i| ways[i] == Way::Down && *i < id).count() as u64;
+                Some(split_budget(total.bytes(), n_down, k))
+            }
+            _ => None,
+        };
+        flows.push(BulkFlow { id: *id, stream, role, budget });
+    }
+    let workers = (sys::cpus_online() as usize).min(flows.len()).max(1);
+    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<(usize, Event)>();
+    let sink: EventTx = Arc::new(move |w, ev| {
+        let _ = ev_tx.send((w, ev));
+    });
+    let flags = RunFlags::new();
+    let gate = StartGate::new();
+    let shared = WorkerShared {
+        cfg: Arc::new(BulkConfig {
+            block: bulk_cfg.block_bytes.bytes() as usize,
+            send_mode: bulk_cfg.send_mode,
+            interval: profile.run.interval(),
+            send_for: setup.time_bound.get() + SEND_GRACE,
+            give_up_after: setup.time_bound.get() + RECV_GRACE,
+        }),
+        probe: probe.clone(),
+        gate: gate.clone(),
+        flags: flags.clone(),
+        tx: sink,
+    };
+    let handles = match bulk::spawn_workers(bulk::spread(flows, workers), &[], &shared) {
+        Ok(h) => h,
+        Err(e) => {
+            gate.cancel();
+            let m = format!("cannot start worker threads: {e}");
+            let _ = wr.write_all(&wire::encode_frame(&ServerMsg::Refused { message: m.clone() })).await;
+            return Some(m);
+        }
+    };
+    drop(shared);
+    let start = Instant::now();
+    gate.open(start);
+
+    let mut finals: Vec<ServerStreamFinal> = Vec::new();
+    let mut cpu = CpuUsage::default();
+    let mut done = 0usize;
+    let mut client_gone = false;
+    let mut problem: Option<String> = None;
+    while done < handles.len() {
+        tokio::select! {
+            ev = ev_rx.recv() => match ev {
+                Some((_, Event::Interval { index, start_s, end_s, flows })) => {
+                    let streams = flows.into_iter().map(|f| ServerSample { id: f.id, bytes: f.bytes, tcp: f.tcp }).collect();
+                    let msg = ServerMsg::Interval { index, start_s, end_s, streams };
+                    if !client_gone && wr.write_all(&wire::encode_frame(&msg)).await.is_err() {
+                        client_gone = true;
+                        flags.stop();
+                    }
+                }
+                Some((_, Event::FlowDone(f))) => finals.push(ServerStreamFinal {
+                    id: f.id, bytes: f.bytes, seconds: f.seconds, tcp: f.tcp, cpu: None, error: f.error,
+                }),
+                Some((_, Event::WorkerDone { cpu: c, .. })) => {
+                    cpu.user_s += c.user_s;
+                    cpu.system_s += c.system_s;
+                    done += 1;
+                }
+                None => break,
+            },
+            _ = stop.changed(), if !flags.aborting() => {
+                flags.abort();
+                problem = Some("server shutting down".into());
+                let msg = ServerMsg::Refused { message: "the server is shutting down; test aborted".into() };
+                if !client_gone && wr.write_all(&wire::encode_frame(&msg)).await.is_err() {
+                    client_gone = true;
+                }
+            }
+            msg = ctl_rx.recv(), if !client_gone => match msg {
+                Some(Ctl::Frame(Ok(Some(ClientMsg::Stop)))) => flags.stop(),
+                Some(Ctl::Frame(Ok(Some(other)))) => {
+                    problem = Some(format!("unexpected control frame during the test: {other:?}"));
+                    flags.stop();
+                }
+                Some(Ctl::Frame(Ok(None))) | None => { client_gone = true; flags.stop(); problem = Some("client closed the control connection during the test".into()); }
+                Some(Ctl::Frame(Err(e))) => { client_gone = true; flags.stop(); problem = Some(format!("bad control frame: {e}")); }
+            },
+        }
+    }
+    for h in handles {
+        let _ = tokio::task::spawn_blocking(move || h.join()).await;
+    }
+    cpu.wall_s = start.elapsed().as_secs_f64();
+    finals.sort_by_key(|f| f.id);
+    if !client_gone {
+        let msg = ServerMsg::Final { streams: finals, cpu };
+        if let Err(e) = wr.write_all(&wire::encode_frame(&msg)).await {
+            return Some(format!("cannot send the final report: {e}"));
+        }
+        let _ = wr.shutdown().await;
+    }
+    problem
+}

@@ -1,0 +1,10 @@
+//! netblast-report: everything a user reads is rendered here from a [`RunResult`].
+//!
+//! # Layout
+//! - [`text`]: the human report (iperf3-like interval lines and summary).
+//! - [`json`]: the machine-readable document, and writing it to a file atomically.
+
+pub mod json;
+pub mod text;
+
+pub use netblast_spec::RunResult;

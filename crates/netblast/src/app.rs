@@ -1,0 +1,285 @@
+//! The subcommands: load and resolve, call the engine or the agent, render, pick the exit code.
+
+use crate::cli::{Cli, Command, ReportArgs, RunArgs, ServeArgs, ZeroCopy};
+use anyhow::Context;
+use netblast_engine::client::{self, ClientError, Live};
+use netblast_engine::worker::RunFlags;
+use netblast_probe::{Probe, ProbeMode};
+use netblast_report::{json, text};
+use netblast_spec::profile::{BulkSection, Direction, Kind, SendMode};
+use netblast_spec::Profile;
+use std::io::Write;
+use std::sync::Arc;
+
+/// How a successful command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything ran to completion.
+    Complete,
+    /// The run finished but is partial (errors, interrupted); the result says why.
+    Incomplete,
+}
+
+/// A failure, with the exit code it maps to.
+#[derive(Debug)]
+pub struct AppError {
+    /// 1: the run could not be done; 2: bad input (flags, profile).
+    pub code: u8,
+    /// The error chain, printed with `{:#}`.
+    pub error: anyhow::Error,
+}
+
+impl AppError {
+    fn input(error: impl Into<anyhow::Error>) -> AppError {
+        AppError { code: 2, error: error.into() }
+    }
+
+    fn run(error: impl Into<anyhow::Error>) -> AppError {
+        AppError { code: 1, error: error.into() }
+    }
+}
+
+/// Runs a parsed command line.
+pub fn dispatch(cli: Cli) -> Result<Outcome, AppError> {
+    match cli.command {
+        Command::Serve(a) => serve(a),
+        Command::Run(a) => run(&a),
+        Command::Profiles => {
+            let mut out = String::new();
+            let list = Profile::builtins();
+            let width = list.iter().map(|p| p.name.len()).max().unwrap_or(0);
+            for p in list {
+                out.push_str(&format!("{:width$}  {}\n", p.name, p.description));
+            }
+            print_stdout(&out);
+            Ok(Outcome::Complete)
+        }
+        Command::Report(a) => report(&a),
+    }
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error.
+fn print_stdout(s: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(s.as_bytes()).and_then(|_| out.flush());
+}
+
+/// Applies the `run` flags to a loaded profile. Errors name the flag.
+pub fn apply_overrides(p: &mut Profile, a: &RunArgs) -> Result<(), String> {
+    if let Some(d) = a.duration {
+        p.run.duration = Some(d);
+    }
+    if let Some(i) = a.interval {
+        p.run.interval = Some(i);
+    }
+    if let Some(c) = &a.cpus {
+        p.run.cpus = Some(c.clone());
+    }
+    let tcp = &mut p.tcp;
+    if a.window.is_some() {
+        tcp.window = a.window;
+    }
+    if a.sndbuf.is_some() {
+        tcp.sndbuf = a.sndbuf;
+    }
+    if a.rcvbuf.is_some() {
+        tcp.rcvbuf = a.rcvbuf;
+    }
+    if a.mss.is_some() {
+        tcp.mss = a.mss;
+    }
+    if a.congestion.is_some() {
+        tcp.congestion = a.congestion.clone();
+    }
+    if a.nodelay {
+        tcp.nodelay = Some(true);
+    }
+    let bulk_flags = [
+        ("--bytes", a.bytes.is_some()),
+        ("--reverse", a.reverse),
+        ("--bidir", a.bidir),
+        ("--block", a.block.is_some()),
+        ("--zerocopy", a.zerocopy.is_some()),
+        ("--flows", a.flows.is_some()),
+    ];
+    if p.run.kind != Kind::Bulk {
+        if let Some((flag, _)) = bulk_flags.iter().find(|(_, set)| *set) {
+            return Err(format!("{flag} applies to bulk tests, but this profile runs a {} test", p.run.kind.name()));
+        }
+        return Ok(());
+    }
+    let mut b: BulkSection = p.bulk();
+    if let Some(n) = a.flows {
+        b.flows = n;
+    }
+    if let Some(n) = a.bytes {
+        b.bytes = Some(n);
+        if a.duration.is_none() {
+            // As iperf3 -n: the byte count is the bound; the time cap still applies.
+            p.run.duration = None;
+        }
+    }
+    if a.reverse {
+        b.direction = Direction::Reverse;
+    }
+    if a.bidir {
+        b.direction = Direction::Bidir;
+    }
+    if let Some(n) = a.block {
+        b.block_bytes = n;
+    }
+    match a.zerocopy {
+        Some(ZeroCopy::Sendfile) => b.send_mode = SendMode::Sendfile,
+        Some(ZeroCopy::Msg) => b.send_mode = SendMode::MsgZerocopy,
+        None => {}
+    }
+    p.bulk = Some(b);
+    Ok(())
+}
+
+/// Installs SIGINT/SIGTERM handling for a run: the first signal stops gracefully (the result is
+/// kept and marked incomplete), the second aborts.
+fn watch_signals(flags: Arc<RunFlags>) -> Option<signal_hook::iterator::Handle> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).ok()?;
+    let handle = signals.handle();
+    std::thread::Builder::new()
+        .name("netblast-sig".into())
+        .spawn(move || {
+            for _ in signals.forever() {
+                if flags.stopping() {
+                    eprintln!("netblast: aborting");
+                    flags.abort();
+                } else {
+                    eprintln!("netblast: interrupted; stopping and keeping what was measured (again to abort)");
+                    flags.interrupt();
+                }
+            }
+        })
+        .ok()?;
+    Some(handle)
+}
+
+fn run(a: &RunArgs) -> Result<Outcome, AppError> {
+    let (mut profile, origin) = Profile::load(&a.profile).map_err(AppError::input)?;
+    apply_overrides(&mut profile, a).map_err(|e| AppError::input(anyhow::anyhow!(e)))?;
+    let origin = format!("{origin} (with command-line overrides)");
+    profile.validate(&origin).map_err(AppError::input)?;
+    let (plan, peer) = client::plan(profile, origin, &a.target).map_err(|e| match e {
+        ClientError::Target { .. } | ClientError::Cpus(_) => AppError::input(e),
+        _ => AppError::run(e),
+    })?;
+    let probe = Probe::open(ProbeMode::TcpInfo);
+    let flags = RunFlags::new();
+    let sig = watch_signals(flags.clone());
+
+    let mut partial = match &a.output {
+        Some(path) => Some(
+            json::PartialLog::create(path)
+                .with_context(|| format!("cannot write beside --output {}", path.display()))
+                .map_err(AppError::input)?,
+        ),
+        None => None,
+    };
+    let human = !a.json;
+    let mut streams = Vec::new();
+    let mut live = |ev: Live<'_>| match ev {
+        Live::Started { plan, test_id, server, streams: s } => {
+            streams = s.to_vec();
+            if human {
+                let mut out = text::started(test_id, &plan.peer, plan.profile.run.kind.name(), s, &server.hostname);
+                out.push_str(&text::interval_header());
+                print_stdout(&out);
+            }
+        }
+        Live::Interval(iv) => {
+            if let Some(p) = partial.as_mut() {
+                if let Err(e) = p.append(iv) {
+                    eprintln!("netblast: cannot append to the partial log: {e}");
+                }
+            }
+            if human {
+                print_stdout(&text::interval(iv, &streams));
+            }
+        }
+    };
+    let outcome = client::run(&plan, peer, &probe, &flags, &mut live);
+    if let Some(h) = sig {
+        h.close();
+    }
+    let result = outcome.map_err(AppError::run)?;
+
+    if let Some(path) = &a.output {
+        json::write_atomic(path, json::to_string(&result).as_bytes())
+            .with_context(|| format!("cannot write the result to {}", path.display()))
+            .map_err(AppError::run)?;
+        if let Some(p) = partial.take() {
+            let _ = p.remove();
+        }
+    }
+    if a.json {
+        print_stdout(&format!("{}\n", json::to_string(&result)));
+    } else {
+        print_stdout(&text::summary(&result));
+    }
+    Ok(if result.complete { Outcome::Complete } else { Outcome::Incomplete })
+}
+
+fn report(a: &ReportArgs) -> Result<Outcome, AppError> {
+    let r = json::read(&a.file).with_context(|| format!("cannot read result {}", a.file.display())).map_err(AppError::input)?;
+    print_stdout(&text::full(&r));
+    Ok(if r.complete { Outcome::Complete } else { Outcome::Incomplete })
+}
+
+fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("netblast-ctl")
+        .enable_all()
+        .build()
+        .context("cannot start the control runtime")
+        .map_err(AppError::run)?;
+    let addr = std::net::SocketAddr::new(a.bind, a.port);
+    rt.block_on(async move {
+        let listener = bind(addr).with_context(|| format!("cannot listen on {addr}")).map_err(AppError::run)?;
+        let bound = listener.local_addr().unwrap_or(addr);
+        eprintln!("netblast serve: listening on {bound} (data port; Ctrl-C to stop)");
+        let cfg = netblast_agent::ServeConfig::default();
+        netblast_agent::serve(listener, cfg, shutdown_signal())
+            .await
+            .context("server failed")
+            .map_err(AppError::run)?;
+        eprintln!("netblast serve: stopped");
+        Ok(Outcome::Complete)
+    })
+}
+
+/// Binds a listener; `::` also accepts IPv4 (dual stack).
+pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        s.set_only_v6(false)?;
+    }
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
+    s.set_nonblocking(true)?;
+    tokio::net::TcpListener::from_std(s.into())
+}
+
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! The command line: every flag defined once here; help is generated from these docs.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use netblast_spec::units::{ByteSize, CpuList, Dur};
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+/// netblast: one engine for bulk TCP, message rate, latency and HTTP load, with kernel TCP
+/// statistics beside the application's figures.
+#[derive(Debug, Parser)]
+#[command(name = "netblast", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Log level for diagnostics on stderr (error, warn, info, debug, trace).
+    #[arg(long, global = true, default_value = "warn", env = "NETBLAST_LOG")]
+    pub log: String,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the traffic peer that tests connect to (like `iperf3 -s`, for many clients at once).
+    Serve(ServeArgs),
+    /// Run a test against a `netblast serve`.
+    Run(Box<RunArgs>),
+    /// List the built-in profiles.
+    Profiles,
+    /// Render a saved JSON result as the human report.
+    Report(ReportArgs),
+}
+
+/// `netblast serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; `::` accepts IPv4 and IPv6.
+    #[arg(long, default_value = "::")]
+    pub bind: IpAddr,
+    /// Data port: every test kind shares it.
+    #[arg(long, short = 'p', default_value_t = netblast_engine::client::DEFAULT_PORT)]
+    pub port: u16,
+}
+
+/// How `--zerocopy` sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ZeroCopy {
+    /// sendfile() from an in-memory file (what iperf3 -Z does).
+    Sendfile,
+    /// send(MSG_ZEROCOPY); real zero-copy on NICs, copied anyway on loopback.
+    Msg,
+}
+
+/// `netblast run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The server: HOST, HOST:PORT or [IPv6]:PORT.
+    #[arg(long, short = 'c')]
+    pub target: String,
+    /// Built-in profile name or path to a TOML profile (default: bulk-1flow).
+    #[arg(long, short = 'P', default_value = "bulk-1flow")]
+    pub profile: String,
+    /// Parallel flows (per direction).
+    #[arg(long)]
+    pub flows: Option<u32>,
+    /// Test length, e.g. 10s, 1m.
+    #[arg(long, short = 't')]
+    pub duration: Option<Dur>,
+    /// Stop after this many bytes in total (e.g. 10GiB); the duration still caps the run.
+    #[arg(long, short = 'n')]
+    pub bytes: Option<ByteSize>,
+    /// Reporting interval.
+    #[arg(long, short = 'i')]
+    pub interval: Option<Dur>,
+    /// Server sends, client receives.
+    #[arg(long, short = 'R', conflicts_with = "bidir")]
+    pub reverse: bool,
+    /// Both directions at once, on separate connections.
+    #[arg(long)]
+    pub bidir: bool,
+    /// Client CPUs for the pinned workers, e.g. 0-3,6 (default: all usable CPUs).
+    #[arg(long)]
+    pub cpus: Option<CpuList>,
+    /// Socket buffer size for both SO_SNDBUF and SO_RCVBUF (iperf3 -w).
+    #[arg(long, short = 'w')]
+    pub window: Option<ByteSize>,
+    /// SO_SNDBUF.
+    #[arg(long)]
+    pub sndbuf: Option<ByteSize>,
+    /// SO_RCVBUF.
+    #[arg(long)]
+    pub rcvbuf: Option<ByteSize>,
+    /// TCP maximum segment size (TCP_MAXSEG).
+    #[arg(long, short = 'M')]
+    pub mss: Option<u32>,
+    /// TCP congestion control algorithm, e.g. cubic, bbr.
+    #[arg(long, short = 'C')]
+    pub congestion: Option<String>,
+    /// Set TCP_NODELAY (disable Nagle).
+    #[arg(long, short = 'N')]
+    pub nodelay: bool,
+    /// Bytes per send call (iperf3 -l).
+    #[arg(long, short = 'l')]
+    pub block: Option<ByteSize>,
+    /// Send without copying from user space: sendfile (default) or msg (MSG_ZEROCOPY).
+    #[arg(long, short = 'Z', num_args = 0..=1, default_missing_value = "sendfile", value_enum)]
+    pub zerocopy: Option<ZeroCopy>,
+    /// Print the JSON result instead of the human report.
+    #[arg(long, short = 'J')]
+    pub json: bool,
+    /// Also write the JSON result to this file (atomically; intervals stream to
+    /// FILE.partial.jsonl while the run lasts).
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+}
+
+/// `netblast report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A result written by `netblast run --output` or `--json`.
+    pub file: PathBuf,
+}

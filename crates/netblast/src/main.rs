@@ -1,0 +1,21 @@
+//! The `netblast` binary: parses the command line, sets up logging, calls the library, prints
+//! the error chain once and maps the outcome to the exit status (0 complete, 1 run failed or
+//! incomplete, 2 bad input).
+
+use clap::Parser;
+use netblast::app::{dispatch, Outcome};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = netblast::Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    match dispatch(cli) {
+        Ok(Outcome::Complete) => ExitCode::SUCCESS,
+        Ok(Outcome::Incomplete) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("netblast: {:#}", e.error);
+            ExitCode::from(e.code)
+        }
+    }
+}

@@ -37,7 +37,13 @@ pub const SEND_GRACE: Duration = Duration::from_secs(5);
 pub const RECV_GRACE: Duration = Duration::from_secs(30);
 
 /// Handles one accepted connection to the data port.
-pub async fn handle(mut conn: TcpStream, peer: SocketAddr, reg: Arc<Registry>, probe: Probe, stop: watch::Receiver<bool>) {
+pub async fn handle(
+    mut conn: TcpStream,
+    peer: SocketAddr,
+    reg: Arc<Registry>,
+    probe: Probe,
+    stop: watch::Receiver<bool>,
+) {
     let mut hdr = [0u8; HEADER_LEN];
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, conn.read_exact(&mut hdr)).await {
         Ok(Ok(_)) => {}
@@ -160,7 +166,7 @@ async fn control_conn(
         .await
         .map_err(|_| "no setup frame in time".to_string())??;
     let setup = match first {
-        Some(ClientMsg::Setup(s)) => s,
+        Some(ClientMsg::Setup(s)) => *s,
         Some(other) => {
             let m = format!("expected a setup frame, got {other:?}");
             let _ = wr.write_all(&send(ServerMsg::Refused { message: m.clone() })).await;

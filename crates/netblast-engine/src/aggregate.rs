@@ -172,7 +172,13 @@ impl Aggregator {
                 }
                 _ => 0,
             };
-            streams.push(StreamInterval { id: s.id, sent_bytes: sent.unwrap_or(0), received_bytes: recv, retransmits, tcp });
+            streams.push(StreamInterval {
+                id: s.id,
+                sent_bytes: sent.unwrap_or(0),
+                received_bytes: recv,
+                retransmits,
+                tcp,
+            });
         }
         let start_s = acc.start_s.unwrap_or(0.0);
         let end_s = acc.end_s.unwrap_or(start_s);
@@ -180,8 +186,7 @@ impl Aggregator {
         let rate = |b: u64| if secs > 0.0 { b as f64 * 8.0 / secs } else { 0.0 };
         let mut sums = Vec::new();
         for way in [Way::Up, Way::Down] {
-            let of_way: Vec<&StreamInterval> =
-                streams.iter().filter(|x| self.way_of(x.id) == Some(way)).collect();
+            let of_way: Vec<&StreamInterval> = streams.iter().filter(|x| self.way_of(x.id) == Some(way)).collect();
             if of_way.is_empty() {
                 continue;
             }
@@ -219,7 +224,12 @@ impl Aggregator {
             };
             // When the sender's total is missing (server died), fall back to the interval sums.
             let sender = sender.unwrap_or_else(|| {
-                let bytes = intervals.iter().flat_map(|i| i.streams.iter()).filter(|x| x.id == s.id).map(|x| x.sent_bytes).sum();
+                let bytes = intervals
+                    .iter()
+                    .flat_map(|i| i.streams.iter())
+                    .filter(|x| x.id == s.id)
+                    .map(|x| x.sent_bytes)
+                    .sum();
                 let secs = intervals.last().map(|i| i.end_s).unwrap_or(0.0);
                 SideTotal::new(bytes, secs)
             });
@@ -259,7 +269,11 @@ impl Aggregator {
                 .filter(|t| t.rtt_us > 0)
                 .collect();
             let rtt = (!samples.is_empty()).then(|| RttSummary {
-                min_us: samples.iter().map(|t| if t.min_rtt_us > 0 { t.min_rtt_us } else { t.rtt_us }).min().unwrap_or(0),
+                min_us: samples
+                    .iter()
+                    .map(|t| if t.min_rtt_us > 0 { t.min_rtt_us } else { t.rtt_us })
+                    .min()
+                    .unwrap_or(0),
                 mean_us: samples.iter().map(|t| t.rtt_us as f64).sum::<f64>() / samples.len() as f64,
                 max_us: samples.iter().map(|t| t.rtt_us).max().unwrap_or(0),
             });
@@ -301,7 +315,14 @@ mod tests {
     }
 
     fn tcp(retrans: u64, rtt: u32) -> Option<TcpStats> {
-        Some(TcpStats { retrans_segs: retrans, rtt_us: rtt, min_rtt_us: rtt / 2, cwnd_segs: 10, mss: 1000, ..Default::default() })
+        Some(TcpStats {
+            retrans_segs: retrans,
+            rtt_us: rtt,
+            min_rtt_us: rtt / 2,
+            cwnd_segs: 10,
+            mss: 1000,
+            ..Default::default()
+        })
     }
 
     #[test]
@@ -324,14 +345,18 @@ mod tests {
             0,
             0.0,
             1.0,
-            vec![
-                ServerSample { id: 0, bytes: 990, tcp: None },
-                ServerSample { id: 1, bytes: 500, tcp: tcp(1, 300) },
-            ],
+            vec![ServerSample { id: 0, bytes: 990, tcp: None }, ServerSample { id: 1, bytes: 500, tcp: tcp(1, 300) }],
         );
         a.on_worker(0, Event::FlowDone(FlowEnd { id: 0, bytes: 1000, seconds: 1.0, tcp: tcp(3, 100), error: None }));
         a.on_worker(0, Event::FlowDone(FlowEnd { id: 1, bytes: 500, seconds: 1.1, tcp: None, error: None }));
-        a.on_worker(0, Event::WorkerDone { cpu: CpuUsage { user_s: 0.1, system_s: 0.4, wall_s: 1.0 }, pinned: Some(0), pin_error: None });
+        a.on_worker(
+            0,
+            Event::WorkerDone {
+                cpu: CpuUsage { user_s: 0.1, system_s: 0.4, wall_s: 1.0 },
+                pinned: Some(0),
+                pin_error: None,
+            },
+        );
         a.on_server_final(
             vec![
                 ServerStreamFinal { id: 0, bytes: 1000, seconds: 1.05, tcp: None, cpu: None, error: None },
@@ -362,7 +387,12 @@ mod tests {
     #[test]
     fn live_intervals_wait_for_every_worker() {
         let mut a = Aggregator::new(vec![info(0, Way::Up), info(1, Way::Up)], 2);
-        let iv = |id| Event::Interval { index: 0, start_s: 0.0, end_s: 1.0, flows: vec![FlowSample { id, bytes: 1, tcp: None }] };
+        let iv = |id| Event::Interval {
+            index: 0,
+            start_s: 0.0,
+            end_s: 1.0,
+            flows: vec![FlowSample { id, bytes: 1, tcp: None }],
+        };
         assert!(a.on_worker(0, iv(0)).is_empty());
         let live = a.on_worker(1, iv(1));
         assert_eq!(live.len(), 1);
@@ -372,7 +402,16 @@ mod tests {
     #[test]
     fn stream_errors_are_kept() {
         let mut a = Aggregator::new(vec![info(0, Way::Up)], 1);
-        a.on_worker(0, Event::FlowDone(FlowEnd { id: 0, bytes: 10, seconds: 2.5, tcp: None, error: Some("connection reset by peer".into()) }));
+        a.on_worker(
+            0,
+            Event::FlowDone(FlowEnd {
+                id: 0,
+                bytes: 10,
+                seconds: 2.5,
+                tcp: None,
+                error: Some("connection reset by peer".into()),
+            }),
+        );
         assert!(!a.all_streams_clean());
         assert_eq!(a.errors[0].source, "stream 0 (up)");
         assert_eq!(a.errors[0].at_s, 2.5);

@@ -13,8 +13,8 @@
 //! in-memory file holding the same pattern: no copy from user space) and `msg_zerocopy`
 //! (`send(MSG_ZEROCOPY)`, completions drained from the error queue).
 
-use crate::worker::{Event, EventTx, FlowEnd, FlowSample, RunFlags, StartGate, Ticker};
 use crate::sys::CpuMark;
+use crate::worker::{Event, EventTx, FlowEnd, FlowSample, RunFlags, StartGate, Ticker};
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};
 use netblast_probe::{FlowWatch, Probe};
@@ -304,7 +304,13 @@ pub fn run_worker(
     };
     let Some(start) = gate.wait() else {
         for f in &flows {
-            send(Event::FlowDone(FlowEnd { id: f.id, bytes: 0, seconds: 0.0, tcp: None, error: Some("test cancelled before start".into()) }));
+            send(Event::FlowDone(FlowEnd {
+                id: f.id,
+                bytes: 0,
+                seconds: 0.0,
+                tcp: None,
+                error: Some("test cancelled before start".into()),
+            }));
         }
         finish_worker(pin_error);
         return;
@@ -339,7 +345,11 @@ pub fn run_worker(
             let samples = flows
                 .iter_mut()
                 .map(|f| {
-                    let s = FlowSample { id: f.id, bytes: f.total - f.at_tick, tcp: if f.done { None } else { f.watch.sample() } };
+                    let s = FlowSample {
+                        id: f.id,
+                        bytes: f.total - f.at_tick,
+                        tcp: if f.done { None } else { f.watch.sample() },
+                    };
                     f.at_tick = f.total;
                     s
                 })
@@ -472,10 +482,7 @@ pub fn run_worker(
 
     // The last, usually shorter, interval: whatever moved since the last tick.
     if flows.iter().any(|f| f.total > f.at_tick) {
-        let end_s = flows
-            .iter()
-            .map(|f| (f.last_byte.max(start) - start).as_secs_f64())
-            .fold(last_tick_s, f64::max);
+        let end_s = flows.iter().map(|f| (f.last_byte.max(start) - start).as_secs_f64()).fold(last_tick_s, f64::max);
         let samples = flows
             .iter_mut()
             .map(|f| {

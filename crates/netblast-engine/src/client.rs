@@ -238,7 +238,8 @@ pub fn run(
         time_bound: plan.time_bound,
         streams: setups.clone(),
     };
-    blocking::write_frame(&mut control, &ClientMsg::Setup(setup)).map_err(io_err("cannot send the test setup"))?;
+    blocking::write_frame(&mut control, &ClientMsg::Setup(Box::new(setup)))
+        .map_err(io_err("cannot send the test setup"))?;
     let reply: Option<ServerMsg> = blocking::read_frame(&mut control).map_err(|e| match e.kind() {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::NotNetblast {
             peer,
@@ -264,7 +265,8 @@ pub fn run(
     let mut flows = Vec::with_capacity(setups.len());
     let n_up = setups.iter().filter(|s| s.way == Way::Up).count() as u64;
     for (i, s) in setups.iter().enumerate() {
-        let stream = sockopt::connect(peer, &profile.tcp, false, CONNECT_TIMEOUT).map_err(|e| connect_error(peer, e))?;
+        let stream =
+            sockopt::connect(peer, &profile.tcp, false, CONNECT_TIMEOUT).map_err(|e| connect_error(peer, e))?;
         stream.set_read_timeout(Some(REPLY_TIMEOUT)).ok();
         let h = Header { version: wire::VERSION, role: Role::Stream, test_id, stream_id: s.id };
         let mut ack = [0u8; 1];
@@ -342,7 +344,10 @@ pub fn run(
                         return;
                     }
                     Err(e) => {
-                        let _ = tx.send(Incoming::ControlClosed(format!("control connection failed: {}", bulk::describe_io(&e))));
+                        let _ = tx.send(Incoming::ControlClosed(format!(
+                            "control connection failed: {}",
+                            bulk::describe_io(&e)
+                        )));
                         return;
                     }
                 }
@@ -378,7 +383,11 @@ pub fn run(
             // The server stops its senders; for up streams our own workers stop by themselves.
             if !control_closed {
                 if let Err(e) = blocking::write_frame(&mut control, &ClientMsg::Stop) {
-                    agg.error(start.elapsed().as_secs_f64(), "control", format!("cannot send stop: {}", bulk::describe_io(&e)));
+                    agg.error(
+                        start.elapsed().as_secs_f64(),
+                        "control",
+                        format!("cannot send stop: {}", bulk::describe_io(&e)),
+                    );
                 }
             }
             stop_sent = true;
@@ -389,7 +398,11 @@ pub fn run(
                 break;
             }
         }
-        let wait = if stop_sent { Duration::from_millis(100) } else { bound_at.saturating_duration_since(now).min(Duration::from_millis(100)) };
+        let wait = if stop_sent {
+            Duration::from_millis(100)
+        } else {
+            bound_at.saturating_duration_since(now).min(Duration::from_millis(100))
+        };
         match rx.recv_timeout(wait) {
             Ok(Incoming::Worker(w, ev)) => {
                 for iv in agg.on_worker(w, ev) {
@@ -404,12 +417,20 @@ pub fn run(
                 agg.error(start.elapsed().as_secs_f64(), "server", message);
             }
             Ok(Incoming::Server(other)) => {
-                agg.error(start.elapsed().as_secs_f64(), "control", format!("unexpected frame from the server: {other:?}"));
+                agg.error(
+                    start.elapsed().as_secs_f64(),
+                    "control",
+                    format!("unexpected frame from the server: {other:?}"),
+                );
             }
             Ok(Incoming::ControlClosed(why)) => {
                 control_closed = true;
                 if !agg.has_server_final() {
-                    agg.error(start.elapsed().as_secs_f64(), "server", format!("{why} before its final report ({peer})"));
+                    agg.error(
+                        start.elapsed().as_secs_f64(),
+                        "server",
+                        format!("{why} before its final report ({peer})"),
+                    );
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -418,7 +439,11 @@ pub fn run(
     }
     let client_cpu = cpu_mark.usage();
     if !agg.has_server_final() && !control_closed {
-        agg.error(start.elapsed().as_secs_f64(), "server", format!("no final report within {}s after the end", DRAIN_GRACE.as_secs()));
+        agg.error(
+            start.elapsed().as_secs_f64(),
+            "server",
+            format!("no final report within {}s after the end", DRAIN_GRACE.as_secs()),
+        );
     }
     flags.abort();
     for h in handles {

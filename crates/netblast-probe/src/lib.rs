@@ -36,14 +36,8 @@ impl Probe {
     /// Where statistics come from, for the result.
     pub fn info(&self) -> ProbeInfo {
         match self.mode {
-            ProbeMode::TcpInfo => ProbeInfo {
-                tcp_source: "tcp_info".into(),
-                fallback_reason: None,
-            },
-            ProbeMode::Off => ProbeInfo {
-                tcp_source: "off".into(),
-                fallback_reason: None,
-            },
+            ProbeMode::TcpInfo => ProbeInfo { tcp_source: "tcp_info".into(), fallback_reason: None },
+            ProbeMode::Off => ProbeInfo { tcp_source: "off".into(), fallback_reason: None },
         }
     }
 

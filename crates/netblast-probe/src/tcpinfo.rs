@@ -127,13 +127,7 @@ pub fn read_raw(fd: RawFd) -> Option<RawTcpInfo> {
     // SAFETY: `info` is a plain-old-data repr(C) struct of `len` bytes that outlives the call;
     // the kernel writes at most `len` bytes into it and updates `len`.
     let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut RawTcpInfo).cast(),
-            &mut len,
-        )
+        libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, (&mut info as *mut RawTcpInfo).cast(), &mut len)
     };
     (rc == 0).then_some(info)
 }

@@ -13,14 +13,16 @@ pub fn to_string(r: &RunResult) -> String {
 /// Reads a result written by `--output` or `--json`.
 pub fn read(path: &Path) -> io::Result<RunResult> {
     let text = std::fs::read_to_string(path)?;
-    serde_json::from_str(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))
+    serde_json::from_str(&text)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory, flushed to
 /// disk, then renamed over `path`. A reader sees the old file or the new one, never a part.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "output path has no file name"))?;
+    let name =
+        path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "output path has no file name"))?;
     let tmp: PathBuf = dir.join(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
@@ -82,7 +84,8 @@ mod tests {
         write_atomic(&p, b"first").unwrap();
         write_atomic(&p, b"second").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"second");
-        let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().filter(|e| e.file_name() != "r.json").collect();
+        let leftovers: Vec<_> =
+            std::fs::read_dir(&dir).unwrap().flatten().filter(|e| e.file_name() != "r.json").collect();
         assert!(leftovers.is_empty(), "no temp files left");
         assert!(write_atomic(&dir.join("missing-dir/x.json"), b"x").is_err());
         std::fs::remove_dir_all(&dir).unwrap();

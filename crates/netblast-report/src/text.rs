@@ -62,10 +62,8 @@ pub fn interval(iv: &Interval, streams: &[StreamInfo]) -> String {
     if streams.len() > 1 && streams.len() <= MAX_STREAM_LINES {
         for st in &iv.streams {
             let bytes = st.received_bytes.filter(|_| st.sent_bytes == 0).unwrap_or(st.sent_bytes);
-            let (cwnd, rtt) = st
-                .tcp
-                .map(|t| (fmt_bytes(t.cwnd_bytes()), format!("{} us", t.rtt_us)))
-                .unwrap_or_default();
+            let (cwnd, rtt) =
+                st.tcp.map(|t| (fmt_bytes(t.cwnd_bytes()), format!("{} us", t.rtt_us))).unwrap_or_default();
             let _ = writeln!(
                 s,
                 "[{}] {}  {:>11}  {:>15} {:>4}  {:>11}  {:>9}",
@@ -80,11 +78,8 @@ pub fn interval(iv: &Interval, streams: &[StreamInfo]) -> String {
         }
     }
     for w in &iv.sums {
-        let of_way: Vec<_> = iv
-            .streams
-            .iter()
-            .filter(|x| streams.iter().any(|st| st.id == x.id && st.way == w.way))
-            .collect();
+        let of_way: Vec<_> =
+            iv.streams.iter().filter(|x| streams.iter().any(|st| st.id == x.id && st.way == w.way)).collect();
         let bytes = if w.sent_bytes > 0 { w.sent_bytes } else { w.received_bytes.unwrap_or(0) };
         let rtts: Vec<u32> = of_way.iter().filter_map(|x| x.tcp).map(|t| t.rtt_us).filter(|r| *r > 0).collect();
         let rtt = if rtts.is_empty() {
@@ -196,7 +191,8 @@ pub fn summary(r: &RunResult) -> String {
         c.client.system_s
     );
     if let Some(sv) = &c.server {
-        let _ = write!(cpu, ", server {:.2} CPUs (user {:.2} s, system {:.2} s)", sv.cpus_used(), sv.user_s, sv.system_s);
+        let _ =
+            write!(cpu, ", server {:.2} CPUs (user {:.2} s, system {:.2} s)", sv.cpus_used(), sv.user_s, sv.system_s);
     }
     let _ = write!(cpu, "; {:.1} Gbit per client CPU-second", c.bits_per_client_cpu_s / 1e9);
     if let Some(b) = c.bits_per_server_cpu_s {

@@ -71,9 +71,7 @@ impl EncodedHistogram {
     /// Encodes a histogram of nanoseconds.
     pub fn encode(h: &Histogram<u64>) -> Result<EncodedHistogram, HistError> {
         let mut buf = Vec::new();
-        V2DeflateSerializer::new()
-            .serialize(h, &mut buf)
-            .map_err(|e| HistError::Encode(format!("{e:?}")))?;
+        V2DeflateSerializer::new().serialize(h, &mut buf).map_err(|e| HistError::Encode(format!("{e:?}")))?;
         Ok(EncodedHistogram {
             unit: "ns".to_string(),
             lowest: h.low(),
@@ -89,9 +87,8 @@ impl EncodedHistogram {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(&self.hdr_v2_deflate_b64)
             .map_err(|e| HistError::Base64(e.to_string()))?;
-        let h: Histogram<u64> = Deserializer::new()
-            .deserialize(&mut bytes.as_slice())
-            .map_err(|e| HistError::Decode(format!("{e:?}")))?;
+        let h: Histogram<u64> =
+            Deserializer::new().deserialize(&mut bytes.as_slice()).map_err(|e| HistError::Decode(format!("{e:?}")))?;
         if h.len() != self.count {
             return Err(HistError::Decode(format!(
                 "count field says {} but the histogram holds {}",

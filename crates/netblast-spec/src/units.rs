@@ -21,11 +21,7 @@ pub struct UnitError {
 }
 
 fn split_number(s: &str) -> (&str, &str) {
-    let end = s
-        .char_indices()
-        .find(|(_, c)| !(c.is_ascii_digit() || *c == '.'))
-        .map(|(i, _)| i)
-        .unwrap_or(s.len());
+    let end = s.char_indices().find(|(_, c)| !(c.is_ascii_digit() || *c == '.')).map(|(i, _)| i).unwrap_or(s.len());
     (&s[..end], s[end..].trim())
 }
 

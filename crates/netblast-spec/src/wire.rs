@@ -106,12 +106,7 @@ impl Header {
         };
         let mut id = [0u8; 16];
         id.copy_from_slice(&b[8..24]);
-        Ok(Header {
-            version,
-            role,
-            test_id: TestId(id),
-            stream_id: u32::from_be_bytes([b[24], b[25], b[26], b[27]]),
-        })
+        Ok(Header { version, role, test_id: TestId(id), stream_id: u32::from_be_bytes([b[24], b[25], b[26], b[27]]) })
     }
 }
 
@@ -181,7 +176,7 @@ pub struct TestSetup {
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ClientMsg {
     /// Set up a test (first frame).
-    Setup(TestSetup),
+    Setup(Box<TestSetup>),
     /// All streams are connected: start now.
     Start,
     /// The client's bound is reached: server senders stop.
@@ -314,9 +309,7 @@ pub mod blocking {
         let n = frame_len(prefix).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         let mut body = vec![0u8; n];
         r.read_exact(&mut body)?;
-        decode_body(&body)
-            .map(Some)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        decode_body(&body).map(Some).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 }
 
@@ -326,12 +319,7 @@ mod tests {
 
     #[test]
     fn header_roundtrip() {
-        let h = Header {
-            version: VERSION,
-            role: Role::Stream,
-            test_id: TestId([7; 16]),
-            stream_id: 42,
-        };
+        let h = Header { version: VERSION, role: Role::Stream, test_id: TestId([7; 16]), stream_id: 42 };
         assert_eq!(Header::decode(&h.encode()).unwrap(), h);
     }
 
@@ -340,12 +328,7 @@ mod tests {
         let mut b = [0u8; HEADER_LEN];
         b[..4].copy_from_slice(b"GET ");
         assert!(matches!(Header::decode(&b), Err(HeaderError::BadMagic(_))));
-        let h = Header {
-            version: VERSION,
-            role: Role::Control,
-            test_id: TestId([1; 16]),
-            stream_id: 0,
-        };
+        let h = Header { version: VERSION, role: Role::Control, test_id: TestId([1; 16]), stream_id: 0 };
         let mut b = h.encode();
         b[5] = 9;
         assert_eq!(Header::decode(&b), Err(HeaderError::BadVersion(9)));

@@ -226,7 +226,9 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
 }
 
 fn report(a: &ReportArgs) -> Result<Outcome, AppError> {
-    let r = json::read(&a.file).with_context(|| format!("cannot read result {}", a.file.display())).map_err(AppError::input)?;
+    let r = json::read(&a.file)
+        .with_context(|| format!("cannot read result {}", a.file.display()))
+        .map_err(AppError::input)?;
     print_stdout(&text::full(&r));
     Ok(if r.complete { Outcome::Complete } else { Outcome::Incomplete })
 }

@@ -8,7 +8,8 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = netblast::Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
     match dispatch(cli) {
         Ok(Outcome::Complete) => ExitCode::SUCCESS,

@@ -1,1 +1,12 @@
-//! placeholder
+//! netblast's integration tests: one binary, one module per area.
+//!
+//! - `util`: in-process servers on ephemeral ports, in-process runs, the real binary.
+//! - `bulk`: TCP bulk streams end to end (accounting, directions, concurrency, failures).
+//! - `cli`: the command line: bad input gets a clear error and exit status 2.
+//! - `regression`: one test per fixed bug, named by issue.
+//!
+//! Tests run on loopback with short bounded durations; none asserts a speed.
+
+mod bulk;
+mod cli;
+mod util;

@@ -56,10 +56,8 @@ pub const MAX_FLOWS: u32 = 16_384;
 impl Profile {
     /// Parses a profile from TOML text; `origin` names the file in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Profile, SpecError> {
-        toml::from_str(text).map_err(|e| SpecError::Parse {
-            origin: origin.to_string(),
-            message: e.to_string().trim_end().to_string(),
-        })
+        toml::from_str(text)
+            .map_err(|e| SpecError::Parse { origin: origin.to_string(), message: e.to_string().trim_end().to_string() })
     }
 
     /// Loads a built-in profile by name, or a file when `name_or_path` is a path.
@@ -74,20 +72,14 @@ impl Profile {
         }
         let path = Path::new(name_or_path);
         if looks_like_path || path.is_file() {
-            let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
-                path: path.to_path_buf(),
-                source,
-            })?;
+            let text =
+                std::fs::read_to_string(path).map_err(|source| SpecError::Read { path: path.to_path_buf(), source })?;
             let origin = path.display().to_string();
             return Ok((Profile::from_toml(&text, &origin)?, origin));
         }
         Err(SpecError::UnknownProfile {
             name: name_or_path.to_string(),
-            available: embedded::EMBEDDED
-                .iter()
-                .map(|(n, _)| *n)
-                .collect::<Vec<_>>()
-                .join(", "),
+            available: embedded::EMBEDDED.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
         })
     }
 
@@ -158,11 +150,9 @@ impl Profile {
                 return Err(invalid("tcp.mss", format!("{mss} is outside 88..65535")));
             }
         }
-        for (field, v) in [
-            ("tcp.window", self.tcp.window),
-            ("tcp.sndbuf", self.tcp.sndbuf),
-            ("tcp.rcvbuf", self.tcp.rcvbuf),
-        ] {
+        for (field, v) in
+            [("tcp.window", self.tcp.window), ("tcp.sndbuf", self.tcp.sndbuf), ("tcp.rcvbuf", self.tcp.rcvbuf)]
+        {
             if let Some(v) = v {
                 if v.bytes() == 0 || v.bytes() > i32::MAX as u64 {
                     return Err(invalid(field, format!("{v} is outside 1..2GiB")));
@@ -187,10 +177,7 @@ impl Profile {
                     return Err(invalid("bulk.bytes", "must be greater than 0".into()));
                 }
                 if self.run.duration.is_none() && b.bytes.is_none() {
-                    return Err(invalid(
-                        "run.duration",
-                        "a test needs a bound: set run.duration or bulk.bytes".into(),
-                    ));
+                    return Err(invalid("run.duration", "a test needs a bound: set run.duration or bulk.bytes".into()));
                 }
             }
         }

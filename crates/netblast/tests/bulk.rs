@@ -1,0 +1,211 @@
+//! Bulk TCP streams end to end against a real server.
+
+use crate::util::{self, Server};
+use netblast_spec::profile::{Direction, Way};
+use netblast_spec::units::ByteSize;
+use netblast_spec::wire::{self, Header, Role, ServerMsg, TestId, HEADER_LEN};
+use netblast_spec::RunResult;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// Every stream: the receiver read exactly what the sender sent, and something was sent.
+fn assert_exact(r: &RunResult) {
+    assert!(r.complete, "run incomplete: {:?}", r.errors);
+    assert!(!r.summary.streams.is_empty());
+    for s in &r.summary.streams {
+        let recv = s.receiver.expect("receiver reported").bytes;
+        assert!(s.sender.bytes > 0, "stream {} sent nothing", s.id);
+        assert_eq!(s.sender.bytes, recv, "stream {} ({:?}): sent {} received {}", s.id, s.way, s.sender.bytes, recv);
+    }
+    for w in &r.summary.ways {
+        assert_eq!(w.sender.bytes, w.receiver.expect("way receiver").bytes);
+    }
+    // The interval series adds up to the totals on both sides.
+    for s in &r.summary.streams {
+        let sent: u64 =
+            r.intervals.iter().flat_map(|i| &i.streams).filter(|x| x.id == s.id).map(|x| x.sent_bytes).sum();
+        let recv: u64 =
+            r.intervals.iter().flat_map(|i| &i.streams).filter(|x| x.id == s.id).filter_map(|x| x.received_bytes).sum();
+        assert_eq!(sent, s.sender.bytes, "interval sums of stream {}", s.id);
+        assert_eq!(recv, s.receiver.unwrap().bytes, "interval receiver sums of stream {}", s.id);
+    }
+}
+
+#[test]
+fn forward_bytes_match_ipv4() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let r = util::run(srv.addr, util::profile(|p| p.bulk.as_mut().unwrap().flows = 3));
+    assert_exact(&r);
+    assert_eq!(r.streams.len(), 3);
+    assert!(r.streams.iter().all(|s| s.way == Way::Up));
+    // Sender-side kernel statistics come from the client's sockets.
+    assert!(r.summary.streams.iter().all(|s| s.tcp.is_some_and(|t| t.segs_out > 0)));
+    assert!(r.summary.cpu.server.is_some());
+    assert!(r.summary.cpu.client.cpu_s() > 0.0);
+}
+
+#[test]
+fn forward_bytes_match_ipv6() {
+    let Some(srv) = Server::start("[::1]:0") else {
+        eprintln!("SKIP forward_bytes_match_ipv6: no IPv6 loopback on this host");
+        return;
+    };
+    let r = util::run(srv.addr, util::profile(|_| {}));
+    assert_exact(&r);
+    assert!(r.plan.peer.starts_with("[::1]"));
+}
+
+#[test]
+fn reverse_server_sends_and_reports_its_tcp_stats() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let r = util::run(srv.addr, util::profile(|p| p.bulk.as_mut().unwrap().direction = Direction::Reverse));
+    assert_exact(&r);
+    assert!(r.streams.iter().all(|s| s.way == Way::Down));
+    // The sender is the server: its TCP_INFO travels back and is reported.
+    let tcp = r.summary.streams[0].tcp.expect("server-side TCP stats");
+    assert!(tcp.segs_out > 0 && tcp.rtt_us > 0);
+    assert!(r.intervals.iter().any(|i| i.streams[0].tcp.is_some()));
+}
+
+#[test]
+fn bidir_runs_both_ways() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let r = util::run(
+        srv.addr,
+        util::profile(|p| {
+            let b = p.bulk.as_mut().unwrap();
+            b.direction = Direction::Bidir;
+            b.flows = 2;
+        }),
+    );
+    assert_exact(&r);
+    assert_eq!(r.streams.iter().filter(|s| s.way == Way::Up).count(), 2);
+    assert_eq!(r.streams.iter().filter(|s| s.way == Way::Down).count(), 2);
+    assert_eq!(r.summary.ways.len(), 2);
+}
+
+#[test]
+fn byte_bound_is_exact() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let r = util::run(
+        srv.addr,
+        util::profile(|p| {
+            p.run.duration = None;
+            let b = p.bulk.as_mut().unwrap();
+            b.flows = 3;
+            b.bytes = Some(ByteSize(10_000_001));
+        }),
+    );
+    assert_exact(&r);
+    assert_eq!(r.summary.ways[0].sender.bytes, 10_000_001);
+}
+
+#[test]
+fn two_clients_at_once_are_served_and_accounted_separately() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let addr = srv.addr;
+    let a = std::thread::spawn(move || util::run(addr, util::profile(|p| p.bulk.as_mut().unwrap().flows = 2)));
+    let b = std::thread::spawn(move || {
+        util::run(addr, util::profile(|p| p.bulk.as_mut().unwrap().direction = Direction::Reverse))
+    });
+    let (ra, rb) = (a.join().unwrap(), b.join().unwrap());
+    assert_exact(&ra);
+    assert_exact(&rb);
+    assert_ne!(ra.test_id, rb.test_id);
+    assert_eq!(ra.summary.streams.len(), 2);
+    assert_eq!(rb.summary.streams.len(), 1);
+}
+
+#[test]
+fn garbage_is_dropped_and_the_server_keeps_serving() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let mut c = TcpStream::connect(srv.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    c.write_all(&[0u8; 16]).unwrap();
+    let mut buf = [0u8; 64];
+    let n = c.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "the server closes a non-netblast connection without answering");
+    // A connection that sends half a header and stalls does not block others either.
+    let _stalled = TcpStream::connect(srv.addr).unwrap();
+    let r = util::run(srv.addr, util::profile(|_| {}));
+    assert_exact(&r);
+}
+
+#[test]
+fn other_protocol_version_is_refused_with_a_reason() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let mut c = TcpStream::connect(srv.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut h = Header { version: wire::VERSION, role: Role::Control, test_id: TestId([9; 16]), stream_id: 0 }.encode();
+    h[4..6].copy_from_slice(&99u16.to_be_bytes());
+    assert_eq!(h.len(), HEADER_LEN);
+    c.write_all(&h).unwrap();
+    let msg: Option<ServerMsg> = wire::blocking::read_frame(&mut c).unwrap();
+    match msg {
+        Some(ServerMsg::Refused { message }) => assert!(message.contains("version 99"), "{message}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn garbage_control_frame_is_refused() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let mut c = TcpStream::connect(srv.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(
+        &Header { version: wire::VERSION, role: Role::Control, test_id: TestId([3; 16]), stream_id: 0 }.encode(),
+    )
+    .unwrap();
+    let body = br#"{"type":"setup","profile":{"description":"x","run":{"kind":"bulk","duration":"1s","warp":9}},"time_bound":"1s","streams":[],"client_version":"0"}"#;
+    c.write_all(&(body.len() as u32).to_be_bytes()).unwrap();
+    c.write_all(body).unwrap();
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    // Either an explicit refusal naming the problem, or a close: never a hang or a crash.
+    if !rest.is_empty() {
+        let msg: ServerMsg = wire::decode_body(&rest[4..]).unwrap();
+        assert!(matches!(msg, ServerMsg::Refused { .. }), "{msg:?}");
+    }
+    let r = util::run(srv.addr, util::profile(|_| {}));
+    assert_exact(&r);
+}
+
+#[test]
+fn many_flows_sum_matches_the_flows() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let r = util::run(srv.addr, util::profile(|p| p.bulk.as_mut().unwrap().flows = 64));
+    assert_exact(&r);
+    let way = &r.summary.ways[0];
+    let sum_of_flows: f64 = r.summary.streams.iter().map(|s| s.receiver.unwrap().bits_per_s).sum();
+    let summed = way.receiver.unwrap().bits_per_s;
+    assert!((summed - sum_of_flows).abs() / sum_of_flows <= 0.03, "sum {summed} vs flows {sum_of_flows}");
+}
+
+#[test]
+fn killed_server_gives_a_partial_result_and_nonzero_exit() {
+    let (mut server, addr) = util::spawn_server();
+    let out = std::env::temp_dir().join(format!("nb-killed-{}.json", std::process::id()));
+    let client = util::bin()
+        .args(["run", "-c", &addr.to_string(), "-t", "6", "-i", "0.25", "--json", "--output"])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    server.kill().unwrap();
+    let _ = server.wait();
+    let o = util::wait_output(client, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(1), "stderr: {}", String::from_utf8_lossy(&o.stderr));
+    let r: RunResult = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!r.complete);
+    assert!(!r.errors.is_empty());
+    assert!(r.summary.ways[0].sender.bytes > 0, "what was measured before the kill is kept");
+    assert!(r.intervals.len() >= 2);
+    let saved: RunResult = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(saved, r);
+    assert!(!netblast_report::json::PartialLog::path_for(&out).exists(), "partial log removed after the final write");
+    let _ = std::fs::remove_file(&out);
+}

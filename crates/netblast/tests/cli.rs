@@ -1,0 +1,111 @@
+//! The command line: bad input gets one clear line naming what is wrong, and exit status 2;
+//! a run that cannot happen gets exit status 1.
+
+use crate::util::{self, Server};
+use std::io::Write;
+
+fn stderr_of(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+#[test]
+fn profiles_lists_the_builtins() {
+    let o = util::bin().arg("profiles").output().unwrap();
+    assert!(o.status.success());
+    let s = String::from_utf8_lossy(&o.stdout);
+    for name in ["bulk-1flow", "bulk-64flows", "bulk-128flows"] {
+        assert!(s.lines().any(|l| l.starts_with(name)), "{name} missing in {s}");
+    }
+}
+
+#[test]
+fn unknown_profile_field_names_file_line_and_field() {
+    let path = std::env::temp_dir().join(format!("nb-bad-{}.toml", std::process::id()));
+    let mut f = std::fs::File::create(&path).unwrap();
+    writeln!(f, "description = \"x\"\n[run]\nkind = \"bulk\"\nduration = \"1s\"\n[bulk]\nflowz = 3").unwrap();
+    let o = util::bin().args(["run", "-c", "127.0.0.1:1", "--profile"]).arg(&path).output().unwrap();
+    let e = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains(&path.display().to_string()), "{e}");
+    assert!(e.contains("flowz"), "{e}");
+    assert!(e.contains("line 6"), "{e}");
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn bad_values_and_flags_exit_2() {
+    let o = util::bin().args(["run", "-c", "127.0.0.1", "--flows", "0"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr_of(&o).contains("bulk.flows"), "{}", stderr_of(&o));
+    let o = util::bin().args(["run", "-c", "127.0.0.1", "--frobnicate"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr_of(&o).contains("--frobnicate"));
+    let o = util::bin().args(["run", "-c", "127.0.0.1", "--window", "lots"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr_of(&o).contains("lots"));
+    let o = util::bin().args(["run", "-c", "127.0.0.1", "--cpus", "4000"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr_of(&o).contains("CPU 4000"), "{}", stderr_of(&o));
+    let o = util::bin().args(["run", "-c", "127.0.0.1", "--profile", "no-such-profile"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr_of(&o).contains("bulk-1flow"), "lists the built-in profiles");
+}
+
+#[test]
+fn nothing_listening_is_one_clear_line() {
+    // Bind then drop to get a port with (almost certainly) nothing on it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let o = util::bin().args(["run", "-c", &format!("127.0.0.1:{port}"), "-t", "1"]).output().unwrap();
+    let e = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("connection refused") && e.contains("netblast serve"), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "one line, no backtrace: {e}");
+}
+
+#[test]
+fn not_a_netblast_server_is_named() {
+    // A plain TCP server that answers like HTTP.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        if let Ok((mut c, _)) = l.accept() {
+            let _ = c.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+    });
+    let o = util::bin().args(["run", "-c", &addr.to_string(), "-t", "1"]).output().unwrap();
+    let e = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("does not speak the netblast protocol"), "{e}");
+}
+
+#[test]
+fn too_many_flows_for_the_fd_limit_says_how_to_raise_it() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let cmd = format!("ulimit -n 128 && exec {} run -c {} --flows 300 -t 1", env!("CARGO_BIN_EXE_netblast"), srv.addr);
+    let o = std::process::Command::new("sh").args(["-c", &cmd]).output().unwrap();
+    let e = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("ulimit -n"), "{e}");
+}
+
+#[test]
+fn json_output_and_report_render_the_same_result() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let path = std::env::temp_dir().join(format!("nb-out-{}.json", std::process::id()));
+    let o = util::bin()
+        .args(["run", "-c", &srv.addr.to_string(), "-t", "1", "-i", "0.5", "--output"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    let human = String::from_utf8_lossy(&o.stdout);
+    assert!(human.contains("sender") && human.contains("receiver"), "{human}");
+    let r = util::bin().arg("report").arg(&path).output().unwrap();
+    assert!(r.status.success());
+    let rendered = String::from_utf8_lossy(&r.stdout);
+    // The summary block printed live and the one rendered from the file are the same text.
+    let tail = |s: &str| s[s.find("- - -").unwrap()..].to_string();
+    assert_eq!(tail(&human), tail(&rendered));
+    let _ = std::fs::remove_file(&path);
+}

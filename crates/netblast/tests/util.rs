@@ -1,0 +1,108 @@
+//! Helpers: servers on port 0, runs in-process, and the real binary.
+
+use netblast_engine::client;
+use netblast_engine::worker::RunFlags;
+use netblast_probe::{Probe, ProbeMode};
+use netblast_spec::{Profile, RunResult};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// An in-process `netblast serve` on an ephemeral port, stopped on drop.
+pub struct Server {
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    /// Starts a server on `bind` (e.g. "127.0.0.1:0"); `None` when that address family is not
+    /// available here (e.g. no IPv6 loopback).
+    pub fn start(bind: &str) -> Option<Server> {
+        let addr: SocketAddr = bind.parse().unwrap();
+        let std_listener = std::net::TcpListener::bind(addr).ok()?;
+        std_listener.set_nonblocking(true).unwrap();
+        let addr = std_listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
+                let cfg = netblast_agent::ServeConfig::default();
+                netblast_agent::serve(listener, cfg, async {
+                    let _ = rx.await;
+                })
+                .await
+                .unwrap();
+            });
+        });
+        Some(Server { addr, stop: Some(tx), thread: Some(thread) })
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A bulk profile: `edit` adjusts the built-in bulk-1flow.
+pub fn profile(edit: impl FnOnce(&mut Profile)) -> Profile {
+    let (mut p, _) = Profile::load("bulk-1flow").unwrap();
+    p.run.interval = Some("250ms".parse().unwrap());
+    p.run.duration = Some("1s".parse().unwrap());
+    edit(&mut p);
+    p.validate("test profile").unwrap();
+    p
+}
+
+/// Runs a profile in-process against `addr`.
+pub fn run(addr: SocketAddr, p: Profile) -> RunResult {
+    let (plan, peer) = client::plan(p, "test profile".into(), &addr.to_string()).unwrap();
+    let flags = RunFlags::new();
+    client::run(&plan, peer, &Probe::open(ProbeMode::TcpInfo), &flags, &mut |_| {}).unwrap()
+}
+
+/// The netblast binary.
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_netblast"))
+}
+
+/// Starts the real `netblast serve` on an ephemeral loopback port; returns it and its address.
+pub fn spawn_server() -> (Child, SocketAddr) {
+    let mut child = bin()
+        .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stderr), &mut line).unwrap();
+    // "netblast serve: listening on 127.0.0.1:PORT (data port; ...)"
+    let addr = line
+        .split_whitespace()
+        .find_map(|w| w.parse::<SocketAddr>().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    (child, addr)
+}
+
+/// Waits for a child with a deadline, killing it if it overruns.
+pub fn wait_output(mut child: Child, limit: Duration) -> std::process::Output {
+    let t = std::time::Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            panic!("child ran past {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

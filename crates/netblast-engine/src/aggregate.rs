@@ -204,8 +204,15 @@ impl Aggregator {
         Interval { index, start_s, end_s, streams, sums }
     }
 
-    /// Builds the final intervals and summary. `client_cpu` is this process's CPU over the run.
-    pub fn finish(&self, client_cpu: CpuUsage) -> (Vec<Interval>, Summary) {
+    /// Builds the final intervals and summary. `control_cpu` is the CPU of the thread that ran
+    /// the aggregator; the workers' own CPU (reported when they finished) is added to it, so
+    /// the client figure covers exactly the threads of this test.
+    pub fn finish(&self, control_cpu: CpuUsage) -> (Vec<Interval>, Summary) {
+        let mut client_cpu = control_cpu;
+        for c in &self.worker_cpu {
+            client_cpu.user_s += c.user_s;
+            client_cpu.system_s += c.system_s;
+        }
         let mut prev = HashMap::new();
         let intervals: Vec<Interval> =
             self.intervals.keys().map(|&i| self.build_interval(i, Some(&mut prev))).collect();
@@ -365,7 +372,7 @@ mod tests {
             CpuUsage { user_s: 0.0, system_s: 0.5, wall_s: 1.0 },
         );
         assert!(a.workers_done() && a.has_server_final() && a.all_streams_clean());
-        let (iv, sum) = a.finish(CpuUsage { user_s: 0.1, system_s: 0.4, wall_s: 1.2 });
+        let (iv, sum) = a.finish(CpuUsage { user_s: 0.0, system_s: 0.0, wall_s: 1.2 });
         assert_eq!(iv.len(), 1);
         let up = &iv[0].streams[0];
         assert_eq!((up.sent_bytes, up.received_bytes, up.retransmits), (1000, Some(990), 2));

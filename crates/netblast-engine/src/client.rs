@@ -356,7 +356,7 @@ pub fn run(
     };
     drop(tx);
 
-    let cpu_mark = CpuMark::process();
+    let cpu_mark = CpuMark::thread();
     if let Err(e) = blocking::write_frame(&mut control, &ClientMsg::Start) {
         gate.cancel();
         flags.abort();
@@ -437,7 +437,7 @@ pub fn run(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
-    let client_cpu = cpu_mark.usage();
+    let control_cpu = cpu_mark.usage();
     if !agg.has_server_final() && !control_closed {
         agg.error(
             start.elapsed().as_secs_f64(),
@@ -457,7 +457,7 @@ pub fn run(
 
     // 5. The result.
     let complete = agg.errors.is_empty() && agg.all_streams_clean() && agg.has_server_final();
-    let (intervals, summary) = agg.finish(client_cpu);
+    let (intervals, summary) = agg.finish(control_cpu);
     Ok(RunResult {
         schema: SCHEMA.to_string(),
         netblast_version: env!("CARGO_PKG_VERSION").to_string(),

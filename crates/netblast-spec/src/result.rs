@@ -263,7 +263,7 @@ pub struct WaySummary {
 /// CPU cost of the test on each side.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct CpuSummary {
-    /// The client process.
+    /// The client threads of this test (workers and control).
     pub client: CpuUsage,
     /// The server threads that carried this test's streams.
     #[serde(default, skip_serializing_if = "Option::is_none")]

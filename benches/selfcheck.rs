@@ -1,0 +1,100 @@
+//! `cargo bench`: netblast measures itself on loopback and prints one line per figure.
+//!
+//! Figures: bulk Gbit/s for 1 flow and for one flow per CPU (client and server share this
+//! machine, so these are the engine's capacity here, not a network's), Gbit per CPU-second on
+//! each side, and the cost of merging interval histograms (the aggregator's and the fleet
+//! merge's inner operation). Set NETBLAST_BENCH_SECS to change the run length (default 3).
+
+use netblast_benches::{figure, profile, run, LocalServer};
+use netblast_spec::hist::{self, EncodedHistogram};
+use netblast_spec::units::Dur;
+use std::time::{Duration, Instant};
+
+fn secs() -> Duration {
+    let s: f64 = std::env::var("NETBLAST_BENCH_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(3.0);
+    Duration::from_secs_f64(s)
+}
+
+fn bulk(server: &LocalServer, flows: u32) -> Result<(), String> {
+    let p = profile("bulk-1flow", |p| {
+        p.run.duration = Some(Dur(secs()));
+        p.bulk.get_or_insert_with(Default::default).flows = flows;
+    })?;
+    let r = run(server.addr, p)?;
+    if !r.complete {
+        return Err(format!("bulk {flows} flows incomplete: {:?}", r.errors));
+    }
+    let w = &r.summary.ways[0];
+    let rx = w.receiver.ok_or("no receiver report")?;
+    let name = format!("bulk.{flows}flow");
+    figure(&format!("{name}.gbps"), rx.bits_per_s / 1e9, "Gbit/s", "receiver throughput on loopback");
+    figure(
+        &format!("{name}.client_gbit_per_cpu_s"),
+        r.summary.cpu.bits_per_client_cpu_s / 1e9,
+        "Gbit/CPU-s",
+        "client CPU cost",
+    );
+    if let Some(s) = r.summary.cpu.bits_per_server_cpu_s {
+        figure(&format!("{name}.server_gbit_per_cpu_s"), s / 1e9, "Gbit/CPU-s", "server CPU cost");
+    }
+    Ok(())
+}
+
+fn histogram_merge() {
+    // Interval histograms as a worker produces them: ~100k latency samples spread over 5 decades.
+    let mut src = Vec::new();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for _ in 0..64 {
+        let mut h = hist::new_latency_histogram();
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            hist::record_ns(&mut h, 1_000 + x % 100_000_000);
+        }
+        src.push(h);
+    }
+    let rounds = 2_000;
+    let mut total = hist::new_latency_histogram();
+    let t = Instant::now();
+    for i in 0..rounds {
+        hist::merge(&mut total, &src[i % src.len()]).expect("same configuration");
+    }
+    let per = t.elapsed().as_secs_f64() / rounds as f64;
+    figure("hist.merge_us", per * 1e6, "us", "add one interval histogram (100k samples, 3 digits)");
+    let t = Instant::now();
+    let mut bytes = 0;
+    for h in src.iter().take(16) {
+        let e = EncodedHistogram::encode(h).expect("encode");
+        bytes += e.hdr_v2_deflate_b64.len();
+        let d = e.decode().expect("decode");
+        assert_eq!(d.len(), h.len());
+    }
+    figure("hist.codec_roundtrip_us", t.elapsed().as_secs_f64() / 16.0 * 1e6, "us", "encode + decode one histogram");
+    figure("hist.encoded_bytes", bytes as f64 / 16.0, "bytes", "V2+DEFLATE+base64 size of one histogram");
+}
+
+fn main() {
+    // `cargo bench -- <filter>` passes arguments; `--bench` is always there. Run everything.
+    let cpus = netblast_engine::sys::allowed_cpus().map(|c| c.len()).unwrap_or(1) as u32;
+    println!("netblast self-check on loopback ({cpus} CPUs, client and server on the same host)");
+    let server = match LocalServer::start() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("cannot start a local server: {e}");
+            std::process::exit(1);
+        }
+    };
+    let mut failed = false;
+    for flows in [1, cpus.max(2)] {
+        if let Err(e) = bulk(&server, flows) {
+            eprintln!("bulk {flows} flows: {e}");
+            failed = true;
+        }
+    }
+    histogram_merge();
+    drop(server);
+    if failed {
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian/Ubuntu machine for netblast: installs what the build, the tests and the
+# comparison scripts need, then builds the release binary. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+PKGS=(
+  build-essential pkg-config       # C toolchain for crates with build scripts
+  clang llvm libbpf-dev bpftool    # eBPF programs (ebpf/*.c) and their inspection
+  iproute2 nftables                # network namespaces, veth, loss injection in tests
+  iperf3 qperf nginx wrk           # anchor tools the comparison scripts run side by side
+  procps                           # ps/pgrep used by scripts
+)
+if command -v apt-get >/dev/null; then
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${PKGS[@]}" >/dev/null
+  # Debian starts nginx when it is installed; netblast's tests start their own instances.
+  if command -v systemctl >/dev/null && systemctl is-active --quiet nginx 2>/dev/null; then
+    $SUDO systemctl stop nginx || true
+  fi
+else
+  echo "setup.sh: no apt-get here; install these yourself: ${PKGS[*]}" >&2
+fi
+
+if ! command -v cargo >/dev/null; then
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+  else
+    echo "setup.sh: cargo not found. Install a stable Rust toolchain (rustup, or your distribution's rustc >= 1.85)." >&2
+    exit 1
+  fi
+fi
+
+cargo build --release --locked -p netblast
+echo "setup.sh: built target/release/netblast"

@@ -32,6 +32,7 @@ pub struct Aggregator {
     worker_last: Vec<Option<u32>>,
     worker_done: Vec<bool>,
     printed: u32,
+    live_retrans: HashMap<u32, u64>,
     ends: HashMap<u32, FlowEnd>,
     server_final: Option<(Vec<ServerStreamFinal>, CpuUsage)>,
     /// Errors seen so far.
@@ -49,6 +50,7 @@ impl Aggregator {
             worker_last: vec![None; workers],
             worker_done: vec![false; workers],
             printed: 0,
+            live_retrans: HashMap::new(),
             ends: HashMap::new(),
             server_final: None,
             errors: Vec::new(),
@@ -112,7 +114,9 @@ impl Aggregator {
                 break;
             }
             // Live lines carry this end's view only; the result merges both ends later.
-            out.push(self.build_interval(i, None));
+            let mut prev = std::mem::take(&mut self.live_retrans);
+            out.push(self.build_interval(i, &mut prev));
+            self.live_retrans = prev;
             self.printed += 1;
         }
         out
@@ -153,11 +157,10 @@ impl Aggregator {
         self.streams.iter().all(|s| self.ends.get(&s.id).is_some_and(|e| e.error.is_none()))
     }
 
-    fn build_interval(&self, index: u32, prev_retrans: Option<&mut HashMap<u32, u64>>) -> Interval {
+    fn build_interval(&self, index: u32, prev: &mut HashMap<u32, u64>) -> Interval {
         let empty = IntervalAcc::default();
         let acc = self.intervals.get(&index).unwrap_or(&empty);
         let mut streams = Vec::with_capacity(self.streams.len());
-        let mut prev = prev_retrans;
         for s in &self.streams {
             let c = acc.client.get(&s.id);
             let sv = acc.server.get(&s.id);
@@ -165,12 +168,10 @@ impl Aggregator {
                 Way::Up => (c.map(|x| x.bytes), sv.map(|x| x.bytes), c.and_then(|x| x.tcp)),
                 Way::Down => (sv.map(|x| x.bytes), c.map(|x| x.bytes), sv.and_then(|x| x.tcp)),
             };
-            let retransmits = match (&mut prev, tcp) {
-                (Some(p), Some(t)) => {
-                    let before = p.insert(s.id, t.retrans_segs).unwrap_or(0);
-                    t.retrans_segs.saturating_sub(before)
-                }
-                _ => 0,
+            // Retransmits in the interval: the sender's cumulative count minus the last one seen.
+            let retransmits = match tcp {
+                Some(t) => t.retrans_segs.saturating_sub(prev.insert(s.id, t.retrans_segs).unwrap_or(0)),
+                None => 0,
             };
             streams.push(StreamInterval {
                 id: s.id,
@@ -214,8 +215,7 @@ impl Aggregator {
             client_cpu.system_s += c.system_s;
         }
         let mut prev = HashMap::new();
-        let intervals: Vec<Interval> =
-            self.intervals.keys().map(|&i| self.build_interval(i, Some(&mut prev))).collect();
+        let intervals: Vec<Interval> = self.intervals.keys().map(|&i| self.build_interval(i, &mut prev)).collect();
 
         let server: HashMap<u32, &ServerStreamFinal> =
             self.server_final.iter().flat_map(|(v, _)| v.iter().map(|s| (s.id, s))).collect();

@@ -61,7 +61,7 @@ pub fn profile(name: &str, edit: impl FnOnce(&mut Profile)) -> Result<Profile, S
 
 /// Runs a profile against `addr` and returns the result.
 pub fn run(addr: SocketAddr, p: Profile) -> Result<RunResult, String> {
-    let (plan, peer) = client::plan(p, "bench".into(), &addr.to_string()).map_err(|e| e.to_string())?;
+    let (plan, peer) = client::plan(p, "bench".into(), &addr.to_string(), false).map_err(|e| e.to_string())?;
     let flags = RunFlags::new();
     client::run(&plan, peer, &Probe::open(ProbeMode::TcpInfo), &flags, &mut |_| {}).map_err(|e| e.to_string())
 }

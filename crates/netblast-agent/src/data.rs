@@ -6,8 +6,7 @@
 //! Anything else is dropped after one log line.
 
 use crate::registry::{Registry, TestEntry};
-use netblast_engine::bulk::{self, BulkConfig, BulkFlow, FlowRole, WorkerShared};
-use netblast_engine::client::split_budget;
+use netblast_engine::end::{self, Conn, Ctx, Side, Timing};
 use netblast_engine::sockopt;
 use netblast_engine::sys;
 use netblast_engine::worker::{Event, EventTx, RunFlags, StartGate};
@@ -85,19 +84,49 @@ pub async fn handle(
 }
 
 async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: Header, reg: &Registry) {
-    let (ack, tx) = reg.offer_stream(&header.test_id, header.stream_id);
-    let Some(tx) = tx.filter(|_| ack == StreamAck::Ok) else {
-        tracing::info!(%peer, test = %header.test_id, stream = header.stream_id, "refused stream: {}", ack.describe());
-        let _ = conn.write_all(&[ack as u8]).await;
+    let offer = reg.offer_stream(&header.test_id, header.stream_id);
+    let Some(tx) = offer.tx.filter(|_| offer.ack == StreamAck::Ok) else {
+        tracing::info!(%peer, test = %header.test_id, stream = header.stream_id, "refused stream: {}", offer.ack.describe());
+        let _ = conn.write_all(&[offer.ack as u8]).await;
         return;
+    };
+    // A UDP flow: the client's port follows the header. Our socket is connected to exactly that
+    // address and port (the address being the TCP peer's), so it exchanges datagrams with that
+    // one peer and nobody else.
+    let mut reply = vec![StreamAck::Ok as u8];
+    let udp = if offer.udp {
+        let mut port = [0u8; 2];
+        if tokio::time::timeout(HANDSHAKE_TIMEOUT, conn.read_exact(&mut port)).await.map_or(true, |r| r.is_err()) {
+            tracing::info!(%peer, "dropped UDP stream: no client port");
+            return;
+        }
+        let client_udp = SocketAddr::new(peer.ip(), u16::from_be_bytes(port));
+        let opened = conn.local_addr().and_then(|local| {
+            let sock = std::net::UdpSocket::bind(SocketAddr::new(local.ip(), 0))?;
+            sock.connect(client_udp)?;
+            Ok(sock)
+        });
+        match opened.and_then(|s| s.local_addr().map(|a| (s, a.port()))) {
+            Ok((sock, port)) => {
+                reply.extend_from_slice(&port.to_be_bytes());
+                Some(sock)
+            }
+            Err(e) => {
+                tracing::warn!(%peer, "cannot open a UDP socket for the test: {e}");
+                return;
+            }
+        }
+    } else {
+        None
     };
     // Hand the socket to the test before acknowledging it: the client starts the test only
     // after every ack, so the test's control task has every socket by then.
     let taken = conn.into_std().and_then(|s| s.try_clone().map(|w| (s, w)));
     match taken {
         Ok((stream, mut ack_writer)) => {
-            if tx.send((header.stream_id, stream)).is_ok() {
-                let _ = std::io::Write::write_all(&mut ack_writer, &[StreamAck::Ok as u8]);
+            if tx.send((header.stream_id, stream, udp)).is_ok() {
+                let _ = netblast_engine::net::set_blocking(std::os::fd::AsRawFd::as_raw_fd(&ack_writer), true);
+                let _ = std::io::Write::write_all(&mut ack_writer, &reply);
             }
         }
         Err(e) => tracing::warn!(%peer, "cannot take over stream socket: {e}"),
@@ -134,13 +163,12 @@ fn check_setup(setup: &TestSetup) -> Result<(), String> {
     if setup.time_bound.get() > netblast_spec::profile::MAX_DURATION {
         return Err("time bound over 24h".into());
     }
-    match setup.profile.run.kind {
-        Kind::Bulk => {
-            let ways = setup.profile.bulk().direction.ways();
-            if let Some(s) = setup.streams.iter().find(|s| !ways.contains(&s.way)) {
-                return Err(format!("stream {} goes {:?}, which the profile's direction does not allow", s.id, s.way));
-            }
-        }
+    let ways: &[Way] = match setup.profile.run.kind {
+        Kind::Bulk => setup.profile.bulk().direction.ways(),
+        Kind::Msgrate | Kind::Rr => &[Way::Up],
+    };
+    if let Some(s) = setup.streams.iter().find(|s| !ways.contains(&s.way)) {
+        return Err(format!("stream {} goes {:?}, which the profile does not allow", s.id, s.way));
     }
     Ok(())
 }
@@ -180,7 +208,8 @@ async fn control_conn(
     }
     let (stream_tx, mut stream_rx) = mpsc::unbounded_channel();
     let ways: HashMap<u32, Way> = setup.streams.iter().map(|s| (s.id, s.way)).collect();
-    if let Err(m) = reg.insert(test_id, TestEntry::new(ways.clone(), stream_tx)) {
+    let udp = netblast_engine::client::uses_udp(&setup.profile);
+    if let Err(m) = reg.insert(test_id, TestEntry::new(ways.clone(), udp, stream_tx)) {
         let _ = wr.write_all(&send(ServerMsg::Refused { message: m.clone() })).await;
         return Err(m);
     }
@@ -202,11 +231,11 @@ async fn control_conn(
             }
         }
     });
-    let mut sockets: HashMap<u32, std::net::TcpStream> = HashMap::new();
+    let mut sockets: HashMap<u32, (std::net::TcpStream, Option<std::net::UdpSocket>)> = HashMap::new();
     let deadline = tokio::time::Instant::now() + SETUP_TIMEOUT;
     loop {
         tokio::select! {
-            Some((id, s)) = stream_rx.recv() => { sockets.insert(id, s); }
+            Some((id, s, u)) = stream_rx.recv() => { sockets.insert(id, (s, u)); }
             msg = ctl_rx.recv() => match msg {
                 Some(Ctl::Frame(Ok(Some(ClientMsg::Start)))) => break,
                 Some(Ctl::Frame(Ok(Some(other)))) => {
@@ -223,8 +252,8 @@ async fn control_conn(
         }
     }
     reg.remove(&test_id);
-    while let Ok((id, s)) = stream_rx.try_recv() {
-        sockets.insert(id, s);
+    while let Ok((id, s, u)) = stream_rx.try_recv() {
+        sockets.insert(id, (s, u));
     }
     if sockets.len() != ways.len() {
         let m = format!("start with {} of {} streams connected", sockets.len(), ways.len());
@@ -242,7 +271,7 @@ async fn control_conn(
 
 async fn run_test(
     setup: &TestSetup,
-    mut sockets: HashMap<u32, std::net::TcpStream>,
+    mut sockets: HashMap<u32, (std::net::TcpStream, Option<std::net::UdpSocket>)>,
     ways: &HashMap<u32, Way>,
     probe: &Probe,
     wr: &mut tokio::net::tcp::OwnedWriteHalf,
@@ -250,49 +279,46 @@ async fn run_test(
     stop: &mut watch::Receiver<bool>,
 ) -> Option<String> {
     let profile = &setup.profile;
-    let bulk_cfg = profile.bulk();
-    let n_down = ways.values().filter(|w| **w == Way::Down).count() as u64;
-    let mut ids: Vec<u32> = ways.keys().copied().collect();
-    ids.sort_unstable();
-    let mut flows = Vec::with_capacity(ids.len());
-    for id in &ids {
-        let Some(stream) = sockets.remove(id) else { continue };
-        if let Err(e) = sockopt::apply(SockRef::from(&stream), &profile.tcp, false) {
+    let kind = profile.run.kind;
+    let usable = sys::allowed_cpus().unwrap_or_default();
+    let mut notes: HashMap<u32, String> = HashMap::new();
+    let mut conns = Vec::with_capacity(ways.len());
+    let mut streams = setup.streams.clone();
+    streams.sort_by_key(|s| s.id);
+    for st in &streams {
+        let Some((tcp, udp)) = sockets.remove(&st.id) else { continue };
+        if let Err(e) = sockopt::apply(SockRef::from(&tcp), &profile.tcp, netblast_engine::client::nodelay_default(kind)) {
             let m = format!("cannot apply socket options: {e}");
             let _ = wr.write_all(&wire::encode_frame(&ServerMsg::Refused { message: m.clone() })).await;
             return Some(m);
         }
-        let role = if ways[id] == Way::Up { FlowRole::Recv } else { FlowRole::Send };
-        let budget = match (role, bulk_cfg.bytes) {
-            (FlowRole::Send, Some(total)) => {
-                let k = ids.iter().filter(|i| ways[i] == Way::Down && *i < id).count() as u64;
-                Some(split_budget(total.bytes(), n_down, k))
+        // Pin where asked and possible; say so where not.
+        let cpu = st.server_cpu.filter(|c| {
+            let ok = usable.contains(c);
+            if !ok {
+                notes.insert(
+                    st.id,
+                    format!("cannot pin to CPU {c}: this server can use CPUs {}", netblast_spec::units::CpuList(usable.clone())),
+                );
             }
-            _ => None,
-        };
-        flows.push(BulkFlow { id: *id, stream, role, budget });
+            ok
+        });
+        conns.push(Conn { id: st.id, way: st.way, tcp, udp, cpu });
     }
-    let workers = (sys::cpus_online() as usize).min(flows.len()).max(1);
+    let bulk_workers = (sys::cpus_online() as usize).min(conns.len()).max(1);
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<(usize, Event)>();
     let sink: EventTx = Arc::new(move |w, ev| {
         let _ = ev_tx.send((w, ev));
     });
     let flags = RunFlags::new();
     let gate = StartGate::new();
-    let shared = WorkerShared {
-        cfg: Arc::new(BulkConfig {
-            block: bulk_cfg.block_bytes.bytes() as usize,
-            send_mode: bulk_cfg.send_mode,
-            interval: profile.run.interval(),
-            send_for: setup.time_bound.get() + SEND_GRACE,
-            give_up_after: setup.time_bound.get() + RECV_GRACE,
-        }),
-        probe: probe.clone(),
-        gate: gate.clone(),
-        flags: flags.clone(),
-        tx: sink,
+    let ctx = Ctx { probe: probe.clone(), gate: gate.clone(), flags: flags.clone(), tx: sink };
+    let timing = Timing {
+        send_for: setup.time_bound.get() + SEND_GRACE,
+        give_up_after: setup.time_bound.get() + RECV_GRACE,
     };
-    let handles = match bulk::spawn_workers(bulk::spread(flows, workers), &[], &shared) {
+    let pinned_cpu: HashMap<u32, Option<usize>> = conns.iter().map(|c| (c.id, c.cpu)).collect();
+    let handles = match end::spawn(Side::Server, profile, timing, conns, &vec![None; bulk_workers], &ctx) {
         Ok(h) => h,
         Err(e) => {
             gate.cancel();
@@ -301,7 +327,7 @@ async fn run_test(
             return Some(m);
         }
     };
-    drop(shared);
+    drop(ctx);
     let start = Instant::now();
     gate.open(start);
 
@@ -314,7 +340,7 @@ async fn run_test(
         tokio::select! {
             ev = ev_rx.recv() => match ev {
                 Some((_, Event::Interval { index, start_s, end_s, flows })) => {
-                    let streams = flows.into_iter().map(|f| ServerSample { id: f.id, bytes: f.bytes, tcp: f.tcp }).collect();
+                    let streams = flows.into_iter().map(|f| ServerSample { id: f.id, bytes: f.bytes, msgs: f.msgs, tcp: f.tcp }).collect();
                     let msg = ServerMsg::Interval { index, start_s, end_s, streams };
                     if !client_gone && wr.write_all(&wire::encode_frame(&msg)).await.is_err() {
                         client_gone = true;
@@ -322,9 +348,19 @@ async fn run_test(
                     }
                 }
                 Some((_, Event::FlowDone(f))) => finals.push(ServerStreamFinal {
-                    id: f.id, bytes: f.bytes, seconds: f.seconds, tcp: f.tcp, cpu: None, error: f.error,
+                    id: f.id,
+                    bytes: f.bytes,
+                    msgs: f.msgs,
+                    seconds: f.seconds,
+                    tcp: f.tcp,
+                    cpu: pinned_cpu.get(&f.id).copied().flatten(),
+                    note: notes.remove(&f.id),
+                    error: f.error,
                 }),
-                Some((_, Event::WorkerDone { cpu: c, .. })) => {
+                Some((_, Event::WorkerDone { cpu: c, pin_error, .. })) => {
+                    if let Some(e) = pin_error {
+                        tracing::warn!("{e}");
+                    }
                     cpu.user_s += c.user_s;
                     cpu.system_s += c.system_s;
                     done += 1;

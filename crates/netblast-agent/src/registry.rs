@@ -6,22 +6,37 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use tokio::sync::mpsc::UnboundedSender;
 
-/// Where an accepted stream socket goes: to its test's control task.
-pub type StreamTx = UnboundedSender<(u32, std::net::TcpStream)>;
+/// An accepted stream: id, TCP socket, and the UDP socket of a UDP flow.
+pub type Accepted = (u32, std::net::TcpStream, Option<std::net::UdpSocket>);
+
+/// Where an accepted stream goes: to its test's control task.
+pub type StreamTx = UnboundedSender<Accepted>;
 
 /// A test waiting for its streams.
 #[derive(Debug)]
 pub struct TestEntry {
     ways: HashMap<u32, Way>,
     connected: HashSet<u32>,
+    udp: bool,
     tx: StreamTx,
 }
 
 impl TestEntry {
-    /// A test expecting the streams in `ways`, delivered through `tx`.
-    pub fn new(ways: HashMap<u32, Way>, tx: StreamTx) -> TestEntry {
-        TestEntry { ways, connected: HashSet::new(), tx }
+    /// A test expecting the streams in `ways` (UDP flows when `udp`), delivered through `tx`.
+    pub fn new(ways: HashMap<u32, Way>, udp: bool, tx: StreamTx) -> TestEntry {
+        TestEntry { ways, connected: HashSet::new(), udp, tx }
     }
+}
+
+/// The registry's answer to a stream header.
+#[derive(Debug)]
+pub struct Offer {
+    /// What to answer.
+    pub ack: StreamAck,
+    /// Where to deliver the stream, when accepted.
+    pub tx: Option<StreamTx>,
+    /// Whether the stream sets up a UDP flow.
+    pub udp: bool,
 }
 
 /// The tests of one server. Locked only on connection setup, never on the data path.
@@ -66,13 +81,14 @@ impl Registry {
 
     /// Matches a stream connection to its test. Returns the ack to send and, when accepted,
     /// where to deliver the socket.
-    pub fn offer_stream(&self, id: &TestId, stream: u32) -> (StreamAck, Option<StreamTx>) {
+    pub fn offer_stream(&self, id: &TestId, stream: u32) -> Offer {
         let mut t = self.lock();
-        let Some(entry) = t.get_mut(id) else { return (StreamAck::UnknownTest, None) };
+        let refuse = |ack| Offer { ack, tx: None, udp: false };
+        let Some(entry) = t.get_mut(id) else { return refuse(StreamAck::UnknownTest) };
         if !entry.ways.contains_key(&stream) || !entry.connected.insert(stream) {
-            return (StreamAck::UnknownStream, None);
+            return refuse(StreamAck::UnknownStream);
         }
-        (StreamAck::Ok, Some(entry.tx.clone()))
+        Offer { ack: StreamAck::Ok, tx: Some(entry.tx.clone()), udp: entry.udp }
     }
 }
 
@@ -85,14 +101,14 @@ mod tests {
         let r = Registry::new(2);
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let id = TestId([1; 16]);
-        r.insert(id, TestEntry::new(HashMap::from([(0, Way::Up)]), tx.clone())).unwrap();
-        assert!(r.insert(id, TestEntry::new(HashMap::new(), tx.clone())).is_err());
-        assert_eq!(r.offer_stream(&id, 0).0, StreamAck::Ok);
-        assert_eq!(r.offer_stream(&id, 0).0, StreamAck::UnknownStream, "a stream connects once");
-        assert_eq!(r.offer_stream(&id, 7).0, StreamAck::UnknownStream);
-        assert_eq!(r.offer_stream(&TestId([2; 16]), 0).0, StreamAck::UnknownTest);
-        r.insert(TestId([3; 16]), TestEntry::new(HashMap::new(), tx.clone())).unwrap();
-        assert!(r.insert(TestId([4; 16]), TestEntry::new(HashMap::new(), tx)).unwrap_err().contains("busy"));
+        r.insert(id, TestEntry::new(HashMap::from([(0, Way::Up)]), false, tx.clone())).unwrap();
+        assert!(r.insert(id, TestEntry::new(HashMap::new(), false, tx.clone())).is_err());
+        assert_eq!(r.offer_stream(&id, 0).ack, StreamAck::Ok);
+        assert_eq!(r.offer_stream(&id, 0).ack, StreamAck::UnknownStream, "a stream connects once");
+        assert_eq!(r.offer_stream(&id, 7).ack, StreamAck::UnknownStream);
+        assert_eq!(r.offer_stream(&TestId([2; 16]), 0).ack, StreamAck::UnknownTest);
+        r.insert(TestId([3; 16]), TestEntry::new(HashMap::new(), false, tx.clone())).unwrap();
+        assert!(r.insert(TestId([4; 16]), TestEntry::new(HashMap::new(), false, tx)).unwrap_err().contains("busy"));
         r.remove(&id);
         assert_eq!(r.pending(), 1);
     }

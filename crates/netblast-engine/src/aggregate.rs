@@ -1,16 +1,23 @@
 //! The aggregator: folds worker events (this end) and server reports (the other end) into the
-//! intervals and summary of a [`RunResult`].
+//! intervals and summary of a [`netblast_spec::RunResult`].
 //!
-//! For every stream the *sender* side supplies bytes sent and the kernel TCP statistics (the
-//! sender is where RTT samples exist), the *receiver* side supplies bytes received. For an `up`
-//! stream the client is the sender; for a `down` stream the server is, and its figures arrive
-//! over the control connection.
+//! For every stream the *sender* side supplies bytes (and messages) sent and the kernel TCP
+//! statistics (the sender is where RTT samples exist); the *receiver* side supplies what it
+//! read. For an `up` stream the client is the sender; for a `down` stream the server is, and its
+//! figures arrive over the control connection. For rr the client is the sender: its messages
+//! are completed transactions and its histograms their round-trip times; the server's count is
+//! the requests it answered.
+//!
+//! Latency histograms are added, never averaged: per interval over the streams of a way, and
+//! over all intervals for the totals.
 
 use crate::worker::{Event, FlowEnd, FlowSample};
-use netblast_spec::profile::Way;
+use hdrhistogram::Histogram;
+use netblast_spec::hist::{self, EncodedHistogram, LatencySummary};
+use netblast_spec::profile::{Kind, Protocol, Way};
 use netblast_spec::result::{
-    CpuSummary, CpuUsage, Interval, RttSummary, RunError, SideTotal, StreamInfo, StreamInterval, StreamSummary,
-    Summary, TcpStats, WayInterval, WaySummary,
+    CpuSummary, CpuUsage, Interval, MsgTotals, RttSummary, RunError, SideTotal, StreamInfo, StreamInterval,
+    StreamSummary, Summary, TcpStats, WayInterval, WaySummary,
 };
 use netblast_spec::wire::{ServerSample, ServerStreamFinal};
 use std::collections::{BTreeMap, HashMap};
@@ -23,37 +30,70 @@ struct IntervalAcc {
     server: HashMap<u32, ServerSample>,
 }
 
+/// Last cumulative kernel counters seen per stream, to turn them into interval deltas.
+#[derive(Debug, Default)]
+struct Prev {
+    retrans: HashMap<u32, u64>,
+    segs: HashMap<u32, u64>,
+}
+
+impl Prev {
+    fn delta(map: &mut HashMap<u32, u64>, id: u32, now: u64) -> u64 {
+        now.saturating_sub(map.insert(id, now).unwrap_or(0))
+    }
+}
+
+/// What the aggregator needs to know about the test kind.
+#[derive(Debug, Clone, Copy)]
+pub struct KindInfo {
+    /// The test kind.
+    pub kind: Kind,
+    /// Transport of message kinds.
+    pub protocol: Protocol,
+}
+
+impl KindInfo {
+    fn counts_msgs(&self) -> bool {
+        matches!(self.kind, Kind::Msgrate | Kind::Rr)
+    }
+}
+
 /// Accumulates one run's measurements.
 #[derive(Debug)]
 pub struct Aggregator {
     streams: Vec<StreamInfo>,
+    info: KindInfo,
     workers: usize,
     intervals: BTreeMap<u32, IntervalAcc>,
     worker_last: Vec<Option<u32>>,
     worker_done: Vec<bool>,
     printed: u32,
-    live_retrans: HashMap<u32, u64>,
+    live_prev: Prev,
     ends: HashMap<u32, FlowEnd>,
     server_final: Option<(Vec<ServerStreamFinal>, CpuUsage)>,
-    /// Errors seen so far.
+    /// Errors seen so far (they make the result incomplete).
     pub errors: Vec<RunError>,
+    /// Warnings seen so far (they do not).
+    pub warnings: Vec<RunError>,
     worker_cpu: Vec<CpuUsage>,
 }
 
 impl Aggregator {
     /// An aggregator for these streams, driven by `workers` workers on this end.
-    pub fn new(streams: Vec<StreamInfo>, workers: usize) -> Aggregator {
+    pub fn new(streams: Vec<StreamInfo>, workers: usize, info: KindInfo) -> Aggregator {
         Aggregator {
             streams,
+            info,
             workers,
             intervals: BTreeMap::new(),
             worker_last: vec![None; workers],
             worker_done: vec![false; workers],
             printed: 0,
-            live_retrans: HashMap::new(),
+            live_prev: Prev::default(),
             ends: HashMap::new(),
             server_final: None,
             errors: Vec::new(),
+            warnings: Vec::new(),
             worker_cpu: Vec::new(),
         }
     }
@@ -61,6 +101,11 @@ impl Aggregator {
     /// Records an error.
     pub fn error(&mut self, at_s: f64, source: impl Into<String>, message: impl Into<String>) {
         self.errors.push(RunError { at_s, source: source.into(), message: message.into() });
+    }
+
+    /// Records a warning.
+    pub fn warn(&mut self, at_s: f64, source: impl Into<String>, message: impl Into<String>) {
+        self.warnings.push(RunError { at_s, source: source.into(), message: message.into() });
     }
 
     fn way_of(&self, id: u32) -> Option<Way> {
@@ -114,9 +159,9 @@ impl Aggregator {
                 break;
             }
             // Live lines carry this end's view only; the result merges both ends later.
-            let mut prev = std::mem::take(&mut self.live_retrans);
-            out.push(self.build_interval(i, &mut prev));
-            self.live_retrans = prev;
+            let mut prev = std::mem::take(&mut self.live_prev);
+            out.push(self.build_interval(i, &mut prev, false));
+            self.live_prev = prev;
             self.printed += 1;
         }
         out
@@ -157,21 +202,41 @@ impl Aggregator {
         self.streams.iter().all(|s| self.ends.get(&s.id).is_some_and(|e| e.error.is_none()))
     }
 
-    fn build_interval(&self, index: u32, prev: &mut HashMap<u32, u64>) -> Interval {
+    fn build_interval(&self, index: u32, prev: &mut Prev, encode: bool) -> Interval {
         let empty = IntervalAcc::default();
         let acc = self.intervals.get(&index).unwrap_or(&empty);
+        let msgs = self.info.counts_msgs();
         let mut streams = Vec::with_capacity(self.streams.len());
+        let mut hists: Vec<(Way, &Histogram<u64>)> = Vec::new();
         for s in &self.streams {
             let c = acc.client.get(&s.id);
             let sv = acc.server.get(&s.id);
-            let (sent, recv, tcp) = match s.way {
-                Way::Up => (c.map(|x| x.bytes), sv.map(|x| x.bytes), c.and_then(|x| x.tcp)),
-                Way::Down => (sv.map(|x| x.bytes), c.map(|x| x.bytes), sv.and_then(|x| x.tcp)),
+            let (sent, recv, tcp, sent_msgs, recv_msgs) = match s.way {
+                Way::Up => (
+                    c.map(|x| x.bytes),
+                    sv.map(|x| x.bytes),
+                    c.and_then(|x| x.tcp),
+                    c.map(|x| x.msgs),
+                    sv.map(|x| x.msgs),
+                ),
+                Way::Down => (
+                    sv.map(|x| x.bytes),
+                    c.map(|x| x.bytes),
+                    sv.and_then(|x| x.tcp),
+                    sv.map(|x| x.msgs),
+                    c.map(|x| x.msgs),
+                ),
             };
-            // Retransmits in the interval: the sender's cumulative count minus the last one seen.
-            let retransmits = match tcp {
-                Some(t) => t.retrans_segs.saturating_sub(prev.insert(s.id, t.retrans_segs).unwrap_or(0)),
-                None => 0,
+            let hist = c.and_then(|x| x.hist.as_deref());
+            if let Some(h) = hist {
+                hists.push((s.way, h));
+            }
+            let (retransmits, segs_out) = match tcp {
+                Some(t) => (
+                    Prev::delta(&mut prev.retrans, s.id, t.retrans_segs),
+                    Some(Prev::delta(&mut prev.segs, s.id, t.segs_out)),
+                ),
+                None => (0, None),
             };
             streams.push(StreamInterval {
                 id: s.id,
@@ -179,12 +244,16 @@ impl Aggregator {
                 received_bytes: recv,
                 retransmits,
                 tcp,
+                sent_msgs: if msgs { Some(sent_msgs.unwrap_or(0)) } else { None },
+                received_msgs: if msgs { recv_msgs } else { None },
+                segs_out: if msgs { segs_out } else { None },
+                latency: hist.map(LatencySummary::of),
             });
         }
         let start_s = acc.start_s.unwrap_or(0.0);
         let end_s = acc.end_s.unwrap_or(start_s);
         let secs = (end_s - start_s).max(0.0);
-        let rate = |b: u64| if secs > 0.0 { b as f64 * 8.0 / secs } else { 0.0 };
+        let per_s = |n: f64| if secs > 0.0 { n / secs } else { 0.0 };
         let mut sums = Vec::new();
         for way in [Way::Up, Way::Down] {
             let of_way: Vec<&StreamInterval> = streams.iter().filter(|x| self.way_of(x.id) == Some(way)).collect();
@@ -193,13 +262,26 @@ impl Aggregator {
             }
             let sent: u64 = of_way.iter().map(|x| x.sent_bytes).sum();
             let received: Option<u64> = of_way.iter().map(|x| x.received_bytes).sum();
+            let sent_msgs: Option<u64> = if msgs { of_way.iter().map(|x| x.sent_msgs).sum() } else { None };
+            let received_msgs: Option<u64> = if msgs { of_way.iter().map(|x| x.received_msgs).sum() } else { None };
+            let segs: Option<u64> =
+                if msgs && of_way.iter().any(|x| x.segs_out.is_some()) { Some(of_way.iter().filter_map(|x| x.segs_out).sum()) } else { None };
+            let merged = merge_all(hists.iter().filter(|(w, _)| *w == way).map(|(_, h)| *h));
             sums.push(WayInterval {
                 way,
                 sent_bytes: sent,
-                sent_bits_per_s: rate(sent),
+                sent_bits_per_s: per_s(sent as f64 * 8.0),
                 received_bytes: received,
-                received_bits_per_s: received.map(rate),
+                received_bits_per_s: received.map(|b| per_s(b as f64 * 8.0)),
                 retransmits: of_way.iter().map(|x| x.retransmits).sum(),
+                sent_msgs,
+                sent_msgs_per_s: sent_msgs.map(|m| per_s(m as f64)),
+                received_msgs,
+                received_msgs_per_s: received_msgs.map(|m| per_s(m as f64)),
+                segs_out: segs,
+                segs_out_per_s: segs.map(|m| per_s(m as f64)),
+                latency: merged.as_ref().map(LatencySummary::of),
+                latency_hist: if encode { merged.as_ref().and_then(|h| EncodedHistogram::encode(h).ok()) } else { None },
             });
         }
         Interval { index, start_s, end_s, streams, sums }
@@ -214,34 +296,58 @@ impl Aggregator {
             client_cpu.user_s += c.user_s;
             client_cpu.system_s += c.system_s;
         }
-        let mut prev = HashMap::new();
-        let intervals: Vec<Interval> = self.intervals.keys().map(|&i| self.build_interval(i, &mut prev)).collect();
+        let mut prev = Prev::default();
+        let intervals: Vec<Interval> = self.intervals.keys().map(|&i| self.build_interval(i, &mut prev, true)).collect();
+        let msgs = self.info.counts_msgs();
 
         let server: HashMap<u32, &ServerStreamFinal> =
             self.server_final.iter().flat_map(|(v, _)| v.iter().map(|s| (s.id, s))).collect();
         let mut stream_sums = Vec::new();
+        let mut stream_hists: Vec<(Way, Histogram<u64>)> = Vec::new();
         for s in &self.streams {
             let mine = self.ends.get(&s.id);
             let theirs = server.get(&s.id);
             let mine_total = mine.map(|e| SideTotal::new(e.bytes, e.seconds));
             let theirs_total = theirs.map(|e| SideTotal::new(e.bytes, e.seconds));
-            let (sender, receiver, tcp) = match s.way {
-                Way::Up => (mine_total, theirs_total, mine.and_then(|e| e.tcp)),
-                Way::Down => (theirs_total, mine_total, theirs.and_then(|e| e.tcp)),
+            let (sender, receiver, tcp, sent_msgs, recv_msgs) = match s.way {
+                Way::Up => (mine_total, theirs_total, mine.and_then(|e| e.tcp), mine.map(|e| e.msgs), theirs.map(|e| e.msgs)),
+                Way::Down => {
+                    (theirs_total, mine_total, theirs.and_then(|e| e.tcp), theirs.map(|e| e.msgs), mine.map(|e| e.msgs))
+                }
             };
-            // When the sender's total is missing (server died), fall back to the interval sums.
+            let of_stream = || intervals.iter().flat_map(|i| i.streams.iter()).filter(move |x| x.id == s.id);
+            // When the sender's total is missing (its end died), fall back to the interval sums.
             let sender = sender.unwrap_or_else(|| {
-                let bytes = intervals
-                    .iter()
-                    .flat_map(|i| i.streams.iter())
-                    .filter(|x| x.id == s.id)
-                    .map(|x| x.sent_bytes)
-                    .sum();
-                let secs = intervals.last().map(|i| i.end_s).unwrap_or(0.0);
-                SideTotal::new(bytes, secs)
+                let bytes = of_stream().map(|x| x.sent_bytes).sum();
+                SideTotal::new(bytes, intervals.last().map(|i| i.end_s).unwrap_or(0.0))
             });
+            let sent_msgs = sent_msgs.unwrap_or_else(|| of_stream().filter_map(|x| x.sent_msgs).sum());
             let last_tcp = tcp.or_else(|| {
                 intervals.iter().rev().flat_map(|i| i.streams.iter()).find(|x| x.id == s.id).and_then(|x| x.tcp)
+            });
+            let hist = merge_all(
+                self.intervals.values().filter_map(|acc| acc.client.get(&s.id)).filter_map(|f| f.hist.as_deref()),
+            );
+            let latency = hist.as_ref().map(LatencySummary::of);
+            if let Some(h) = hist {
+                stream_hists.push((s.way, h));
+            }
+            let msg_totals = msgs.then(|| {
+                let lost = match (self.info.kind, self.info.protocol) {
+                    (Kind::Msgrate, Protocol::Udp) => recv_msgs.map(|r| sent_msgs.saturating_sub(r)),
+                    (Kind::Rr, Protocol::Udp) => Some(mine.map(|e| e.lost).unwrap_or(0)),
+                    _ => None,
+                };
+                let segs = last_tcp.map(|t| t.segs_out);
+                MsgTotals {
+                    sent: sent_msgs,
+                    sent_per_s: rate(sent_msgs as f64, sender.seconds),
+                    received: recv_msgs,
+                    received_per_s: recv_msgs.zip(receiver).map(|(m, r)| rate(m as f64, r.seconds)),
+                    lost,
+                    segs_out: segs,
+                    segs_out_per_s: segs.map(|n| rate(n as f64, sender.seconds)),
+                }
             });
             stream_sums.push(StreamSummary {
                 id: s.id,
@@ -250,6 +356,8 @@ impl Aggregator {
                 receiver,
                 retransmits: last_tcp.map(|t| t.retrans_segs).unwrap_or(0),
                 tcp: last_tcp,
+                msgs: msg_totals,
+                latency,
             });
         }
 
@@ -276,14 +384,28 @@ impl Aggregator {
                 .filter(|t| t.rtt_us > 0)
                 .collect();
             let rtt = (!samples.is_empty()).then(|| RttSummary {
-                min_us: samples
-                    .iter()
-                    .map(|t| if t.min_rtt_us > 0 { t.min_rtt_us } else { t.rtt_us })
-                    .min()
-                    .unwrap_or(0),
+                min_us: samples.iter().map(|t| if t.min_rtt_us > 0 { t.min_rtt_us } else { t.rtt_us }).min().unwrap_or(0),
                 mean_us: samples.iter().map(|t| t.rtt_us as f64).sum::<f64>() / samples.len() as f64,
                 max_us: samples.iter().map(|t| t.rtt_us).max().unwrap_or(0),
             });
+            let msg_totals = msgs.then(|| {
+                let m: Vec<MsgTotals> = of_way.iter().filter_map(|s| s.msgs).collect();
+                let sent: u64 = m.iter().map(|x| x.sent).sum();
+                let received: Option<u64> = m.iter().map(|x| x.received).sum();
+                let lost: Option<u64> = m.iter().map(|x| x.lost).sum();
+                let segs: Option<u64> = m.iter().map(|x| x.segs_out).sum();
+                let recv_s = receiver.map(|r| r.seconds).unwrap_or(0.0);
+                MsgTotals {
+                    sent,
+                    sent_per_s: rate(sent as f64, sent_s),
+                    received,
+                    received_per_s: received.map(|r| rate(r as f64, recv_s)),
+                    lost,
+                    segs_out: segs,
+                    segs_out_per_s: segs.map(|n| rate(n as f64, sent_s)),
+                }
+            });
+            let merged = merge_all(stream_hists.iter().filter(|(w, _)| *w == way).map(|(_, h)| h));
             ways.push(WaySummary {
                 way,
                 streams: of_way.len() as u32,
@@ -292,6 +414,9 @@ impl Aggregator {
                 retransmits: of_way.iter().map(|s| s.retransmits).sum(),
                 rtt,
                 cwnd_max_bytes: samples.iter().map(|t| t.cwnd_bytes()).max().unwrap_or(0),
+                msgs: msg_totals,
+                latency: merged.as_ref().map(LatencySummary::of),
+                latency_hist: merged.as_ref().and_then(|h| EncodedHistogram::encode(h).ok()),
             });
         }
 
@@ -313,6 +438,30 @@ impl Aggregator {
     }
 }
 
+fn rate(n: f64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        n / secs
+    } else {
+        0.0
+    }
+}
+
+/// Adds histograms together; `None` when there are none.
+fn merge_all<'a>(hs: impl Iterator<Item = &'a Histogram<u64>>) -> Option<Histogram<u64>> {
+    let mut out: Option<Histogram<u64>> = None;
+    for h in hs {
+        match out.as_mut() {
+            // All histograms come from hist::new_latency_histogram, so merging cannot mismatch;
+            // a mismatch would drop that histogram rather than corrupt the sum.
+            Some(acc) => {
+                let _ = hist::merge(acc, h);
+            }
+            None => out = Some(h.clone()),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,40 +471,43 @@ mod tests {
     }
 
     fn tcp(retrans: u64, rtt: u32) -> Option<TcpStats> {
-        Some(TcpStats {
-            retrans_segs: retrans,
-            rtt_us: rtt,
-            min_rtt_us: rtt / 2,
-            cwnd_segs: 10,
-            mss: 1000,
-            ..Default::default()
-        })
+        Some(TcpStats { retrans_segs: retrans, rtt_us: rtt, min_rtt_us: rtt / 2, cwnd_segs: 10, mss: 1000, ..Default::default() })
+    }
+
+    const BULK: KindInfo = KindInfo { kind: Kind::Bulk, protocol: Protocol::Tcp };
+
+    fn sample(id: u32, bytes: u64, tcp: Option<TcpStats>) -> FlowSample {
+        FlowSample { id, bytes, tcp, ..Default::default() }
+    }
+
+    fn end(id: u32, bytes: u64, seconds: f64, tcp: Option<TcpStats>) -> FlowEnd {
+        FlowEnd { id, bytes, seconds, tcp, ..Default::default() }
+    }
+
+    fn server(id: u32, bytes: u64, tcp: Option<TcpStats>) -> ServerSample {
+        ServerSample { id, bytes, msgs: 0, tcp }
+    }
+
+    fn server_final(id: u32, bytes: u64, seconds: f64, tcp: Option<TcpStats>) -> ServerStreamFinal {
+        ServerStreamFinal { id, bytes, msgs: 0, seconds, tcp, cpu: None, note: None, error: None }
     }
 
     #[test]
     fn merges_both_ends_and_derives_rates() {
-        let mut a = Aggregator::new(vec![info(0, Way::Up), info(1, Way::Down)], 1);
+        let mut a = Aggregator::new(vec![info(0, Way::Up), info(1, Way::Down)], 1, BULK);
         let live = a.on_worker(
             0,
             Event::Interval {
                 index: 0,
                 start_s: 0.0,
                 end_s: 1.0,
-                flows: vec![
-                    FlowSample { id: 0, bytes: 1000, tcp: tcp(2, 100) },
-                    FlowSample { id: 1, bytes: 500, tcp: None },
-                ],
+                flows: vec![sample(0, 1000, tcp(2, 100)), sample(1, 500, None)],
             },
         );
         assert_eq!(live.len(), 1, "interval 0 is complete on this end");
-        a.on_server_interval(
-            0,
-            0.0,
-            1.0,
-            vec![ServerSample { id: 0, bytes: 990, tcp: None }, ServerSample { id: 1, bytes: 500, tcp: tcp(1, 300) }],
-        );
-        a.on_worker(0, Event::FlowDone(FlowEnd { id: 0, bytes: 1000, seconds: 1.0, tcp: tcp(3, 100), error: None }));
-        a.on_worker(0, Event::FlowDone(FlowEnd { id: 1, bytes: 500, seconds: 1.1, tcp: None, error: None }));
+        a.on_server_interval(0, 0.0, 1.0, vec![server(0, 990, None), server(1, 500, tcp(1, 300))]);
+        a.on_worker(0, Event::FlowDone(end(0, 1000, 1.0, tcp(3, 100))));
+        a.on_worker(0, Event::FlowDone(end(1, 500, 1.1, None)));
         a.on_worker(
             0,
             Event::WorkerDone {
@@ -365,10 +517,7 @@ mod tests {
             },
         );
         a.on_server_final(
-            vec![
-                ServerStreamFinal { id: 0, bytes: 1000, seconds: 1.05, tcp: None, cpu: None, error: None },
-                ServerStreamFinal { id: 1, bytes: 500, seconds: 1.0, tcp: tcp(1, 300), cpu: None, error: None },
-            ],
+            vec![server_final(0, 1000, 1.05, None), server_final(1, 500, 1.0, tcp(1, 300))],
             CpuUsage { user_s: 0.0, system_s: 0.5, wall_s: 1.0 },
         );
         assert!(a.workers_done() && a.has_server_final() && a.all_streams_clean());
@@ -376,6 +525,7 @@ mod tests {
         assert_eq!(iv.len(), 1);
         let up = &iv[0].streams[0];
         assert_eq!((up.sent_bytes, up.received_bytes, up.retransmits), (1000, Some(990), 2));
+        assert_eq!(up.sent_msgs, None, "bulk carries no message counts");
         let down = &iv[0].streams[1];
         assert_eq!((down.sent_bytes, down.received_bytes, down.retransmits), (500, Some(500), 1));
         assert_eq!(iv[0].sums[0].sent_bits_per_s, 8000.0);
@@ -393,13 +543,8 @@ mod tests {
 
     #[test]
     fn live_intervals_wait_for_every_worker() {
-        let mut a = Aggregator::new(vec![info(0, Way::Up), info(1, Way::Up)], 2);
-        let iv = |id| Event::Interval {
-            index: 0,
-            start_s: 0.0,
-            end_s: 1.0,
-            flows: vec![FlowSample { id, bytes: 1, tcp: None }],
-        };
+        let mut a = Aggregator::new(vec![info(0, Way::Up), info(1, Way::Up)], 2, BULK);
+        let iv = |id| Event::Interval { index: 0, start_s: 0.0, end_s: 1.0, flows: vec![sample(id, 1, None)] };
         assert!(a.on_worker(0, iv(0)).is_empty());
         let live = a.on_worker(1, iv(1));
         assert_eq!(live.len(), 1);
@@ -408,19 +553,56 @@ mod tests {
 
     #[test]
     fn stream_errors_are_kept() {
-        let mut a = Aggregator::new(vec![info(0, Way::Up)], 1);
-        a.on_worker(
-            0,
-            Event::FlowDone(FlowEnd {
-                id: 0,
-                bytes: 10,
-                seconds: 2.5,
-                tcp: None,
-                error: Some("connection reset by peer".into()),
-            }),
-        );
+        let mut a = Aggregator::new(vec![info(0, Way::Up)], 1, BULK);
+        let mut e = end(0, 10, 2.5, None);
+        e.error = Some("connection reset by peer".into());
+        a.on_worker(0, Event::FlowDone(e));
         assert!(!a.all_streams_clean());
         assert_eq!(a.errors[0].source, "stream 0 (up)");
         assert_eq!(a.errors[0].at_s, 2.5);
+    }
+
+    #[test]
+    fn latency_histograms_are_added_not_averaged() {
+        let rr = KindInfo { kind: Kind::Rr, protocol: Protocol::Tcp };
+        let mut a = Aggregator::new(vec![info(0, Way::Up), info(1, Way::Up)], 2, rr);
+        let hist_of = |v: u64, n: u64| {
+            let mut h = hist::new_latency_histogram();
+            for _ in 0..n {
+                hist::record_ns(&mut h, v);
+            }
+            Some(Box::new(h))
+        };
+        // Stream 0: 900 fast transactions; stream 1: 100 slow ones. An average of the two p99s
+        // would say ~500 us; the merged histogram's p99 is the slow value.
+        for (w, id, v, n) in [(0usize, 0u32, 10_000u64, 900u64), (1, 1, 1_000_000, 100)] {
+            let f = FlowSample { id, msgs: n, hist: hist_of(v, n), ..Default::default() };
+            a.on_worker(w, Event::Interval { index: 0, start_s: 0.0, end_s: 1.0, flows: vec![f] });
+            a.on_worker(w, Event::FlowDone(FlowEnd { id, msgs: n, seconds: 1.0, ..Default::default() }));
+        }
+        let (iv, sum) = a.finish(CpuUsage::default());
+        let l = iv[0].sums[0].latency.clone().unwrap();
+        assert_eq!(l.count, 1000);
+        assert!(l.p50_ns < 11_000 && l.p99_ns > 990_000, "{l:?}");
+        let total = sum.ways[0].latency.clone().unwrap();
+        assert_eq!(total.count, 1000);
+        let decoded = sum.ways[0].latency_hist.as_ref().unwrap().decode().unwrap();
+        assert_eq!(decoded.len(), 1000);
+        assert_eq!(sum.ways[0].msgs.unwrap().sent, 1000);
+        assert_eq!(sum.streams[1].latency.as_ref().unwrap().count, 100);
+    }
+
+    #[test]
+    fn udp_loss_is_sent_minus_received() {
+        let udp = KindInfo { kind: Kind::Msgrate, protocol: Protocol::Udp };
+        let mut a = Aggregator::new(vec![info(0, Way::Up)], 1, udp);
+        a.on_worker(0, Event::FlowDone(FlowEnd { id: 0, msgs: 1000, bytes: 1000, seconds: 1.0, ..Default::default() }));
+        a.on_server_final(
+            vec![ServerStreamFinal { id: 0, bytes: 990, msgs: 990, seconds: 1.0, tcp: None, cpu: None, note: None, error: None }],
+            CpuUsage::default(),
+        );
+        let (_, sum) = a.finish(CpuUsage::default());
+        let m = sum.ways[0].msgs.unwrap();
+        assert_eq!((m.sent, m.received, m.lost), (1000, Some(990), Some(10)));
     }
 }

@@ -291,6 +291,8 @@ pub fn run_worker(
             // Report every flow as failed so the aggregator is not left waiting.
             for id in ids {
                 send(Event::FlowDone(FlowEnd {
+                    msgs: 0,
+                    lost: 0,
                     id,
                     bytes: 0,
                     seconds: 0.0,
@@ -305,6 +307,8 @@ pub fn run_worker(
     let Some(start) = gate.wait() else {
         for f in &flows {
             send(Event::FlowDone(FlowEnd {
+                msgs: 0,
+                lost: 0,
                 id: f.id,
                 bytes: 0,
                 seconds: 0.0,
@@ -349,6 +353,7 @@ pub fn run_worker(
                         id: f.id,
                         bytes: f.total - f.at_tick,
                         tcp: if f.done { None } else { f.watch.sample() },
+                        ..Default::default()
                     };
                     f.at_tick = f.total;
                     s
@@ -486,7 +491,7 @@ pub fn run_worker(
         let samples = flows
             .iter_mut()
             .map(|f| {
-                let s = FlowSample { id: f.id, bytes: f.total - f.at_tick, tcp: f.watch.sample() };
+                let s = FlowSample { id: f.id, bytes: f.total - f.at_tick, tcp: f.watch.sample(), ..Default::default() };
                 f.at_tick = f.total;
                 s
             })
@@ -495,6 +500,8 @@ pub fn run_worker(
     }
     for f in &flows {
         send(Event::FlowDone(FlowEnd {
+            msgs: 0,
+            lost: 0,
             id: f.id,
             bytes: f.total,
             seconds: (f.last_byte.max(start) - start).as_secs_f64(),

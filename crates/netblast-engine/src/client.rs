@@ -10,20 +10,21 @@
 //!    the start (a reset, a dead server, Ctrl-C) is recorded in the result, which is then
 //!    marked incomplete; nothing measured is thrown away.
 
-use crate::aggregate::Aggregator;
-use crate::bulk::{self, BulkConfig, BulkFlow, FlowRole, WorkerShared};
+use crate::aggregate::{Aggregator, KindInfo};
+use crate::bulk;
+use crate::end::{self, Conn, Ctx, Side, Timing};
 use crate::sockopt;
 use crate::sys::{self, CpuMark};
 use crate::worker::{Event, EventTx, RunFlags, StartGate};
 use netblast_probe::Probe;
-use netblast_spec::profile::{Kind, Profile, Way};
+use netblast_spec::profile::{Kind, Profile, Protocol, Way};
 use netblast_spec::result::{HostInfo, Interval, Plan, RunResult, StreamInfo, SCHEMA};
 use netblast_spec::units::{CpuList, Dur};
 use netblast_spec::wire::{
     self, blocking, ClientMsg, Header, Role, ServerMsg, StreamAck, StreamSetup, TestId, TestSetup,
 };
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -129,36 +130,80 @@ pub fn resolve_target(target: &str) -> Result<SocketAddr, ClientError> {
     addrs.next().ok_or_else(|| bad("name resolves to no address".into()))
 }
 
-/// The client CPUs: the requested list (each must be usable by this process), or all usable.
-pub fn resolve_cpus(requested: Option<&CpuList>) -> Result<Vec<usize>, ClientError> {
+/// The client CPUs: the requested list, or all usable. With `strict` (the list came from
+/// `--cpus`) a CPU this process cannot use is an error; otherwise (the list came from a
+/// profile written for a bigger machine) the usable part is taken and a note says so.
+pub fn resolve_cpus(requested: Option<&CpuList>, strict: bool) -> Result<(Vec<usize>, Option<String>), ClientError> {
     let allowed = sys::allowed_cpus()
         .map_err(|e| ClientError::Io { what: "cannot read this process's CPU affinity".into(), source: e })?;
-    match requested {
-        None => Ok(allowed),
-        Some(list) => {
-            let missing: Vec<usize> = list.0.iter().copied().filter(|c| !allowed.contains(c)).collect();
-            if missing.is_empty() {
-                Ok(list.0.clone())
-            } else {
-                Err(ClientError::Cpus(format!(
-                    "--cpus names CPU {} which this process cannot use (usable CPUs: {})",
-                    CpuList(missing),
-                    CpuList(allowed)
-                )))
-            }
-        }
+    let Some(list) = requested else { return Ok((allowed, None)) };
+    let missing: Vec<usize> = list.0.iter().copied().filter(|c| !allowed.contains(c)).collect();
+    if missing.is_empty() {
+        return Ok((list.0.clone(), None));
     }
+    let usable: Vec<usize> = list.0.iter().copied().filter(|c| allowed.contains(c)).collect();
+    if strict || usable.is_empty() {
+        return Err(ClientError::Cpus(format!(
+            "--cpus names CPU {} which this process cannot use (usable CPUs: {})",
+            CpuList(missing),
+            CpuList(allowed)
+        )));
+    }
+    let note = format!(
+        "the profile asks for CPUs {}; this host lets netblast use {}: running on those",
+        CpuList(list.0.clone()),
+        CpuList(usable.clone())
+    );
+    Ok((usable, Some(note)))
 }
 
 /// Resolves a validated profile against this machine and a target into a [`Plan`].
-pub fn plan(profile: Profile, origin: String, target: &str) -> Result<(Plan, SocketAddr), ClientError> {
+/// `cpus_from_flag`: the CPU list came from `--cpus` (strict) rather than the profile.
+pub fn plan(profile: Profile, origin: String, target: &str, cpus_from_flag: bool) -> Result<(Plan, SocketAddr), ClientError> {
     let peer = resolve_target(target)?;
-    let client_cpus = resolve_cpus(profile.run.cpus.as_ref())?;
+    let (client_cpus, note) = resolve_cpus(profile.run.cpus.as_ref(), cpus_from_flag)?;
+    let mut notes: Vec<String> = note.into_iter().collect();
+    let server_list = match profile.run.kind {
+        Kind::Bulk => None,
+        Kind::Msgrate => Some(profile.msgrate().server_cpus),
+        Kind::Rr => Some(profile.rr().server_cpus),
+    };
+    let n_streams = stream_count(&profile, client_cpus.len());
+    let server_cpus = match server_list {
+        None => Vec::new(),
+        Some(Some(list)) => (0..n_streams).map(|i| list.0[i % list.0.len()]).collect(),
+        Some(None) => {
+            // Stream i's client end runs on client_cpus[i % n]. A peer on this same host gets the
+            // CPU half the list away, so the two ends of a flow never share a core.
+            let n = client_cpus.len();
+            let shift = if peer.ip().is_loopback() && n > 1 { n / 2 } else { 0 };
+            if shift > 0 {
+                notes.push("the server is on this host: each flow's server end is pinned half the CPU list away from its client end".into());
+            }
+            (0..n_streams).map(|i| client_cpus[(i + shift) % n]).collect()
+        }
+    };
+    if profile.run.kind == Kind::Msgrate {
+        let m = profile.msgrate();
+        if m.flows.is_none() {
+            if let Some(asked) = profile.run.cpus.as_ref().filter(|c| c.0.len() != client_cpus.len()) {
+                notes.push(format!(
+                    "{} flows asked for (one per CPU of {}), {} CPUs usable here: running {} flows, one per CPU",
+                    asked.0.len(),
+                    CpuList(asked.0.clone()),
+                    client_cpus.len(),
+                    client_cpus.len()
+                ));
+            }
+        }
+    }
     let plan = Plan {
         origin,
         target: target.to_string(),
         peer: peer.to_string(),
         client_cpus,
+        server_cpus,
+        notes,
         time_bound: Dur(profile.time_bound()),
         profile,
     };
@@ -169,6 +214,27 @@ pub fn plan(profile: Profile, origin: String, target: &str) -> Result<(Plan, Soc
 pub fn split_budget(total: u64, n: u64, k: u64) -> u64 {
     let n = n.max(1);
     total / n + u64::from(k < total % n)
+}
+
+/// Number of streams a profile opens, given the client's CPU count.
+pub fn stream_count(profile: &Profile, cpus: usize) -> usize {
+    match profile.run.kind {
+        Kind::Bulk => {
+            let b = profile.bulk();
+            b.flows as usize * b.direction.ways().len()
+        }
+        Kind::Msgrate => profile.msgrate().flows.map(|f| f as usize).unwrap_or(cpus.max(1)),
+        Kind::Rr => profile.rr().flows as usize,
+    }
+}
+
+/// Whether a profile's streams carry UDP datagrams (set up over their TCP streams).
+pub fn uses_udp(profile: &Profile) -> bool {
+    match profile.run.kind {
+        Kind::Bulk => false,
+        Kind::Msgrate => profile.msgrate().protocol == Protocol::Udp,
+        Kind::Rr => profile.rr().protocol == Protocol::Udp,
+    }
 }
 
 fn connect_error(peer: SocketAddr, e: io::Error) -> ClientError {
@@ -188,20 +254,68 @@ enum Incoming {
     ControlClosed(String),
 }
 
-/// The streams of a plan: (id, way), ids in order, up streams first.
-pub fn stream_setups(profile: &Profile) -> Vec<StreamSetup> {
-    match profile.run.kind {
+/// The streams of a plan, ids in order (up streams first), with their server CPUs.
+pub fn stream_setups(plan: &Plan) -> Vec<StreamSetup> {
+    let profile = &plan.profile;
+    let n = stream_count(profile, plan.client_cpus.len());
+    let ways: Vec<Way> = match profile.run.kind {
         Kind::Bulk => {
             let b = profile.bulk();
-            let mut out = Vec::new();
-            for &way in b.direction.ways() {
-                for _ in 0..b.flows {
-                    out.push(StreamSetup { id: out.len() as u32, way });
-                }
-            }
-            out
+            b.direction.ways().iter().flat_map(|&w| std::iter::repeat_n(w, b.flows as usize)).collect()
         }
+        Kind::Msgrate | Kind::Rr => vec![Way::Up; n],
+    };
+    ways.into_iter()
+        .enumerate()
+        .map(|(i, way)| StreamSetup { id: i as u32, way, server_cpu: plan.server_cpus.get(i).copied() })
+        .collect()
+}
+
+/// TCP_NODELAY when the profile does not say: on for rr (a latency test must not wait for
+/// Nagle), off for bulk and msgrate (as iperf3 and qperf).
+pub fn nodelay_default(kind: Kind) -> bool {
+    kind == Kind::Rr
+}
+
+/// Opens one stream: TCP connect with options, header (and UDP port), ack (and the server's UDP
+/// port); for UDP flows the datagram socket ends up connected to the server's.
+fn open_stream(
+    peer: SocketAddr,
+    profile: &Profile,
+    test_id: TestId,
+    id: u32,
+    udp: bool,
+) -> Result<(TcpStream, Option<UdpSocket>), ClientError> {
+    let io_err = |what: &'static str| move |source: io::Error| ClientError::Io { what: format!("{what} ({peer})"), source };
+    let stream = sockopt::connect(peer, &profile.tcp, nodelay_default(profile.run.kind), CONNECT_TIMEOUT)
+        .map_err(|e| connect_error(peer, e))?;
+    stream.set_read_timeout(Some(REPLY_TIMEOUT)).ok();
+    let mut hello = Header { version: wire::VERSION, role: Role::Stream, test_id, stream_id: id }.encode().to_vec();
+    let udp_sock = if udp {
+        let local = stream.local_addr().map_err(io_err("cannot read the stream's address"))?;
+        let sock = UdpSocket::bind(SocketAddr::new(local.ip(), 0)).map_err(io_err("cannot open a UDP socket"))?;
+        let port = sock.local_addr().map_err(io_err("cannot read the UDP port"))?.port();
+        hello.extend_from_slice(&port.to_be_bytes());
+        Some(sock)
+    } else {
+        None
+    };
+    (&stream).write_all(&hello).map_err(io_err("cannot open a stream"))?;
+    let mut ack = [0u8; 1];
+    (&stream).read_exact(&mut ack).map_err(io_err("no answer to a stream handshake"))?;
+    match StreamAck::from_byte(ack[0]) {
+        Some(StreamAck::Ok) => {}
+        Some(other) => return Err(ClientError::Refused { peer, message: format!("stream {id}: {}", other.describe()) }),
+        None => return Err(ClientError::NotNetblast { peer, why: format!("stream ack byte {}", ack[0]) }),
     }
+    if let Some(sock) = &udp_sock {
+        let mut port = [0u8; 2];
+        (&stream).read_exact(&mut port).map_err(io_err("no UDP port from the server"))?;
+        sock.connect(SocketAddr::new(peer.ip(), u16::from_be_bytes(port)))
+            .map_err(io_err("cannot connect the UDP socket"))?;
+    }
+    stream.set_read_timeout(None).ok();
+    Ok((stream, udp_sock))
 }
 
 /// Runs one test against a `netblast serve` at `peer`.
@@ -215,9 +329,10 @@ pub fn run(
     live: &mut dyn FnMut(Live<'_>),
 ) -> Result<RunResult, ClientError> {
     let profile = &plan.profile;
-    let bulk_cfg = profile.bulk();
-    let setups = stream_setups(profile);
-    sys::ensure_fds(setups.len() as u64 + 64).map_err(ClientError::Fds)?;
+    let kind = profile.run.kind;
+    let udp = uses_udp(profile);
+    let setups = stream_setups(plan);
+    sys::ensure_fds(setups.len() as u64 * if udp { 2 } else { 1 } + 64).map_err(ClientError::Fds)?;
     let test_id = TestId(sys::random_bytes());
     let test_id_s = test_id.to_string();
     let started_at = sys::now_rfc3339();
@@ -259,45 +374,27 @@ pub fn run(
         }
     };
 
-    // 2. Streams.
-    let workers = plan.client_cpus.len().min(setups.len()).max(1);
+    // 2. Streams. Bulk spreads streams round-robin over one worker per CPU; the message kinds
+    // run one worker per stream, stream i on CPU i (wrapping).
+    let ncpu = plan.client_cpus.len().max(1);
+    let bulk_workers = ncpu.min(setups.len()).max(1);
     let mut infos = Vec::with_capacity(setups.len());
-    let mut flows = Vec::with_capacity(setups.len());
-    let n_up = setups.iter().filter(|s| s.way == Way::Up).count() as u64;
+    let mut conns = Vec::with_capacity(setups.len());
     for (i, s) in setups.iter().enumerate() {
-        let stream =
-            sockopt::connect(peer, &profile.tcp, false, CONNECT_TIMEOUT).map_err(|e| connect_error(peer, e))?;
-        stream.set_read_timeout(Some(REPLY_TIMEOUT)).ok();
-        let h = Header { version: wire::VERSION, role: Role::Stream, test_id, stream_id: s.id };
-        let mut ack = [0u8; 1];
-        (&stream).write_all(&h.encode()).map_err(io_err("cannot open a stream"))?;
-        (&stream).read_exact(&mut ack).map_err(io_err("no answer to a stream handshake"))?;
-        match StreamAck::from_byte(ack[0]) {
-            Some(StreamAck::Ok) => {}
-            Some(other) => {
-                return Err(ClientError::Refused { peer, message: format!("stream {}: {}", s.id, other.describe()) })
-            }
-            None => return Err(ClientError::NotNetblast { peer, why: format!("stream ack byte {}", ack[0]) }),
-        }
-        stream.set_read_timeout(None).ok();
-        let worker = i % workers;
+        let (tcp, udp_sock) = open_stream(peer, profile, test_id, s.id, udp)?;
+        let client_cpu = match kind {
+            Kind::Bulk => plan.client_cpus[i % bulk_workers],
+            Kind::Msgrate | Kind::Rr => plan.client_cpus[i % ncpu],
+        };
         infos.push(StreamInfo {
             id: s.id,
             way: s.way,
-            local: stream.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            local: tcp.local_addr().map(|a| a.to_string()).unwrap_or_default(),
             remote: peer.to_string(),
-            client_cpu: plan.client_cpus[worker],
-            server_cpu: None,
+            client_cpu,
+            server_cpu: s.server_cpu,
         });
-        let role = match s.way {
-            Way::Up => FlowRole::Send,
-            Way::Down => FlowRole::Recv,
-        };
-        let budget = match (role, bulk_cfg.bytes) {
-            (FlowRole::Send, Some(total)) => Some(split_budget(total.bytes(), n_up, s.id as u64)),
-            _ => None,
-        };
-        flows.push(BulkFlow { id: s.id, stream, role, budget });
+        conns.push(Conn { id: s.id, way: s.way, tcp, udp: udp_sock, cpu: Some(client_cpu) });
     }
 
     // 3. Workers, then start.
@@ -307,24 +404,12 @@ pub fn run(
         let _ = wtx.send(Incoming::Worker(w, ev));
     });
     let gate = StartGate::new();
-    let shared = WorkerShared {
-        cfg: Arc::new(BulkConfig {
-            block: bulk_cfg.block_bytes.bytes() as usize,
-            send_mode: bulk_cfg.send_mode,
-            interval: profile.run.interval(),
-            send_for: plan.time_bound.get(),
-            give_up_after: plan.time_bound.get() + DRAIN_GRACE,
-        }),
-        probe: probe.clone(),
-        gate: gate.clone(),
-        flags: flags.clone(),
-        tx: sink,
-    };
-    let groups = bulk::spread(flows, workers);
-    let cpus: Vec<Option<usize>> = plan.client_cpus.iter().map(|&c| Some(c)).collect();
-    let handles = bulk::spawn_workers(groups, &cpus, &shared)
+    let ctx = Ctx { probe: probe.clone(), gate: gate.clone(), flags: flags.clone(), tx: sink };
+    let timing = Timing { send_for: plan.time_bound.get(), give_up_after: plan.time_bound.get() + DRAIN_GRACE };
+    let bulk_cpus: Vec<Option<usize>> = plan.client_cpus.iter().take(bulk_workers).map(|&c| Some(c)).collect();
+    let handles = end::spawn(Side::Client, profile, timing, conns, &bulk_cpus, &ctx)
         .map_err(|e| ClientError::Io { what: "cannot start worker threads".into(), source: e })?;
-    drop(shared);
+    drop(ctx);
 
     control.set_read_timeout(None).ok();
     let reader = {
@@ -372,7 +457,15 @@ pub fn run(
     live(Live::Started { plan, test_id: &test_id_s, server: &server_host, streams: &infos });
 
     // 4. Aggregate until every worker is done and the server has reported.
-    let mut agg = Aggregator::new(infos.clone(), handles.len());
+    let protocol = match kind {
+        Kind::Bulk => Protocol::Tcp,
+        Kind::Msgrate => profile.msgrate().protocol,
+        Kind::Rr => profile.rr().protocol,
+    };
+    let mut agg = Aggregator::new(infos.clone(), handles.len(), KindInfo { kind, protocol });
+    for n in &plan.notes {
+        agg.warn(0.0, "plan", n.clone());
+    }
     let bound_at = start + plan.time_bound.get();
     let mut stop_sent = false;
     let mut control_closed = false;
@@ -380,7 +473,7 @@ pub fn run(
     loop {
         let now = Instant::now();
         if !stop_sent && (now >= bound_at || flags.stopping()) {
-            // The server stops its senders; for up streams our own workers stop by themselves.
+            // The server stops its senders; our own workers stop by themselves.
             if !control_closed {
                 if let Err(e) = blocking::write_frame(&mut control, &ClientMsg::Stop) {
                     agg.error(
@@ -412,7 +505,14 @@ pub fn run(
             Ok(Incoming::Server(ServerMsg::Interval { index, start_s, end_s, streams })) => {
                 agg.on_server_interval(index, start_s, end_s, streams)
             }
-            Ok(Incoming::Server(ServerMsg::Final { streams, cpu })) => agg.on_server_final(streams, cpu),
+            Ok(Incoming::Server(ServerMsg::Final { streams, cpu })) => {
+                for s in &streams {
+                    if let Some(n) = &s.note {
+                        agg.warn(0.0, format!("server stream {}", s.id), n.clone());
+                    }
+                }
+                agg.on_server_final(streams, cpu)
+            }
             Ok(Incoming::Server(ServerMsg::Refused { message })) => {
                 agg.error(start.elapsed().as_secs_f64(), "server", message);
             }
@@ -426,11 +526,7 @@ pub fn run(
             Ok(Incoming::ControlClosed(why)) => {
                 control_closed = true;
                 if !agg.has_server_final() {
-                    agg.error(
-                        start.elapsed().as_secs_f64(),
-                        "server",
-                        format!("{why} before its final report ({peer})"),
-                    );
+                    agg.error(start.elapsed().as_secs_f64(), "server", format!("{why} before its final report ({peer})"));
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -465,6 +561,7 @@ pub fn run(
         started_at,
         complete,
         errors: agg.errors.clone(),
+        warnings: agg.warnings.clone(),
         plan: plan.clone(),
         client: sys::host_info(),
         server: Some(server_host),
@@ -500,8 +597,12 @@ mod tests {
 
     #[test]
     fn missing_cpu_is_a_clear_error() {
-        let e = resolve_cpus(Some(&CpuList(vec![4000]))).unwrap_err().to_string();
+        let e = resolve_cpus(Some(&CpuList(vec![4000])), true).unwrap_err().to_string();
         assert!(e.contains("CPU 4000"), "{e}");
         assert!(e.contains("usable CPUs"), "{e}");
+        // From a profile written for a bigger host: the usable part, with a note.
+        let (cpus, note) = resolve_cpus(Some(&CpuList(vec![0, 4000])), false).unwrap();
+        assert_eq!(cpus, vec![0]);
+        assert!(note.unwrap().contains("4000"));
     }
 }

@@ -4,6 +4,11 @@
 //! - [`worker`]: what all generators share: pinned worker threads, start gate, interval
 //!   ticker, run flags, the events workers send to the aggregator.
 //! - [`bulk`]: TCP bulk streams (send / receive loops), used by both client and server.
+//! - [`msgrate`]: small messages as fast as possible, one pinned flow per worker (TCP, UDP).
+//! - [`rr`]: request/response round trips into HDR histograms (TCP, UDP; block or spin).
+//! - [`meter`]: per-flow counters and interval events of the single-flow generators.
+//! - [`end`]: one end of a test: connected streams to the right generator's workers.
+//! - [`net`]: the raw socket calls of the hot paths (`send`, `sendmmsg`, `recvmmsg`, poll).
 //! - [`sockopt`]: `[tcp]` socket options, applied the same way on both ends.
 //! - [`client`]: `netblast run`: connects to a `netblast serve`, runs the workers, gathers the
 //!   server's view, and returns one [`netblast_spec::RunResult`].
@@ -13,6 +18,11 @@
 pub mod aggregate;
 pub mod bulk;
 pub mod client;
+pub mod end;
+pub mod meter;
+pub mod msgrate;
+pub mod net;
+pub mod rr;
 pub mod sockopt;
 pub mod sys;
 pub mod worker;

@@ -4,6 +4,7 @@
 //! A worker owns its sockets, counters and histograms; nothing on its hot path is shared. At
 //! each interval tick it sends one [`Event::Interval`] with its deltas and goes on.
 
+use hdrhistogram::Histogram;
 use netblast_spec::result::{CpuUsage, TcpStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -147,17 +148,27 @@ pub struct FlowSample {
     pub id: u32,
     /// Bytes moved (sent or received, by the flow's role).
     pub bytes: u64,
+    /// Messages, datagrams or transactions (message kinds; 0 for bulk).
+    pub msgs: u64,
+    /// Transactions that got no response (rr over UDP).
+    pub lost: u64,
     /// Kernel TCP statistics at the end of the interval.
     pub tcp: Option<TcpStats>,
+    /// Latency of the interval's transactions (rr client), ns.
+    pub hist: Option<Box<Histogram<u64>>>,
 }
 
 /// How a flow ended.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct FlowEnd {
     /// Stream id.
     pub id: u32,
     /// Bytes moved in total.
     pub bytes: u64,
+    /// Messages, datagrams or transactions in total.
+    pub msgs: u64,
+    /// Lost transactions in total (rr over UDP).
+    pub lost: u64,
     /// Seconds from the start to the flow's last byte (or to its stop).
     pub seconds: f64,
     /// Kernel TCP statistics at the end.

@@ -3,6 +3,7 @@
 //! Versioned by [`SCHEMA`]. Counters are raw (bytes, segments); rates are derived from them and
 //! the seconds they were measured over, both of which are stored, so a reader can recompute.
 
+use crate::hist::{EncodedHistogram, LatencySummary};
 use crate::profile::{Profile, Way};
 use crate::units::Dur;
 use serde::{Deserialize, Serialize};
@@ -21,6 +22,12 @@ pub struct Plan {
     pub peer: String,
     /// CPUs the client's workers are pinned to, one worker per CPU.
     pub client_cpus: Vec<usize>,
+    /// CPUs the server is asked to pin stream i's peer to (`server_cpus[i]`); empty: unpinned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_cpus: Vec<usize>,
+    /// What resolving the profile against this machine changed, in words.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// The time bound in effect.
     pub time_bound: Dur,
     /// The profile after overrides and validation.
@@ -154,6 +161,18 @@ pub struct StreamInterval {
     /// Sender-side kernel TCP statistics at the end of the interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpStats>,
+    /// Messages (msgrate), datagrams (UDP) or completed transactions (rr) of the sender.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_msgs: Option<u64>,
+    /// Messages the receiver got (rr: requests the server answered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_msgs: Option<u64>,
+    /// Segments the sending TCP socket put on the wire in the interval (`tcpi_segs_out` delta).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segs_out: Option<u64>,
+    /// Round-trip latency of the interval's transactions (rr).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencySummary>,
 }
 
 /// The sum over the streams of one way during one interval.
@@ -173,6 +192,30 @@ pub struct WayInterval {
     pub received_bits_per_s: Option<f64>,
     /// Retransmitted segments.
     pub retransmits: u64,
+    /// Messages sent (or transactions completed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_msgs: Option<u64>,
+    /// Messages per second sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_msgs_per_s: Option<f64>,
+    /// Messages received, when every receiver reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_msgs: Option<u64>,
+    /// Messages per second received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_msgs_per_s: Option<f64>,
+    /// TCP segments sent by the senders.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segs_out: Option<u64>,
+    /// TCP segments per second sent (packets on the wire, not messages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segs_out_per_s: Option<f64>,
+    /// Latency over all streams of the way in the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencySummary>,
+    /// The interval's merged latency histogram, lossless, for exact merging across hosts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_hist: Option<EncodedHistogram>,
 }
 
 /// One reporting interval.
@@ -237,6 +280,36 @@ pub struct StreamSummary {
     /// Sender-side TCP statistics at the end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpStats>,
+    /// Message counts and rates, for message kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msgs: Option<MsgTotals>,
+    /// Round-trip latency (rr).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencySummary>,
+}
+
+/// Message totals of a stream or a way (msgrate, rr).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct MsgTotals {
+    /// Messages sent (rr: transactions completed by the client).
+    pub sent: u64,
+    /// Messages per second sent, over the sender's seconds.
+    pub sent_per_s: f64,
+    /// Messages received (rr: requests answered by the server), when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received: Option<u64>,
+    /// Messages per second received, over the receiver's seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_per_s: Option<f64>,
+    /// Sent but never received (UDP datagrams; rr over UDP: requests without a response).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<u64>,
+    /// TCP segments the senders put on the wire (`tcpi_segs_out`), to set against messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segs_out: Option<u64>,
+    /// TCP segments per second sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segs_out_per_s: Option<f64>,
 }
 
 /// Totals of one way (summed over its streams).
@@ -258,6 +331,15 @@ pub struct WaySummary {
     pub rtt: Option<RttSummary>,
     /// Largest congestion window seen on any stream (bytes).
     pub cwnd_max_bytes: u64,
+    /// Message counts and rates, for message kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msgs: Option<MsgTotals>,
+    /// Round-trip latency over all streams (rr).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencySummary>,
+    /// The merged latency histogram of the whole run, lossless.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_hist: Option<EncodedHistogram>,
 }
 
 /// CPU cost of the test on each side.
@@ -303,6 +385,10 @@ pub struct RunResult {
     pub complete: bool,
     /// Errors seen; a partial result lists why it is partial.
     pub errors: Vec<RunError>,
+    /// Things the user should know that do not make the result partial (e.g. a CPU the
+    /// server could not pin to, fewer CPUs than a profile asks for).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<RunError>,
     /// What was run.
     pub plan: Plan,
     /// The client host.

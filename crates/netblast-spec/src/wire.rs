@@ -7,7 +7,12 @@
 //! | NBLT | ver u16 | role | flags | test id (16 B) | stream id | reserved |
 //! ```
 //!
-//! (big-endian integers). A *control* connection then carries length-prefixed JSON frames
+//! (big-endian integers). For UDP tests a stream header is followed by the client's UDP port
+//! (u16) and the server's ack by the server's UDP port (u16); both UDP sockets are connected to
+//! each other, so the server exchanges datagrams with that one address and port only, and only
+//! for the test's duration.
+//!
+//! A *control* connection then carries length-prefixed JSON frames
 //! (`u32` big-endian length, then a [`ClientMsg`] or [`ServerMsg`]); a *stream* connection gets
 //! a one-byte [`StreamAck`] and then carries test traffic only. Anything that does not start
 //! with the magic is dropped by the server after one log line.
@@ -155,6 +160,9 @@ pub struct StreamSetup {
     pub id: u32,
     /// Which way bytes flow on it.
     pub way: Way,
+    /// CPU the server should pin its end of the stream to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu: Option<usize>,
 }
 
 /// What the client asks the server to host.
@@ -191,6 +199,9 @@ pub struct ServerSample {
     pub id: u32,
     /// Bytes the server sent or received on it in the interval.
     pub bytes: u64,
+    /// Messages the server received or answered in the interval (message kinds).
+    #[serde(default)]
+    pub msgs: u64,
     /// Server-side TCP statistics (present where the server sends).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpStats>,
@@ -204,6 +215,9 @@ pub struct ServerStreamFinal {
     pub id: u32,
     /// Bytes sent or received in total.
     pub bytes: u64,
+    /// Messages received or answered in total (message kinds).
+    #[serde(default)]
+    pub msgs: u64,
     /// Seconds from the server's start to its last byte.
     pub seconds: f64,
     /// Server-side TCP statistics at the end.
@@ -212,6 +226,9 @@ pub struct ServerStreamFinal {
     /// CPU the stream was pinned to on the server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<usize>,
+    /// Why the server could not do what was asked (e.g. pin to a CPU it does not have).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// Error that ended the stream early, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

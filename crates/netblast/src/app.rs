@@ -1,12 +1,12 @@
 //! The subcommands: load and resolve, call the engine or the agent, render, pick the exit code.
 
-use crate::cli::{Cli, Command, ReportArgs, RunArgs, ServeArgs, ZeroCopy};
+use crate::cli::{Cli, Command, ReportArgs, RunArgs, ServeArgs, Wait, ZeroCopy};
 use anyhow::Context;
 use netblast_engine::client::{self, ClientError, Live};
 use netblast_engine::worker::RunFlags;
 use netblast_probe::{Probe, ProbeMode};
 use netblast_report::{json, text};
-use netblast_spec::profile::{BulkSection, Direction, Kind, SendMode};
+use netblast_spec::profile::{BulkSection, Direction, Kind, Protocol, SendMode, WaitMode};
 use netblast_spec::Profile;
 use std::io::Write;
 use std::sync::Arc;
@@ -94,46 +94,103 @@ pub fn apply_overrides(p: &mut Profile, a: &RunArgs) -> Result<(), String> {
     if a.nodelay {
         tcp.nodelay = Some(true);
     }
-    let bulk_flags = [
-        ("--bytes", a.bytes.is_some()),
-        ("--reverse", a.reverse),
-        ("--bidir", a.bidir),
-        ("--block", a.block.is_some()),
-        ("--zerocopy", a.zerocopy.is_some()),
-        ("--flows", a.flows.is_some()),
+    let kind = p.run.kind;
+    // Which kinds each kind-specific flag applies to.
+    let flags: [(&str, bool, &[Kind]); 13] = [
+        ("--bytes", a.bytes.is_some(), &[Kind::Bulk]),
+        ("--reverse", a.reverse, &[Kind::Bulk]),
+        ("--bidir", a.bidir, &[Kind::Bulk]),
+        ("--block", a.block.is_some(), &[Kind::Bulk]),
+        ("--zerocopy", a.zerocopy.is_some(), &[Kind::Bulk]),
+        ("--msg-size", a.msg_size.is_some(), &[Kind::Msgrate]),
+        ("--batch", a.batch.is_some(), &[Kind::Msgrate]),
+        ("--req-size", a.req_size.is_some(), &[Kind::Rr]),
+        ("--resp-size", a.resp_size.is_some(), &[Kind::Rr]),
+        ("--wait", a.wait.is_some(), &[Kind::Rr]),
+        ("--busy-poll", a.busy_poll.is_some(), &[Kind::Rr]),
+        ("--udp", a.udp, &[Kind::Msgrate, Kind::Rr]),
+        ("--server-cpus", a.server_cpus.is_some(), &[Kind::Msgrate, Kind::Rr]),
     ];
-    if p.run.kind != Kind::Bulk {
-        if let Some((flag, _)) = bulk_flags.iter().find(|(_, set)| *set) {
-            return Err(format!("{flag} applies to bulk tests, but this profile runs a {} test", p.run.kind.name()));
+    if let Some((flag, _, kinds)) = flags.iter().find(|(_, set, kinds)| *set && !kinds.contains(&kind)) {
+        let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+        return Err(format!("{flag} applies to {} tests, but this profile runs a {} test", names.join(" and "), kind.name()));
+    }
+    match kind {
+        Kind::Bulk => {
+            let mut b: BulkSection = p.bulk();
+            if let Some(n) = a.flows {
+                b.flows = n;
+            }
+            if let Some(n) = a.bytes {
+                b.bytes = Some(n);
+                if a.duration.is_none() {
+                    // As iperf3 -n: the byte count is the bound; the time cap still applies.
+                    p.run.duration = None;
+                }
+            }
+            if a.reverse {
+                b.direction = Direction::Reverse;
+            }
+            if a.bidir {
+                b.direction = Direction::Bidir;
+            }
+            if let Some(n) = a.block {
+                b.block_bytes = n;
+            }
+            match a.zerocopy {
+                Some(ZeroCopy::Sendfile) => b.send_mode = SendMode::Sendfile,
+                Some(ZeroCopy::Msg) => b.send_mode = SendMode::MsgZerocopy,
+                None => {}
+            }
+            p.bulk = Some(b);
         }
-        return Ok(());
-    }
-    let mut b: BulkSection = p.bulk();
-    if let Some(n) = a.flows {
-        b.flows = n;
-    }
-    if let Some(n) = a.bytes {
-        b.bytes = Some(n);
-        if a.duration.is_none() {
-            // As iperf3 -n: the byte count is the bound; the time cap still applies.
-            p.run.duration = None;
+        Kind::Msgrate => {
+            let mut m = p.msgrate();
+            if a.flows.is_some() {
+                m.flows = a.flows;
+            }
+            if let Some(n) = a.msg_size {
+                m.msg_bytes = n;
+            }
+            if let Some(n) = a.batch {
+                m.batch = n;
+            }
+            if a.udp {
+                m.protocol = Protocol::Udp;
+            }
+            if a.server_cpus.is_some() {
+                m.server_cpus = a.server_cpus.clone();
+            }
+            p.msgrate = Some(m);
+        }
+        Kind::Rr => {
+            let mut r = p.rr();
+            if let Some(n) = a.flows {
+                r.flows = n;
+            }
+            if let Some(n) = a.req_size {
+                r.req_bytes = n;
+            }
+            if let Some(n) = a.resp_size {
+                r.resp_bytes = n;
+            }
+            if a.udp {
+                r.protocol = Protocol::Udp;
+            }
+            match a.wait {
+                Some(Wait::Block) => r.wait = WaitMode::Block,
+                Some(Wait::Spin) => r.wait = WaitMode::Spin,
+                None => {}
+            }
+            if a.busy_poll.is_some() {
+                r.busy_poll_us = a.busy_poll;
+            }
+            if a.server_cpus.is_some() {
+                r.server_cpus = a.server_cpus.clone();
+            }
+            p.rr = Some(r);
         }
     }
-    if a.reverse {
-        b.direction = Direction::Reverse;
-    }
-    if a.bidir {
-        b.direction = Direction::Bidir;
-    }
-    if let Some(n) = a.block {
-        b.block_bytes = n;
-    }
-    match a.zerocopy {
-        Some(ZeroCopy::Sendfile) => b.send_mode = SendMode::Sendfile,
-        Some(ZeroCopy::Msg) => b.send_mode = SendMode::MsgZerocopy,
-        None => {}
-    }
-    p.bulk = Some(b);
     Ok(())
 }
 
@@ -165,7 +222,7 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     apply_overrides(&mut profile, a).map_err(|e| AppError::input(anyhow::anyhow!(e)))?;
     let origin = format!("{origin} (with command-line overrides)");
     profile.validate(&origin).map_err(AppError::input)?;
-    let (plan, peer) = client::plan(profile, origin, &a.target).map_err(|e| match e {
+    let (plan, peer) = client::plan(profile, origin, &a.target, a.cpus.is_some()).map_err(|e| match e {
         ClientError::Target { .. } | ClientError::Cpus(_) => AppError::input(e),
         _ => AppError::run(e),
     })?;

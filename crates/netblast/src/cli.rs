@@ -60,7 +60,7 @@ pub struct RunArgs {
     /// Built-in profile name or path to a TOML profile (default: bulk-1flow).
     #[arg(long, short = 'P', default_value = "bulk-1flow")]
     pub profile: String,
-    /// Parallel flows (per direction).
+    /// Parallel flows (bulk: per direction; msgrate and rr: one per pinned CPU).
     #[arg(long)]
     pub flows: Option<u32>,
     /// Test length, e.g. 10s, 1m.
@@ -105,6 +105,31 @@ pub struct RunArgs {
     /// Send without copying from user space: sendfile (default) or msg (MSG_ZEROCOPY).
     #[arg(long, short = 'Z', num_args = 0..=1, default_missing_value = "sendfile", value_enum)]
     pub zerocopy: Option<ZeroCopy>,
+    /// msgrate: bytes per message (default 1).
+    #[arg(long)]
+    pub msg_size: Option<ByteSize>,
+    /// msgrate: messages per sendmmsg call (1: one send per message).
+    #[arg(long)]
+    pub batch: Option<u32>,
+    /// rr: request size (default 1).
+    #[arg(long)]
+    pub req_size: Option<ByteSize>,
+    /// rr: response size (default 1).
+    #[arg(long)]
+    pub resp_size: Option<ByteSize>,
+    /// msgrate, rr: use UDP datagrams (set up over TCP) instead of TCP.
+    #[arg(long)]
+    pub udp: bool,
+    /// rr: how both ends wait for the next message: block (sleep in recv) or spin (busy-poll).
+    #[arg(long, value_enum)]
+    pub wait: Option<Wait>,
+    /// rr: SO_BUSY_POLL in microseconds on both ends.
+    #[arg(long)]
+    pub busy_poll: Option<u32>,
+    /// msgrate, rr: server CPUs for the peer flows, flow i on the i-th (default: the client's
+    /// list; half the list away when the server is on this host).
+    #[arg(long)]
+    pub server_cpus: Option<CpuList>,
     /// Print the JSON result instead of the human report.
     #[arg(long, short = 'J')]
     pub json: bool,
@@ -112,6 +137,15 @@ pub struct RunArgs {
     /// FILE.partial.jsonl while the run lasts).
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
+}
+
+/// rr wait modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Wait {
+    /// Sleep in recv until data arrives (qperf, netperf).
+    Block,
+    /// Busy-poll with non-blocking recv: lowest latency, one CPU per flow on each end.
+    Spin,
 }
 
 /// `netblast report`.

@@ -63,7 +63,7 @@ pub fn profile(edit: impl FnOnce(&mut Profile)) -> Profile {
 
 /// Runs a profile in-process against `addr`.
 pub fn run(addr: SocketAddr, p: Profile) -> RunResult {
-    let (plan, peer) = client::plan(p, "test profile".into(), &addr.to_string()).unwrap();
+    let (plan, peer) = client::plan(p, "test profile".into(), &addr.to_string(), false).unwrap();
     let flags = RunFlags::new();
     client::run(&plan, peer, &Probe::open(ProbeMode::TcpInfo), &flags, &mut |_| {}).unwrap()
 }

@@ -6,10 +6,14 @@
 //! addresses) happens later, in the engine.
 
 mod bulk;
+mod msgrate;
+mod rr;
 mod run;
 mod tcp;
 
 pub use bulk::{BulkSection, Direction, SendMode, Way};
+pub use msgrate::{MsgrateSection, Protocol};
+pub use rr::{RrSection, WaitMode};
 pub use run::{Kind, RunSection};
 pub use tcp::TcpSection;
 
@@ -35,6 +39,12 @@ pub struct Profile {
     /// `[bulk]`: parameters of the bulk kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bulk: Option<BulkSection>,
+    /// `[msgrate]`: parameters of the msgrate kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msgrate: Option<MsgrateSection>,
+    /// `[rr]`: parameters of the rr kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rr: Option<RrSection>,
 }
 
 /// A built-in profile: its name and description.
@@ -108,6 +118,16 @@ impl Profile {
         self.bulk.clone().unwrap_or_default()
     }
 
+    /// The `[msgrate]` section in effect (defaults when absent).
+    pub fn msgrate(&self) -> MsgrateSection {
+        self.msgrate.clone().unwrap_or_default()
+    }
+
+    /// The `[rr]` section in effect (defaults when absent).
+    pub fn rr(&self) -> RrSection {
+        self.rr.clone().unwrap_or_default()
+    }
+
     /// Cross-field checks. `origin` names the file (or `command line`) in errors.
     pub fn validate(&self, origin: &str) -> Result<(), SpecError> {
         let invalid = |field: &str, message: String| SpecError::Invalid {
@@ -119,7 +139,11 @@ impl Profile {
             return Err(invalid("description", "must say what the profile is for".into()));
         }
         let kind = self.run.kind;
-        let present: [(&str, bool, Kind); 1] = [("bulk", self.bulk.is_some(), Kind::Bulk)];
+        let present = [
+            ("bulk", self.bulk.is_some(), Kind::Bulk),
+            ("msgrate", self.msgrate.is_some(), Kind::Msgrate),
+            ("rr", self.rr.is_some(), Kind::Rr),
+        ];
         for (section, is_present, owner) in present {
             if is_present && owner != kind {
                 return Err(invalid(
@@ -180,6 +204,51 @@ impl Profile {
                     return Err(invalid("run.duration", "a test needs a bound: set run.duration or bulk.bytes".into()));
                 }
             }
+            Kind::Msgrate => {
+                let m = self.msgrate();
+                if let Some(f) = m.flows {
+                    if f == 0 || f > MAX_FLOWS {
+                        return Err(invalid("msgrate.flows", format!("{f} is outside 1..{MAX_FLOWS}")));
+                    }
+                }
+                let max = match m.protocol {
+                    Protocol::Tcp => 1 << 20,
+                    Protocol::Udp => MsgrateSection::MAX_UDP,
+                };
+                if m.msg_bytes.bytes() == 0 || m.msg_bytes.bytes() > max {
+                    return Err(invalid("msgrate.msg_bytes", format!("{} is outside 1..{max}", m.msg_bytes)));
+                }
+                if m.batch == 0 || m.batch > 1024 {
+                    return Err(invalid("msgrate.batch", format!("{} is outside 1..1024", m.batch)));
+                }
+                self.require_duration(&invalid)?;
+            }
+            Kind::Rr => {
+                let r = self.rr();
+                if r.flows == 0 || r.flows > MAX_FLOWS {
+                    return Err(invalid("rr.flows", format!("{} is outside 1..{MAX_FLOWS}", r.flows)));
+                }
+                let max = match r.protocol {
+                    Protocol::Tcp => 1 << 24,
+                    Protocol::Udp => MsgrateSection::MAX_UDP,
+                };
+                for (field, v) in [("rr.req_bytes", r.req_bytes), ("rr.resp_bytes", r.resp_bytes)] {
+                    if v.bytes() == 0 || v.bytes() > max {
+                        return Err(invalid(field, format!("{v} is outside 1..{max}")));
+                    }
+                }
+                if r.udp_timeout.is_some_and(|t| t.get() < Duration::from_millis(1)) {
+                    return Err(invalid("rr.udp_timeout", "must be at least 1ms".into()));
+                }
+                self.require_duration(&invalid)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn require_duration(&self, invalid: &dyn Fn(&str, String) -> SpecError) -> Result<(), SpecError> {
+        if self.run.duration.is_none() {
+            return Err(invalid("run.duration", format!("a {} test needs run.duration", self.run.kind.name())));
         }
         Ok(())
     }

@@ -10,6 +10,10 @@ use std::time::Duration;
 pub enum Kind {
     /// TCP bulk streams, like iperf3.
     Bulk,
+    /// Small messages as fast as possible, one flow per pinned CPU (qperf tcp_bw -m 1).
+    Msgrate,
+    /// Request/response round trips (qperf tcp_lat, netperf TCP_RR).
+    Rr,
 }
 
 impl Kind {
@@ -17,6 +21,8 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::Bulk => "bulk",
+            Kind::Msgrate => "msgrate",
+            Kind::Rr => "rr",
         }
     }
 }

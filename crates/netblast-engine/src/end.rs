@@ -1,0 +1,172 @@
+//! One end of a test: turns connected streams into the right generator's workers, on either
+//! side. The client and `serve` both call [`spawn`]; only the roles differ (for an `up` stream
+//! the client sends and the server receives; rr clients ask and servers answer).
+
+use crate::bulk::{self, BulkConfig, BulkFlow, FlowRole, WorkerShared};
+use crate::client::split_budget;
+use crate::msgrate::{self, MsgConfig, MsgFlow, MsgSocket};
+use crate::rr::{self, RrConfig, RrFlow};
+use crate::worker::{self, EventTx, RunFlags, StartGate};
+use netblast_probe::Probe;
+use netblast_spec::profile::{Kind, Profile, Way};
+use std::io;
+use std::net::{TcpStream, UdpSocket};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Which end this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// `netblast run`.
+    Client,
+    /// `netblast serve`.
+    Server,
+}
+
+/// One connected stream.
+#[derive(Debug)]
+pub struct Conn {
+    /// Stream id.
+    pub id: u32,
+    /// Which way its bytes (or requests) go.
+    pub way: Way,
+    /// The TCP stream (the data itself, or the anchor of a UDP flow).
+    pub tcp: TcpStream,
+    /// The connected UDP socket of a UDP flow.
+    pub udp: Option<UdpSocket>,
+    /// CPU to pin this stream's worker to (message kinds: one worker per stream).
+    pub cpu: Option<usize>,
+}
+
+/// What every worker of this end shares.
+#[derive(Clone)]
+pub struct Ctx {
+    /// Source of TCP statistics.
+    pub probe: Probe,
+    /// Start gate.
+    pub gate: Arc<StartGate>,
+    /// Run flags.
+    pub flags: Arc<RunFlags>,
+    /// Event sink.
+    pub tx: EventTx,
+}
+
+/// When this end's senders stop and its receivers give up, counted from the start.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// Senders stop.
+    pub send_for: Duration,
+    /// Receivers give up waiting for the end.
+    pub give_up_after: Duration,
+}
+
+fn role(side: Side, way: Way) -> FlowRole {
+    match (side, way) {
+        (Side::Client, Way::Up) | (Side::Server, Way::Down) => FlowRole::Send,
+        _ => FlowRole::Recv,
+    }
+}
+
+/// Spawns this end's workers for `conns`. Bulk streams are spread round-robin over one worker
+/// per entry of `bulk_cpus` (pinned where `Some`); message kinds get one worker per stream,
+/// pinned to the stream's `cpu`. Returns the workers' handles, in worker-index order.
+pub fn spawn(
+    side: Side,
+    profile: &Profile,
+    timing: Timing,
+    conns: Vec<Conn>,
+    bulk_cpus: &[Option<usize>],
+    ctx: &Ctx,
+) -> io::Result<Vec<JoinHandle<()>>> {
+    let interval = profile.run.interval();
+    match profile.run.kind {
+        Kind::Bulk => {
+            let b = profile.bulk();
+            let senders = conns.iter().filter(|c| role(side, c.way) == FlowRole::Send).count() as u64;
+            let mut rank = 0u64;
+            let mut flows = Vec::with_capacity(conns.len());
+            for c in conns {
+                let role = role(side, c.way);
+                let budget = match (role, b.bytes) {
+                    (FlowRole::Send, Some(total)) => {
+                        rank += 1;
+                        Some(split_budget(total.bytes(), senders, rank - 1))
+                    }
+                    _ => None,
+                };
+                flows.push(BulkFlow { id: c.id, stream: c.tcp, role, budget });
+            }
+            let shared = WorkerShared {
+                cfg: Arc::new(BulkConfig {
+                    block: b.block_bytes.bytes() as usize,
+                    send_mode: b.send_mode,
+                    interval,
+                    send_for: timing.send_for,
+                    give_up_after: timing.give_up_after,
+                }),
+                probe: ctx.probe.clone(),
+                gate: ctx.gate.clone(),
+                flags: ctx.flags.clone(),
+                tx: ctx.tx.clone(),
+            };
+            bulk::spawn_workers(bulk::spread(flows, bulk_cpus.len().max(1)), bulk_cpus, &shared)
+        }
+        Kind::Msgrate => {
+            let m = profile.msgrate();
+            let cfg = Arc::new(MsgConfig {
+                msg_bytes: m.msg_bytes.bytes() as usize,
+                batch: m.batch as usize,
+                interval,
+                send_for: timing.send_for,
+                give_up_after: timing.give_up_after,
+            });
+            let mut handles = Vec::with_capacity(conns.len());
+            for (i, c) in conns.into_iter().enumerate() {
+                let flow = MsgFlow { id: c.id, role: role(side, c.way), socket: socket_of(c.tcp, c.udp) };
+                let (cfg, ctx, cpu) = (cfg.clone(), ctx.clone(), c.cpu);
+                handles.push(worker::spawn(i, cpu, move |pinned| {
+                    msgrate::run_worker(i, pinned, cpu, flow, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)
+                })?);
+            }
+            Ok(handles)
+        }
+        Kind::Rr => {
+            let r = profile.rr();
+            let cfg = Arc::new(RrConfig {
+                req_bytes: r.req_bytes.bytes() as usize,
+                resp_bytes: r.resp_bytes.bytes() as usize,
+                wait: r.wait,
+                busy_poll_us: r.busy_poll_us,
+                udp_timeout: r.udp_timeout(),
+                interval,
+                send_for: timing.send_for,
+                give_up_after: timing.give_up_after,
+            });
+            let mut handles = Vec::with_capacity(conns.len());
+            for (i, c) in conns.into_iter().enumerate() {
+                let flow = RrFlow { id: c.id, role: role(side, c.way), socket: socket_of(c.tcp, c.udp) };
+                let (cfg, ctx, cpu) = (cfg.clone(), ctx.clone(), c.cpu);
+                handles.push(worker::spawn(i, cpu, move |pinned| {
+                    rr::run_worker(i, pinned, cpu, flow, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)
+                })?);
+            }
+            Ok(handles)
+        }
+    }
+}
+
+fn socket_of(tcp: TcpStream, udp: Option<UdpSocket>) -> MsgSocket {
+    match udp {
+        Some(udp) => MsgSocket::Udp { udp, anchor: tcp },
+        None => MsgSocket::Tcp(tcp),
+    }
+}
+
+/// Number of workers [`spawn`] starts for `streams` streams given `bulk_workers` bulk workers.
+pub fn worker_count(kind: Kind, streams: usize, bulk_workers: usize) -> usize {
+    match kind {
+        Kind::Bulk => bulk_workers.min(streams).max(1),
+        Kind::Msgrate | Kind::Rr => streams,
+    }
+}

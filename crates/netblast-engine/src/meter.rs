@@ -1,0 +1,167 @@
+//! Per-flow counters of the single-flow generators (msgrate, rr): plain fields updated on the
+//! hot path, turned into one [`Event::Interval`] per tick, and a [`Event::FlowDone`] at the end.
+
+use crate::sys::CpuMark;
+use crate::worker::{Event, EventTx, FlowEnd, FlowSample, RunFlags, StartGate, Ticker};
+use hdrhistogram::Histogram;
+use netblast_probe::FlowWatch;
+use netblast_spec::hist;
+use std::time::{Duration, Instant};
+
+/// The counters of one flow, owned by its worker thread.
+pub struct Meter {
+    worker: usize,
+    id: u32,
+    start: Instant,
+    ticker: Ticker,
+    last_tick_s: f64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Messages, datagrams or transactions.
+    pub msgs: u64,
+    /// Lost transactions (rr over UDP).
+    pub lost: u64,
+    at_bytes: u64,
+    at_msgs: u64,
+    at_lost: u64,
+    hist: Option<Histogram<u64>>,
+    watch: Option<FlowWatch>,
+    tx: EventTx,
+    last_byte: Instant,
+}
+
+impl Meter {
+    /// Starts counting at `start`; `latency` turns on the per-interval latency histogram.
+    pub fn new(
+        worker: usize,
+        id: u32,
+        start: Instant,
+        interval: Duration,
+        latency: bool,
+        watch: Option<FlowWatch>,
+        tx: EventTx,
+    ) -> Meter {
+        Meter {
+            worker,
+            id,
+            start,
+            ticker: Ticker::new(start, interval),
+            last_tick_s: 0.0,
+            bytes: 0,
+            msgs: 0,
+            lost: 0,
+            at_bytes: 0,
+            at_msgs: 0,
+            at_lost: 0,
+            hist: latency.then(hist::new_latency_histogram),
+            watch,
+            tx,
+            last_byte: start,
+        }
+    }
+
+    /// Records one round trip.
+    #[inline]
+    pub fn record_ns(&mut self, ns: u64) {
+        if let Some(h) = self.hist.as_mut() {
+            hist::record_ns(h, ns);
+        }
+    }
+
+    /// Notes that bytes moved at `now` (for the flow's seconds).
+    #[inline]
+    pub fn moved_at(&mut self, now: Instant) {
+        self.last_byte = now;
+    }
+
+    /// When the current interval ends.
+    #[inline]
+    pub fn next_tick(&self) -> Instant {
+        self.ticker.next()
+    }
+
+    fn sample(&mut self, tcp: bool) -> FlowSample {
+        let s = FlowSample {
+            id: self.id,
+            bytes: self.bytes - self.at_bytes,
+            msgs: self.msgs - self.at_msgs,
+            lost: self.lost - self.at_lost,
+            tcp: if tcp { self.watch.and_then(|w| w.sample()) } else { None },
+            hist: self.hist.as_mut().map(|h| {
+                let out = Box::new(h.clone());
+                h.reset();
+                out
+            }),
+        };
+        self.at_bytes = self.bytes;
+        self.at_msgs = self.msgs;
+        self.at_lost = self.lost;
+        s
+    }
+
+    /// Emits every interval that has ended by `now`.
+    #[inline]
+    pub fn tick(&mut self, now: Instant) {
+        if now < self.ticker.next() {
+            return;
+        }
+        while let Some((index, end)) = self.ticker.due(now) {
+            let end_s = (end - self.start).as_secs_f64();
+            let flow = self.sample(true);
+            (self.tx)(self.worker, Event::Interval { index, start_s: self.last_tick_s, end_s, flows: vec![flow] });
+            self.last_tick_s = end_s;
+        }
+    }
+
+    /// Emits the last (partial) interval and the flow's end.
+    pub fn finish(mut self, error: Option<String>) {
+        let end_s = (self.last_byte.max(self.start) - self.start).as_secs_f64().max(self.last_tick_s);
+        if self.bytes > self.at_bytes || self.msgs > self.at_msgs || self.lost > self.at_lost {
+            let index = self.ticker.index();
+            let flow = self.sample(true);
+            (self.tx)(self.worker, Event::Interval { index, start_s: self.last_tick_s, end_s, flows: vec![flow] });
+        }
+        let end = FlowEnd {
+            id: self.id,
+            bytes: self.bytes,
+            msgs: self.msgs,
+            lost: self.lost,
+            seconds: end_s,
+            tcp: self.watch.and_then(|w| w.sample()),
+            error,
+        };
+        (self.tx)(self.worker, Event::FlowDone(end));
+    }
+}
+
+/// Runs a single-flow worker body: waits at the gate, hands the body a [`Meter`], reports the
+/// flow's end and the worker's CPU. The body returns `Err` with a message when the flow failed.
+#[allow(clippy::too_many_arguments)]
+pub fn run_single(
+    worker: usize,
+    pinned: Result<(), String>,
+    cpu: Option<usize>,
+    id: u32,
+    gate: &StartGate,
+    tx: &EventTx,
+    meter_cfg: (Duration, bool, Option<FlowWatch>),
+    body: impl FnOnce(&mut Meter, Instant) -> Result<(), String>,
+) {
+    let cpu_mark = CpuMark::thread();
+    let pin_error = pinned.err();
+    match gate.wait() {
+        Some(start) => {
+            let (interval, latency, watch) = meter_cfg;
+            let mut meter = Meter::new(worker, id, start, interval, latency, watch, tx.clone());
+            let outcome = body(&mut meter, start);
+            meter.finish(outcome.err());
+        }
+        None => tx(worker, Event::FlowDone(FlowEnd { id, error: Some("test cancelled before start".into()), ..Default::default() })),
+    }
+    tx(worker, Event::WorkerDone { cpu: cpu_mark.usage(), pinned: cpu.filter(|_| pin_error.is_none()), pin_error });
+}
+
+/// Why a loop stopped waiting: the flags or a deadline.
+pub fn should_stop(flags: &RunFlags, now: Instant, until: Instant) -> bool {
+    flags.stopping() || now >= until
+}

@@ -1,0 +1,326 @@
+//! The msgrate generator: small messages as fast as possible, one flow per pinned worker.
+//!
+//! Client to server only. Sockets touched: the flow's TCP stream, or for UDP its connected UDP
+//! socket plus the TCP stream that set it up (the *anchor*, whose end of file ends the test).
+//!
+//! - TCP sender: one `send` per message (`batch = 1`) or `sendmmsg` of `batch` messages, each
+//!   still its own `sendmsg` in the kernel; messages are never joined in user space. With Nagle
+//!   on (the default, as qperf) the kernel coalesces them into fewer segments; `tcpi_segs_out`
+//!   tells how many, and the report puts segments/s beside messages/s.
+//! - TCP receiver: reads up to 256 KiB per call with `SO_RCVLOWAT` = 4 KiB, so it wakes for
+//!   batches of messages rather than each one; messages = bytes / message size.
+//! - UDP sender: `sendmmsg`, one datagram per message. UDP receiver: `recvmmsg`, counting
+//!   datagrams; after the anchor's end of file it drains what is queued, then stops.
+//!
+//! Metrics: messages and bytes per interval and in total on both ends, TCP statistics of the
+//! sending socket (segments out: packets on the wire).
+
+use crate::bulk::{describe_io, FlowRole};
+use crate::meter::{run_single, should_stop, Meter};
+use crate::net::{self, RecvBatch, SendBatch};
+use crate::worker::{EventTx, RunFlags, StartGate};
+use netblast_probe::Probe;
+use std::io::{self, ErrorKind};
+use std::net::{TcpStream, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+/// How long a blocking call waits before the loop looks at the clock and flags again.
+pub const WAKE: Duration = Duration::from_millis(50);
+/// `SO_RCVLOWAT` of TCP message receivers.
+pub const RCVLOWAT: usize = 4096;
+
+/// The sockets of one message flow.
+#[derive(Debug)]
+pub enum MsgSocket {
+    /// A TCP stream carrying the messages.
+    Tcp(TcpStream),
+    /// A connected UDP socket carrying the messages, and the TCP stream that set it up.
+    Udp {
+        /// The datagram socket (connected to the peer's).
+        udp: UdpSocket,
+        /// The TCP stream: its end of file ends the flow.
+        anchor: TcpStream,
+    },
+}
+
+/// One message flow handed to a worker.
+#[derive(Debug)]
+pub struct MsgFlow {
+    /// Stream id.
+    pub id: u32,
+    /// Its sockets.
+    pub socket: MsgSocket,
+    /// Send or receive.
+    pub role: FlowRole,
+}
+
+/// Parameters of a msgrate test end.
+#[derive(Debug, Clone)]
+pub struct MsgConfig {
+    /// Bytes per message.
+    pub msg_bytes: usize,
+    /// Messages per `sendmmsg` (1: one `send` per message).
+    pub batch: usize,
+    /// Reporting interval.
+    pub interval: Duration,
+    /// Senders stop this long after the start.
+    pub send_for: Duration,
+    /// Receivers give up waiting for the end this long after the start.
+    pub give_up_after: Duration,
+}
+
+/// Runs one msgrate flow on the calling (pinned) worker thread until it ends.
+#[allow(clippy::too_many_arguments)]
+pub fn run_worker(
+    worker: usize,
+    pinned: Result<(), String>,
+    cpu: Option<usize>,
+    flow: MsgFlow,
+    cfg: &MsgConfig,
+    probe: &Probe,
+    gate: &StartGate,
+    flags: &RunFlags,
+    tx: &EventTx,
+) {
+    let watch = match &flow.socket {
+        MsgSocket::Tcp(s) if flow.role == FlowRole::Send => Some(probe.watch(s.as_raw_fd())),
+        _ => None,
+    };
+    run_single(worker, pinned, cpu, flow.id, gate, tx, (cfg.interval, false, watch), |m, start| {
+        let send_until = start + cfg.send_for;
+        let give_up = start + cfg.give_up_after;
+        match (&flow.socket, flow.role) {
+            (MsgSocket::Tcp(s), FlowRole::Send) => tcp_send(s, cfg, m, flags, send_until, give_up),
+            (MsgSocket::Tcp(s), FlowRole::Recv) => tcp_recv(s, cfg, m, flags, give_up),
+            (MsgSocket::Udp { udp, anchor }, FlowRole::Send) => udp_send(udp, anchor, cfg, m, flags, send_until),
+            (MsgSocket::Udp { udp, anchor }, FlowRole::Recv) => udp_recv(udp, anchor, cfg, m, flags, give_up),
+        }
+    });
+}
+
+fn io_msg(e: &io::Error) -> String {
+    describe_io(e)
+}
+
+/// Sends `buf` completely on a blocking socket with timeouts, unless told to abort.
+fn send_rest(fd: RawFd, mut buf: &[u8], flags: &RunFlags, give_up: Instant) -> Result<(), String> {
+    while !buf.is_empty() {
+        match net::send(fd, buf, 0) {
+            Ok(n) => buf = &buf[n..],
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                if flags.aborting() || Instant::now() >= give_up {
+                    return Err("gave up sending the last message".into());
+                }
+            }
+            Err(e) => return Err(io_msg(&e)),
+        }
+    }
+    Ok(())
+}
+
+fn tcp_send(
+    s: &TcpStream,
+    cfg: &MsgConfig,
+    m: &mut Meter,
+    flags: &RunFlags,
+    send_until: Instant,
+    give_up: Instant,
+) -> Result<(), String> {
+    let fd = s.as_raw_fd();
+    s.set_nonblocking(false).map_err(|e| io_msg(&e))?;
+    net::set_timeouts(fd, WAKE).map_err(|e| io_msg(&e))?;
+    let payload = vec![0x5au8; cfg.msg_bytes];
+    let mut batch = (cfg.batch > 1).then(|| SendBatch::new(&payload, cfg.batch));
+    let msg = cfg.msg_bytes as u64;
+    let result = loop {
+        let now = Instant::now();
+        m.tick(now);
+        if should_stop(flags, now, send_until) {
+            break Ok(());
+        }
+        let mut failed = None;
+        for _ in 0..16 {
+            let r = match batch.as_mut() {
+                Some(b) => b.send(fd).map(|(_, bytes)| bytes),
+                None => net::send(fd, &payload, 0).map(|n| n as u64),
+            };
+            match r {
+                Ok(bytes) => m.bytes += bytes,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => break,
+                Err(e) => {
+                    failed = Some(io_msg(&e));
+                    break;
+                }
+            }
+        }
+        m.msgs = m.bytes / msg;
+        if let Some(e) = failed {
+            break Err(e);
+        }
+    };
+    // Complete a message cut by a timeout, so both ends count the same whole messages.
+    let partial = (m.bytes % msg) as usize;
+    let result = result.and_then(|_| if partial > 0 { send_rest(fd, &payload[partial..], flags, give_up) } else { Ok(()) });
+    if result.is_ok() && partial > 0 {
+        m.bytes += msg - partial as u64;
+        m.msgs = m.bytes / msg;
+    }
+    m.moved_at(Instant::now());
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    result
+}
+
+fn tcp_recv(s: &TcpStream, cfg: &MsgConfig, m: &mut Meter, flags: &RunFlags, give_up: Instant) -> Result<(), String> {
+    let fd = s.as_raw_fd();
+    s.set_nonblocking(false).map_err(|e| io_msg(&e))?;
+    net::set_timeouts(fd, WAKE).map_err(|e| io_msg(&e))?;
+    // Wake for a batch of messages, not each one; the end of file and timeouts still return less.
+    let _ = net::set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, RCVLOWAT as libc::c_int);
+    let mut buf = vec![0u8; 256 * 1024];
+    let msg = cfg.msg_bytes as u64;
+    loop {
+        let r = net::recv(fd, &mut buf, 0);
+        let now = Instant::now();
+        match r {
+            Ok(0) => {
+                m.tick(now);
+                return Ok(());
+            }
+            Ok(n) => {
+                m.bytes += n as u64;
+                m.msgs = m.bytes / msg;
+                m.moved_at(now);
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+            Err(e) => return Err(io_msg(&e)),
+        }
+        m.tick(now);
+        if flags.aborting() || now >= give_up {
+            return Err("gave up waiting for the sender to finish".into());
+        }
+    }
+}
+
+fn udp_send(
+    udp: &UdpSocket,
+    anchor: &TcpStream,
+    cfg: &MsgConfig,
+    m: &mut Meter,
+    flags: &RunFlags,
+    send_until: Instant,
+) -> Result<(), String> {
+    let fd = udp.as_raw_fd();
+    udp.set_nonblocking(false).map_err(|e| io_msg(&e))?;
+    net::set_timeouts(fd, WAKE).map_err(|e| io_msg(&e))?;
+    let payload = vec![0x5au8; cfg.msg_bytes];
+    let mut batch = SendBatch::new(&payload, cfg.batch.max(1));
+    let result = loop {
+        let now = Instant::now();
+        m.tick(now);
+        if should_stop(flags, now, send_until) {
+            break Ok(());
+        }
+        let mut failed = None;
+        for _ in 0..16 {
+            match batch.send(fd) {
+                Ok((n, bytes)) => {
+                    m.msgs += n as u64;
+                    m.bytes += bytes;
+                }
+                // The local queue is full: the datagram was not sent, so it is not counted.
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted)
+                    || e.raw_os_error() == Some(libc::ENOBUFS) =>
+                {
+                    break
+                }
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+                    failed = Some("the server's UDP port is closed (ICMP port unreachable)".to_string());
+                    break;
+                }
+                Err(e) => {
+                    failed = Some(io_msg(&e));
+                    break;
+                }
+            }
+        }
+        if let Some(e) = failed {
+            break Err(e);
+        }
+    };
+    m.moved_at(Instant::now());
+    // The anchor's end of file tells the server the last datagram has been sent.
+    let _ = anchor.shutdown(std::net::Shutdown::Write);
+    result
+}
+
+fn udp_recv(
+    udp: &UdpSocket,
+    anchor: &TcpStream,
+    cfg: &MsgConfig,
+    m: &mut Meter,
+    flags: &RunFlags,
+    give_up: Instant,
+) -> Result<(), String> {
+    let fd = udp.as_raw_fd();
+    let afd = anchor.as_raw_fd();
+    udp.set_nonblocking(true).map_err(|e| io_msg(&e))?;
+    anchor.set_nonblocking(true).map_err(|e| io_msg(&e))?;
+    let mut batch = RecvBatch::new(64, cfg.msg_bytes.max(1) + 1);
+    let mut scratch = [0u8; 64];
+    loop {
+        // Drain what is queued.
+        loop {
+            match batch.recv(fd) {
+                Ok((0, _)) => break,
+                Ok((n, bytes)) => {
+                    m.msgs += n as u64;
+                    m.bytes += bytes;
+                    m.moved_at(Instant::now());
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // A refused send of ours earlier (peer gone) surfaces here; the anchor tells the rest.
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => break,
+                Err(e) => return Err(io_msg(&e)),
+            }
+        }
+        let now = Instant::now();
+        m.tick(now);
+        if flags.aborting() || now >= give_up {
+            return Err("gave up waiting for the sender to finish".into());
+        }
+        let wait = m.next_tick().saturating_duration_since(now).min(WAKE);
+        let ready = net::poll_readable(&[fd, afd], wait).map_err(|e| io_msg(&e))?;
+        if ready[1] {
+            match net::recv(afd, &mut scratch, 0) {
+                Ok(0) => {
+                    // The sender is done; on loopback every datagram it sent is queued by now,
+                    // elsewhere allow a moment for those still in flight.
+                    let until = Instant::now() + Duration::from_millis(100);
+                    loop {
+                        match batch.recv(fd) {
+                            Ok((0, _)) => {
+                                let more = Instant::now() < until
+                                    && net::poll_readable(&[fd], Duration::from_millis(10)).is_ok_and(|r| r[0]);
+                                if !more {
+                                    break;
+                                }
+                            }
+                            Ok((n, bytes)) => {
+                                m.msgs += n as u64;
+                                m.bytes += bytes;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    m.moved_at(Instant::now());
+                    m.tick(Instant::now());
+                    return Ok(());
+                }
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+                Err(e) => return Err(format!("the test's TCP stream failed: {}", io_msg(&e))),
+            }
+        }
+    }
+}

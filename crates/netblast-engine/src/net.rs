@@ -1,0 +1,212 @@
+//! Socket system calls used on the hot paths of the message generators, without std's
+//! buffering or retries: one call here is one system call.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+fn check(rc: isize) -> io::Result<usize> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc as usize)
+    }
+}
+
+/// `send(2)` with `MSG_NOSIGNAL` added.
+#[inline]
+pub fn send(fd: RawFd, buf: &[u8], flags: libc::c_int) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for reads of its length for the duration of the call.
+    check(unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), flags | libc::MSG_NOSIGNAL) })
+}
+
+/// `recv(2)`; `Ok(0)` is end of file on TCP.
+#[inline]
+pub fn recv(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of its length for the duration of the call.
+    check(unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), flags) })
+}
+
+/// Sets SO_SNDTIMEO and SO_RCVTIMEO, so blocking calls return `EAGAIN` after `t` and loops
+/// can look at the clock and the run flags.
+pub fn set_timeouts(fd: RawFd, t: Duration) -> io::Result<()> {
+    let b = Fd(fd);
+    let s = socket2::SockRef::from(&b);
+    s.set_read_timeout(Some(t))?;
+    s.set_write_timeout(Some(t))
+}
+
+/// Puts a socket in blocking (`true`) or non-blocking mode.
+pub fn set_blocking(fd: RawFd, blocking: bool) -> io::Result<()> {
+    let b = Fd(fd);
+    socket2::SockRef::from(&b).set_nonblocking(!blocking)
+}
+
+/// Sets an integer socket option.
+pub fn set_int_opt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: `value` is a valid c_int for the option length given.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Waits until one of `fds` is readable or `timeout` passes; returns which are readable.
+pub fn poll_readable(fds: &[RawFd], timeout: Duration) -> io::Result<Vec<bool>> {
+    let mut p: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: `p` is a valid array of `p.len()` pollfd structs.
+    let rc = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, ms) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(vec![false; fds.len()]);
+        }
+        return Err(e);
+    }
+    Ok(p.iter().map(|x| x.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0).collect())
+}
+
+/// A borrowed raw descriptor for socket2's `SockRef`.
+struct Fd(RawFd);
+
+impl std::os::fd::AsFd for Fd {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        // SAFETY: callers pass descriptors they own and keep open for the duration of the call.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.0) }
+    }
+}
+
+/// A batch of messages for `sendmmsg`, every entry pointing at the same payload.
+pub struct SendBatch {
+    // The iovecs and headers hold raw pointers into `payload` and `iovs`: both are boxed
+    // slices that never move or resize after construction.
+    _payload: Box<[u8]>,
+    iovs: Box<[libc::iovec]>,
+    hdrs: Box<[libc::mmsghdr]>,
+}
+
+// SAFETY: the raw pointers only refer to the struct's own heap allocations, which move with it.
+unsafe impl Send for SendBatch {}
+
+impl SendBatch {
+    /// A batch of `n` messages, each a copy of `payload`.
+    pub fn new(payload: &[u8], n: usize) -> SendBatch {
+        let payload: Box<[u8]> = payload.into();
+        let mut iovs: Box<[libc::iovec]> = (0..n)
+            .map(|_| libc::iovec { iov_base: payload.as_ptr() as *mut libc::c_void, iov_len: payload.len() })
+            .collect();
+        let hdrs: Box<[libc::mmsghdr]> = iovs
+            .iter_mut()
+            .map(|iov| {
+                // SAFETY: mmsghdr is plain data; zeroed is a valid empty header.
+                let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+                h.msg_hdr.msg_iov = iov;
+                h.msg_hdr.msg_iovlen = 1;
+                h
+            })
+            .collect();
+        SendBatch { _payload: payload, iovs, hdrs }
+    }
+
+    /// Sends the batch with one `sendmmsg`; returns (messages sent, bytes sent).
+    pub fn send(&mut self, fd: RawFd) -> io::Result<(usize, u64)> {
+        debug_assert_eq!(self.iovs.len(), self.hdrs.len());
+        // SAFETY: `hdrs` holds `len` valid headers whose iovecs point into live buffers.
+        let rc = unsafe { libc::sendmmsg(fd, self.hdrs.as_mut_ptr(), self.hdrs.len() as u32, libc::MSG_NOSIGNAL) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = rc as usize;
+        let bytes = self.hdrs[..n].iter().map(|h| h.msg_len as u64).sum();
+        Ok((n, bytes))
+    }
+}
+
+/// Buffers for `recvmmsg`: `n` messages of up to `size` bytes each.
+pub struct RecvBatch {
+    bufs: Box<[u8]>,
+    iovs: Box<[libc::iovec]>,
+    hdrs: Box<[libc::mmsghdr]>,
+}
+
+// SAFETY: the raw pointers only refer to the struct's own heap allocations, which move with it.
+unsafe impl Send for RecvBatch {}
+
+impl RecvBatch {
+    /// Room for `n` datagrams of `size` bytes.
+    pub fn new(n: usize, size: usize) -> RecvBatch {
+        let mut bufs: Box<[u8]> = vec![0u8; n * size].into();
+        let base = bufs.as_mut_ptr();
+        let mut iovs: Box<[libc::iovec]> = (0..n)
+            // SAFETY: i * size < n * size, inside `bufs`.
+            .map(|i| libc::iovec { iov_base: unsafe { base.add(i * size) }.cast(), iov_len: size })
+            .collect();
+        let hdrs: Box<[libc::mmsghdr]> = iovs
+            .iter_mut()
+            .map(|iov| {
+                // SAFETY: mmsghdr is plain data; zeroed is a valid empty header.
+                let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+                h.msg_hdr.msg_iov = iov;
+                h.msg_hdr.msg_iovlen = 1;
+                h
+            })
+            .collect();
+        RecvBatch { bufs, iovs, hdrs }
+    }
+
+    /// Receives up to `n` datagrams without blocking; returns (datagrams, bytes). `Ok((0, 0))`
+    /// when none is waiting.
+    pub fn recv(&mut self, fd: RawFd) -> io::Result<(usize, u64)> {
+        debug_assert_eq!(self.iovs.len(), self.hdrs.len());
+        debug_assert!(!self.bufs.is_empty());
+        // SAFETY: `hdrs` holds valid headers whose iovecs point into `bufs`, which is live.
+        let rc = unsafe {
+            libc::recvmmsg(fd, self.hdrs.as_mut_ptr(), self.hdrs.len() as u32, libc::MSG_DONTWAIT, std::ptr::null_mut())
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::WouldBlock {
+                return Ok((0, 0));
+            }
+            return Err(e);
+        }
+        let n = rc as usize;
+        Ok((n, self.hdrs[..n].iter().map(|h| h.msg_len as u64).sum()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn batches_keep_datagrams_whole() {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.connect(b.local_addr().unwrap()).unwrap();
+        b.connect(a.local_addr().unwrap()).unwrap();
+        let mut s = SendBatch::new(&[7u8; 3], 10);
+        assert_eq!(s.send(a.as_raw_fd()).unwrap(), (10, 30));
+        let mut r = RecvBatch::new(4, 64);
+        let mut got = (0, 0);
+        for _ in 0..10 {
+            let (n, bytes) = r.recv(b.as_raw_fd()).unwrap();
+            got.0 += n;
+            got.1 += bytes;
+        }
+        assert_eq!(got, (10, 30), "10 datagrams of 3 bytes, never merged");
+        assert_eq!(r.recv(b.as_raw_fd()).unwrap(), (0, 0));
+    }
+}

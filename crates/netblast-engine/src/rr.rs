@@ -1,0 +1,340 @@
+//! The rr generator: request/response round trips, one flow per pinned worker.
+//!
+//! The client sends a request of `req_bytes`, waits for the whole response of `resp_bytes`, and
+//! records the round trip (monotonic clock, ns) in its HDR histogram: exactly one sample per
+//! completed transaction. The server answers each whole request with one response.
+//!
+//! Waiting: `block` sleeps in `recv` (as qperf and netperf do), `spin` polls with
+//! `MSG_DONTWAIT` in a loop (no wake-up latency; one CPU busy per flow on each end).
+//! UDP: one datagram each way; the request's first byte is a sequence number the response
+//! echoes, so a late response is not mistaken for the current one; a request without a
+//! response within the timeout is counted as lost and gets no latency sample.
+//!
+//! Sockets touched: the flow's TCP stream, or its connected UDP socket and anchor TCP stream.
+//! Metrics: transactions (client) and answered requests (server) per interval, the round-trip
+//! histogram per interval, TCP statistics of the client's socket.
+
+use crate::bulk::{describe_io, FlowRole};
+use crate::meter::{run_single, should_stop, Meter};
+use crate::msgrate::{MsgSocket, WAKE};
+use crate::net;
+use crate::worker::{EventTx, RunFlags, StartGate};
+use netblast_probe::Probe;
+use netblast_spec::profile::WaitMode;
+use std::io::ErrorKind;
+use std::net::TcpStream;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+/// One rr flow handed to a worker.
+#[derive(Debug)]
+pub struct RrFlow {
+    /// Stream id.
+    pub id: u32,
+    /// Its sockets.
+    pub socket: MsgSocket,
+    /// `Send` for the client (asks), `Recv` for the server (answers).
+    pub role: FlowRole,
+}
+
+/// Parameters of an rr test end.
+#[derive(Debug, Clone)]
+pub struct RrConfig {
+    /// Request size.
+    pub req_bytes: usize,
+    /// Response size.
+    pub resp_bytes: usize,
+    /// How to wait for the next message.
+    pub wait: WaitMode,
+    /// SO_BUSY_POLL, µs.
+    pub busy_poll_us: Option<u32>,
+    /// UDP: time after which a request counts as lost.
+    pub udp_timeout: Duration,
+    /// Reporting interval.
+    pub interval: Duration,
+    /// The client stops asking this long after the start.
+    pub send_for: Duration,
+    /// Both ends give up waiting this long after the start.
+    pub give_up_after: Duration,
+}
+
+/// Runs one rr flow on the calling (pinned) worker thread until it ends.
+#[allow(clippy::too_many_arguments)]
+pub fn run_worker(
+    worker: usize,
+    pinned: Result<(), String>,
+    cpu: Option<usize>,
+    flow: RrFlow,
+    cfg: &RrConfig,
+    probe: &Probe,
+    gate: &StartGate,
+    flags: &RunFlags,
+    tx: &EventTx,
+) {
+    let client = flow.role == FlowRole::Send;
+    let watch = match &flow.socket {
+        MsgSocket::Tcp(s) if client => Some(probe.watch(s.as_raw_fd())),
+        _ => None,
+    };
+    run_single(worker, pinned, cpu, flow.id, gate, tx, (cfg.interval, client, watch), |m, start| {
+        let ends = Ends { send_until: start + cfg.send_for, give_up: start + cfg.give_up_after };
+        let data_fd = match &flow.socket {
+            MsgSocket::Tcp(s) => s.as_raw_fd(),
+            MsgSocket::Udp { udp, .. } => udp.as_raw_fd(),
+        };
+        prepare(data_fd, cfg).map_err(|e| describe_io(&e))?;
+        match (&flow.socket, client) {
+            (MsgSocket::Tcp(s), true) => tcp_client(s, cfg, m, flags, ends),
+            (MsgSocket::Tcp(s), false) => tcp_server(s, cfg, m, flags, ends),
+            (MsgSocket::Udp { udp, anchor }, true) => {
+                let r = udp_client(udp.as_raw_fd(), cfg, m, flags, ends);
+                let _ = anchor.shutdown(std::net::Shutdown::Write);
+                r
+            }
+            (MsgSocket::Udp { udp, anchor }, false) => udp_server(udp.as_raw_fd(), anchor, cfg, m, flags, ends),
+        }
+    });
+}
+
+#[derive(Clone, Copy)]
+struct Ends {
+    send_until: Instant,
+    give_up: Instant,
+}
+
+fn prepare(fd: RawFd, cfg: &RrConfig) -> std::io::Result<()> {
+    if let Some(us) = cfg.busy_poll_us {
+        net::set_int_opt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, us as libc::c_int).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot set SO_BUSY_POLL to {us} us: {e} (raising it needs CAP_NET_ADMIN)"))
+        })?;
+    }
+    // Blocking calls with a timeout in block mode; the spin loops pass MSG_DONTWAIT themselves.
+    net::set_blocking(fd, true)?;
+    net::set_timeouts(fd, WAKE)
+}
+
+/// Why a wait ended without data.
+enum Stop {
+    /// End of file: the peer finished.
+    Eof,
+    /// Told to stop, or past the give-up instant.
+    Abort(String),
+    /// A socket error.
+    Failed(String),
+}
+
+/// Reads exactly `buf.len()` bytes. `Eof` only when nothing of this message was read yet.
+fn recv_exact(fd: RawFd, buf: &mut [u8], wait: WaitMode, flags: &RunFlags, give_up: Instant) -> Result<(), Stop> {
+    let spin = wait == WaitMode::Spin;
+    let mut got = 0;
+    let mut spins: u32 = 0;
+    while got < buf.len() {
+        let r = net::recv(fd, &mut buf[got..], if spin { libc::MSG_DONTWAIT } else { 0 });
+        match r {
+            Ok(0) if got == 0 => return Err(Stop::Eof),
+            Ok(0) => return Err(Stop::Failed("peer closed in the middle of a message".into())),
+            Ok(n) => got += n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                spins = spins.wrapping_add(1);
+                // Look at the clock and flags on every timeout, and every 1024 polls when spinning.
+                if !spin || spins % 1024 == 0 {
+                    if flags.aborting() {
+                        return Err(Stop::Abort("aborted".into()));
+                    }
+                    if Instant::now() >= give_up {
+                        return Err(Stop::Abort("timed out waiting for the peer".into()));
+                    }
+                }
+            }
+            Err(e) => return Err(Stop::Failed(describe_io(&e))),
+        }
+    }
+    Ok(())
+}
+
+fn send_all(fd: RawFd, mut buf: &[u8], flags: &RunFlags, give_up: Instant) -> Result<(), Stop> {
+    while !buf.is_empty() {
+        match net::send(fd, buf, 0) {
+            Ok(n) => buf = &buf[n..],
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                if flags.aborting() || Instant::now() >= give_up {
+                    return Err(Stop::Abort("timed out sending".into()));
+                }
+            }
+            Err(e) => return Err(Stop::Failed(describe_io(&e))),
+        }
+    }
+    Ok(())
+}
+
+fn stop_msg(s: Stop, what: &str) -> String {
+    match s {
+        Stop::Eof => format!("peer closed the connection while {what}"),
+        Stop::Abort(m) | Stop::Failed(m) => m,
+    }
+}
+
+fn tcp_client(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: Ends) -> Result<(), String> {
+    let fd = s.as_raw_fd();
+    let req = vec![0x11u8; cfg.req_bytes];
+    let mut resp = vec![0u8; cfg.resp_bytes];
+    let result = loop {
+        let t0 = Instant::now();
+        m.tick(t0);
+        if should_stop(flags, t0, ends.send_until) {
+            break Ok(());
+        }
+        if let Err(e) = send_all(fd, &req, flags, ends.give_up) {
+            break Err(stop_msg(e, "sending a request"));
+        }
+        if let Err(e) = recv_exact(fd, &mut resp, cfg.wait, flags, ends.give_up) {
+            break Err(stop_msg(e, "waiting for a response"));
+        }
+        let t1 = Instant::now();
+        m.record_ns((t1 - t0).as_nanos() as u64);
+        m.msgs += 1;
+        m.bytes += cfg.req_bytes as u64;
+        m.moved_at(t1);
+    };
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    result
+}
+
+fn tcp_server(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: Ends) -> Result<(), String> {
+    let fd = s.as_raw_fd();
+    let mut req = vec![0u8; cfg.req_bytes];
+    let resp = vec![0x22u8; cfg.resp_bytes];
+    loop {
+        match recv_exact(fd, &mut req, cfg.wait, flags, ends.give_up) {
+            Ok(()) => {}
+            Err(Stop::Eof) => return Ok(()),
+            Err(e) => return Err(stop_msg(e, "waiting for a request")),
+        }
+        send_all(fd, &resp, flags, ends.give_up).map_err(|e| stop_msg(e, "sending a response"))?;
+        let now = Instant::now();
+        m.msgs += 1;
+        m.bytes += cfg.req_bytes as u64;
+        m.moved_at(now);
+        m.tick(now);
+    }
+}
+
+fn udp_client(fd: RawFd, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: Ends) -> Result<(), String> {
+    // A blocking wait must not overshoot the loss timeout.
+    net::set_timeouts(fd, cfg.udp_timeout.min(WAKE)).map_err(|e| describe_io(&e))?;
+    let mut req = vec![0x11u8; cfg.req_bytes];
+    let mut resp = vec![0u8; cfg.resp_bytes.max(1) + 1];
+    let spin = cfg.wait == WaitMode::Spin;
+    let mut seq: u8 = 0;
+    loop {
+        let t0 = Instant::now();
+        m.tick(t0);
+        if should_stop(flags, t0, ends.send_until) {
+            return Ok(());
+        }
+        seq = seq.wrapping_add(1);
+        req[0] = seq;
+        match net::send(fd, &req, 0) {
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => continue,
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => continue,
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+                return Err("the server's UDP port is closed (ICMP port unreachable)".into())
+            }
+            Err(e) => return Err(describe_io(&e)),
+        }
+        let deadline = t0 + cfg.udp_timeout;
+        let answered = loop {
+            match net::recv(fd, &mut resp, if spin { libc::MSG_DONTWAIT } else { 0 }) {
+                Ok(n) if n > 0 && resp[0] == seq => break true,
+                Ok(_) => {} // a late answer to an earlier request: not this one
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+                    return Err("the server's UDP port is closed (ICMP port unreachable)".into())
+                }
+                Err(e) => return Err(describe_io(&e)),
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break false;
+            }
+            if flags.aborting() {
+                return Err("aborted".into());
+            }
+        };
+        let t1 = Instant::now();
+        if answered {
+            m.record_ns((t1 - t0).as_nanos() as u64);
+            m.msgs += 1;
+            m.bytes += cfg.req_bytes as u64;
+            m.moved_at(t1);
+        } else {
+            m.lost += 1;
+        }
+    }
+}
+
+fn udp_server(
+    fd: RawFd,
+    anchor: &TcpStream,
+    cfg: &RrConfig,
+    m: &mut Meter,
+    flags: &RunFlags,
+    ends: Ends,
+) -> Result<(), String> {
+    let afd = anchor.as_raw_fd();
+    anchor.set_nonblocking(true).map_err(|e| describe_io(&e))?;
+    let mut req = vec![0u8; cfg.req_bytes.max(1) + 1];
+    let mut resp = vec![0x22u8; cfg.resp_bytes];
+    let spin = cfg.wait == WaitMode::Spin;
+    let mut scratch = [0u8; 16];
+    let mut idle: u32 = 0;
+    loop {
+        match net::recv(fd, &mut req, libc::MSG_DONTWAIT) {
+            Ok(n) if n > 0 => {
+                resp[0] = req[0];
+                match net::send(fd, &resp, 0) {
+                    Ok(_) => {
+                        let now = Instant::now();
+                        m.msgs += 1;
+                        m.bytes += n as u64;
+                        m.moved_at(now);
+                        m.tick(now);
+                    }
+                    Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
+                    Err(e) => return Err(describe_io(&e)),
+                }
+                continue;
+            }
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}
+            Err(e) => return Err(describe_io(&e)),
+        }
+        idle = idle.wrapping_add(1);
+        if spin && idle % 1024 != 0 {
+            continue;
+        }
+        let now = Instant::now();
+        m.tick(now);
+        if flags.aborting() || now >= ends.give_up {
+            return Err("gave up waiting for the client to finish".into());
+        }
+        let ready = if spin {
+            vec![false, true]
+        } else {
+            let wait = m.next_tick().saturating_duration_since(now).min(WAKE);
+            net::poll_readable(&[fd, afd], wait).map_err(|e| describe_io(&e))?
+        };
+        if ready[1] {
+            match net::recv(afd, &mut scratch, libc::MSG_DONTWAIT) {
+                Ok(0) => return Ok(()),
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+                Err(e) => return Err(format!("the test's TCP stream failed: {}", describe_io(&e))),
+            }
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! `[msgrate]`: small messages as fast as possible, one flow per pinned CPU (qperf `tcp_bw -m 1`
+//! pinned with taskset, summed by hand, in one command).
+
+use crate::units::{ByteSize, CpuList};
+use serde::{Deserialize, Serialize};
+
+/// Transport of a message test.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    /// TCP: messages are a byte stream; the kernel may coalesce them into fewer segments.
+    #[default]
+    Tcp,
+    /// UDP: one datagram per message, set up over a TCP handshake.
+    Udp,
+}
+
+impl Protocol {
+    /// The name as written in profiles.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+        }
+    }
+}
+
+/// The `[msgrate]` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MsgrateSection {
+    /// Flows; default one per selected client CPU (each pinned to its own CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<u32>,
+    /// Bytes per message (default 1).
+    #[serde(default = "one_byte")]
+    pub msg_bytes: ByteSize,
+    /// tcp or udp.
+    #[serde(default)]
+    pub protocol: Protocol,
+    /// Messages handed to the kernel per system call (`sendmmsg`); each is still its own send
+    /// operation (TCP) or datagram (UDP). 1 means one `send` call per message.
+    #[serde(default = "default_batch")]
+    pub batch: u32,
+    /// Server CPUs for the peer flows, flow i on the i-th (wrapping); default: the client's list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpus: Option<CpuList>,
+}
+
+fn one_byte() -> ByteSize {
+    ByteSize(1)
+}
+
+fn default_batch() -> u32 {
+    MsgrateSection::DEFAULT_BATCH
+}
+
+impl MsgrateSection {
+    /// Default messages per `sendmmsg` call.
+    pub const DEFAULT_BATCH: u32 = 64;
+    /// Largest UDP payload.
+    pub const MAX_UDP: u64 = 65_507;
+}
+
+impl Default for MsgrateSection {
+    fn default() -> Self {
+        MsgrateSection {
+            flows: None,
+            msg_bytes: one_byte(),
+            protocol: Protocol::Tcp,
+            batch: MsgrateSection::DEFAULT_BATCH,
+            server_cpus: None,
+        }
+    }
+}

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Runs netblast and qperf back to back on loopback with the same pinning (client CPU 0, server
+# CPU 1), interleaved, several rounds, and prints median ratios:
+#   - message rate: `qperf -m 1 tcp_bw` msg_rate vs netblast msgrate, 1 flow, 1-byte messages
+#   - latency: `qperf tcp_lat` (one-way = round trip / 2) vs netblast rr, one-way = mean RTT / 2
+# plus netblast's UDP datagrams/s with one flow per CPU.
+#
+#   scripts/compare-qperf.sh [ROUNDS] [SECONDS]      (defaults: 5 rounds of 5 s)
+set -euo pipefail
+ROUNDS=${1:-5}
+SECS=${2:-5}
+CCPU=${CCPU:-0}
+SCPU=${SCPU:-1}
+cd "$(dirname "$0")/.."
+command -v qperf >/dev/null || { echo "qperf is not installed (apt-get install qperf)" >&2; exit 2; }
+cargo build --release -q -p netblast
+NB=target/release/netblast
+PORT_NB=${PORT_NB:-15211}
+PORT_QP=${PORT_QP:-19766}
+WORK=$(mktemp -d)
+SERVERS=()
+cleanup() { kill "${SERVERS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+"$NB" serve --bind 127.0.0.1 --port "$PORT_NB" 2>"$WORK/nb-serve.log" &
+SERVERS+=($!)
+taskset -c "$SCPU" qperf -lp "$PORT_QP" >"$WORK/qp-serve.log" 2>&1 &
+SERVERS+=($!)
+sleep 0.5
+
+qp() { # name test [options...]
+  local name=$1 test=$2; shift 2
+  taskset -c "$CCPU" qperf -lp "$PORT_QP" -t "$SECS" -v "$@" 127.0.0.1 "$test" >"$WORK/$name.txt" 2>&1 || { cat "$WORK/$name.txt" >&2; exit 1; }
+  sleep 0.3
+}
+nb() { # name args...
+  local name=$1; shift
+  "$NB" run -c "127.0.0.1:$PORT_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --json "$@" >"$WORK/$name.json" || { echo "netblast $* failed" >&2; exit 1; }
+  sleep 0.3
+}
+
+for r in $(seq 1 "$ROUNDS"); do
+  if (( r % 2 )); then
+    qp "qbw-$r" tcp_bw -m 1; nb "nbw-$r" --profile pps-8core --flows 1
+    qp "qlat-$r" tcp_lat; nb "nlat-$r" --profile latency; nb "nlatb-$r" --profile latency --wait block
+  else
+    nb "nbw-$r" --profile pps-8core --flows 1; qp "qbw-$r" tcp_bw -m 1
+    nb "nlatb-$r" --profile latency --wait block; nb "nlat-$r" --profile latency; qp "qlat-$r" tcp_lat
+  fi
+  echo "round $r/$ROUNDS done" >&2
+done
+# UDP: one flow per CPU, both CPUs (client and server share them on loopback).
+"$NB" run -c "127.0.0.1:$PORT_NB" -t "$SECS" --profile pps-udp --json >"$WORK/udp.json"
+
+python3 - "$WORK" "$ROUNDS" "$SECS" <<'EOF'
+import json, os, re, statistics, sys
+work, rounds, secs = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def qval(name, key):
+    text = open(os.path.join(work, name + ".txt")).read()
+    m = re.search(r"^\s*%s\s*=\s*([\d.,]+)\s*(\S*)" % key, text, re.M)
+    if not m:
+        sys.exit("no %s in qperf output %s:\n%s" % (key, name, text))
+    v = float(m.group(1).replace(",", ""))
+    return v * {"K/sec": 1e3, "M/sec": 1e6, "/sec": 1, "us": 1e-6, "ms": 1e-3, "ns": 1e-9, "sec": 1}.get(m.group(2), 1)
+def nb(name):
+    d = json.load(open(os.path.join(work, name + ".json")))
+    if not d["complete"]:
+        sys.exit("netblast run %s incomplete: %s" % (name, d["errors"]))
+    return d["summary"]["ways"][0]
+med = statistics.median
+R = range(1, rounds + 1)
+q_rate = [qval("qbw-%d" % r, "msg_rate") for r in R]
+n_rate = [nb("nbw-%d" % r)["msgs"]["sent_per_s"] for r in R]
+n_segs = [nb("nbw-%d" % r)["msgs"]["segs_out_per_s"] for r in R]
+q_lat = [qval("qlat-%d" % r, "latency") for r in R]
+n_lat = [nb("nlat-%d" % r)["latency"]["mean_ns"] / 2e9 for r in R]
+n_latb = [nb("nlatb-%d" % r)["latency"]["mean_ns"] / 2e9 for r in R]
+n_p50 = [nb("nlat-%d" % r)["latency"]["p50_ns"] / 2e9 for r in R]
+print("netblast vs qperf on loopback, %d rounds x %s s, client CPU %s, server CPU %s, medians"
+      % (rounds, secs, os.environ.get("CCPU", "0"), os.environ.get("SCPU", "1")))
+print("msgs/s, 1 flow, 1-byte TCP messages: netblast %.3f M/s, qperf %.3f M/s, ratio %.3f (target >= 1.2)"
+      % (med(n_rate) / 1e6, med(q_rate) / 1e6, med([a / b for a, b in zip(n_rate, q_rate)])))
+print("    netblast put %.0f TCP segments/s on the wire for those messages (Nagle coalescing)" % med(n_segs))
+print("one-way latency (RTT/2), 1-byte TCP: netblast %.2f us (spin; p50 %.2f us), qperf %.2f us, ratio %.3f (target <= 1.0)"
+      % (med(n_lat) * 1e6, med(n_p50) * 1e6, med(q_lat) * 1e6, med([a / b for a, b in zip(n_lat, q_lat)])))
+print("    netblast with --wait block (qperf's blocking method): %.2f us, ratio %.3f"
+      % (med(n_latb) * 1e6, med([a / b for a, b in zip(n_latb, q_lat)])))
+u = json.load(open(os.path.join(work, "udp.json")))
+w = u["summary"]["ways"][0]["msgs"]
+print("UDP 1-byte datagrams, one flow per CPU (%d flows): sent %.3f M/s, received %.3f M/s, lost %d of %d"
+      % (len(u["streams"]), w["sent_per_s"] / 1e6, (w.get("received_per_s") or 0) / 1e6, w.get("lost") or 0, w["sent"]))
+EOF

@@ -287,7 +287,9 @@ async fn run_test(
     streams.sort_by_key(|s| s.id);
     for st in &streams {
         let Some((tcp, udp)) = sockets.remove(&st.id) else { continue };
-        if let Err(e) = sockopt::apply(SockRef::from(&tcp), &profile.tcp, netblast_engine::client::nodelay_default(kind)) {
+        if let Err(e) =
+            sockopt::apply(SockRef::from(&tcp), &profile.tcp, netblast_engine::client::nodelay_default(kind))
+        {
             let m = format!("cannot apply socket options: {e}");
             let _ = wr.write_all(&wire::encode_frame(&ServerMsg::Refused { message: m.clone() })).await;
             return Some(m);
@@ -298,7 +300,10 @@ async fn run_test(
             if !ok {
                 notes.insert(
                     st.id,
-                    format!("cannot pin to CPU {c}: this server can use CPUs {}", netblast_spec::units::CpuList(usable.clone())),
+                    format!(
+                        "cannot pin to CPU {c}: this server can use CPUs {}",
+                        netblast_spec::units::CpuList(usable.clone())
+                    ),
                 );
             }
             ok
@@ -313,11 +318,8 @@ async fn run_test(
     let flags = RunFlags::new();
     let gate = StartGate::new();
     let ctx = Ctx { probe: probe.clone(), gate: gate.clone(), flags: flags.clone(), tx: sink };
-    let timing = Timing {
-        send_for: setup.time_bound.get() + SEND_GRACE,
-        give_up_after: setup.time_bound.get() + RECV_GRACE,
-    };
-    let pinned_cpu: HashMap<u32, Option<usize>> = conns.iter().map(|c| (c.id, c.cpu)).collect();
+    let timing =
+        Timing { send_for: setup.time_bound.get() + SEND_GRACE, give_up_after: setup.time_bound.get() + RECV_GRACE };
     let handles = match end::spawn(Side::Server, profile, timing, conns, &vec![None; bulk_workers], &ctx) {
         Ok(h) => h,
         Err(e) => {
@@ -353,7 +355,8 @@ async fn run_test(
                     msgs: f.msgs,
                     seconds: f.seconds,
                     tcp: f.tcp,
-                    cpu: pinned_cpu.get(&f.id).copied().flatten(),
+                    cpu: f.cpu,
+                    kernel_drops: f.kernel_drops,
                     note: notes.remove(&f.id),
                     error: f.error,
                 }),

@@ -264,8 +264,11 @@ impl Aggregator {
             let received: Option<u64> = of_way.iter().map(|x| x.received_bytes).sum();
             let sent_msgs: Option<u64> = if msgs { of_way.iter().map(|x| x.sent_msgs).sum() } else { None };
             let received_msgs: Option<u64> = if msgs { of_way.iter().map(|x| x.received_msgs).sum() } else { None };
-            let segs: Option<u64> =
-                if msgs && of_way.iter().any(|x| x.segs_out.is_some()) { Some(of_way.iter().filter_map(|x| x.segs_out).sum()) } else { None };
+            let segs: Option<u64> = if msgs && of_way.iter().any(|x| x.segs_out.is_some()) {
+                Some(of_way.iter().filter_map(|x| x.segs_out).sum())
+            } else {
+                None
+            };
             let merged = merge_all(hists.iter().filter(|(w, _)| *w == way).map(|(_, h)| *h));
             sums.push(WayInterval {
                 way,
@@ -281,7 +284,11 @@ impl Aggregator {
                 segs_out: segs,
                 segs_out_per_s: segs.map(|m| per_s(m as f64)),
                 latency: merged.as_ref().map(LatencySummary::of),
-                latency_hist: if encode { merged.as_ref().and_then(|h| EncodedHistogram::encode(h).ok()) } else { None },
+                latency_hist: if encode {
+                    merged.as_ref().and_then(|h| EncodedHistogram::encode(h).ok())
+                } else {
+                    None
+                },
             });
         }
         Interval { index, start_s, end_s, streams, sums }
@@ -297,7 +304,8 @@ impl Aggregator {
             client_cpu.system_s += c.system_s;
         }
         let mut prev = Prev::default();
-        let intervals: Vec<Interval> = self.intervals.keys().map(|&i| self.build_interval(i, &mut prev, true)).collect();
+        let intervals: Vec<Interval> =
+            self.intervals.keys().map(|&i| self.build_interval(i, &mut prev, true)).collect();
         let msgs = self.info.counts_msgs();
 
         let server: HashMap<u32, &ServerStreamFinal> =
@@ -310,7 +318,9 @@ impl Aggregator {
             let mine_total = mine.map(|e| SideTotal::new(e.bytes, e.seconds));
             let theirs_total = theirs.map(|e| SideTotal::new(e.bytes, e.seconds));
             let (sender, receiver, tcp, sent_msgs, recv_msgs) = match s.way {
-                Way::Up => (mine_total, theirs_total, mine.and_then(|e| e.tcp), mine.map(|e| e.msgs), theirs.map(|e| e.msgs)),
+                Way::Up => {
+                    (mine_total, theirs_total, mine.and_then(|e| e.tcp), mine.map(|e| e.msgs), theirs.map(|e| e.msgs))
+                }
                 Way::Down => {
                     (theirs_total, mine_total, theirs.and_then(|e| e.tcp), theirs.map(|e| e.msgs), mine.map(|e| e.msgs))
                 }
@@ -339,7 +349,12 @@ impl Aggregator {
                     _ => None,
                 };
                 let segs = last_tcp.map(|t| t.segs_out);
+                let kernel_drops = match s.way {
+                    Way::Up => theirs.and_then(|e| e.kernel_drops),
+                    Way::Down => mine.and_then(|e| e.kernel_drops),
+                };
                 MsgTotals {
+                    kernel_drops,
                     sent: sent_msgs,
                     sent_per_s: rate(sent_msgs as f64, sender.seconds),
                     received: recv_msgs,
@@ -358,6 +373,8 @@ impl Aggregator {
                 tcp: last_tcp,
                 msgs: msg_totals,
                 latency,
+                client_cpu: mine.and_then(|e| e.cpu),
+                server_cpu: theirs.and_then(|e| e.cpu),
             });
         }
 
@@ -384,7 +401,11 @@ impl Aggregator {
                 .filter(|t| t.rtt_us > 0)
                 .collect();
             let rtt = (!samples.is_empty()).then(|| RttSummary {
-                min_us: samples.iter().map(|t| if t.min_rtt_us > 0 { t.min_rtt_us } else { t.rtt_us }).min().unwrap_or(0),
+                min_us: samples
+                    .iter()
+                    .map(|t| if t.min_rtt_us > 0 { t.min_rtt_us } else { t.rtt_us })
+                    .min()
+                    .unwrap_or(0),
                 mean_us: samples.iter().map(|t| t.rtt_us as f64).sum::<f64>() / samples.len() as f64,
                 max_us: samples.iter().map(|t| t.rtt_us).max().unwrap_or(0),
             });
@@ -396,6 +417,7 @@ impl Aggregator {
                 let segs: Option<u64> = m.iter().map(|x| x.segs_out).sum();
                 let recv_s = receiver.map(|r| r.seconds).unwrap_or(0.0);
                 MsgTotals {
+                    kernel_drops: m.iter().map(|x| x.kernel_drops).sum(),
                     sent,
                     sent_per_s: rate(sent as f64, sent_s),
                     received,
@@ -471,7 +493,14 @@ mod tests {
     }
 
     fn tcp(retrans: u64, rtt: u32) -> Option<TcpStats> {
-        Some(TcpStats { retrans_segs: retrans, rtt_us: rtt, min_rtt_us: rtt / 2, cwnd_segs: 10, mss: 1000, ..Default::default() })
+        Some(TcpStats {
+            retrans_segs: retrans,
+            rtt_us: rtt,
+            min_rtt_us: rtt / 2,
+            cwnd_segs: 10,
+            mss: 1000,
+            ..Default::default()
+        })
     }
 
     const BULK: KindInfo = KindInfo { kind: Kind::Bulk, protocol: Protocol::Tcp };
@@ -489,7 +518,7 @@ mod tests {
     }
 
     fn server_final(id: u32, bytes: u64, seconds: f64, tcp: Option<TcpStats>) -> ServerStreamFinal {
-        ServerStreamFinal { id, bytes, msgs: 0, seconds, tcp, cpu: None, note: None, error: None }
+        ServerStreamFinal { id, bytes, msgs: 0, seconds, tcp, cpu: None, kernel_drops: None, note: None, error: None }
     }
 
     #[test]
@@ -598,7 +627,17 @@ mod tests {
         let mut a = Aggregator::new(vec![info(0, Way::Up)], 1, udp);
         a.on_worker(0, Event::FlowDone(FlowEnd { id: 0, msgs: 1000, bytes: 1000, seconds: 1.0, ..Default::default() }));
         a.on_server_final(
-            vec![ServerStreamFinal { id: 0, bytes: 990, msgs: 990, seconds: 1.0, tcp: None, cpu: None, note: None, error: None }],
+            vec![ServerStreamFinal {
+                id: 0,
+                bytes: 990,
+                msgs: 990,
+                seconds: 1.0,
+                tcp: None,
+                cpu: None,
+                kernel_drops: None,
+                note: None,
+                error: None,
+            }],
             CpuUsage::default(),
         );
         let (_, sum) = a.finish(CpuUsage::default());

@@ -14,7 +14,7 @@
 //! (`send(MSG_ZEROCOPY)`, completions drained from the error queue).
 
 use crate::sys::CpuMark;
-use crate::worker::{Event, EventTx, FlowEnd, FlowSample, RunFlags, StartGate, Ticker};
+use crate::worker::{Event, EventTx, FlowEnd, FlowSample, Pinning, RunFlags, StartGate, Ticker};
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};
 use netblast_probe::{FlowWatch, Probe};
@@ -233,8 +233,7 @@ fn receive(fd: RawFd, buf: &mut [u8]) -> io::Result<Step> {
 #[allow(clippy::too_many_arguments)]
 pub fn run_worker(
     worker: usize,
-    pinned: Result<(), String>,
-    cpu: Option<usize>,
+    pinned: Pinning,
     flows: Vec<BulkFlow>,
     cfg: &BulkConfig,
     probe: &Probe,
@@ -246,10 +245,10 @@ pub fn run_worker(
     let send = |ev: Event| {
         tx(worker, ev);
     };
+    let cpu = pinned.as_ref().ok().copied().flatten();
     let pin_error = pinned.err();
-    let finish_worker = |pin_error: Option<String>| {
-        send(Event::WorkerDone { cpu: cpu_mark.usage(), pinned: cpu.filter(|_| pin_error.is_none()), pin_error })
-    };
+    let finish_worker =
+        |pin_error: Option<String>| send(Event::WorkerDone { cpu: cpu_mark.usage(), pinned: cpu, pin_error });
     let ids: Vec<u32> = flows.iter().map(|f| f.id).collect();
     let setup = || -> io::Result<(Poll, Vec<Flow>, Sender)> {
         let poll = Poll::new()?;
@@ -298,6 +297,8 @@ pub fn run_worker(
                     seconds: 0.0,
                     tcp: None,
                     error: Some(format!("worker {worker} setup failed: {e}")),
+                    cpu,
+                    kernel_drops: None,
                 }));
             }
             finish_worker(pin_error);
@@ -314,6 +315,8 @@ pub fn run_worker(
                 seconds: 0.0,
                 tcp: None,
                 error: Some("test cancelled before start".into()),
+                cpu,
+                kernel_drops: None,
             }));
         }
         finish_worker(pin_error);
@@ -491,7 +494,8 @@ pub fn run_worker(
         let samples = flows
             .iter_mut()
             .map(|f| {
-                let s = FlowSample { id: f.id, bytes: f.total - f.at_tick, tcp: f.watch.sample(), ..Default::default() };
+                let s =
+                    FlowSample { id: f.id, bytes: f.total - f.at_tick, tcp: f.watch.sample(), ..Default::default() };
                 f.at_tick = f.total;
                 s
             })
@@ -507,6 +511,8 @@ pub fn run_worker(
             seconds: (f.last_byte.max(start) - start).as_secs_f64(),
             tcp: f.watch.sample(),
             error: f.error.clone(),
+            cpu,
+            kernel_drops: None,
         }));
     }
     finish_worker(pin_error);
@@ -549,7 +555,7 @@ pub fn spawn_workers(
         let cpu = cpus.get(i).copied().flatten();
         let sh = shared.clone();
         handles.push(crate::worker::spawn(i, cpu, move |pinned| {
-            run_worker(i, pinned, cpu, group, &sh.cfg, &sh.probe, &sh.gate, &sh.flags, &sh.tx)
+            run_worker(i, pinned, group, &sh.cfg, &sh.probe, &sh.gate, &sh.flags, &sh.tx)
         })?);
     }
     Ok(handles)

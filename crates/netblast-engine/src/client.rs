@@ -159,10 +159,17 @@ pub fn resolve_cpus(requested: Option<&CpuList>, strict: bool) -> Result<(Vec<us
 
 /// Resolves a validated profile against this machine and a target into a [`Plan`].
 /// `cpus_from_flag`: the CPU list came from `--cpus` (strict) rather than the profile.
-pub fn plan(profile: Profile, origin: String, target: &str, cpus_from_flag: bool) -> Result<(Plan, SocketAddr), ClientError> {
+pub fn plan(
+    profile: Profile,
+    origin: String,
+    target: &str,
+    cpus_from_flag: bool,
+) -> Result<(Plan, SocketAddr), ClientError> {
     let peer = resolve_target(target)?;
     let (client_cpus, note) = resolve_cpus(profile.run.cpus.as_ref(), cpus_from_flag)?;
-    let mut notes: Vec<String> = note.into_iter().collect();
+    // A msgrate profile without a flow count runs one flow per CPU: say that in flow terms.
+    let per_cpu_flows = profile.run.kind == Kind::Msgrate && profile.msgrate().flows.is_none();
+    let mut notes: Vec<String> = note.filter(|_| !per_cpu_flows).into_iter().collect();
     let server_list = match profile.run.kind {
         Kind::Bulk => None,
         Kind::Msgrate => Some(profile.msgrate().server_cpus),
@@ -183,19 +190,32 @@ pub fn plan(profile: Profile, origin: String, target: &str, cpus_from_flag: bool
             (0..n_streams).map(|i| client_cpus[(i + shift) % n]).collect()
         }
     };
-    if profile.run.kind == Kind::Msgrate {
-        let m = profile.msgrate();
-        if m.flows.is_none() {
-            if let Some(asked) = profile.run.cpus.as_ref().filter(|c| c.0.len() != client_cpus.len()) {
-                notes.push(format!(
-                    "{} flows asked for (one per CPU of {}), {} CPUs usable here: running {} flows, one per CPU",
-                    asked.0.len(),
+    if per_cpu_flows {
+        if let Some(asked) = profile.run.cpus.as_ref().filter(|c| c.0.len() != client_cpus.len()) {
+            notes.insert(
+                0,
+                format!(
+                    "the profile asks for one flow per CPU on CPUs {} ({} flows); this host lets netblast use {} CPUs ({}): running {} flows, one per CPU",
                     CpuList(asked.0.clone()),
+                    asked.0.len(),
                     client_cpus.len(),
+                    CpuList(client_cpus.clone()),
                     client_cpus.len()
-                ));
-            }
+                ),
+            );
         }
+    }
+    if profile.run.kind == Kind::Rr
+        && profile.rr().wait == netblast_spec::profile::WaitMode::Spin
+        && peer.ip().is_loopback()
+        && 2 * n_streams > client_cpus.len()
+    {
+        notes.push(format!(
+            "wait = spin with {n_streams} flow(s) on this host: {} busy-polling threads share {} CPU(s) and will \
+             take turns, which shows as millisecond outliers; use fewer flows or --wait block",
+            2 * n_streams,
+            client_cpus.len()
+        ));
     }
     let plan = Plan {
         origin,
@@ -286,7 +306,8 @@ fn open_stream(
     id: u32,
     udp: bool,
 ) -> Result<(TcpStream, Option<UdpSocket>), ClientError> {
-    let io_err = |what: &'static str| move |source: io::Error| ClientError::Io { what: format!("{what} ({peer})"), source };
+    let io_err =
+        |what: &'static str| move |source: io::Error| ClientError::Io { what: format!("{what} ({peer})"), source };
     let stream = sockopt::connect(peer, &profile.tcp, nodelay_default(profile.run.kind), CONNECT_TIMEOUT)
         .map_err(|e| connect_error(peer, e))?;
     stream.set_read_timeout(Some(REPLY_TIMEOUT)).ok();
@@ -305,7 +326,9 @@ fn open_stream(
     (&stream).read_exact(&mut ack).map_err(io_err("no answer to a stream handshake"))?;
     match StreamAck::from_byte(ack[0]) {
         Some(StreamAck::Ok) => {}
-        Some(other) => return Err(ClientError::Refused { peer, message: format!("stream {id}: {}", other.describe()) }),
+        Some(other) => {
+            return Err(ClientError::Refused { peer, message: format!("stream {id}: {}", other.describe()) })
+        }
         None => return Err(ClientError::NotNetblast { peer, why: format!("stream ack byte {}", ack[0]) }),
     }
     if let Some(sock) = &udp_sock {
@@ -526,7 +549,11 @@ pub fn run(
             Ok(Incoming::ControlClosed(why)) => {
                 control_closed = true;
                 if !agg.has_server_final() {
-                    agg.error(start.elapsed().as_secs_f64(), "server", format!("{why} before its final report ({peer})"));
+                    agg.error(
+                        start.elapsed().as_secs_f64(),
+                        "server",
+                        format!("{why} before its final report ({peer})"),
+                    );
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}

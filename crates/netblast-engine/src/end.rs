@@ -80,6 +80,18 @@ pub fn spawn(
     ctx: &Ctx,
 ) -> io::Result<Vec<JoinHandle<()>>> {
     let interval = profile.run.interval();
+    // The socket-buffer options of [tcp] apply to a UDP flow's datagram socket as well.
+    for c in &conns {
+        if let Some(u) = &c.udp {
+            let s = socket2::SockRef::from(u);
+            if let Some(b) = profile.tcp.sndbuf() {
+                s.set_send_buffer_size(b as usize)?;
+            }
+            if let Some(b) = profile.tcp.rcvbuf() {
+                s.set_recv_buffer_size(b as usize)?;
+            }
+        }
+    }
     match profile.run.kind {
         Kind::Bulk => {
             let b = profile.bulk();
@@ -126,7 +138,7 @@ pub fn spawn(
                 let flow = MsgFlow { id: c.id, role: role(side, c.way), socket: socket_of(c.tcp, c.udp) };
                 let (cfg, ctx, cpu) = (cfg.clone(), ctx.clone(), c.cpu);
                 handles.push(worker::spawn(i, cpu, move |pinned| {
-                    msgrate::run_worker(i, pinned, cpu, flow, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)
+                    msgrate::run_worker(i, pinned, flow, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)
                 })?);
             }
             Ok(handles)
@@ -148,7 +160,7 @@ pub fn spawn(
                 let flow = RrFlow { id: c.id, role: role(side, c.way), socket: socket_of(c.tcp, c.udp) };
                 let (cfg, ctx, cpu) = (cfg.clone(), ctx.clone(), c.cpu);
                 handles.push(worker::spawn(i, cpu, move |pinned| {
-                    rr::run_worker(i, pinned, cpu, flow, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)
+                    rr::run_worker(i, pinned, flow, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)
                 })?);
             }
             Ok(handles)

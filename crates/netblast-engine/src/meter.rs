@@ -2,7 +2,7 @@
 //! hot path, turned into one [`Event::Interval`] per tick, and a [`Event::FlowDone`] at the end.
 
 use crate::sys::CpuMark;
-use crate::worker::{Event, EventTx, FlowEnd, FlowSample, RunFlags, StartGate, Ticker};
+use crate::worker::{Event, EventTx, FlowEnd, FlowSample, Pinning, RunFlags, StartGate, Ticker};
 use hdrhistogram::Histogram;
 use netblast_probe::FlowWatch;
 use netblast_spec::hist;
@@ -113,8 +113,9 @@ impl Meter {
         }
     }
 
-    /// Emits the last (partial) interval and the flow's end.
-    pub fn finish(mut self, error: Option<String>) {
+    /// Emits the last (partial) interval and the flow's end (`cpu`: where the worker ran,
+    /// `kernel_drops`: a UDP receiver's drop count).
+    pub fn finish(mut self, error: Option<String>, cpu: Option<usize>, kernel_drops: Option<u64>) {
         let end_s = (self.last_byte.max(self.start) - self.start).as_secs_f64().max(self.last_tick_s);
         if self.bytes > self.at_bytes || self.msgs > self.at_msgs || self.lost > self.at_lost {
             let index = self.ticker.index();
@@ -129,36 +130,50 @@ impl Meter {
             seconds: end_s,
             tcp: self.watch.and_then(|w| w.sample()),
             error,
+            cpu,
+            kernel_drops,
         };
         (self.tx)(self.worker, Event::FlowDone(end));
     }
 }
 
+/// What a single-flow body returns: `Ok(kernel drops of a UDP receiver)` or why it failed.
+pub type BodyResult = Result<Option<u64>, String>;
+
 /// Runs a single-flow worker body: waits at the gate, hands the body a [`Meter`], reports the
-/// flow's end and the worker's CPU. The body returns `Err` with a message when the flow failed.
-#[allow(clippy::too_many_arguments)]
+/// flow's end and the worker's CPU.
 pub fn run_single(
     worker: usize,
-    pinned: Result<(), String>,
-    cpu: Option<usize>,
+    pinned: Pinning,
     id: u32,
     gate: &StartGate,
     tx: &EventTx,
     meter_cfg: (Duration, bool, Option<FlowWatch>),
-    body: impl FnOnce(&mut Meter, Instant) -> Result<(), String>,
+    body: impl FnOnce(&mut Meter, Instant) -> BodyResult,
 ) {
     let cpu_mark = CpuMark::thread();
+    let cpu = pinned.as_ref().ok().copied().flatten();
     let pin_error = pinned.err();
     match gate.wait() {
         Some(start) => {
             let (interval, latency, watch) = meter_cfg;
             let mut meter = Meter::new(worker, id, start, interval, latency, watch, tx.clone());
-            let outcome = body(&mut meter, start);
-            meter.finish(outcome.err());
+            match body(&mut meter, start) {
+                Ok(drops) => meter.finish(None, cpu, drops),
+                Err(e) => meter.finish(Some(e), cpu, None),
+            }
         }
-        None => tx(worker, Event::FlowDone(FlowEnd { id, error: Some("test cancelled before start".into()), ..Default::default() })),
+        None => tx(
+            worker,
+            Event::FlowDone(FlowEnd {
+                id,
+                error: Some("test cancelled before start".into()),
+                cpu,
+                ..Default::default()
+            }),
+        ),
     }
-    tx(worker, Event::WorkerDone { cpu: cpu_mark.usage(), pinned: cpu.filter(|_| pin_error.is_none()), pin_error });
+    tx(worker, Event::WorkerDone { cpu: cpu_mark.usage(), pinned: cpu, pin_error });
 }
 
 /// Why a loop stopped waiting: the flags or a deadline.

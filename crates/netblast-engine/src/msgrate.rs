@@ -18,7 +18,7 @@
 use crate::bulk::{describe_io, FlowRole};
 use crate::meter::{run_single, should_stop, Meter};
 use crate::net::{self, RecvBatch, SendBatch};
-use crate::worker::{EventTx, RunFlags, StartGate};
+use crate::worker::{EventTx, Pinning, RunFlags, StartGate};
 use netblast_probe::Probe;
 use std::io::{self, ErrorKind};
 use std::net::{TcpStream, UdpSocket};
@@ -74,8 +74,7 @@ pub struct MsgConfig {
 #[allow(clippy::too_many_arguments)]
 pub fn run_worker(
     worker: usize,
-    pinned: Result<(), String>,
-    cpu: Option<usize>,
+    pinned: Pinning,
     flow: MsgFlow,
     cfg: &MsgConfig,
     probe: &Probe,
@@ -87,14 +86,18 @@ pub fn run_worker(
         MsgSocket::Tcp(s) if flow.role == FlowRole::Send => Some(probe.watch(s.as_raw_fd())),
         _ => None,
     };
-    run_single(worker, pinned, cpu, flow.id, gate, tx, (cfg.interval, false, watch), |m, start| {
+    run_single(worker, pinned, flow.id, gate, tx, (cfg.interval, false, watch), |m, start| {
         let send_until = start + cfg.send_for;
         let give_up = start + cfg.give_up_after;
         match (&flow.socket, flow.role) {
-            (MsgSocket::Tcp(s), FlowRole::Send) => tcp_send(s, cfg, m, flags, send_until, give_up),
-            (MsgSocket::Tcp(s), FlowRole::Recv) => tcp_recv(s, cfg, m, flags, give_up),
-            (MsgSocket::Udp { udp, anchor }, FlowRole::Send) => udp_send(udp, anchor, cfg, m, flags, send_until),
-            (MsgSocket::Udp { udp, anchor }, FlowRole::Recv) => udp_recv(udp, anchor, cfg, m, flags, give_up),
+            (MsgSocket::Tcp(s), FlowRole::Send) => tcp_send(s, cfg, m, flags, send_until, give_up).map(|_| None),
+            (MsgSocket::Tcp(s), FlowRole::Recv) => tcp_recv(s, cfg, m, flags, give_up).map(|_| None),
+            (MsgSocket::Udp { udp, anchor }, FlowRole::Send) => {
+                udp_send(udp, anchor, cfg, m, flags, send_until).map(|_| None)
+            }
+            (MsgSocket::Udp { udp, anchor }, FlowRole::Recv) => {
+                udp_recv(udp, anchor, cfg, m, flags, give_up).map(|_| net::udp_drops(udp.as_raw_fd()))
+            }
         }
     });
 }
@@ -161,7 +164,8 @@ fn tcp_send(
     };
     // Complete a message cut by a timeout, so both ends count the same whole messages.
     let partial = (m.bytes % msg) as usize;
-    let result = result.and_then(|_| if partial > 0 { send_rest(fd, &payload[partial..], flags, give_up) } else { Ok(()) });
+    let result =
+        result.and_then(|_| if partial > 0 { send_rest(fd, &payload[partial..], flags, give_up) } else { Ok(()) });
     if result.is_ok() && partial > 0 {
         m.bytes += msg - partial as u64;
         m.msgs = m.bytes / msg;
@@ -229,8 +233,9 @@ fn udp_send(
                     m.bytes += bytes;
                 }
                 // The local queue is full: the datagram was not sent, so it is not counted.
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted)
-                    || e.raw_os_error() == Some(libc::ENOBUFS) =>
+                Err(e)
+                    if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted)
+                        || e.raw_os_error() == Some(libc::ENOBUFS) =>
                 {
                     break
                 }

@@ -62,7 +62,8 @@ pub fn set_int_opt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc
 
 /// Waits until one of `fds` is readable or `timeout` passes; returns which are readable.
 pub fn poll_readable(fds: &[RawFd], timeout: Duration) -> io::Result<Vec<bool>> {
-    let mut p: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let mut p: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
     let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
     // SAFETY: `p` is a valid array of `p.len()` pollfd structs.
     let rc = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, ms) };
@@ -74,6 +75,29 @@ pub fn poll_readable(fds: &[RawFd], timeout: Duration) -> io::Result<Vec<bool>> 
         return Err(e);
     }
     Ok(p.iter().map(|x| x.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0).collect())
+}
+
+/// Datagrams the kernel dropped at a UDP socket because its receive queue was full: the
+/// `drops` column of /proc/net/udp (or udp6) for the socket's inode. `None` when not found.
+pub fn udp_drops(fd: RawFd) -> Option<u64> {
+    // SAFETY: stat is plain data; fstat fills it for an open descriptor.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid stat buffer.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return None;
+    }
+    let inode = st.st_ino.to_string();
+    for table in ["/proc/net/udp", "/proc/net/udp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else { continue };
+        for line in text.lines().skip(1) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            // sl local rem st tx:rx tr:tm retrnsmt uid timeout inode ref pointer drops
+            if cols.len() >= 13 && cols[9] == inode {
+                return cols[12].parse().ok();
+            }
+        }
+    }
+    None
 }
 
 /// A borrowed raw descriptor for socket2's `SockRef`.

@@ -18,7 +18,7 @@ use crate::bulk::{describe_io, FlowRole};
 use crate::meter::{run_single, should_stop, Meter};
 use crate::msgrate::{MsgSocket, WAKE};
 use crate::net;
-use crate::worker::{EventTx, RunFlags, StartGate};
+use crate::worker::{EventTx, Pinning, RunFlags, StartGate};
 use netblast_probe::Probe;
 use netblast_spec::profile::WaitMode;
 use std::io::ErrorKind;
@@ -62,8 +62,7 @@ pub struct RrConfig {
 #[allow(clippy::too_many_arguments)]
 pub fn run_worker(
     worker: usize,
-    pinned: Result<(), String>,
-    cpu: Option<usize>,
+    pinned: Pinning,
     flow: RrFlow,
     cfg: &RrConfig,
     probe: &Probe,
@@ -76,14 +75,14 @@ pub fn run_worker(
         MsgSocket::Tcp(s) if client => Some(probe.watch(s.as_raw_fd())),
         _ => None,
     };
-    run_single(worker, pinned, cpu, flow.id, gate, tx, (cfg.interval, client, watch), |m, start| {
+    run_single(worker, pinned, flow.id, gate, tx, (cfg.interval, client, watch), |m, start| {
         let ends = Ends { send_until: start + cfg.send_for, give_up: start + cfg.give_up_after };
         let data_fd = match &flow.socket {
             MsgSocket::Tcp(s) => s.as_raw_fd(),
             MsgSocket::Udp { udp, .. } => udp.as_raw_fd(),
         };
         prepare(data_fd, cfg).map_err(|e| describe_io(&e))?;
-        match (&flow.socket, client) {
+        let outcome = match (&flow.socket, client) {
             (MsgSocket::Tcp(s), true) => tcp_client(s, cfg, m, flags, ends),
             (MsgSocket::Tcp(s), false) => tcp_server(s, cfg, m, flags, ends),
             (MsgSocket::Udp { udp, anchor }, true) => {
@@ -92,7 +91,8 @@ pub fn run_worker(
                 r
             }
             (MsgSocket::Udp { udp, anchor }, false) => udp_server(udp.as_raw_fd(), anchor, cfg, m, flags, ends),
-        }
+        };
+        outcome.map(|_| None)
     });
 }
 
@@ -105,7 +105,10 @@ struct Ends {
 fn prepare(fd: RawFd, cfg: &RrConfig) -> std::io::Result<()> {
     if let Some(us) = cfg.busy_poll_us {
         net::set_int_opt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, us as libc::c_int).map_err(|e| {
-            std::io::Error::new(e.kind(), format!("cannot set SO_BUSY_POLL to {us} us: {e} (raising it needs CAP_NET_ADMIN)"))
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot set SO_BUSY_POLL to {us} us: {e} (raising it needs CAP_NET_ADMIN)"),
+            )
         })?;
     }
     // Blocking calls with a timeout in block mode; the spin loops pass MSG_DONTWAIT themselves.

@@ -175,6 +175,10 @@ pub struct FlowEnd {
     pub tcp: Option<TcpStats>,
     /// Why it ended early, if it did.
     pub error: Option<String>,
+    /// The CPU its worker was verified pinned to.
+    pub cpu: Option<usize>,
+    /// Datagrams the kernel dropped at this (receiving) UDP socket, from /proc/net/udp.
+    pub kernel_drops: Option<u64>,
 }
 
 /// What workers tell the aggregator.
@@ -197,7 +201,7 @@ pub enum Event {
     WorkerDone {
         /// CPU used by the worker thread.
         cpu: CpuUsage,
-        /// CPU it was pinned to, if any.
+        /// CPU it was verified pinned to, if any.
         pinned: Option<usize>,
         /// Why pinning failed, if it did.
         pin_error: Option<String>,
@@ -208,16 +212,27 @@ pub enum Event {
 /// (std channel) and the server (tokio channel) can each route events their own way.
 pub type EventTx = Arc<dyn Fn(usize, Event) + Send + Sync>;
 
-/// Spawns a worker thread named `netblast-w<index>`, pinned to `cpu` when given. A pinning
-/// failure is reported in the final [`Event::WorkerDone`] by the body, not fatal.
+/// Where a worker runs: `Ok(Some(cpu))` pinned, and the thread's affinity read back says so;
+/// `Ok(None)` not asked to pin; `Err` pinning failed (the worker runs unpinned and says why).
+pub type Pinning = Result<Option<usize>, String>;
+
+/// Spawns a worker thread named `netblast-w<index>`, pinned to `cpu` when given, and checks the
+/// pinning by reading the thread's affinity back. A failure is reported by the body in its
+/// final [`Event::WorkerDone`], not fatal.
 pub fn spawn<F>(index: usize, cpu: Option<usize>, body: F) -> std::io::Result<JoinHandle<()>>
 where
-    F: FnOnce(Result<(), String>) + Send + 'static,
+    F: FnOnce(Pinning) + Send + 'static,
 {
     std::thread::Builder::new().name(format!("netblast-w{index}")).spawn(move || {
         let pinned = match cpu {
-            Some(c) => crate::sys::pin_current_thread(c).map_err(|e| format!("cannot pin worker to CPU {c}: {e}")),
-            None => Ok(()),
+            Some(c) => crate::sys::pin_current_thread(c)
+                .map_err(|e| format!("cannot pin worker to CPU {c}: {e}"))
+                .and_then(|_| match crate::sys::allowed_cpus() {
+                    Ok(now) if now == [c] => Ok(Some(c)),
+                    Ok(now) => Err(format!("pinned to CPU {c} but the thread's affinity reads {now:?}")),
+                    Err(e) => Err(format!("cannot read back the affinity after pinning to CPU {c}: {e}")),
+                }),
+            None => Ok(None),
         };
         body(pinned)
     })

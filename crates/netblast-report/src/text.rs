@@ -1,9 +1,10 @@
 //! The human report, rendered from the result (never from live engine state): interval lines
 //! that read like iperf3's, then a sender/receiver summary, TCP and CPU lines, and errors.
 
-use netblast_spec::profile::Way;
+use netblast_spec::hist::LatencySummary;
+use netblast_spec::profile::{Kind, Profile, Protocol, Way};
 use netblast_spec::result::{Interval, RunResult, StreamInfo, WaySummary};
-use netblast_spec::units::{fmt_bits_per_s, fmt_bytes};
+use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_ns, fmt_per_s};
 use std::fmt::Write;
 
 /// Above this many streams, interval lines show only the per-way sums.
@@ -45,17 +46,116 @@ pub fn started(test_id: &str, peer: &str, kind: &str, streams: &[StreamInfo], se
     s
 }
 
+fn udp(profile: &Profile) -> bool {
+    match profile.run.kind {
+        Kind::Bulk => false,
+        Kind::Msgrate => profile.msgrate().protocol == Protocol::Udp,
+        Kind::Rr => profile.rr().protocol == Protocol::Udp,
+    }
+}
+
 /// The column header of interval lines.
-pub fn interval_header() -> String {
-    "[ ID] Interval           Transfer     Bitrate         Retr  Cwnd         RTT\n".to_string()
+pub fn interval_header(profile: &Profile) -> String {
+    match (profile.run.kind, udp(profile)) {
+        (Kind::Bulk, _) => "[ ID] Interval           Transfer     Bitrate         Retr  Cwnd         RTT\n",
+        (Kind::Msgrate, false) => "[ ID] Interval           Messages     Msgs/s        Segments/s  Retr\n",
+        (Kind::Msgrate, true) => "[ ID] Interval           Sent/s        Received/s\n",
+        (Kind::Rr, _) => "[ ID] Interval           Trans/s       RTT p50    p99        p99.9      max\n",
+    }
+    .to_string()
 }
 
 fn span(a: f64, b: f64) -> String {
     format!("{a:>6.2}-{b:<6.2} sec")
 }
 
+fn count(n: u64) -> String {
+    let v = n as f64;
+    if v >= 1e6 {
+        format!("{:.2} M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1} k", v / 1e3)
+    } else {
+        format!("{n}")
+    }
+}
+
+fn lat_cols(l: &LatencySummary) -> String {
+    format!(
+        "{:>9}  {:>9}  {:>9}  {:>9}",
+        fmt_ns(l.p50_ns as f64),
+        fmt_ns(l.p99_ns as f64),
+        fmt_ns(l.p999_ns as f64),
+        fmt_ns(l.max_ns as f64)
+    )
+}
+
+/// One interval of a message kind (msgrate, rr).
+fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String {
+    let mut s = String::new();
+    let secs = (iv.end_s - iv.start_s).max(1e-9);
+    let per = |n: u64| fmt_per_s(n as f64 / secs);
+    let kind = profile.run.kind;
+    let is_udp = udp(profile);
+    let line = |label: String,
+                sent: u64,
+                recv: Option<u64>,
+                segs: Option<u64>,
+                retr: u64,
+                lat: Option<&LatencySummary>| {
+        match (kind, is_udp) {
+            (Kind::Rr, _) => format!(
+                "[{label}] {}  {:>12}  {}\n",
+                span(iv.start_s, iv.end_s),
+                per(sent),
+                lat.map(lat_cols).unwrap_or_default()
+            ),
+            (_, true) => format!(
+                "[{label}] {}  {:>12}  {:>12}\n",
+                span(iv.start_s, iv.end_s),
+                per(sent),
+                recv.map(per).unwrap_or_else(|| "-".into())
+            ),
+            _ => format!(
+                "[{label}] {}  {:>10}  {:>12}  {:>12} {:>4}\n",
+                span(iv.start_s, iv.end_s),
+                count(sent),
+                per(sent),
+                segs.map(per).unwrap_or_default(),
+                retr
+            ),
+        }
+    };
+    if streams.len() > 1 && streams.len() <= MAX_STREAM_LINES {
+        for st in &iv.streams {
+            s.push_str(&line(
+                id_col(st.id),
+                st.sent_msgs.unwrap_or(0),
+                st.received_msgs,
+                st.segs_out,
+                st.retransmits,
+                st.latency.as_ref(),
+            ));
+        }
+    }
+    for w in &iv.sums {
+        s.push_str(&line(
+            "SUM".into(),
+            w.sent_msgs.unwrap_or(0),
+            w.received_msgs,
+            w.segs_out,
+            w.retransmits,
+            w.latency.as_ref(),
+        ));
+    }
+    s
+}
+
 /// One interval as text: per-stream lines (when few), then one line per way.
-pub fn interval(iv: &Interval, streams: &[StreamInfo]) -> String {
+pub fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String {
+    if profile.run.kind != Kind::Bulk {
+        return msg_interval(iv, streams, profile);
+    }
     let mut s = String::new();
     let secs = (iv.end_s - iv.start_s).max(1e-9);
     let ways = iv.sums.len();
@@ -129,10 +229,127 @@ fn way_lines(s: &mut String, w: &WaySummary, ways: usize) {
     }
 }
 
+fn msg_summary(s: &mut String, r: &RunResult) {
+    let profile = &r.plan.profile;
+    let is_udp = udp(profile);
+    let unit = if is_udp { "datagrams" } else { "messages" };
+    for w in &r.summary.ways {
+        let Some(m) = w.msgs else { continue };
+        match profile.run.kind {
+            Kind::Rr => {
+                let _ = writeln!(
+                    s,
+                    "[SUM] {}  {} transactions, {} ({} flow{}{}, wait {})",
+                    span(0.0, w.sender.seconds),
+                    m.sent,
+                    fmt_per_s(m.sent_per_s),
+                    w.streams,
+                    if w.streams == 1 { "" } else { "s" },
+                    if is_udp { ", UDP" } else { ", TCP" },
+                    match profile.rr().wait {
+                        netblast_spec::profile::WaitMode::Block => "block",
+                        netblast_spec::profile::WaitMode::Spin => "spin",
+                    }
+                );
+                if let Some(lost) = m.lost {
+                    let _ =
+                        writeln!(s, "      {lost} requests got no response within {:?}", profile.rr().udp_timeout());
+                }
+                if let Some(l) = &w.latency {
+                    let _ = writeln!(
+                        s,
+                        "Round trip (application, client clock): min {} mean {} stdev {} p50 {} p90 {} p99 {} p99.9 {} p99.99 {} max {}",
+                        fmt_ns(l.min_ns as f64),
+                        fmt_ns(l.mean_ns),
+                        fmt_ns(l.stdev_ns),
+                        fmt_ns(l.p50_ns as f64),
+                        fmt_ns(l.p90_ns as f64),
+                        fmt_ns(l.p99_ns as f64),
+                        fmt_ns(l.p999_ns as f64),
+                        fmt_ns(l.p9999_ns as f64),
+                        fmt_ns(l.max_ns as f64)
+                    );
+                    let _ = writeln!(
+                        s,
+                        "One way (round trip / 2, what qperf calls latency): mean {}, p50 {}",
+                        fmt_ns(l.mean_ns / 2.0),
+                        fmt_ns(l.p50_ns as f64 / 2.0)
+                    );
+                }
+            }
+            _ => {
+                let _ = writeln!(
+                    s,
+                    "[SUM] {}  {:>10} {unit}  {:>12}  sender",
+                    span(0.0, w.sender.seconds),
+                    count(m.sent),
+                    fmt_per_s(m.sent_per_s)
+                );
+                if let (Some(recv), Some(rps), Some(rv)) = (m.received, m.received_per_s, w.receiver) {
+                    let _ = writeln!(
+                        s,
+                        "[SUM] {}  {:>10} {unit}  {:>12}  receiver",
+                        span(0.0, rv.seconds),
+                        count(recv),
+                        fmt_per_s(rps)
+                    );
+                }
+                if let Some(lost) = m.lost {
+                    let pct = if m.sent > 0 { lost as f64 * 100.0 / m.sent as f64 } else { 0.0 };
+                    let drops = m
+                        .kernel_drops
+                        .map(|d| format!("; the receiving sockets' queues overflowed {d} times (kernel drop counter)"))
+                        .unwrap_or_default();
+                    let _ = writeln!(s, "      lost {lost} of {} datagrams ({pct:.2}%){drops}", m.sent);
+                }
+                if let Some(segs) = m.segs_out_per_s {
+                    let _ = writeln!(
+                        s,
+                        "On the wire: {} messages/s left as {} TCP segments/s ({:.1} messages per segment){}",
+                        count(m.sent_per_s.round() as u64),
+                        count(segs.round() as u64),
+                        if segs > 0.0 { m.sent_per_s / segs } else { 0.0 },
+                        if profile.tcp.nodelay == Some(true) {
+                            ""
+                        } else {
+                            "; Nagle coalesces them (--nodelay for one segment per send)"
+                        }
+                    );
+                }
+                // Per CPU: qperf users summed this by hand.
+                let mut cpus: Vec<usize> = r.streams.iter().map(|x| x.client_cpu).collect();
+                cpus.sort_unstable();
+                cpus.dedup();
+                if cpus.len() > 1 {
+                    let parts: Vec<String> = cpus
+                        .iter()
+                        .map(|c| {
+                            let rate: f64 = r
+                                .summary
+                                .streams
+                                .iter()
+                                .filter(|st| r.streams.iter().any(|i| i.id == st.id && i.client_cpu == *c))
+                                .filter_map(|st| st.msgs.map(|m| m.sent_per_s))
+                                .sum();
+                            format!("CPU {c} {}", fmt_per_s(rate))
+                        })
+                        .collect();
+                    let _ = writeln!(s, "Per client CPU: {}", parts.join(", "));
+                }
+            }
+        }
+    }
+}
+
 /// The summary block printed at the end.
 pub fn summary(r: &RunResult) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "- - - - - - - - - - - - - - - - - - - - - - - - -");
+    if r.plan.profile.run.kind != Kind::Bulk {
+        msg_summary(&mut s, r);
+        tcp_cpu_and_errors(&mut s, r);
+        return s;
+    }
     let _ = writeln!(s, "[ ID] Interval           Transfer     Bitrate         Retr");
     let ways = r.summary.ways.len();
     if r.streams.len() > 1 && r.streams.len() <= MAX_STREAM_LINES {
@@ -161,6 +378,11 @@ pub fn summary(r: &RunResult) -> String {
     for w in &r.summary.ways {
         way_lines(&mut s, w, ways);
     }
+    tcp_cpu_and_errors(&mut s, r);
+    s
+}
+
+fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
     for w in &r.summary.ways {
         if let Some(rtt) = w.rtt {
             let _ = writeln!(
@@ -194,13 +416,40 @@ pub fn summary(r: &RunResult) -> String {
         let _ =
             write!(cpu, ", server {:.2} CPUs (user {:.2} s, system {:.2} s)", sv.cpus_used(), sv.user_s, sv.system_s);
     }
-    let _ = write!(cpu, "; {:.1} Gbit per client CPU-second", c.bits_per_client_cpu_s / 1e9);
-    if let Some(b) = c.bits_per_server_cpu_s {
-        let _ = write!(cpu, ", {:.1} per server CPU-second", b / 1e9);
+    let msgs: Option<u64> = r.summary.ways.iter().map(|w| w.msgs.map(|m| m.sent)).sum();
+    match msgs {
+        // Message kinds: the cost that matters is per message.
+        Some(n) => {
+            let per = |cpu_s: f64| if cpu_s > 0.0 { n as f64 / cpu_s } else { 0.0 };
+            let _ = write!(cpu, "; {} messages per client CPU-second", count(per(c.client.cpu_s()).round() as u64));
+            if let Some(sv) = &c.server {
+                let _ = write!(cpu, ", {} per server CPU-second", count(per(sv.cpu_s()).round() as u64));
+            }
+        }
+        None => {
+            let _ = write!(cpu, "; {:.1} Gbit per client CPU-second", c.bits_per_client_cpu_s / 1e9);
+            if let Some(b) = c.bits_per_server_cpu_s {
+                let _ = write!(cpu, ", {:.1} per server CPU-second", b / 1e9);
+            }
+        }
     }
     let _ = writeln!(s, "{cpu}");
     if let Some(fb) = &r.probe.fallback_reason {
         let _ = writeln!(s, "TCP statistics from {} ({fb})", r.probe.tcp_source);
+    }
+    if r.plan.profile.run.kind == Kind::Rr {
+        if let Some(rtt) = r.summary.ways.first().and_then(|w| w.rtt) {
+            let _ = writeln!(
+                s,
+                "Kernel RTT ({:.0} us mean) is TCP's view: segment sent to ACK received inside the kernel. The \
+                 round trip above adds both ends' system calls, wake-ups and copies.",
+                rtt.mean_us
+            );
+        }
+    }
+    // Plan notes were printed with the header; the rest come here.
+    for w in r.warnings.iter().filter(|w| w.source != "plan") {
+        let _ = writeln!(s, "note: {}: {}", w.source, w.message);
     }
     if !r.complete {
         let _ = writeln!(s, "INCOMPLETE RUN: the figures above cover what was measured before:");
@@ -208,7 +457,6 @@ pub fn summary(r: &RunResult) -> String {
             let _ = writeln!(s, "  at {:.2} s, {}: {}", e.at_s, e.source, e.message);
         }
     }
-    s
 }
 
 /// The whole report of a finished run: header, intervals, summary.
@@ -220,9 +468,12 @@ pub fn full(r: &RunResult) -> String {
         &r.streams,
         r.server.as_ref().map(|h| h.hostname.as_str()).unwrap_or("?"),
     );
-    s.push_str(&interval_header());
+    for n in &r.plan.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s.push_str(&interval_header(&r.plan.profile));
     for iv in &r.intervals {
-        s.push_str(&interval(iv, &r.streams));
+        s.push_str(&interval(iv, &r.streams, &r.plan.profile));
     }
     s.push_str(&summary(r));
     s

@@ -286,6 +286,12 @@ pub struct StreamSummary {
     /// Round-trip latency (rr).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencySummary>,
+    /// CPU the client's worker for this stream ran pinned to (read back from its affinity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu: Option<usize>,
+    /// CPU the server's worker for this stream ran pinned to (read back from its affinity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu: Option<usize>,
 }
 
 /// Message totals of a stream or a way (msgrate, rr).
@@ -310,6 +316,10 @@ pub struct MsgTotals {
     /// TCP segments per second sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segs_out_per_s: Option<f64>,
+    /// Datagrams the kernel dropped at the receiving UDP sockets because their queues were full
+    /// (/proc/net/udp); on a host-local test this accounts for every lost datagram.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_drops: Option<u64>,
 }
 
 /// Totals of one way (summed over its streams).

@@ -223,9 +223,12 @@ pub struct ServerStreamFinal {
     /// Server-side TCP statistics at the end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpStats>,
-    /// CPU the stream was pinned to on the server.
+    /// CPU the stream's server worker was pinned to (read back from its affinity).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<usize>,
+    /// Datagrams the kernel dropped at the server's receiving UDP socket (queue full).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_drops: Option<u64>,
     /// Why the server could not do what was asked (e.g. pin to a CPU it does not have).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,

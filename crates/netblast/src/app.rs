@@ -113,7 +113,11 @@ pub fn apply_overrides(p: &mut Profile, a: &RunArgs) -> Result<(), String> {
     ];
     if let Some((flag, _, kinds)) = flags.iter().find(|(_, set, kinds)| *set && !kinds.contains(&kind)) {
         let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
-        return Err(format!("{flag} applies to {} tests, but this profile runs a {} test", names.join(" and "), kind.name()));
+        return Err(format!(
+            "{flag} applies to {} tests, but this profile runs a {} test",
+            names.join(" and "),
+            kind.name()
+        ));
     }
     match kind {
         Kind::Bulk => {
@@ -240,12 +244,16 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     };
     let human = !a.json;
     let mut streams = Vec::new();
+    let profile = plan.profile.clone();
     let mut live = |ev: Live<'_>| match ev {
         Live::Started { plan, test_id, server, streams: s } => {
             streams = s.to_vec();
             if human {
                 let mut out = text::started(test_id, &plan.peer, plan.profile.run.kind.name(), s, &server.hostname);
-                out.push_str(&text::interval_header());
+                for n in &plan.notes {
+                    out.push_str(&format!("note: {n}\n"));
+                }
+                out.push_str(&text::interval_header(&plan.profile));
                 print_stdout(&out);
             }
         }
@@ -256,7 +264,7 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
                 }
             }
             if human {
-                print_stdout(&text::interval(iv, &streams));
+                print_stdout(&text::interval(iv, &streams, &profile));
             }
         }
     };

@@ -9,4 +9,5 @@
 
 mod bulk;
 mod cli;
+mod msg;
 mod util;

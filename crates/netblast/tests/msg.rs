@@ -1,0 +1,199 @@
+//! msgrate and rr end to end against a real server.
+
+use crate::util::{self, Server};
+use netblast_spec::profile::{MsgrateSection, Profile, Protocol, RrSection, WaitMode};
+use netblast_spec::units::{ByteSize, CpuList};
+use netblast_spec::RunResult;
+
+fn msgrate(edit: impl FnOnce(&mut MsgrateSection)) -> Profile {
+    let (mut p, _) = Profile::load("pps-8core").unwrap();
+    p.run.duration = Some("1s".parse().unwrap());
+    p.run.interval = Some("250ms".parse().unwrap());
+    p.run.cpus = None;
+    let mut m = p.msgrate();
+    edit(&mut m);
+    p.msgrate = Some(m);
+    p.validate("test").unwrap();
+    p
+}
+
+fn rr(edit: impl FnOnce(&mut RrSection)) -> Profile {
+    let (mut p, _) = Profile::load("latency").unwrap();
+    p.run.duration = Some("1s".parse().unwrap());
+    p.run.interval = Some("250ms".parse().unwrap());
+    let mut r = p.rr();
+    r.wait = WaitMode::Block; // spinning threads would fight over this host's CPUs
+    edit(&mut r);
+    p.rr = Some(r);
+    p.validate("test").unwrap();
+    p
+}
+
+fn usable_cpus() -> Vec<usize> {
+    netblast_engine::sys::allowed_cpus().unwrap()
+}
+
+#[test]
+fn tcp_messages_sent_equal_messages_received() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    for size in [1u64, 100] {
+        let r = util::run(
+            srv.addr,
+            msgrate(|m| {
+                m.flows = Some(2);
+                m.msg_bytes = ByteSize(size);
+            }),
+        );
+        assert!(r.complete, "{:?}", r.errors);
+        for s in &r.summary.streams {
+            let m = s.msgs.unwrap();
+            assert!(m.sent > 0);
+            assert_eq!(Some(m.sent), m.received, "stream {} with {size}-byte messages", s.id);
+            assert_eq!(s.sender.bytes, m.sent * size);
+            assert_eq!(s.receiver.unwrap().bytes, m.sent * size);
+            assert!(m.segs_out.unwrap() > 0, "segments on the wire are reported");
+        }
+        let w = r.summary.ways[0].msgs.unwrap();
+        assert_eq!(Some(w.sent), w.received);
+        // The interval series adds up to the totals.
+        let per_interval: u64 = r.intervals.iter().flat_map(|i| &i.sums).filter_map(|x| x.sent_msgs).sum();
+        assert_eq!(per_interval, w.sent);
+    }
+}
+
+#[test]
+fn flows_are_pinned_and_the_workers_read_their_affinity_back() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let cpus = usable_cpus();
+    let r = util::run(srv.addr, msgrate(|m| m.flows = Some(cpus.len() as u32)));
+    assert!(r.complete, "{:?}", r.errors);
+    for (info, s) in r.streams.iter().zip(&r.summary.streams) {
+        assert_eq!(s.client_cpu, Some(info.client_cpu), "client worker of stream {} verified on its CPU", s.id);
+        assert_eq!(s.server_cpu, info.server_cpu, "server worker of stream {} verified on its CPU", s.id);
+        assert!(s.server_cpu.is_some());
+    }
+    let used: std::collections::BTreeSet<usize> = r.streams.iter().map(|s| s.client_cpu).collect();
+    assert_eq!(used.len(), cpus.len(), "one flow per CPU");
+}
+
+#[test]
+fn a_server_cpu_the_server_lacks_is_reported_not_fatal() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let r = util::run(
+        srv.addr,
+        msgrate(|m| {
+            m.flows = Some(1);
+            m.server_cpus = Some(CpuList(vec![4000]));
+        }),
+    );
+    assert!(r.complete, "{:?}", r.errors);
+    assert!(r.warnings.iter().any(|w| w.message.contains("cannot pin to CPU 4000")), "{:?}", r.warnings);
+    assert_eq!(r.summary.streams[0].server_cpu, None);
+}
+
+fn udp_loss(r: &RunResult) -> (u64, u64, u64) {
+    let m = r.summary.ways[0].msgs.unwrap();
+    (m.sent, m.lost.unwrap(), m.kernel_drops.unwrap())
+}
+
+#[test]
+fn udp_loss_accounting_matches_the_kernel_drop_counter() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    // As fast as it goes: whatever the receiver misses, the kernel counted as a drop.
+    let r = util::run(
+        srv.addr,
+        msgrate(|m| {
+            m.flows = Some(1);
+            m.protocol = Protocol::Udp;
+        }),
+    );
+    assert!(r.complete, "{:?}", r.errors);
+    let (sent, lost, drops) = udp_loss(&r);
+    assert!(sent > 0);
+    assert_eq!(lost, drops, "every lost datagram is a kernel drop on loopback");
+    assert_eq!(r.summary.ways[0].msgs.unwrap().received, Some(sent - lost));
+
+    // A receiver made to drop: a tiny receive buffer.
+    let mut p = msgrate(|m| {
+        m.flows = Some(1);
+        m.protocol = Protocol::Udp;
+    });
+    p.tcp.rcvbuf = Some(ByteSize(4096));
+    let r = util::run(srv.addr, p);
+    assert!(r.complete, "{:?}", r.errors);
+    let (sent, lost, drops) = udp_loss(&r);
+    assert!(lost > 0, "a 4 KiB receive buffer drops datagrams ({sent} sent)");
+    assert_eq!(lost, drops);
+}
+
+#[test]
+fn udp_with_nothing_lost_counts_zero() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    // rr over UDP never has more than one datagram in flight, so nothing overflows.
+    let r = util::run(srv.addr, rr(|r| r.protocol = Protocol::Udp));
+    assert!(r.complete, "{:?}", r.errors);
+    let m = r.summary.ways[0].msgs.unwrap();
+    assert!(m.sent > 0);
+    assert_eq!(m.lost, Some(0));
+    assert_eq!(m.received, Some(m.sent), "the server answered every request the client counted");
+}
+
+#[test]
+fn rr_histograms_hold_one_sample_per_transaction() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    for (req, resp) in [(1u64, 1u64), (100, 5000)] {
+        let r = util::run(
+            srv.addr,
+            rr(|r| {
+                r.flows = 2;
+                r.req_bytes = ByteSize(req);
+                r.resp_bytes = ByteSize(resp);
+            }),
+        );
+        assert!(r.complete, "{:?}", r.errors);
+        let w = &r.summary.ways[0];
+        let m = w.msgs.unwrap();
+        let lat = w.latency.as_ref().unwrap();
+        assert!(m.sent > 0);
+        assert_eq!(lat.count, m.sent, "one sample per completed transaction");
+        assert_eq!(w.latency_hist.as_ref().unwrap().decode().unwrap().len(), m.sent);
+        let per_interval: u64 =
+            r.intervals.iter().flat_map(|i| &i.sums).filter_map(|s| s.latency.as_ref()).map(|l| l.count).sum();
+        assert_eq!(per_interval, m.sent);
+        for s in &r.summary.streams {
+            assert_eq!(s.latency.as_ref().unwrap().count, s.msgs.unwrap().sent);
+            assert_eq!(s.msgs.unwrap().received, Some(s.msgs.unwrap().sent), "server answered each request once");
+        }
+        assert!(lat.min_ns > 0 && lat.min_ns <= lat.p50_ns && lat.p50_ns <= lat.max_ns);
+    }
+}
+
+#[test]
+fn rr_spin_mode_runs_and_measures() {
+    if usable_cpus().len() < 2 {
+        eprintln!("SKIP rr_spin_mode_runs_and_measures: spinning needs two CPUs");
+        return;
+    }
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let r = util::run(srv.addr, rr(|r| r.wait = WaitMode::Spin));
+    assert!(r.complete, "{:?}", r.errors);
+    let w = &r.summary.ways[0];
+    assert_eq!(w.latency.as_ref().unwrap().count, w.msgs.unwrap().sent);
+}
+
+#[test]
+fn pps_8core_runs_here_and_says_how_many_flows() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let o = util::bin()
+        .args(["run", "--profile", "pps-8core", "-t", "1", "--target", &srv.addr.to_string()])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}\n{}", String::from_utf8_lossy(&o.stderr));
+    let n = usable_cpus().len();
+    if n < 8 {
+        assert!(out.contains(&format!("running {n} flows, one per CPU")), "{out}");
+    }
+    assert!(out.contains("Per client CPU") || n == 1, "{out}");
+    assert!(out.contains("segments/s"), "{out}");
+}

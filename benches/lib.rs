@@ -68,5 +68,5 @@ pub fn run(addr: SocketAddr, p: Profile) -> Result<RunResult, String> {
 
 /// Prints one figure as one line: name, value, unit, and what it means.
 pub fn figure(name: &str, value: f64, unit: &str, note: &str) {
-    println!("{name:<32} {value:>12.3} {unit:<10} {note}");
+    println!("{name:<36} {value:>12.3} {unit:<10} {note}");
 }

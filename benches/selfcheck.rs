@@ -2,8 +2,10 @@
 //!
 //! Figures: bulk Gbit/s for 1 flow and for one flow per CPU (client and server share this
 //! machine, so these are the engine's capacity here, not a network's), Gbit per CPU-second on
-//! each side, and the cost of merging interval histograms (the aggregator's and the fleet
-//! merge's inner operation). Set NETBLAST_BENCH_SECS to change the run length (default 3).
+//! each side; 1-byte TCP messages/s of one pinned flow and the segments/s they became, UDP
+//! datagrams/s with one flow per CPU, rr round-trip latency; and the cost of merging interval
+//! histograms (the aggregator's and the fleet merge's inner operation).
+//! Set NETBLAST_BENCH_SECS to change the run length (default 3).
 
 use netblast_benches::{figure, profile, run, LocalServer};
 use netblast_spec::hist::{self, EncodedHistogram};
@@ -37,6 +39,54 @@ fn bulk(server: &LocalServer, flows: u32) -> Result<(), String> {
     if let Some(s) = r.summary.cpu.bits_per_server_cpu_s {
         figure(&format!("{name}.server_gbit_per_cpu_s"), s / 1e9, "Gbit/CPU-s", "server CPU cost");
     }
+    Ok(())
+}
+
+fn msgrate(server: &LocalServer, cpus: &[usize]) -> Result<(), String> {
+    let p = profile("pps-8core", |p| {
+        p.run.duration = Some(Dur(secs()));
+        p.run.cpus = None;
+        if let Some(m) = p.msgrate.as_mut() {
+            m.flows = Some(1);
+        }
+    })?;
+    let r = run(server.addr, p)?;
+    let m = r.summary.ways[0].msgs.ok_or("no message totals")?;
+    figure("msgrate.tcp.1flow.msgs_per_s", m.sent_per_s / 1e6, "M/s", "1-byte TCP messages, one pinned flow");
+    figure("msgrate.tcp.1flow.segs_per_s", m.segs_out_per_s.unwrap_or(0.0), "/s", "TCP segments those messages became");
+    let p = profile("pps-udp", |p| {
+        p.run.duration = Some(Dur(secs()));
+        p.run.cpus = Some(netblast_spec::units::CpuList(cpus.to_vec()));
+    })?;
+    let r = run(server.addr, p)?;
+    let m = r.summary.ways[0].msgs.ok_or("no message totals")?;
+    figure("msgrate.udp.per_cpu.sent_per_s", m.sent_per_s / 1e6, "M/s", "1-byte datagrams sent, one flow per CPU");
+    figure(
+        "msgrate.udp.per_cpu.received_per_s",
+        m.received_per_s.unwrap_or(0.0) / 1e6,
+        "M/s",
+        "datagrams the server received (the rest: kernel drops)",
+    );
+    let spin = cpus.len() >= 2;
+    let p = profile("latency", |p| {
+        p.run.duration = Some(Dur(secs()));
+        if let Some(r) = p.rr.as_mut() {
+            if !spin {
+                r.wait = netblast_spec::profile::WaitMode::Block;
+            }
+        }
+    })?;
+    let r = run(server.addr, p)?;
+    let l = r.summary.ways[0].latency.clone().ok_or("no latency")?;
+    let mode = if spin { "spin" } else { "block" };
+    figure(
+        "rr.tcp.rtt_p50_us",
+        l.p50_ns as f64 / 1e3,
+        "us",
+        &format!("1-byte request/response round trip, wait {mode}"),
+    );
+    figure("rr.tcp.rtt_p99_us", l.p99_ns as f64 / 1e3, "us", "99th percentile of the same");
+    figure("rr.tcp.one_way_mean_us", l.mean_ns / 2e3, "us", "mean round trip / 2 (qperf's latency)");
     Ok(())
 }
 
@@ -91,6 +141,11 @@ fn main() {
             eprintln!("bulk {flows} flows: {e}");
             failed = true;
         }
+    }
+    let cpu_list = netblast_engine::sys::allowed_cpus().unwrap_or_default();
+    if let Err(e) = msgrate(&server, &cpu_list) {
+        eprintln!("msgrate/rr: {e}");
+        failed = true;
     }
     histogram_merge();
     drop(server);

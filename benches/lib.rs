@@ -3,7 +3,7 @@
 
 use netblast_engine::client;
 use netblast_engine::worker::RunFlags;
-use netblast_probe::{Probe, ProbeMode};
+use netblast_probe::Probe;
 use netblast_spec::{Profile, RunResult};
 use std::net::SocketAddr;
 
@@ -63,7 +63,7 @@ pub fn profile(name: &str, edit: impl FnOnce(&mut Profile)) -> Result<Profile, S
 pub fn run(addr: SocketAddr, p: Profile) -> Result<RunResult, String> {
     let (plan, peer) = client::plan(p, "bench".into(), &addr.to_string(), false).map_err(|e| e.to_string())?;
     let flags = RunFlags::new();
-    client::run(&plan, peer, &Probe::open(ProbeMode::TcpInfo), &flags, &mut |_| {}).map_err(|e| e.to_string())
+    client::run(&plan, peer, &Probe::tcp_info(), &flags, &mut |_| {}).map_err(|e| e.to_string())
 }
 
 /// Prints one figure as one line: name, value, unit, and what it means.

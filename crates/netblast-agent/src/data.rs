@@ -357,6 +357,8 @@ async fn run_test(
                     tcp: f.tcp,
                     cpu: f.cpu,
                     kernel_drops: f.kernel_drops,
+                    rtt_hist: f.rtt_hist.as_deref().and_then(|h| netblast_spec::hist::EncodedHistogram::encode(h).ok()),
+                    tcp_info: f.tcp_info,
                     note: notes.remove(&f.id),
                     error: f.error,
                 }),

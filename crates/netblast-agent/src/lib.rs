@@ -30,7 +30,7 @@ pub struct ServeConfig {
 
 impl Default for ServeConfig {
     fn default() -> Self {
-        ServeConfig { probe: Probe::open(netblast_probe::ProbeMode::TcpInfo), max_pending_tests: 1024 }
+        ServeConfig { probe: Probe::tcp_info(), max_pending_tests: 1024 }
     }
 }
 
@@ -41,6 +41,10 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// aborts running tests and waits up to [`SHUTDOWN_GRACE`] for them to report.
 pub async fn serve(listener: TcpListener, cfg: ServeConfig, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
     let reg = Arc::new(Registry::new(cfg.max_pending_tests));
+    // The kernel callbacks must be on before streams are accepted.
+    if let Err(e) = cfg.probe.watch_port(listener.local_addr()?.port()) {
+        tracing::warn!("eBPF probe: {e}; server-side TCP statistics will be missing");
+    }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);

@@ -312,6 +312,7 @@ impl Aggregator {
             self.server_final.iter().flat_map(|(v, _)| v.iter().map(|s| (s.id, s))).collect();
         let mut stream_sums = Vec::new();
         let mut stream_hists: Vec<(Way, Histogram<u64>)> = Vec::new();
+        let mut rtt_hists: Vec<(Way, Histogram<u64>)> = Vec::new();
         for s in &self.streams {
             let mine = self.ends.get(&s.id);
             let theirs = server.get(&s.id);
@@ -364,7 +365,21 @@ impl Aggregator {
                     segs_out_per_s: segs.map(|n| rate(n as f64, sender.seconds)),
                 }
             });
+            // Kernel RTT histogram and TCP_INFO cross-check of the sending socket.
+            let (rtt_hist, tcp_info) = match s.way {
+                Way::Up => (mine.and_then(|e| e.rtt_hist.as_deref().cloned()), mine.and_then(|e| e.tcp_info)),
+                Way::Down => (
+                    theirs.and_then(|e| e.rtt_hist.as_ref()).and_then(|h| h.decode().ok()),
+                    theirs.and_then(|e| e.tcp_info),
+                ),
+            };
+            let kernel_rtt = rtt_hist.as_ref().map(LatencySummary::of);
+            if let Some(h) = rtt_hist {
+                rtt_hists.push((s.way, h));
+            }
             stream_sums.push(StreamSummary {
+                kernel_rtt,
+                tcp_info,
                 id: s.id,
                 way: s.way,
                 sender,
@@ -428,7 +443,13 @@ impl Aggregator {
                 }
             });
             let merged = merge_all(stream_hists.iter().filter(|(w, _)| *w == way).map(|(_, h)| h));
+            let rtt_merged = merge_all(rtt_hists.iter().filter(|(w, _)| *w == way).map(|(_, h)| h));
+            let retransmits: u64 = of_way.iter().map(|s| s.retransmits).sum();
+            let segs_out: u64 = of_way.iter().filter_map(|s| s.tcp).map(|t| t.segs_out).sum();
             ways.push(WaySummary {
+                retransmit_rate: (segs_out > 0).then(|| retransmits as f64 / segs_out as f64),
+                kernel_rtt: rtt_merged.as_ref().map(LatencySummary::of),
+                kernel_rtt_hist: rtt_merged.as_ref().and_then(|h| EncodedHistogram::encode(h).ok()),
                 way,
                 streams: of_way.len() as u32,
                 sender: SideTotal::new(sent, sent_s),
@@ -518,7 +539,7 @@ mod tests {
     }
 
     fn server_final(id: u32, bytes: u64, seconds: f64, tcp: Option<TcpStats>) -> ServerStreamFinal {
-        ServerStreamFinal { id, bytes, msgs: 0, seconds, tcp, cpu: None, kernel_drops: None, note: None, error: None }
+        ServerStreamFinal { id, bytes, seconds, tcp, ..Default::default() }
     }
 
     #[test]
@@ -627,17 +648,7 @@ mod tests {
         let mut a = Aggregator::new(vec![info(0, Way::Up)], 1, udp);
         a.on_worker(0, Event::FlowDone(FlowEnd { id: 0, msgs: 1000, bytes: 1000, seconds: 1.0, ..Default::default() }));
         a.on_server_final(
-            vec![ServerStreamFinal {
-                id: 0,
-                bytes: 990,
-                msgs: 990,
-                seconds: 1.0,
-                tcp: None,
-                cpu: None,
-                kernel_drops: None,
-                note: None,
-                error: None,
-            }],
+            vec![ServerStreamFinal { id: 0, bytes: 990, msgs: 990, seconds: 1.0, ..Default::default() }],
             CpuUsage::default(),
         );
         let (_, sum) = a.finish(CpuUsage::default());

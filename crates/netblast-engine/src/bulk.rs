@@ -298,7 +298,7 @@ pub fn run_worker(
                     tcp: None,
                     error: Some(format!("worker {worker} setup failed: {e}")),
                     cpu,
-                    kernel_drops: None,
+                    ..Default::default()
                 }));
             }
             finish_worker(pin_error);
@@ -316,7 +316,7 @@ pub fn run_worker(
                 tcp: None,
                 error: Some("test cancelled before start".into()),
                 cpu,
-                kernel_drops: None,
+                ..Default::default()
             }));
         }
         finish_worker(pin_error);
@@ -513,6 +513,8 @@ pub fn run_worker(
             error: f.error.clone(),
             cpu,
             kernel_drops: None,
+            rtt_hist: f.watch.rtt_histogram().map(Box::new),
+            tcp_info: f.watch.tcp_info_check(),
         }));
     }
     finish_worker(pin_error);

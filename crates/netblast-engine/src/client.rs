@@ -360,6 +360,14 @@ pub fn run(
     let test_id_s = test_id.to_string();
     let started_at = sys::now_rfc3339();
 
+    // The kernel callbacks (eBPF) must be on before the streams connect.
+    if let Err(e) = probe.watch_port(peer.port()) {
+        return Err(ClientError::Io {
+            what: "cannot set up the eBPF probe".into(),
+            source: io::Error::other(e.to_string()),
+        });
+    }
+
     // 1. Control connection and setup.
     let mut control = TcpStream::connect_timeout(&peer, CONNECT_TIMEOUT).map_err(|e| connect_error(peer, e))?;
     control.set_nodelay(true).ok();
@@ -386,7 +394,7 @@ pub fn run(
         io::ErrorKind::InvalidData => ClientError::NotNetblast { peer, why: e.to_string() },
         _ => ClientError::Io { what: format!("reading the server's answer ({peer})"), source: e },
     })?;
-    let (server_host, _server_probe) = match reply {
+    let (server_host, server_probe) = match reply {
         Some(ServerMsg::Accepted { server, probe }) => (server, probe),
         Some(ServerMsg::Refused { message }) => return Err(ClientError::Refused { peer, message }),
         Some(other) => {
@@ -593,6 +601,7 @@ pub fn run(
         client: sys::host_info(),
         server: Some(server_host),
         probe: probe.info(),
+        server_probe: Some(server_probe),
         streams: infos,
         intervals,
         summary,

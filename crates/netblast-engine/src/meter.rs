@@ -86,7 +86,7 @@ impl Meter {
             bytes: self.bytes - self.at_bytes,
             msgs: self.msgs - self.at_msgs,
             lost: self.lost - self.at_lost,
-            tcp: if tcp { self.watch.and_then(|w| w.sample()) } else { None },
+            tcp: if tcp { self.watch.as_ref().and_then(|w| w.sample()) } else { None },
             hist: self.hist.as_mut().map(|h| {
                 let out = Box::new(h.clone());
                 h.reset();
@@ -128,10 +128,12 @@ impl Meter {
             msgs: self.msgs,
             lost: self.lost,
             seconds: end_s,
-            tcp: self.watch.and_then(|w| w.sample()),
+            tcp: self.watch.as_ref().and_then(|w| w.sample()),
             error,
             cpu,
             kernel_drops,
+            rtt_hist: self.watch.as_ref().and_then(|w| w.rtt_histogram()).map(Box::new),
+            tcp_info: self.watch.as_ref().and_then(|w| w.tcp_info_check()),
         };
         (self.tx)(self.worker, Event::FlowDone(end));
     }

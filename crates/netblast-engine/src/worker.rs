@@ -179,6 +179,10 @@ pub struct FlowEnd {
     pub cpu: Option<usize>,
     /// Datagrams the kernel dropped at this (receiving) UDP socket, from /proc/net/udp.
     pub kernel_drops: Option<u64>,
+    /// The kernel's RTT histogram of the socket (eBPF probe), ns.
+    pub rtt_hist: Option<Box<Histogram<u64>>>,
+    /// `TCP_INFO` at the end, as a cross-check when the statistics came from eBPF.
+    pub tcp_info: Option<TcpStats>,
 }
 
 /// What workers tell the aggregator.

@@ -1,65 +1,224 @@
 //! netblast-probe: kernel TCP statistics (RTT, cwnd, retransmits) for netblast's own sockets.
 //!
 //! # Layout
-//! - [`tcpinfo`]: `getsockopt(TCP_INFO)`, polled once per interval per socket.
-//! - [`Probe`] / [`FlowWatch`]: what the engine uses: pick a source once per process, then
-//!   watch each socket and sample it at interval ticks. The source in use, and why, goes into
-//!   every result ([`netblast_spec::result::ProbeInfo`]).
+//! - [`ebpf`]: the eBPF source: a sock_ops program (`ebpf/netblast.bpf.c`) filling per-flow
+//!   maps, loaded with aya; an in-kernel RTT histogram per flow.
+//! - [`tcpinfo`]: the fallback: `getsockopt(TCP_INFO)`, polled once per interval per socket.
+//! - [`abi`]: the map value layout shared with the kernel program.
+//! - [`Probe`] / [`FlowWatch`]: what the engine uses: open a source once per process
+//!   ([`ProbeMode`] `auto` tries eBPF and falls back with the reason), watch each socket,
+//!   sample it at interval ticks. The source in use, and why, goes into every result.
 
+pub mod abi;
+pub mod ebpf;
 pub mod tcpinfo;
 
+use hdrhistogram::Histogram;
 use netblast_spec::result::{ProbeInfo, TcpStats};
 use std::os::fd::RawFd;
+use std::sync::Arc;
 
 /// Which source of TCP statistics the user asked for (`--probe`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ProbeMode {
-    /// Poll `TCP_INFO`.
+    /// eBPF where it loads, else `TCP_INFO` (the reason is reported).
     #[default]
+    Auto,
+    /// eBPF or fail.
+    Ebpf,
+    /// Poll `TCP_INFO`.
     TcpInfo,
     /// Collect nothing.
     Off,
 }
 
-/// The source of TCP statistics for this process.
+impl std::str::FromStr for ProbeMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "auto" => ProbeMode::Auto,
+            "ebpf" => ProbeMode::Ebpf,
+            "tcpinfo" | "tcp_info" => ProbeMode::TcpInfo,
+            "off" => ProbeMode::Off,
+            _ => return Err(format!("invalid probe {s:?}: expected auto, ebpf, tcpinfo or off")),
+        })
+    }
+}
+
+/// Why the eBPF probe could not be used.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProbeError {
+    /// The binary was built without the kernel programs.
+    #[error("this netblast was built without the eBPF probe ({0}); install clang and libbpf-dev and rebuild")]
+    NotBuilt(String),
+    /// No cgroup v2 hierarchy is mounted.
+    #[error("no cgroup v2 hierarchy is mounted (the probe attaches to it); mount one at /sys/fs/cgroup/unified or boot with cgroup v2")]
+    NoCgroup2,
+    /// Not allowed to load or attach.
+    #[error("loading eBPF needs root (CAP_BPF and CAP_NET_ADMIN): {0}")]
+    Privilege(String),
+    /// The kernel refused the object or the program.
+    #[error("the kernel refused the eBPF probe: {0}")]
+    Load(String),
+    /// Attaching failed.
+    #[error("{0}")]
+    Attach(String),
+    /// A map operation failed.
+    #[error("eBPF map: {0}")]
+    Map(String),
+}
+
+#[derive(Debug)]
+enum Source {
+    Ebpf(ebpf::EbpfProbe),
+    TcpInfo,
+    Off,
+}
+
+#[derive(Debug)]
+struct Inner {
+    source: Source,
+    fallback_reason: Option<String>,
+}
+
+/// The source of TCP statistics for this process; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Probe {
-    mode: ProbeMode,
+    inner: Arc<Inner>,
 }
 
 impl Probe {
-    /// Opens the requested source.
-    pub fn open(mode: ProbeMode) -> Probe {
-        Probe { mode }
+    /// Opens the requested source. `Ebpf` fails when eBPF cannot be used; `Auto` falls back to
+    /// `TCP_INFO` and keeps the reason for the result.
+    pub fn open(mode: ProbeMode) -> Result<Probe, ProbeError> {
+        Probe::open_with(mode, false)
+    }
+
+    /// As [`Probe::open`]; `kernel_stats` also has the kernel count the eBPF program's run
+    /// time, reported in [`Probe::info`] (for measuring the probe's overhead).
+    pub fn open_with(mode: ProbeMode, kernel_stats: bool) -> Result<Probe, ProbeError> {
+        let (source, fallback_reason) = match mode {
+            ProbeMode::Off => (Source::Off, None),
+            ProbeMode::TcpInfo => (Source::TcpInfo, Some("tcp_info requested".to_string())),
+            ProbeMode::Ebpf => (Source::Ebpf(ebpf::EbpfProbe::open(kernel_stats)?), None),
+            ProbeMode::Auto => match ebpf::EbpfProbe::open(kernel_stats) {
+                Ok(p) => (Source::Ebpf(p), None),
+                Err(e) => (Source::TcpInfo, Some(e.to_string())),
+            },
+        };
+        Ok(Probe { inner: Arc::new(Inner { source, fallback_reason }) })
+    }
+
+    /// A `TCP_INFO` probe (cannot fail).
+    pub fn tcp_info() -> Probe {
+        Probe { inner: Arc::new(Inner { source: Source::TcpInfo, fallback_reason: None }) }
     }
 
     /// Where statistics come from, for the result.
     pub fn info(&self) -> ProbeInfo {
-        match self.mode {
-            ProbeMode::TcpInfo => ProbeInfo { tcp_source: "tcp_info".into(), fallback_reason: None },
-            ProbeMode::Off => ProbeInfo { tcp_source: "off".into(), fallback_reason: None },
+        let tcp_source = match self.inner.source {
+            Source::Ebpf(_) => "ebpf",
+            Source::TcpInfo => "tcp_info",
+            Source::Off => "off",
+        };
+        let stats = self.ebpf().and_then(|e| e.run_stats());
+        ProbeInfo {
+            tcp_source: tcp_source.into(),
+            fallback_reason: self.inner.fallback_reason.clone(),
+            kernel_run_ns: stats.map(|s| s.0),
+            kernel_runs: stats.map(|s| s.1),
         }
     }
 
-    /// Starts watching one socket.
+    /// Whether statistics come from eBPF.
+    pub fn is_ebpf(&self) -> bool {
+        matches!(self.inner.source, Source::Ebpf(_))
+    }
+
+    /// The eBPF probe, when that is the source (for tests and `doctor`).
+    pub fn ebpf(&self) -> Option<&ebpf::EbpfProbe> {
+        match &self.inner.source {
+            Source::Ebpf(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Asks for kernel callbacks on connections to or from `port` made from now on (eBPF only;
+    /// call it before connecting or accepting).
+    pub fn watch_port(&self, port: u16) -> Result<(), ProbeError> {
+        match &self.inner.source {
+            Source::Ebpf(p) => p.watch_port(port),
+            _ => Ok(()),
+        }
+    }
+
+    /// Starts watching one socket. With eBPF a failure to register falls back to `TCP_INFO`
+    /// for that socket.
     pub fn watch(&self, fd: RawFd) -> FlowWatch {
-        FlowWatch { fd, mode: self.mode }
+        let cookie = match &self.inner.source {
+            Source::Ebpf(p) => p.register(fd).ok(),
+            _ => None,
+        };
+        FlowWatch { fd, cookie, probe: self.inner.clone() }
     }
 }
 
-/// One watched socket; sampled by the worker that owns the socket.
-#[derive(Debug, Clone, Copy)]
+/// One watched socket; sampled by the worker that owns the socket, forgotten on drop.
+#[derive(Debug)]
 pub struct FlowWatch {
     fd: RawFd,
-    mode: ProbeMode,
+    cookie: Option<u64>,
+    probe: Arc<Inner>,
 }
 
 impl FlowWatch {
-    /// The socket's statistics now; `None` when collection is off or the socket is gone.
+    /// The socket's statistics now; `None` when collection is off, the socket is gone, or (eBPF)
+    /// the kernel has not reported an RTT sample for it yet (a socket that only receives).
     pub fn sample(&self) -> Option<TcpStats> {
-        match self.mode {
-            ProbeMode::TcpInfo => tcpinfo::read(self.fd),
-            ProbeMode::Off => None,
+        match (&self.probe.source, self.cookie) {
+            (Source::Off, _) => None,
+            (Source::Ebpf(p), Some(c)) => p.read(c).filter(|f| f.rtt_samples > 0).map(|f| from_ebpf(&f)),
+            _ => tcpinfo::read(self.fd),
         }
+    }
+
+    /// The kernel's RTT histogram of the socket (eBPF only), in ns.
+    pub fn rtt_histogram(&self) -> Option<Histogram<u64>> {
+        match (&self.probe.source, self.cookie) {
+            (Source::Ebpf(p), Some(c)) => p.read(c).filter(|f| f.rtt_samples > 0).map(|f| ebpf::rtt_histogram(&f)),
+            _ => None,
+        }
+    }
+
+    /// `TCP_INFO` of the socket, when the main source is eBPF: the cross-check the result
+    /// carries beside the eBPF figures.
+    pub fn tcp_info_check(&self) -> Option<TcpStats> {
+        match self.probe.source {
+            Source::Ebpf(_) => tcpinfo::read(self.fd),
+            _ => None,
+        }
+    }
+}
+
+impl Drop for FlowWatch {
+    fn drop(&mut self) {
+        if let (Source::Ebpf(p), Some(c)) = (&self.probe.source, self.cookie) {
+            p.unregister(c);
+        }
+    }
+}
+
+fn from_ebpf(f: &abi::NbFlow) -> TcpStats {
+    TcpStats {
+        rtt_us: f.srtt_us,
+        rttvar_us: 0,
+        min_rtt_us: f.min_rtt_us,
+        cwnd_segs: f.snd_cwnd,
+        mss: f.mss,
+        retrans_segs: f.retrans_segs,
+        segs_out: f.segs_out as u64,
+        segs_in: f.segs_in as u64,
+        bytes_acked: f.bytes_acked,
+        delivery_rate_bps: f.delivery_rate,
     }
 }

@@ -384,24 +384,48 @@ pub fn summary(r: &RunResult) -> String {
 
 fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
     for w in &r.summary.ways {
-        if let Some(rtt) = w.rtt {
+        let (side, probe) = match w.way {
+            Way::Up => ("client", Some(&r.probe)),
+            Way::Down => ("server", r.server_probe.as_ref()),
+        };
+        let source = probe.map(|p| p.tcp_source.as_str()).unwrap_or("?");
+        let way = match w.way {
+            Way::Up => "up",
+            Way::Down => "down",
+        };
+        let retrans = match w.retransmit_rate {
+            Some(rate) => format!("{} retransmitted segments ({:.3}% of segments sent)", w.retransmits, rate * 100.0),
+            None => format!("{} retransmitted segments", w.retransmits),
+        };
+        if let Some(k) = &w.kernel_rtt {
             let _ = writeln!(
                 s,
-                "TCP {} (kernel, {} side, source {}): RTT min {} us / mean {:.0} us / max {} us, max cwnd {}, {} retransmitted segments",
-                match w.way {
-                    Way::Up => "up",
-                    Way::Down => "down",
-                },
-                match w.way {
-                    Way::Up => "client",
-                    Way::Down => "server",
-                },
-                r.probe.tcp_source,
+                "TCP {way} (kernel, {side} side, source {source}, {} RTT samples): RTT min {} / p50 {} / p99 {} / max {}, max cwnd {}, {retrans}",
+                k.count,
+                fmt_ns(k.min_ns as f64),
+                fmt_ns(k.p50_ns as f64),
+                fmt_ns(k.p99_ns as f64),
+                fmt_ns(k.max_ns as f64),
+                fmt_bytes(w.cwnd_max_bytes),
+            );
+        } else if let Some(rtt) = w.rtt {
+            let _ = writeln!(
+                s,
+                "TCP {way} (kernel, {side} side, source {source}, sampled per interval): RTT min {} us / mean {:.0} us / max {} us, max cwnd {}, {retrans}",
                 rtt.min_us,
                 rtt.mean_us,
                 rtt.max_us,
                 fmt_bytes(w.cwnd_max_bytes),
-                w.retransmits
+            );
+        }
+    }
+    for (who, p) in [("client", Some(&r.probe)), ("server", r.server_probe.as_ref())] {
+        if let Some((ns, runs)) = p.and_then(|p| p.kernel_run_ns.zip(p.kernel_runs)) {
+            let _ = writeln!(
+                s,
+                "eBPF probe cost ({who}): {} of CPU in {runs} runs ({} per run)",
+                fmt_ns(ns as f64),
+                fmt_ns(if runs > 0 { ns as f64 / runs as f64 } else { 0.0 })
             );
         }
     }
@@ -437,13 +461,21 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
     if let Some(fb) = &r.probe.fallback_reason {
         let _ = writeln!(s, "TCP statistics from {} ({fb})", r.probe.tcp_source);
     }
+    if let Some(sp) = r.server_probe.as_ref().filter(|sp| sp.tcp_source != r.probe.tcp_source) {
+        let why = sp.fallback_reason.as_deref().map(|f| format!(" ({f})")).unwrap_or_default();
+        let _ = writeln!(s, "Server TCP statistics from {}{why}", sp.tcp_source);
+    }
     if r.plan.profile.run.kind == Kind::Rr {
-        if let Some(rtt) = r.summary.ways.first().and_then(|w| w.rtt) {
+        let w = r.summary.ways.first();
+        let kernel = w
+            .and_then(|w| w.kernel_rtt.as_ref().map(|k| format!("p50 {}", fmt_ns(k.p50_ns as f64))))
+            .or_else(|| w.and_then(|w| w.rtt).map(|rtt| format!("mean {:.0} us", rtt.mean_us)));
+        if let (Some(kernel), Some(app)) = (kernel, w.and_then(|w| w.latency.as_ref())) {
             let _ = writeln!(
                 s,
-                "Kernel RTT ({:.0} us mean) is TCP's view: segment sent to ACK received inside the kernel. The \
-                 round trip above adds both ends' system calls, wake-ups and copies.",
-                rtt.mean_us
+                "Kernel RTT ({kernel}) is TCP's view: segment sent to ACK received inside the kernel. The \
+                 application round trip (p50 {}) adds both ends' system calls, wake-ups and copies.",
+                fmt_ns(app.p50_ns as f64)
             );
         }
     }

@@ -74,6 +74,12 @@ pub struct ProbeInfo {
     /// Why eBPF was not used, when it was not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_reason: Option<String>,
+    /// The eBPF program's own run time so far, ns (with `--probe-stats`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_run_ns: Option<u64>,
+    /// Times the eBPF program ran (with `--probe-stats`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_runs: Option<u64>,
 }
 
 /// Facts about one end of the test.
@@ -286,6 +292,12 @@ pub struct StreamSummary {
     /// Round-trip latency (rr).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencySummary>,
+    /// The sender's kernel RTT distribution (eBPF probe: every RTT sample the kernel took).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_rtt: Option<LatencySummary>,
+    /// `TCP_INFO` of the sending socket at the end, beside eBPF figures as a cross-check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_info: Option<TcpStats>,
     /// CPU the client's worker for this stream ran pinned to (read back from its affinity).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cpu: Option<usize>,
@@ -350,6 +362,15 @@ pub struct WaySummary {
     /// The merged latency histogram of the whole run, lossless.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_hist: Option<EncodedHistogram>,
+    /// Retransmitted segments / segments sent by the senders.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmit_rate: Option<f64>,
+    /// The senders' kernel RTT distribution over all streams (eBPF probe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_rtt: Option<LatencySummary>,
+    /// The merged kernel RTT histogram (eBPF probe), lossless.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_rtt_hist: Option<EncodedHistogram>,
 }
 
 /// CPU cost of the test on each side.
@@ -406,8 +427,11 @@ pub struct RunResult {
     /// The server host, once it answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<HostInfo>,
-    /// Source of the TCP statistics.
+    /// Source of the client's TCP statistics.
     pub probe: ProbeInfo,
+    /// Source of the server's TCP statistics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_probe: Option<ProbeInfo>,
     /// Connections.
     pub streams: Vec<StreamInfo>,
     /// Time series.

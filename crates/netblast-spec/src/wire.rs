@@ -208,7 +208,7 @@ pub struct ServerSample {
 }
 
 /// The server's totals for one stream.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerStreamFinal {
     /// Stream id.
@@ -226,6 +226,12 @@ pub struct ServerStreamFinal {
     /// CPU the stream's server worker was pinned to (read back from its affinity).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<usize>,
+    /// The kernel's RTT histogram of the server's socket (eBPF probe, server sends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_hist: Option<crate::hist::EncodedHistogram>,
+    /// `TCP_INFO` of the server's socket at the end, when its statistics came from eBPF.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_info: Option<TcpStats>,
     /// Datagrams the kernel dropped at the server's receiving UDP socket (queue full).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_drops: Option<u64>,

@@ -55,6 +55,10 @@ pub fn dispatch(cli: Cli) -> Result<Outcome, AppError> {
             Ok(Outcome::Complete)
         }
         Command::Report(a) => report(&a),
+        Command::Doctor => {
+            print_stdout(&doctor());
+            Ok(Outcome::Complete)
+        }
     }
 }
 
@@ -230,7 +234,8 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
         ClientError::Target { .. } | ClientError::Cpus(_) => AppError::input(e),
         _ => AppError::run(e),
     })?;
-    let probe = Probe::open(ProbeMode::TcpInfo);
+    let probe =
+        Probe::open_with(a.probe, a.probe_stats).map_err(|e| AppError::run(anyhow::anyhow!("--probe ebpf: {e}")))?;
     let flags = RunFlags::new();
     let sig = watch_signals(flags.clone());
 
@@ -290,6 +295,53 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     Ok(if result.complete { Outcome::Complete } else { Outcome::Incomplete })
 }
 
+/// What this host supports, one line per fact (`netblast doctor`).
+pub fn doctor() -> String {
+    use netblast_probe::ebpf;
+    let mut out = String::new();
+    let mut line = |k: &str, v: String| out.push_str(&format!("{k:<22} {v}\n"));
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    line(
+        "privilege",
+        if euid == 0 { "root".into() } else { format!("uid {euid} (eBPF needs root: CAP_BPF, CAP_NET_ADMIN)") },
+    );
+    line(
+        "BTF",
+        if std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+            "/sys/kernel/btf/vmlinux".into()
+        } else {
+            "missing".into()
+        },
+    );
+    line("cgroup v2", ebpf::cgroup2_root().map(|p| p.display().to_string()).unwrap_or_else(|| "not mounted".into()));
+    line(
+        "eBPF probe built in",
+        if ebpf::built_in() { "yes (clang at build time)".into() } else { format!("no ({})", ebpf::BUILD) },
+    );
+    let probe = match Probe::open(ProbeMode::Ebpf) {
+        Ok(p) => {
+            format!("loads and attaches to {}", p.ebpf().map(|e| e.cgroup().display().to_string()).unwrap_or_default())
+        }
+        Err(e) => format!("unavailable: {e}; runs use TCP_INFO"),
+    };
+    line("eBPF probe", probe);
+    let cpus = netblast_engine::sys::allowed_cpus().unwrap_or_default();
+    line(
+        "CPUs",
+        format!(
+            "{} online, {} usable ({})",
+            netblast_engine::sys::cpus_online(),
+            cpus.len(),
+            netblast_spec::units::CpuList(cpus)
+        ),
+    );
+    let (soft, hard) = netblast_engine::sys::nofile_limit();
+    line("open files limit", format!("{soft} (hard {hard}): about {} bulk flows", soft.saturating_sub(64)));
+    line("kernel", netblast_engine::sys::host_info().kernel);
+    out
+}
+
 fn report(a: &ReportArgs) -> Result<Outcome, AppError> {
     let r = json::read(&a.file)
         .with_context(|| format!("cannot read result {}", a.file.display()))
@@ -311,7 +363,14 @@ fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
         let listener = bind(addr).with_context(|| format!("cannot listen on {addr}")).map_err(AppError::run)?;
         let bound = listener.local_addr().unwrap_or(addr);
         eprintln!("netblast serve: listening on {bound} (data port; Ctrl-C to stop)");
-        let cfg = netblast_agent::ServeConfig::default();
+        let probe = Probe::open(a.probe).map_err(|e| AppError::run(anyhow::anyhow!("--probe ebpf: {e}")))?;
+        let info = probe.info();
+        eprintln!(
+            "netblast serve: TCP statistics from {}{}",
+            info.tcp_source,
+            info.fallback_reason.map(|r| format!(" ({r})")).unwrap_or_default()
+        );
+        let cfg = netblast_agent::ServeConfig { probe, ..Default::default() };
         netblast_agent::serve(listener, cfg, shutdown_signal())
             .await
             .context("server failed")

@@ -29,6 +29,8 @@ pub enum Command {
     Profiles,
     /// Render a saved JSON result as the human report.
     Report(ReportArgs),
+    /// Say what this host supports: privilege, BTF, cgroup v2, eBPF probe, CPUs, fd limit.
+    Doctor,
 }
 
 /// `netblast serve`.
@@ -40,6 +42,10 @@ pub struct ServeArgs {
     /// Data port: every test kind shares it.
     #[arg(long, short = 'p', default_value_t = netblast_engine::client::DEFAULT_PORT)]
     pub port: u16,
+    /// Source of TCP statistics for the server's sockets: auto (eBPF, else TCP_INFO), ebpf,
+    /// tcpinfo or off.
+    #[arg(long, default_value = "auto")]
+    pub probe: netblast_probe::ProbeMode,
 }
 
 /// How `--zerocopy` sends.
@@ -130,6 +136,12 @@ pub struct RunArgs {
     /// list; half the list away when the server is on this host).
     #[arg(long)]
     pub server_cpus: Option<CpuList>,
+    /// Source of TCP statistics: auto (eBPF, else TCP_INFO, saying why), ebpf, tcpinfo or off.
+    #[arg(long, default_value = "auto")]
+    pub probe: netblast_probe::ProbeMode,
+    /// Also measure the eBPF probe's own kernel run time (BPF_ENABLE_STATS while the run lasts).
+    #[arg(long)]
+    pub probe_stats: bool,
     /// Print the JSON result instead of the human report.
     #[arg(long, short = 'J')]
     pub json: bool,

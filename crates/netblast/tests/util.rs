@@ -2,7 +2,7 @@
 
 use netblast_engine::client;
 use netblast_engine::worker::RunFlags;
-use netblast_probe::{Probe, ProbeMode};
+use netblast_probe::Probe;
 use netblast_spec::{Profile, RunResult};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -65,7 +65,7 @@ pub fn profile(edit: impl FnOnce(&mut Profile)) -> Profile {
 pub fn run(addr: SocketAddr, p: Profile) -> RunResult {
     let (plan, peer) = client::plan(p, "test profile".into(), &addr.to_string(), false).unwrap();
     let flags = RunFlags::new();
-    client::run(&plan, peer, &Probe::open(ProbeMode::TcpInfo), &flags, &mut |_| {}).unwrap()
+    client::run(&plan, peer, &Probe::tcp_info(), &flags, &mut |_| {}).unwrap()
 }
 
 /// The netblast binary.

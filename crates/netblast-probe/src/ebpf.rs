@@ -1,0 +1,215 @@
+//! The eBPF source of TCP statistics: loads `ebpf/netblast.bpf.c` (built by build.rs, embedded
+//! here) with aya and attaches its sock_ops program to the cgroup v2 root.
+//!
+//! Hooks: `netblast_sockops` (sock_ops, cgroup v2 root, multi-attach). It enables the RTT,
+//! retransmit and state callbacks on connections whose local or remote port is in the `ports`
+//! map, and updates the `flows` map entry of a socket only if user space registered its
+//! cookie. So other traffic on the host costs one hash lookup per new connection and shows up
+//! nowhere.
+//!
+//! Metrics per watched socket (from the kernel, per callback): measured RTT samples into a
+//! histogram (µs, 0.8% buckets), smoothed RTT, min/max RTT, cwnd, MSS, segments in/out, bytes
+//! acked, delivery rate, and retransmitted segments summed from the retransmit callbacks.
+//! Memory: one ~9 KiB map entry per watched socket, allocated on registration.
+//!
+//! Lifetime: the attachment is a bpf_link owned by this process; dropping [`EbpfProbe`], any
+//! exit path, or the process dying detaches it. Nothing is pinned in bpffs.
+
+use crate::abi::{self, NbFlow};
+use crate::ProbeError;
+use aya::maps::{HashMap, MapData};
+use aya::programs::{CgroupAttachMode, SockOps};
+use aya::Ebpf;
+use std::os::fd::RawFd;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+/// The compiled kernel object; empty when the build had no clang.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/netblast.bpf.o"));
+
+/// How the kernel object was built (`clang`, or `not built: <why>`).
+pub const BUILD: &str = env!("NETBLAST_BPF_BUILD");
+
+/// Whether this binary carries the eBPF programs.
+pub fn built_in() -> bool {
+    !OBJECT.is_empty()
+}
+
+/// The cgroup v2 mount point, from /proc/mounts (`/sys/fs/cgroup` on pure v2 hosts,
+/// `/sys/fs/cgroup/unified` on hybrid ones).
+pub fn cgroup2_root() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
+    mounts.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let (_dev, path, fstype) = (f.next()?, f.next()?, f.next()?);
+        (fstype == "cgroup2").then(|| PathBuf::from(path))
+    })
+}
+
+/// A loaded and attached probe. Dropping it detaches everything.
+pub struct EbpfProbe {
+    stats: Option<std::os::fd::OwnedFd>,
+    flows: Mutex<HashMap<MapData, u64, NbFlow>>,
+    ports: Mutex<HashMap<MapData, u16, u8>>,
+    cgroup: PathBuf,
+    // Owns the program and its link; declared last so the maps above are closed first.
+    _ebpf: Ebpf,
+}
+
+impl std::fmt::Debug for EbpfProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EbpfProbe").field("cgroup", &self.cgroup).finish_non_exhaustive()
+    }
+}
+
+/// An error with its sources, on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+fn denied(e: &dyn std::error::Error) -> bool {
+    let s = chain(e);
+    s.contains("Operation not permitted") || s.contains("Permission denied") || s.contains("EPERM")
+}
+
+impl EbpfProbe {
+    /// Loads the programs and attaches them to the cgroup v2 root. With `kernel_stats` the
+    /// kernel also counts the program's run time (BPF_ENABLE_STATS: a small cost for every BPF
+    /// program on the host until this probe is dropped).
+    pub fn open(kernel_stats: bool) -> Result<EbpfProbe, ProbeError> {
+        if !built_in() {
+            return Err(ProbeError::NotBuilt(BUILD.trim_start_matches("not built: ").to_string()));
+        }
+        let cgroup = cgroup2_root().ok_or(ProbeError::NoCgroup2)?;
+        raise_memlock();
+        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| {
+            if denied(&e) {
+                ProbeError::Privilege(chain(&e))
+            } else {
+                ProbeError::Load(chain(&e))
+            }
+        })?;
+        let prog: &mut SockOps = ebpf
+            .program_mut("netblast_sockops")
+            .ok_or_else(|| ProbeError::Load("program netblast_sockops missing from the object".into()))?
+            .try_into()
+            .map_err(|e: aya::programs::ProgramError| ProbeError::Load(e.to_string()))?;
+        prog.load()
+            .map_err(|e| if denied(&e) { ProbeError::Privilege(chain(&e)) } else { ProbeError::Load(chain(&e)) })?;
+        let dir = std::fs::File::open(&cgroup)
+            .map_err(|e| ProbeError::Attach(format!("cannot open cgroup {}: {e}", cgroup.display())))?;
+        // On kernels with bpf_link (5.7+) aya attaches through a link, which the kernel always
+        // runs beside other programs on the cgroup and which takes no flags: `Single` is the
+        // mode that maps to flags 0 (AllowMultiple would be refused with EINVAL).
+        prog.attach(dir, CgroupAttachMode::Single).map_err(|e| {
+            if denied(&e) {
+                ProbeError::Privilege(chain(&e))
+            } else {
+                ProbeError::Attach(format!("cannot attach sock_ops to {}: {}", cgroup.display(), chain(&e)))
+            }
+        })?;
+        let take = |ebpf: &mut Ebpf, name: &str| {
+            ebpf.take_map(name).ok_or_else(|| ProbeError::Load(format!("map {name} missing from the object")))
+        };
+        let flows = HashMap::try_from(take(&mut ebpf, "flows")?).map_err(|e| ProbeError::Load(e.to_string()))?;
+        let ports = HashMap::try_from(take(&mut ebpf, "ports")?).map_err(|e| ProbeError::Load(e.to_string()))?;
+        let stats = if kernel_stats {
+            Some(
+                aya::sys::enable_stats(aya::sys::Stats::RunTime)
+                    .map_err(|e| ProbeError::Load(format!("cannot enable BPF run-time statistics: {}", chain(&e))))?,
+            )
+        } else {
+            None
+        };
+        Ok(EbpfProbe { stats, flows: Mutex::new(flows), ports: Mutex::new(ports), cgroup, _ebpf: ebpf })
+    }
+
+    /// The program's own cost so far: (run time in ns, runs), when statistics are enabled.
+    pub fn run_stats(&self) -> Option<(u64, u64)> {
+        self.stats.as_ref()?;
+        let info = self._ebpf.program("netblast_sockops")?.info().ok()?;
+        Some((info.run_time().as_nanos() as u64, info.run_count()))
+    }
+
+    /// The cgroup the program is attached to.
+    pub fn cgroup(&self) -> &std::path::Path {
+        &self.cgroup
+    }
+
+    /// Enables the kernel callbacks for connections to or from `port` made from now on.
+    pub fn watch_port(&self, port: u16) -> Result<(), ProbeError> {
+        let mut p = self.ports.lock().unwrap_or_else(|e| e.into_inner());
+        p.insert(port, 1u8, 0).map_err(|e| ProbeError::Map(format!("cannot watch port {port}: {e}")))
+    }
+
+    /// Registers a socket: from now on the kernel program records it. Returns its cookie.
+    pub fn register(&self, fd: RawFd) -> Result<u64, ProbeError> {
+        let cookie = socket_cookie(fd).map_err(|e| ProbeError::Map(format!("SO_COOKIE: {e}")))?;
+        let mut f = self.flows.lock().unwrap_or_else(|e| e.into_inner());
+        f.insert(cookie, NbFlow::zeroed().as_ref(), 0)
+            .map_err(|e| ProbeError::Map(format!("cannot register socket: {e}")))?;
+        Ok(cookie)
+    }
+
+    /// The kernel's figures for a registered socket.
+    pub fn read(&self, cookie: u64) -> Option<Box<NbFlow>> {
+        let f = self.flows.lock().unwrap_or_else(|e| e.into_inner());
+        f.get(&cookie, 0).ok().map(Box::new)
+    }
+
+    /// Forgets a socket.
+    pub fn unregister(&self, cookie: u64) {
+        let mut f = self.flows.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = f.remove(&cookie);
+    }
+
+    /// Number of sockets registered (for tests and `doctor`).
+    pub fn registered(&self) -> usize {
+        let f = self.flows.lock().unwrap_or_else(|e| e.into_inner());
+        f.keys().count()
+    }
+}
+
+fn raise_memlock() {
+    // Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later ones ignore it.
+    let rl = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: valid pointer to an rlimit; failure is harmless (the load reports it).
+    unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &rl) };
+}
+
+/// `getsockopt(SO_COOKIE)`: the kernel's 64-bit identifier of a socket.
+pub fn socket_cookie(fd: RawFd) -> std::io::Result<u64> {
+    let mut cookie: u64 = 0;
+    let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
+    // SAFETY: `cookie` is a valid u64 buffer of `len` bytes.
+    let rc =
+        unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_COOKIE, (&mut cookie as *mut u64).cast(), &mut len) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(cookie)
+}
+
+/// Turns the kernel's RTT buckets into an HDR histogram of nanoseconds (each bucket's count
+/// recorded at its midpoint; 2 significant digits, so no precision is lost that the buckets
+/// kept).
+pub fn rtt_histogram(f: &NbFlow) -> hdrhistogram::Histogram<u64> {
+    // A panic here means the constant bounds are inconsistent: a bug.
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 2).expect("valid bounds");
+    for (b, &n) in f.hist.iter().enumerate() {
+        if n == 0 {
+            continue;
+        }
+        let (lo, hi) = abi::bucket_range(b);
+        let mid_ns = (lo + hi) * 1000 / 2;
+        let _ = h.record_n(mid_ns.max(1), n as u64);
+    }
+    h
+}

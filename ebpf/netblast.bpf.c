@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: GPL-2.0
+/* netblast.bpf.c: the kernel half of netblast's TCP probe. Small and dumb: it enables the
+ * RTT, retransmit and state callbacks on connections to or from the ports user space asked
+ * for, and fills the per-flow entries user space registered. All logic is in user space.
+ *
+ * Hooks: one sock_ops program attached to the cgroup v2 root (multi-attach).
+ * Maps: `ports` (u16 port -> u8, written by user space), `flows` (u64 socket cookie ->
+ * struct nb_flow, entries created and deleted by user space).
+ */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "netblast.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u16);
+	__type(value, __u8);
+} ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct nb_flow);
+} flows SEC(".maps");
+
+static __always_inline __u32 rtt_bucket(__u32 us)
+{
+	if (us < NB_RTT_EXACT)
+		return us;
+	if (us >= (1u << (8 + NB_RTT_OCTAVES)))
+		return NB_RTT_BUCKETS - 1;
+	/* floor(log2(us)), us >= 256 */
+	__u32 p = 8, v = us >> 8;
+	if (v >= 1u << 8) { v >>= 8; p += 8; }
+	if (v >= 1u << 4) { v >>= 4; p += 4; }
+	if (v >= 1u << 2) { v >>= 2; p += 2; }
+	if (v >= 1u << 1) { p += 1; }
+	__u32 sub = (us >> (p - NB_RTT_SUB_BITS)) & ((1u << NB_RTT_SUB_BITS) - 1);
+	return NB_RTT_EXACT + (p - 8) * (1u << NB_RTT_SUB_BITS) + sub;
+}
+
+static __always_inline void snapshot(struct bpf_sock_ops *skops, struct nb_flow *f)
+{
+	f->srtt_us = skops->srtt_us >> 3;
+	f->snd_cwnd = skops->snd_cwnd;
+	f->mss = skops->mss_cache;
+	f->segs_out = skops->segs_out;
+	f->segs_in = skops->segs_in;
+	f->total_retrans = skops->total_retrans;
+	f->bytes_acked = skops->bytes_acked;
+	__u32 iv = skops->rate_interval_us;
+	if (iv)
+		f->delivery_rate = (__u64)skops->rate_delivered * skops->mss_cache * 1000000ull / iv;
+}
+
+SEC("sockops")
+int netblast_sockops(struct bpf_sock_ops *skops)
+{
+	__u32 op = skops->op;
+
+	if (op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB || op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
+		__u16 local = (__u16)skops->local_port;
+		__u16 remote = (__u16)bpf_ntohl(skops->remote_port);
+		if (bpf_map_lookup_elem(&ports, &local) || bpf_map_lookup_elem(&ports, &remote))
+			bpf_sock_ops_cb_flags_set(skops, BPF_SOCK_OPS_RTT_CB_FLAG | BPF_SOCK_OPS_RETRANS_CB_FLAG |
+							 BPF_SOCK_OPS_STATE_CB_FLAG);
+		return 1;
+	}
+	if (op != BPF_SOCK_OPS_RTT_CB && op != BPF_SOCK_OPS_RETRANS_CB && op != BPF_SOCK_OPS_STATE_CB)
+		return 1;
+
+	__u64 cookie = bpf_get_socket_cookie(skops);
+	struct nb_flow *f = bpf_map_lookup_elem(&flows, &cookie);
+	if (!f)
+		return 1;
+
+	if (op == BPF_SOCK_OPS_RTT_CB) {
+		__u32 mrtt = skops->args[0];
+		if (mrtt) {
+			f->rtt_samples++;
+			f->rtt_sum_us += mrtt;
+			f->last_rtt_us = mrtt;
+			if (!f->min_rtt_us || mrtt < f->min_rtt_us)
+				f->min_rtt_us = mrtt;
+			if (mrtt > f->max_rtt_us)
+				f->max_rtt_us = mrtt;
+			__u32 b = rtt_bucket(mrtt);
+			if (b < NB_RTT_BUCKETS)
+				f->hist[b]++;
+		}
+		snapshot(skops, f);
+	} else if (op == BPF_SOCK_OPS_RETRANS_CB) {
+		if (skops->args[2] == 0) {
+			f->retrans_segs += skops->args[1];
+			f->retrans_events++;
+		}
+		snapshot(skops, f);
+	} else {
+		f->state = skops->args[1];
+		snapshot(skops, f);
+	}
+	return 1;
+}

@@ -66,6 +66,8 @@ pub struct BulkConfig {
 pub const RECV_BYTES: usize = 1 << 20;
 /// Send/recv calls per flow before the loop looks at the clock and other flows again.
 const BURST: usize = 16;
+/// Longest wait, after the senders stopped, for the peer to acknowledge everything.
+pub const SETTLE: Duration = Duration::from_secs(2);
 /// Longest sleep in `epoll_wait`, so run flags are seen promptly.
 const MAX_WAIT: Duration = Duration::from_millis(50);
 
@@ -501,6 +503,12 @@ pub fn run_worker(
             })
             .collect();
         send(Event::Interval { index: ticker.index(), start_s: last_tick_s, end_s, flows: samples });
+    }
+    // Final figures once the peer acknowledged everything (retransmissions can run on after
+    // the last send); a peer that does not acknowledge costs at most SETTLE in all.
+    let settle_until = Instant::now() + SETTLE;
+    for f in flows.iter().filter(|f| f.role == FlowRole::Send && f.error.is_none()) {
+        f.watch.settle(settle_until.saturating_duration_since(Instant::now()));
     }
     for f in &flows {
         send(Event::FlowDone(FlowEnd {

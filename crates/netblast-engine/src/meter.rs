@@ -122,6 +122,11 @@ impl Meter {
             let flow = self.sample(true);
             (self.tx)(self.worker, Event::Interval { index, start_s: self.last_tick_s, end_s, flows: vec![flow] });
         }
+        if error.is_none() {
+            if let Some(w) = &self.watch {
+                w.settle(crate::bulk::SETTLE);
+            }
+        }
         let end = FlowEnd {
             id: self.id,
             bytes: self.bytes,

@@ -36,14 +36,29 @@ pub fn built_in() -> bool {
 }
 
 /// The cgroup v2 mount point, from /proc/mounts (`/sys/fs/cgroup` on pure v2 hosts,
-/// `/sys/fs/cgroup/unified` on hybrid ones).
+/// `/sys/fs/cgroup/unified` on hybrid ones). In a mount namespace without it (as
+/// `ip netns exec` makes), the host's hierarchy is reached through /proc/1/root.
 pub fn cgroup2_root() -> Option<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
-    mounts.lines().find_map(|l| {
-        let mut f = l.split_whitespace();
-        let (_dev, path, fstype) = (f.next()?, f.next()?, f.next()?);
-        (fstype == "cgroup2").then(|| PathBuf::from(path))
-    })
+    let find = |mounts: &str, field: usize| {
+        mounts.lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            match field {
+                // /proc/mounts: dev path fstype ...
+                1 => (f.get(2) == Some(&"cgroup2")).then(|| PathBuf::from(f[1])),
+                // mountinfo: id parent dev root mountpoint options ... - fstype source ...
+                _ => {
+                    let dash = f.iter().position(|x| *x == "-")?;
+                    (f.get(dash + 1) == Some(&"cgroup2")).then(|| PathBuf::from(f[4]))
+                }
+            }
+        })
+    };
+    if let Some(p) = std::fs::read_to_string("/proc/self/mounts").ok().and_then(|m| find(&m, 1)) {
+        return Some(p);
+    }
+    let host = std::fs::read_to_string("/proc/1/mountinfo").ok().and_then(|m| find(&m, 4))?;
+    let via = PathBuf::from("/proc/1/root").join(host.strip_prefix("/").unwrap_or(&host));
+    via.is_dir().then_some(via)
 }
 
 /// A loaded and attached probe. Dropping it detaches everything.

@@ -52,7 +52,10 @@ pub enum ProbeError {
     #[error("this netblast was built without the eBPF probe ({0}); install clang and libbpf-dev and rebuild")]
     NotBuilt(String),
     /// No cgroup v2 hierarchy is mounted.
-    #[error("no cgroup v2 hierarchy is mounted (the probe attaches to it); mount one at /sys/fs/cgroup/unified or boot with cgroup v2")]
+    #[error(
+        "no cgroup v2 hierarchy is mounted here (the probe attaches to it); mount one (mount -t cgroup2 none \
+         /sys/fs/cgroup/unified). Under `ip netns exec`, which remounts /sys, use `nsenter --net=/run/netns/NAME` instead"
+    )]
     NoCgroup2,
     /// Not allowed to load or attach.
     #[error("loading eBPF needs root (CAP_BPF and CAP_NET_ADMIN): {0}")]
@@ -70,7 +73,7 @@ pub enum ProbeError {
 
 #[derive(Debug)]
 enum Source {
-    Ebpf(ebpf::EbpfProbe),
+    Ebpf(Box<ebpf::EbpfProbe>),
     TcpInfo,
     Off,
 }
@@ -100,9 +103,9 @@ impl Probe {
         let (source, fallback_reason) = match mode {
             ProbeMode::Off => (Source::Off, None),
             ProbeMode::TcpInfo => (Source::TcpInfo, Some("tcp_info requested".to_string())),
-            ProbeMode::Ebpf => (Source::Ebpf(ebpf::EbpfProbe::open(kernel_stats)?), None),
+            ProbeMode::Ebpf => (Source::Ebpf(Box::new(ebpf::EbpfProbe::open(kernel_stats)?)), None),
             ProbeMode::Auto => match ebpf::EbpfProbe::open(kernel_stats) {
-                Ok(p) => (Source::Ebpf(p), None),
+                Ok(p) => (Source::Ebpf(Box::new(p)), None),
                 Err(e) => (Source::TcpInfo, Some(e.to_string())),
             },
         };
@@ -179,6 +182,23 @@ impl FlowWatch {
             (Source::Off, _) => None,
             (Source::Ebpf(p), Some(c)) => p.read(c).filter(|f| f.rtt_samples > 0).map(|f| from_ebpf(&f)),
             _ => tcpinfo::read(self.fd),
+        }
+    }
+
+    /// Waits (up to `limit`) until the peer has acknowledged everything the socket sent, so
+    /// the final figures are final: a sender's kernel keeps retransmitting after the last
+    /// `send` returned. Returns whether it settled.
+    pub fn settle(&self, limit: std::time::Duration) -> bool {
+        let until = std::time::Instant::now() + limit;
+        loop {
+            match tcpinfo::read_raw(self.fd) {
+                Some(i) if i.unacked > 0 || i.notsent_bytes > 0 => {}
+                _ => return true,
+            }
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
 

@@ -185,7 +185,8 @@ fn many_flows_sum_matches_the_flows() {
 
 #[test]
 fn killed_server_gives_a_partial_result_and_nonzero_exit() {
-    let (mut server, addr) = util::spawn_server();
+    let (server, addr) = util::spawn_server();
+    let mut server = util::KillOnDrop(server);
     let out = std::env::temp_dir().join(format!("nb-killed-{}.json", std::process::id()));
     let client = util::bin()
         .args(["run", "-c", &addr.to_string(), "-t", "6", "-i", "0.25", "--json", "--output"])
@@ -195,8 +196,8 @@ fn killed_server_gives_a_partial_result_and_nonzero_exit() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    server.kill().unwrap();
-    let _ = server.wait();
+    server.0.kill().unwrap();
+    let _ = server.0.wait();
     let o = util::wait_output(client, Duration::from_secs(30));
     assert_eq!(o.status.code(), Some(1), "stderr: {}", String::from_utf8_lossy(&o.stderr));
     let r: RunResult = serde_json::from_slice(&o.stdout).unwrap();

@@ -3,11 +3,13 @@
 //! - `util`: in-process servers on ephemeral ports, in-process runs, the real binary.
 //! - `bulk`: TCP bulk streams end to end (accounting, directions, concurrency, failures).
 //! - `cli`: the command line: bad input gets a clear error and exit status 2.
-//! - `regression`: one test per fixed bug, named by issue.
+//! - `msg`: msgrate and rr end to end.
+//! - `probe`: the eBPF probe (root only; SKIP otherwise).
 //!
 //! Tests run on loopback with short bounded durations; none asserts a speed.
 
 mod bulk;
 mod cli;
 mod msg;
+mod probe;
 mod util;

@@ -19,6 +19,11 @@ impl Server {
     /// Starts a server on `bind` (e.g. "127.0.0.1:0"); `None` when that address family is not
     /// available here (e.g. no IPv6 loopback).
     pub fn start(bind: &str) -> Option<Server> {
+        Server::start_with(bind, Probe::tcp_info())
+    }
+
+    /// As [`Server::start`], with the given source of TCP statistics.
+    pub fn start_with(bind: &str, probe: Probe) -> Option<Server> {
         let addr: SocketAddr = bind.parse().unwrap();
         let std_listener = std::net::TcpListener::bind(addr).ok()?;
         std_listener.set_nonblocking(true).unwrap();
@@ -28,7 +33,7 @@ impl Server {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
-                let cfg = netblast_agent::ServeConfig::default();
+                let cfg = netblast_agent::ServeConfig { probe, ..Default::default() };
                 netblast_agent::serve(listener, cfg, async {
                     let _ = rx.await;
                 })
@@ -75,20 +80,35 @@ pub fn bin() -> Command {
 
 /// Starts the real `netblast serve` on an ephemeral loopback port; returns it and its address.
 pub fn spawn_server() -> (Child, SocketAddr) {
+    spawn_server_with(&["--probe", "tcpinfo"])
+}
+
+/// As [`spawn_server`], with extra `serve` arguments.
+pub fn spawn_server_with(extra: &[&str]) -> (Child, SocketAddr) {
     let mut child = bin()
         .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let stderr = child.stderr.take().unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(stderr), &mut line).unwrap();
-    // "netblast serve: listening on 127.0.0.1:PORT (data port; ...)"
-    let addr = line
-        .split_whitespace()
-        .find_map(|w| w.parse::<SocketAddr>().ok())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    // Keep reading the server's stderr for its whole life: a closed pipe would make its later
+    // messages fail.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut sent = false;
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+            if !sent {
+                // "netblast serve: listening on 127.0.0.1:PORT (data port; ...)"
+                if let Some(a) = line.split_whitespace().find_map(|w| w.parse::<SocketAddr>().ok()) {
+                    let _ = tx.send(a);
+                    sent = true;
+                }
+            }
+        }
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(10)).expect("netblast serve printed its address");
     (child, addr)
 }
 
@@ -104,5 +124,15 @@ pub fn wait_output(mut child: Child, limit: Duration) -> std::process::Output {
             panic!("child ran past {limit:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A child process killed when dropped, so a failing test leaves nothing running.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }

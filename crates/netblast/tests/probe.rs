@@ -1,0 +1,287 @@
+//! The eBPF probe. These tests need root and a binary built with the probe; without either
+//! they print SKIP and the reason. They take a lock so that no two of them load programs at
+//! once (the cleanup test counts what is loaded).
+
+use crate::util::{self, bin, Server};
+use netblast_engine::client;
+use netblast_engine::worker::RunFlags;
+use netblast_probe::{Probe, ProbeMode};
+use netblast_spec::profile::Direction;
+use netblast_spec::{Profile, RunResult};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+static EBPF: Mutex<()> = Mutex::new(());
+
+/// The lock, or `None` (after printing why) when eBPF tests cannot run here.
+fn ebpf_or_skip(test: &str) -> Option<MutexGuard<'static, ()>> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP {test}: needs root to load eBPF programs");
+        return None;
+    }
+    if !netblast_probe::ebpf::built_in() {
+        eprintln!("SKIP {test}: this build has no eBPF probe ({})", netblast_probe::ebpf::BUILD);
+        return None;
+    }
+    Some(EBPF.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+fn open_ebpf() -> Probe {
+    Probe::open(ProbeMode::Ebpf).expect("root and a probe built in: eBPF must load")
+}
+
+fn run_with(addr: std::net::SocketAddr, p: Profile, probe: &Probe) -> RunResult {
+    let (plan, peer) = client::plan(p, "test".into(), &addr.to_string(), false).unwrap();
+    client::run(&plan, peer, probe, &RunFlags::new(), &mut |_| {}).unwrap()
+}
+
+/// Every stream: eBPF and TCP_INFO of the same socket agree (RTT within 25% or 20 us,
+/// retransmitted segments exactly).
+fn assert_agree(r: &RunResult) {
+    for s in &r.summary.streams {
+        let e = s.tcp.unwrap_or_else(|| panic!("stream {}: no eBPF figures", s.id));
+        let t = s.tcp_info.unwrap_or_else(|| panic!("stream {}: no TCP_INFO cross-check", s.id));
+        let diff = (e.rtt_us as f64 - t.rtt_us as f64).abs();
+        assert!(
+            diff <= (0.25 * t.rtt_us as f64).max(20.0),
+            "stream {}: eBPF srtt {} us vs TCP_INFO {} us",
+            s.id,
+            e.rtt_us,
+            t.rtt_us
+        );
+        assert_eq!(e.retrans_segs, t.retrans_segs, "stream {}: retransmitted segments", s.id);
+        assert!(s.kernel_rtt.as_ref().is_some_and(|k| k.count > 0), "stream {}: kernel RTT histogram", s.id);
+    }
+}
+
+#[test]
+fn ebpf_and_tcp_info_agree_on_the_same_sockets() {
+    let Some(_lock) = ebpf_or_skip("ebpf_and_tcp_info_agree_on_the_same_sockets") else { return };
+    let probe = open_ebpf();
+    let srv = Server::start_with("127.0.0.1:0", probe.clone()).unwrap();
+    for direction in [Direction::Forward, Direction::Reverse] {
+        let p = util::profile(|p| {
+            let b = p.bulk.as_mut().unwrap();
+            b.flows = 2;
+            b.direction = direction;
+        });
+        let r = run_with(srv.addr, p, &probe);
+        assert!(r.complete, "{:?}", r.errors);
+        assert_eq!(r.probe.tcp_source, "ebpf");
+        assert_eq!(r.server_probe.as_ref().unwrap().tcp_source, "ebpf");
+        assert_agree(&r);
+        let w = &r.summary.ways[0];
+        assert!(w.kernel_rtt.is_some() && w.kernel_rtt_hist.is_some());
+    }
+    drop(srv);
+    assert_eq!(probe.ebpf().unwrap().registered(), 0, "every watched socket was forgotten");
+}
+
+#[test]
+fn unrelated_traffic_adds_nothing() {
+    let Some(_lock) = ebpf_or_skip("unrelated_traffic_adds_nothing") else { return };
+    if Command::new("iperf3").arg("--version").output().is_err() {
+        eprintln!("SKIP unrelated_traffic_adds_nothing: iperf3 is not installed");
+        return;
+    }
+    let probe = open_ebpf();
+    let srv = Server::start_with("127.0.0.1:0", probe.clone()).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let _iperf_s =
+        util::KillOnDrop(Command::new("iperf3").args(["-s", "-1", "-p", &port]).stdout(Stdio::null()).spawn().unwrap());
+    std::thread::sleep(Duration::from_millis(300));
+    let mut iperf_c = util::KillOnDrop(
+        Command::new("iperf3")
+            .args(["-c", "127.0.0.1", "-p", &port, "-t", "3"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let r = run_with(srv.addr, util::profile(|p| p.bulk.as_mut().unwrap().flows = 2), &probe);
+    let _ = iperf_c.0.wait();
+    assert!(r.complete, "{:?}", r.errors);
+    assert_agree(&r);
+    for s in &r.summary.streams {
+        let (e, t) = (s.tcp.unwrap(), s.tcp_info.unwrap());
+        // The probe's counters are this socket's own: never more than the kernel's for it.
+        assert!(e.segs_out <= t.segs_out && t.segs_out - e.segs_out <= t.segs_out / 100 + 2, "{e:?} vs {t:?}");
+        assert!(e.bytes_acked <= t.bytes_acked);
+        // And the bytes they saw acknowledged are this stream's (its data, the 32-byte stream
+        // header, and the SYN and FIN sequence numbers), not iperf3's.
+        let wire_bytes = s.sender.bytes + netblast_spec::wire::HEADER_LEN as u64 + 2;
+        assert!(e.bytes_acked <= wire_bytes, "{} acked > {wire_bytes} sent", e.bytes_acked);
+    }
+    drop(srv);
+    assert_eq!(probe.ebpf().unwrap().registered(), 0);
+}
+
+/// Names programs of netblast currently loaded in the kernel.
+fn loaded_programs() -> Vec<String> {
+    let out = Command::new("bpftool").args(["prog", "show"]).output().expect("bpftool");
+    String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains("netblast")).map(str::to_string).collect()
+}
+
+fn attached_to_cgroup() -> Vec<String> {
+    let Some(root) = netblast_probe::ebpf::cgroup2_root() else { return vec![] };
+    let out = Command::new("bpftool").args(["cgroup", "show"]).arg(root).output().expect("bpftool");
+    String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains("netblast")).map(str::to_string).collect()
+}
+
+fn signal(child: &std::process::Child, sig: libc::c_int) {
+    // SAFETY: kill has no memory-safety preconditions; the pid is our own child's.
+    unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+}
+
+#[test]
+fn nothing_stays_attached_after_interrupt_or_kill() {
+    let Some(_lock) = ebpf_or_skip("nothing_stays_attached_after_interrupt_or_kill") else { return };
+    if Command::new("bpftool").arg("version").output().is_err() {
+        eprintln!("SKIP nothing_stays_attached_after_interrupt_or_kill: bpftool is not installed");
+        return;
+    }
+    assert!(loaded_programs().is_empty(), "netblast programs loaded before the test: {:?}", loaded_programs());
+    for sig in [libc::SIGINT, libc::SIGKILL] {
+        let (server, addr) = util::spawn_server_with(&["--probe", "ebpf"]);
+        let mut server = util::KillOnDrop(server);
+        let client = bin()
+            .args(["run", "-c", &addr.to_string(), "-t", "20", "--probe", "ebpf", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        assert_eq!(loaded_programs().len(), 2, "client and server each attached one program");
+        assert_eq!(attached_to_cgroup().len(), 2);
+        signal(&client, sig);
+        let out = util::wait_output(client, Duration::from_secs(30));
+        if sig == libc::SIGINT {
+            let r: RunResult = serde_json::from_slice(&out.stdout).unwrap();
+            assert!(!r.complete && r.errors.iter().any(|e| e.message.contains("interrupted")));
+            assert!(r.summary.ways[0].sender.bytes > 0, "measured bytes are kept");
+        }
+        signal(&server.0, libc::SIGTERM);
+        let _ = server.0.wait();
+        // Links are released when their owners' descriptors close; give the kernel a moment.
+        let t = std::time::Instant::now();
+        while (!loaded_programs().is_empty() || !attached_to_cgroup().is_empty())
+            && t.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(loaded_programs().is_empty(), "after signal {sig}: {:?}", loaded_programs());
+        assert!(attached_to_cgroup().is_empty(), "after signal {sig}: {:?}", attached_to_cgroup());
+    }
+}
+
+/// Two network namespaces joined by a veth pair, removed on drop.
+struct NetnsPair {
+    a: String,
+    b: String,
+    addr_b: String,
+}
+
+fn ip(args: &[&str]) {
+    let st = Command::new("ip").args(args).status().expect("ip");
+    assert!(st.success(), "ip {args:?} failed");
+}
+
+impl NetnsPair {
+    fn create() -> NetnsPair {
+        let tag = std::process::id() % 100_000;
+        let (a, b) = (format!("nbt{tag}a"), format!("nbt{tag}b"));
+        let net = format!("10.213.{}", tag % 250);
+        let pair = NetnsPair { a: a.clone(), b: b.clone(), addr_b: format!("{net}.2") };
+        ip(&["netns", "add", &a]);
+        ip(&["netns", "add", &b]);
+        ip(&[
+            "link",
+            "add",
+            &format!("{a}v"),
+            "netns",
+            &a,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &format!("{b}v"),
+            "netns",
+            &b,
+        ]);
+        for (ns, dev, addr) in
+            [(&a, format!("{a}v"), format!("{net}.1/24")), (&b, format!("{b}v"), format!("{net}.2/24"))]
+        {
+            ip(&["-n", ns, "addr", "add", &addr, "dev", &dev]);
+            ip(&["-n", ns, "link", "set", &dev, "up"]);
+            ip(&["-n", ns, "link", "set", "lo", "up"]);
+        }
+        pair
+    }
+
+    fn nft(&self, ns: &str, script: &str) {
+        let st = Command::new("ip").args(["netns", "exec", ns, "nft", script]).status().expect("nft");
+        assert!(st.success(), "nft {script:?} failed in {ns}");
+    }
+}
+
+impl Drop for NetnsPair {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+#[test]
+fn induced_loss_is_seen_and_matches_the_kernel() {
+    let Some(_lock) = ebpf_or_skip("induced_loss_is_seen_and_matches_the_kernel") else { return };
+    if Command::new("nft").arg("--version").output().is_err() {
+        eprintln!("SKIP induced_loss_is_seen_and_matches_the_kernel: nft is not installed");
+        return;
+    }
+    let ns = NetnsPair::create();
+    // nsenter switches the network namespace only (ip netns exec would also hide the cgroup v2
+    // mount the probe attaches to).
+    let _server = util::KillOnDrop(
+        Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", ns.b))
+            .args([env!("CARGO_BIN_EXE_netblast"), "serve", "--bind", &ns.addr_b])
+            .args(["--port", "5210", "--probe", "ebpf"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let run = |secs: &str, extra: &[&str]| -> RunResult {
+        let out = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", ns.a))
+            .args([env!("CARGO_BIN_EXE_netblast"), "run", "-c"])
+            .arg(format!("{}:5210", ns.addr_b))
+            .args(["-t", secs, "--probe", "ebpf", "--flows", "2", "--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+    };
+    // 1% of the packets arriving at the server dropped at random.
+    ns.nft(&ns.b, "add table inet nbt");
+    ns.nft(&ns.b, "add chain inet nbt input { type filter hook input priority 0; }");
+    ns.nft(&ns.b, "add rule inet nbt input tcp dport 5210 numgen random mod 100 < 1 drop");
+    let lossy = run("3", &[]);
+    assert!(lossy.complete, "{:?}", lossy.errors);
+    assert_eq!(lossy.probe.tcp_source, "ebpf");
+    assert!(lossy.summary.ways[0].retransmits > 0, "1% loss causes retransmissions");
+    assert_agree(&lossy);
+
+    ns.nft(&ns.b, "delete table inet nbt");
+    // Without loss. Windows small enough that no queue on the path overflows, so the only
+    // retransmission TCP could make is a spurious one (none expected at this RTT).
+    let clean = run("2", &["--window", "256K"]);
+    assert!(clean.complete, "{:?}", clean.errors);
+    assert_agree(&clean);
+    assert_eq!(clean.summary.ways[0].retransmits, 0, "no loss, no retransmissions");
+}

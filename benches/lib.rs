@@ -61,9 +61,14 @@ pub fn profile(name: &str, edit: impl FnOnce(&mut Profile)) -> Result<Profile, S
 
 /// Runs a profile against `addr` and returns the result.
 pub fn run(addr: SocketAddr, p: Profile) -> Result<RunResult, String> {
+    run_with(addr, p, &Probe::tcp_info())
+}
+
+/// Runs a profile against `addr` with the given source of TCP statistics.
+pub fn run_with(addr: SocketAddr, p: Profile, probe: &Probe) -> Result<RunResult, String> {
     let (plan, peer) = client::plan(p, "bench".into(), &addr.to_string(), false).map_err(|e| e.to_string())?;
     let flags = RunFlags::new();
-    client::run(&plan, peer, &Probe::tcp_info(), &flags, &mut |_| {}).map_err(|e| e.to_string())
+    client::run(&plan, peer, probe, &flags, &mut |_| {}).map_err(|e| e.to_string())
 }
 
 /// Prints one figure as one line: name, value, unit, and what it means.

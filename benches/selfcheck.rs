@@ -7,7 +7,7 @@
 //! histograms (the aggregator's and the fleet merge's inner operation).
 //! Set NETBLAST_BENCH_SECS to change the run length (default 3).
 
-use netblast_benches::{figure, profile, run, LocalServer};
+use netblast_benches::{figure, profile, run, run_with, LocalServer};
 use netblast_spec::hist::{self, EncodedHistogram};
 use netblast_spec::units::Dur;
 use std::time::{Duration, Instant};
@@ -90,6 +90,47 @@ fn msgrate(server: &LocalServer, cpus: &[usize]) -> Result<(), String> {
     Ok(())
 }
 
+/// Bulk throughput with the eBPF probe on vs off (interleaved), and the probe's own kernel run
+/// time. Needs root and a build with the probe; says so and skips otherwise.
+fn probe_overhead(server: &LocalServer) -> Result<(), String> {
+    let probe = match netblast_probe::Probe::open_with(netblast_probe::ProbeMode::Ebpf, true) {
+        Ok(p) => p,
+        Err(e) => {
+            println!("{:<36} skipped: {e}", "probe.*");
+            return Ok(());
+        }
+    };
+    let off = netblast_probe::Probe::tcp_info();
+    let mut ratios = Vec::new();
+    let mut core = Vec::new();
+    for round in 0..4 {
+        let p = || profile("bulk-1flow", |p| p.run.duration = Some(Dur(secs())));
+        let (first, second) = if round % 2 == 0 { (&probe, &off) } else { (&off, &probe) };
+        let a = run_with(server.addr, p()?, first)?;
+        let b = run_with(server.addr, p()?, second)?;
+        let (on_r, off_r) = if round % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let bps = |r: &netblast_spec::RunResult| r.summary.ways[0].receiver.map(|x| x.bits_per_s).unwrap_or(0.0);
+        ratios.push(bps(on_r) / bps(off_r));
+        let ns = on_r.probe.kernel_run_ns.unwrap_or(0) as f64;
+        core.push(ns / 1e9 / on_r.summary.duration_s / (bps(on_r) / 1e10));
+    }
+    ratios.sort_by(f64::total_cmp);
+    core.sort_by(f64::total_cmp);
+    figure(
+        "probe.throughput_on_over_off",
+        (ratios[1] + ratios[2]) / 2.0,
+        "ratio",
+        "bulk 1 flow, eBPF probe on / off (median)",
+    );
+    figure(
+        "probe.cpu_pct_per_10gbit",
+        (core[1] + core[2]) / 2.0 * 100.0,
+        "% core",
+        "probe run time per 10 Gbit/s (loopback)",
+    );
+    Ok(())
+}
+
 fn histogram_merge() {
     // Interval histograms as a worker produces them: ~100k latency samples spread over 5 decades.
     let mut src = Vec::new();
@@ -145,6 +186,10 @@ fn main() {
     let cpu_list = netblast_engine::sys::allowed_cpus().unwrap_or_default();
     if let Err(e) = msgrate(&server, &cpu_list) {
         eprintln!("msgrate/rr: {e}");
+        failed = true;
+    }
+    if let Err(e) = probe_overhead(&server) {
+        eprintln!("probe: {e}");
         failed = true;
     }
     histogram_merge();

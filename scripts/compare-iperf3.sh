@@ -34,7 +34,7 @@ run_iperf() { # name args...
 }
 run_nb() { # name args...
   local name=$1; shift
-  "$NB" run -c "127.0.0.1:$PORT_NB" -t "$SECS" --json "$@" >"$WORK/$name.json" || { echo "netblast $* failed" >&2; exit 1; }
+  "$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --json "$@" >"$WORK/$name.json" || { echo "netblast $* failed" >&2; exit 1; }
   sleep 0.3
 }
 

@@ -35,7 +35,7 @@ qp() { # name test [options...]
 }
 nb() { # name args...
   local name=$1; shift
-  "$NB" run -c "127.0.0.1:$PORT_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --json "$@" >"$WORK/$name.json" || { echo "netblast $* failed" >&2; exit 1; }
+  "$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --json "$@" >"$WORK/$name.json" || { echo "netblast $* failed" >&2; exit 1; }
   sleep 0.3
 }
 
@@ -50,7 +50,7 @@ for r in $(seq 1 "$ROUNDS"); do
   echo "round $r/$ROUNDS done" >&2
 done
 # UDP: one flow per CPU, both CPUs (client and server share them on loopback).
-"$NB" run -c "127.0.0.1:$PORT_NB" -t "$SECS" --profile pps-udp --json >"$WORK/udp.json"
+"$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --profile pps-udp --json >"$WORK/udp.json"
 
 python3 - "$WORK" "$ROUNDS" "$SECS" <<'EOF'
 import json, os, re, statistics, sys

@@ -49,8 +49,8 @@ ip netns exec "$NSA" tc qdisc add dev "${NSA}v" root tbf rate 10gbit burst 4mb l
 nsenter --net=/run/netns/"$NSB" "$NB" serve --bind "$NET.2" --port "$PORT" --probe tcpinfo 2>"$WORK/serve-ns.log" &
 PIDS+=($!)
 sleep 0.5
-run() { "$NB" run -c "127.0.0.1:$PORT" -t "$SECS" --json "$@"; sleep 0.3; }
-run_veth() { nsenter --net=/run/netns/"$NSA" "$NB" run -c "$NET.2:$PORT" -t "$SECS" --json "$@"; sleep 0.3; }
+run() { "$NB" run --target "127.0.0.1:$PORT" -t "$SECS" --json "$@"; sleep 0.3; }
+run_veth() { nsenter --net=/run/netns/"$NSA" "$NB" run --target "$NET.2:$PORT" -t "$SECS" --json "$@"; sleep 0.3; }
 for r in $(seq 1 "$ROUNDS"); do
   if (( r % 2 )); then
     run --probe ebpf --probe-stats >"$WORK/lo-on-$r.json"; run --probe tcpinfo >"$WORK/lo-off-$r.json"

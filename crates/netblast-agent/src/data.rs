@@ -166,6 +166,7 @@ fn check_setup(setup: &TestSetup) -> Result<(), String> {
     let ways: &[Way] = match setup.profile.run.kind {
         Kind::Bulk => setup.profile.bulk().direction.ways(),
         Kind::Msgrate | Kind::Rr => &[Way::Up],
+        Kind::Http => return Err("http tests go to the HTTP port (serve --http), not the data port".into()),
     };
     if let Some(s) = setup.streams.iter().find(|s| !ways.contains(&s.way)) {
         return Err(format!("stream {} goes {:?}, which the profile does not allow", s.id, s.way));

@@ -8,8 +8,10 @@
 //! - [`serve`]: the accept loop, taking an already-bound listener and a shutdown future.
 //! - [`data`]: one connection: handshake, control of a test, running its streams.
 //! - [`registry`]: tests waiting for their streams.
+//! - [`http`]: the built-in HTTP/HTTPS responder (`--http`, `--https`).
 
 pub mod data;
+pub mod http;
 pub mod registry;
 
 use netblast_probe::Probe;

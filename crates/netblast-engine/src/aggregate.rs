@@ -291,7 +291,7 @@ impl Aggregator {
                 },
             });
         }
-        Interval { index, start_s, end_s, streams, sums }
+        Interval { index, start_s, end_s, streams, sums, http: None }
     }
 
     /// Builds the final intervals and summary. `control_cpu` is the CPU of the thread that ran
@@ -477,7 +477,7 @@ impl Aggregator {
             bits_per_client_cpu_s: per(&client_cpu),
             bits_per_server_cpu_s: server_cpu.as_ref().map(per),
         };
-        (intervals, Summary { duration_s, ways, streams: stream_sums, cpu })
+        (intervals, Summary { duration_s, ways, streams: stream_sums, cpu, http: None })
     }
 }
 

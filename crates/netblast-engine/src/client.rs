@@ -110,13 +110,18 @@ pub enum Live<'a> {
 
 /// Parses `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6 address, defaulting the port.
 pub fn resolve_target(target: &str) -> Result<SocketAddr, ClientError> {
+    resolve_target_port(target, DEFAULT_PORT)
+}
+
+/// As [`resolve_target`] with another default port.
+pub fn resolve_target_port(target: &str, default_port: u16) -> Result<SocketAddr, ClientError> {
     let bad = |why: String| ClientError::Target { target: target.to_string(), why };
     let t = target.trim();
     if t.is_empty() {
         return Err(bad("empty".into()));
     }
     if let Ok(ip) = t.parse::<IpAddr>() {
-        return Ok(SocketAddr::new(ip, DEFAULT_PORT));
+        return Ok(SocketAddr::new(ip, default_port));
     }
     if let Ok(sa) = t.parse::<SocketAddr>() {
         return Ok(sa);
@@ -124,7 +129,7 @@ pub fn resolve_target(target: &str) -> Result<SocketAddr, ClientError> {
     let with_port = if t.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
         t.to_string()
     } else {
-        format!("{t}:{DEFAULT_PORT}")
+        format!("{t}:{default_port}")
     };
     let mut addrs = with_port.to_socket_addrs().map_err(|e| bad(format!("cannot resolve: {e}")))?;
     addrs.next().ok_or_else(|| bad("name resolves to no address".into()))
@@ -165,13 +170,20 @@ pub fn plan(
     target: &str,
     cpus_from_flag: bool,
 ) -> Result<(Plan, SocketAddr), ClientError> {
-    let peer = resolve_target(target)?;
+    let peer = match profile.run.kind {
+        // HTTP targets are resolved per URL by the http generator; --target only completes paths.
+        Kind::Http => {
+            let port = if profile.http().tls { 443 } else { 80 };
+            resolve_target_port(target, port).unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)))
+        }
+        _ => resolve_target(target)?,
+    };
     let (client_cpus, note) = resolve_cpus(profile.run.cpus.as_ref(), cpus_from_flag)?;
     // A msgrate profile without a flow count runs one flow per CPU: say that in flow terms.
     let per_cpu_flows = profile.run.kind == Kind::Msgrate && profile.msgrate().flows.is_none();
     let mut notes: Vec<String> = note.filter(|_| !per_cpu_flows).into_iter().collect();
     let server_list = match profile.run.kind {
-        Kind::Bulk => None,
+        Kind::Bulk | Kind::Http => None,
         Kind::Msgrate => Some(profile.msgrate().server_cpus),
         Kind::Rr => Some(profile.rr().server_cpus),
     };
@@ -245,13 +257,14 @@ pub fn stream_count(profile: &Profile, cpus: usize) -> usize {
         }
         Kind::Msgrate => profile.msgrate().flows.map(|f| f as usize).unwrap_or(cpus.max(1)),
         Kind::Rr => profile.rr().flows as usize,
+        Kind::Http => 0,
     }
 }
 
 /// Whether a profile's streams carry UDP datagrams (set up over their TCP streams).
 pub fn uses_udp(profile: &Profile) -> bool {
     match profile.run.kind {
-        Kind::Bulk => false,
+        Kind::Bulk | Kind::Http => false,
         Kind::Msgrate => profile.msgrate().protocol == Protocol::Udp,
         Kind::Rr => profile.rr().protocol == Protocol::Udp,
     }
@@ -284,6 +297,7 @@ pub fn stream_setups(plan: &Plan) -> Vec<StreamSetup> {
             b.direction.ways().iter().flat_map(|&w| std::iter::repeat_n(w, b.flows as usize)).collect()
         }
         Kind::Msgrate | Kind::Rr => vec![Way::Up; n],
+        Kind::Http => Vec::new(),
     };
     ways.into_iter()
         .enumerate()
@@ -353,6 +367,10 @@ pub fn run(
 ) -> Result<RunResult, ClientError> {
     let profile = &plan.profile;
     let kind = profile.run.kind;
+    if kind == Kind::Http {
+        // No netblast server involved: the target is any HTTP server.
+        return crate::http::run(plan, probe.info(), flags, live);
+    }
     let udp = uses_udp(profile);
     let setups = stream_setups(plan);
     sys::ensure_fds(setups.len() as u64 * if udp { 2 } else { 1 } + 64).map_err(ClientError::Fds)?;
@@ -414,7 +432,7 @@ pub fn run(
     for (i, s) in setups.iter().enumerate() {
         let (tcp, udp_sock) = open_stream(peer, profile, test_id, s.id, udp)?;
         let client_cpu = match kind {
-            Kind::Bulk => plan.client_cpus[i % bulk_workers],
+            Kind::Bulk | Kind::Http => plan.client_cpus[i % bulk_workers],
             Kind::Msgrate | Kind::Rr => plan.client_cpus[i % ncpu],
         };
         infos.push(StreamInfo {
@@ -489,7 +507,7 @@ pub fn run(
 
     // 4. Aggregate until every worker is done and the server has reported.
     let protocol = match kind {
-        Kind::Bulk => Protocol::Tcp,
+        Kind::Bulk | Kind::Http => Protocol::Tcp,
         Kind::Msgrate => profile.msgrate().protocol,
         Kind::Rr => profile.rr().protocol,
     };

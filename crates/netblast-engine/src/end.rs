@@ -165,6 +165,7 @@ pub fn spawn(
             }
             Ok(handles)
         }
+        Kind::Http => Err(io::Error::new(io::ErrorKind::InvalidInput, "http tests have no netblast streams")),
     }
 }
 
@@ -179,6 +180,6 @@ fn socket_of(tcp: TcpStream, udp: Option<UdpSocket>) -> MsgSocket {
 pub fn worker_count(kind: Kind, streams: usize, bulk_workers: usize) -> usize {
     match kind {
         Kind::Bulk => bulk_workers.min(streams).max(1),
-        Kind::Msgrate | Kind::Rr => streams,
+        Kind::Msgrate | Kind::Rr | Kind::Http => streams,
     }
 }

@@ -6,6 +6,7 @@
 //! - [`bulk`]: TCP bulk streams (send / receive loops), used by both client and server.
 //! - [`msgrate`]: small messages as fast as possible, one pinned flow per worker (TCP, UDP).
 //! - [`rr`]: request/response round trips into HDR histograms (TCP, UDP; block or spin).
+//! - [`http`]: HTTP/1.1, HTTP/2 and HTTPS floods (hyper, rustls), closed and open loop.
 //! - [`meter`]: per-flow counters and interval events of the single-flow generators.
 //! - [`end`]: one end of a test: connected streams to the right generator's workers.
 //! - [`net`]: the raw socket calls of the hot paths (`send`, `sendmmsg`, `recvmmsg`, poll).
@@ -19,6 +20,7 @@ pub mod aggregate;
 pub mod bulk;
 pub mod client;
 pub mod end;
+pub mod http;
 pub mod meter;
 pub mod msgrate;
 pub mod net;

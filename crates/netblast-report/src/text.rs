@@ -48,7 +48,7 @@ pub fn started(test_id: &str, peer: &str, kind: &str, streams: &[StreamInfo], se
 
 fn udp(profile: &Profile) -> bool {
     match profile.run.kind {
-        Kind::Bulk => false,
+        Kind::Bulk | Kind::Http => false,
         Kind::Msgrate => profile.msgrate().protocol == Protocol::Udp,
         Kind::Rr => profile.rr().protocol == Protocol::Udp,
     }
@@ -61,6 +61,9 @@ pub fn interval_header(profile: &Profile) -> String {
         (Kind::Msgrate, false) => "[ ID] Interval           Messages     Msgs/s        Segments/s  Retr\n",
         (Kind::Msgrate, true) => "[ ID] Interval           Sent/s        Received/s\n",
         (Kind::Rr, _) => "[ ID] Interval           Trans/s       RTT p50    p99        p99.9      max\n",
+        (Kind::Http, _) => {
+            "[ ID] Interval           Sent/s        Responses/s   Lat p50    p99        max        Errors  Late\n"
+        }
     }
     .to_string()
 }
@@ -151,8 +154,27 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
     s
 }
 
+fn http_interval(iv: &Interval) -> String {
+    let Some(h) = &iv.http else { return String::new() };
+    let lat = |f: fn(&LatencySummary) -> u64| h.latency.as_ref().map(|l| fmt_ns(f(l) as f64)).unwrap_or_default();
+    format!(
+        "[SUM] {}  {:>12}  {:>12}  {:>9}  {:>9}  {:>9}  {:>6}  {:>4}\n",
+        span(iv.start_s, iv.end_s),
+        fmt_per_s(h.sent_per_s),
+        fmt_per_s(h.responses_per_s),
+        lat(|l| l.p50_ns),
+        lat(|l| l.p99_ns),
+        lat(|l| l.max_ns),
+        h.errors,
+        h.late
+    )
+}
+
 /// One interval as text: per-stream lines (when few), then one line per way.
 pub fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String {
+    if profile.run.kind == Kind::Http {
+        return http_interval(iv);
+    }
     if profile.run.kind != Kind::Bulk {
         return msg_interval(iv, streams, profile);
     }
@@ -341,10 +363,108 @@ fn msg_summary(s: &mut String, r: &RunResult) {
     }
 }
 
+fn pcts(l: &LatencySummary) -> String {
+    format!(
+        "min {} mean {} p50 {} p90 {} p95 {} p99 {} p99.9 {} max {}",
+        fmt_ns(l.min_ns as f64),
+        fmt_ns(l.mean_ns),
+        fmt_ns(l.p50_ns as f64),
+        fmt_ns(l.p90_ns as f64),
+        fmt_ns(l.p95_ns as f64),
+        fmt_ns(l.p99_ns as f64),
+        fmt_ns(l.p999_ns as f64),
+        fmt_ns(l.max_ns as f64)
+    )
+}
+
+fn http_summary(s: &mut String, r: &RunResult) {
+    let Some(h) = &r.summary.http else { return };
+    let _ = writeln!(
+        s,
+        "HTTP summary ({}, {}{}, {} connections, {:.2} s)",
+        h.mode.replace('_', " "),
+        h.version,
+        if h.tls { " over TLS" } else { "" },
+        h.connections.configured,
+        h.seconds
+    );
+    let failed = h.sent.saturating_sub(h.completed);
+    let _ = writeln!(
+        s,
+        "  Requests:     {} sent, {} completed, {failed} failed; {:.2}% succeeded (status < 400)",
+        h.sent,
+        h.completed,
+        h.success_ratio * 100.0
+    );
+    match h.target_rate {
+        Some(t) => {
+            let _ = writeln!(
+                s,
+                "  Rate:         target {}, achieved {} sent, {} responses; {} sent late (no free connection at the intended time)",
+                fmt_per_s(t),
+                fmt_per_s(h.sent_per_s),
+                fmt_per_s(h.responses_per_s),
+                h.late
+            );
+        }
+        None => {
+            let _ = writeln!(s, "  Rate:         {} responses", fmt_per_s(h.responses_per_s));
+        }
+    }
+    let secs = h.seconds.max(1e-9);
+    let _ = writeln!(
+        s,
+        "  Transfer:     out {} ({}), in {} ({})",
+        fmt_bytes(h.bytes_sent),
+        fmt_bits_per_s(h.bytes_sent as f64 * 8.0 / secs),
+        fmt_bytes(h.bytes_received),
+        fmt_bits_per_s(h.bytes_received as f64 * 8.0 / secs)
+    );
+    if h.latency.count > 0 {
+        let from = if h.mode == "open_loop" { "from the intended send time" } else { "from the send" };
+        let _ = writeln!(s, "  Latency ({from}): {}", pcts(&h.latency));
+    }
+    let phase = |name: &str, l: &Option<LatencySummary>, s: &mut String| {
+        if let Some(l) = l {
+            let _ = writeln!(
+                s,
+                "  {name:<13} p50 {} p99 {} max {} ({} samples)",
+                fmt_ns(l.p50_ns as f64),
+                fmt_ns(l.p99_ns as f64),
+                fmt_ns(l.max_ns as f64),
+                l.count
+            );
+        }
+    };
+    phase("TCP connect:", &h.phases.connect, s);
+    phase("TLS:", &h.phases.tls, s);
+    phase("First byte:", &h.phases.ttfb, s);
+    phase("Body:", &h.phases.body, s);
+    phase("Send lag:", &h.phases.send_lag, s);
+    if !h.status_codes.is_empty() {
+        let codes: Vec<String> = h.status_codes.iter().map(|(c, n)| format!("[{c}] {n}")).collect();
+        let _ = writeln!(s, "  Status codes: {}", codes.join(", "));
+    }
+    for e in &h.errors {
+        let _ = writeln!(s, "  Errors:       {} {} (e.g. {})", e.kind, e.count, e.sample);
+    }
+    let c = &h.connections;
+    let _ = writeln!(
+        s,
+        "  Connections:  {} configured, {} established, {} failed, {} open at most",
+        c.configured, c.established, c.failed, c.peak_open
+    );
+}
+
 /// The summary block printed at the end.
 pub fn summary(r: &RunResult) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "- - - - - - - - - - - - - - - - - - - - - - - - -");
+    if r.plan.profile.run.kind == Kind::Http {
+        http_summary(&mut s, r);
+        tcp_cpu_and_errors(&mut s, r);
+        return s;
+    }
     if r.plan.profile.run.kind != Kind::Bulk {
         msg_summary(&mut s, r);
         tcp_cpu_and_errors(&mut s, r);

@@ -237,6 +237,134 @@ pub struct Interval {
     pub streams: Vec<StreamInterval>,
     /// Per way, summed over streams.
     pub sums: Vec<WayInterval>,
+    /// HTTP figures (http kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpInterval>,
+}
+
+/// HTTP figures of one interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HttpInterval {
+    /// Requests sent.
+    pub sent: u64,
+    /// Responses received in full (any status).
+    pub completed: u64,
+    /// Requests that failed (no complete response).
+    pub errors: u64,
+    /// Open loop: requests sent later than their intended time by more than the lag allowance.
+    pub late: u64,
+    /// Completed responses per second.
+    pub responses_per_s: f64,
+    /// Open loop: the schedule's rate over the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_rate: Option<f64>,
+    /// Requests sent per second.
+    pub sent_per_s: f64,
+    /// Bytes written to the connections (headers, bodies, TLS).
+    pub bytes_sent: u64,
+    /// Bytes read from the connections.
+    pub bytes_received: u64,
+    /// Latency of the interval's completed requests (open loop: from the intended send time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencySummary>,
+    /// The interval's latency histogram, lossless.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_hist: Option<EncodedHistogram>,
+    /// Responses by status code.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub status: std::collections::BTreeMap<String, u64>,
+}
+
+/// One class of HTTP failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpErrorCount {
+    /// `refused`, `reset`, `timeout`, `tls`, `protocol`, `connect`, `io`.
+    pub kind: String,
+    /// How many requests failed this way.
+    pub count: u64,
+    /// One example message.
+    pub sample: String,
+}
+
+/// Where the time of HTTP requests went (hey's breakdown).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HttpPhases {
+    /// TCP connect, per connection opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect: Option<LatencySummary>,
+    /// TLS handshake, per connection opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<LatencySummary>,
+    /// Request written to response headers received, per request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfb: Option<LatencySummary>,
+    /// Response headers to the end of the body, per request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<LatencySummary>,
+    /// Open loop: actual send time minus intended send time, per request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_lag: Option<LatencySummary>,
+}
+
+/// Connections of an HTTP test.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpConnections {
+    /// Connections asked for (`-c`).
+    pub configured: u32,
+    /// Connections established (TCP and, with TLS, the handshake), over the whole run.
+    pub established: u64,
+    /// Connection attempts that failed.
+    pub failed: u64,
+    /// Most connections open at once.
+    pub peak_open: u64,
+}
+
+/// HTTP totals of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HttpSummary {
+    /// `closed_loop` or `open_loop`.
+    pub mode: String,
+    /// `http1` or `http2`.
+    pub version: String,
+    /// Whether requests went over TLS.
+    pub tls: bool,
+    /// Requests sent.
+    pub sent: u64,
+    /// Responses received in full.
+    pub completed: u64,
+    /// Responses with a 1xx, 2xx or 3xx status.
+    pub succeeded: u64,
+    /// succeeded / sent.
+    pub success_ratio: f64,
+    /// Seconds from the start to the last response.
+    pub seconds: f64,
+    /// Completed responses per second.
+    pub responses_per_s: f64,
+    /// Requests sent per second (open loop: the achieved rate).
+    pub sent_per_s: f64,
+    /// Open loop: the schedule's mean rate over the run (what was asked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_rate: Option<f64>,
+    /// Open loop: requests sent later than intended because no connection was free in time.
+    pub late: u64,
+    /// Bytes written (headers, bodies, TLS records).
+    pub bytes_sent: u64,
+    /// Bytes read.
+    pub bytes_received: u64,
+    /// Latency of completed requests (open loop: from the intended send time, so a stalled
+    /// server raises it instead of slowing the sender).
+    pub latency: LatencySummary,
+    /// The merged latency histogram, lossless.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_hist: Option<EncodedHistogram>,
+    /// Time per phase.
+    pub phases: HttpPhases,
+    /// Responses by status code.
+    pub status_codes: std::collections::BTreeMap<String, u64>,
+    /// Failures by class.
+    pub errors: Vec<HttpErrorCount>,
+    /// Connections.
+    pub connections: HttpConnections,
 }
 
 /// One side's total for a way or a stream.
@@ -399,6 +527,9 @@ pub struct Summary {
     pub streams: Vec<StreamSummary>,
     /// CPU use.
     pub cpu: CpuSummary,
+    /// HTTP totals (http kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpSummary>,
 }
 
 /// The whole result of one run.

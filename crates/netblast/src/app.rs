@@ -6,7 +6,7 @@ use netblast_engine::client::{self, ClientError, Live};
 use netblast_engine::worker::RunFlags;
 use netblast_probe::{Probe, ProbeMode};
 use netblast_report::{json, text};
-use netblast_spec::profile::{BulkSection, Direction, Kind, Protocol, SendMode, WaitMode};
+use netblast_spec::profile::{BulkSection, Direction, HttpVersion, Kind, Protocol, SendMode, WaitMode};
 use netblast_spec::Profile;
 use std::io::Write;
 use std::sync::Arc;
@@ -100,6 +100,30 @@ pub fn apply_overrides(p: &mut Profile, a: &RunArgs) -> Result<(), String> {
     }
     let kind = p.run.kind;
     // Which kinds each kind-specific flag applies to.
+    let http_flags = [
+        ("--url", !a.urls.is_empty()),
+        ("--method", a.method.is_some()),
+        ("--header", !a.headers.is_empty()),
+        ("--body", a.body.is_some()),
+        ("--body-file", a.body_file.is_some()),
+        ("--http1", a.http1),
+        ("--http2", a.http2),
+        ("--tls", a.tls),
+        ("--insecure", a.insecure),
+        ("--cacert", a.cacert.is_some()),
+        ("--sni", a.sni.is_some()),
+        ("--connections", a.connections.is_some()),
+        ("--no-keepalive", a.no_keepalive),
+        ("--requests", a.requests.is_some()),
+        ("--rate", a.rate.is_some()),
+        ("--ramp", a.ramp.is_some()),
+        ("--timeout", a.timeout.is_some()),
+    ];
+    if kind != Kind::Http {
+        if let Some((flag, _)) = http_flags.iter().find(|(_, set)| *set) {
+            return Err(format!("{flag} applies to http tests, but this profile runs a {} test", kind.name()));
+        }
+    }
     let flags: [(&str, bool, &[Kind]); 13] = [
         ("--bytes", a.bytes.is_some(), &[Kind::Bulk]),
         ("--reverse", a.reverse, &[Kind::Bulk]),
@@ -198,6 +222,68 @@ pub fn apply_overrides(p: &mut Profile, a: &RunArgs) -> Result<(), String> {
             }
             p.rr = Some(r);
         }
+        Kind::Http => {
+            let mut h = p.http();
+            if !a.urls.is_empty() {
+                h.urls = a.urls.clone();
+                h.weights = None;
+            }
+            if let Some(m) = &a.method {
+                h.method = m.to_ascii_uppercase();
+            }
+            h.headers.extend(a.headers.iter().cloned());
+            if a.body.is_some() {
+                h.body = a.body.clone();
+                h.body_file = None;
+            }
+            if a.body_file.is_some() {
+                h.body_file = a.body_file.clone();
+                h.body = None;
+            }
+            if a.http1 {
+                h.version = HttpVersion::Http1;
+            }
+            if a.http2 {
+                h.version = HttpVersion::Http2;
+            }
+            h.tls |= a.tls;
+            h.insecure |= a.insecure;
+            if a.cacert.is_some() {
+                h.cacert = a.cacert.clone();
+            }
+            if a.sni.is_some() {
+                h.sni = a.sni.clone();
+            }
+            if let Some(c) = a.connections {
+                h.connections = c;
+            }
+            if a.no_keepalive {
+                h.keepalive = false;
+            }
+            if let Some(n) = a.requests {
+                h.requests = Some(n);
+                if a.duration.is_none() {
+                    // As hey -n: the request count is the bound; the time cap still applies.
+                    p.run.duration = None;
+                }
+            }
+            if let Some(r) = &a.rate {
+                let (from, to) = match r.split_once("..") {
+                    Some((x, y)) => (x, Some(y)),
+                    None => (r.as_str(), None),
+                };
+                h.steps.clear();
+                h.rate = Some(from.parse().map_err(|e| format!("--rate: {e}"))?);
+                h.rate_to = to.map(|t| t.parse()).transpose().map_err(|e| format!("--rate: {e}"))?;
+            }
+            if a.ramp.is_some() {
+                h.ramp = a.ramp;
+            }
+            if a.timeout.is_some() {
+                h.timeout = a.timeout;
+            }
+            p.http = Some(h);
+        }
     }
     Ok(())
 }
@@ -230,7 +316,16 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     apply_overrides(&mut profile, a).map_err(|e| AppError::input(anyhow::anyhow!(e)))?;
     let origin = format!("{origin} (with command-line overrides)");
     profile.validate(&origin).map_err(AppError::input)?;
-    let (plan, peer) = client::plan(profile, origin, &a.target, a.cpus.is_some()).map_err(|e| match e {
+    let target = match (&a.target, profile.run.kind) {
+        (Some(t), _) => t.clone(),
+        (None, Kind::Http) => String::new(),
+        (None, _) => {
+            return Err(AppError::input(anyhow::anyhow!(
+                "--target HOST[:PORT] is required: where does `netblast serve` run?"
+            )))
+        }
+    };
+    let (plan, peer) = client::plan(profile, origin, &target, a.cpus.is_some()).map_err(|e| match e {
         ClientError::Target { .. } | ClientError::Cpus(_) => AppError::input(e),
         _ => AppError::run(e),
     })?;
@@ -358,8 +453,10 @@ fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
         .build()
         .context("cannot start the control runtime")
         .map_err(AppError::run)?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let http = start_http(&a, stop_rx.clone())?;
     let addr = std::net::SocketAddr::new(a.bind, a.port);
-    rt.block_on(async move {
+    let outcome = rt.block_on(async move {
         let listener = bind(addr).with_context(|| format!("cannot listen on {addr}")).map_err(AppError::run)?;
         let bound = listener.local_addr().unwrap_or(addr);
         eprintln!("netblast serve: listening on {bound} (data port; Ctrl-C to stop)");
@@ -371,13 +468,91 @@ fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
             info.fallback_reason.map(|r| format!(" ({r})")).unwrap_or_default()
         );
         let cfg = netblast_agent::ServeConfig { probe, ..Default::default() };
-        netblast_agent::serve(listener, cfg, shutdown_signal())
-            .await
-            .context("server failed")
-            .map_err(AppError::run)?;
-        eprintln!("netblast serve: stopped");
+        let shutdown = async move {
+            shutdown_signal().await;
+            let _ = stop_tx.send(true);
+        };
+        netblast_agent::serve(listener, cfg, shutdown).await.context("server failed").map_err(AppError::run)?;
         Ok(Outcome::Complete)
-    })
+    });
+    if let Some(t) = http {
+        let _ = t.join();
+    }
+    eprintln!("netblast serve: stopped");
+    outcome
+}
+
+/// Starts the HTTP/HTTPS responders, if asked, on their own runtime and thread (the data
+/// port's control runtime stays small and undisturbed). They stop when `stop` turns true.
+fn start_http(
+    a: &ServeArgs,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<Option<std::thread::JoinHandle<()>>, AppError> {
+    if a.http.is_none() && a.https.is_none() {
+        return Ok(None);
+    }
+    let threads = netblast_engine::sys::allowed_cpus().map(|c| c.len()).unwrap_or(2).max(1);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("netblast-http")
+        .enable_all()
+        .build()
+        .context("cannot start the HTTP runtime")
+        .map_err(AppError::run)?;
+    let cfg = netblast_agent::http::ResponderConfig { default_size: a.http_size.bytes() };
+    let mut listeners = Vec::new();
+    for (port, secure) in [(a.http, false), (a.https, true)] {
+        let Some(port) = port else { continue };
+        let addr = std::net::SocketAddr::new(a.bind, port);
+        let l = rt
+            .block_on(async { bind(addr) })
+            .with_context(|| format!("cannot listen on {addr} for HTTP{}", if secure { "S" } else { "" }))
+            .map_err(AppError::run)?;
+        let bound = l.local_addr().unwrap_or(addr);
+        let tls = if secure {
+            let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
+            if !a.bind.is_unspecified() {
+                names.push(a.bind.to_string());
+            }
+            let host = netblast_engine::sys::host_info().hostname;
+            if !host.is_empty() {
+                names.push(host);
+            }
+            let files = a.cert.as_deref().zip(a.key.as_deref());
+            let tls = netblast_agent::http::tls_config(files, names.clone())
+                .map_err(|e| AppError::input(anyhow::anyhow!(e)))?;
+            let what = match files {
+                Some((c, _)) => format!("certificate {c}"),
+                None => format!("self-signed certificate for {}", names.join(", ")),
+            };
+            eprintln!("netblast serve: HTTPS (HTTP/1.1, h2) on {bound}, {what}");
+            Some(tls)
+        } else {
+            eprintln!("netblast serve: HTTP (HTTP/1.1, h2c) on {bound}");
+            None
+        };
+        listeners.push((l, tls));
+    }
+    let handle = std::thread::Builder::new()
+        .name("netblast-http".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let mut tasks = Vec::new();
+                for (l, tls) in listeners {
+                    let mut stop = stop.clone();
+                    let cfg = cfg.clone();
+                    tasks.push(tokio::spawn(netblast_agent::http::serve(l, tls, cfg, async move {
+                        let _ = stop.wait_for(|s| *s).await;
+                    })));
+                }
+                for t in tasks {
+                    let _ = t.await;
+                }
+            });
+        })
+        .context("cannot start the HTTP thread")
+        .map_err(AppError::run)?;
+    Ok(Some(handle))
 }
 
 /// Binds a listener; `::` also accepts IPv4 (dual stack).

@@ -46,6 +46,21 @@ pub struct ServeArgs {
     /// tcpinfo or off.
     #[arg(long, default_value = "auto")]
     pub probe: netblast_probe::ProbeMode,
+    /// Also answer HTTP/1.1 and h2c on this port (the built-in responder; 0: any free port).
+    #[arg(long, value_name = "PORT")]
+    pub http: Option<u16>,
+    /// Also answer HTTPS (HTTP/1.1 and h2 by ALPN) on this port.
+    #[arg(long, value_name = "PORT")]
+    pub https: Option<u16>,
+    /// PEM certificate chain for --https (default: a self-signed certificate made at start).
+    #[arg(long, requires = "key")]
+    pub cert: Option<String>,
+    /// PEM private key for --cert.
+    #[arg(long, requires = "cert")]
+    pub key: Option<String>,
+    /// Response body size when a request does not ask (`?size=`).
+    #[arg(long, default_value = "45")]
+    pub http_size: ByteSize,
 }
 
 /// How `--zerocopy` sends.
@@ -60,9 +75,9 @@ pub enum ZeroCopy {
 /// `netblast run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The server: HOST, HOST:PORT or [IPv6]:PORT.
-    #[arg(long, short = 'c')]
-    pub target: String,
+    /// The server: HOST, HOST:PORT or [IPv6]:PORT (http: where paths in the profile go).
+    #[arg(long)]
+    pub target: Option<String>,
     /// Built-in profile name or path to a TOML profile (default: bulk-1flow).
     #[arg(long, short = 'P', default_value = "bulk-1flow")]
     pub profile: String,
@@ -73,7 +88,7 @@ pub struct RunArgs {
     #[arg(long, short = 't')]
     pub duration: Option<Dur>,
     /// Stop after this many bytes in total (e.g. 10GiB); the duration still caps the run.
-    #[arg(long, short = 'n')]
+    #[arg(long)]
     pub bytes: Option<ByteSize>,
     /// Reporting interval.
     #[arg(long, short = 'i')]
@@ -136,6 +151,57 @@ pub struct RunArgs {
     /// list; half the list away when the server is on this host).
     #[arg(long)]
     pub server_cpus: Option<CpuList>,
+    /// http: URL to request (repeat for several, used round-robin); paths go to --target.
+    #[arg(long = "url", value_name = "URL")]
+    pub urls: Vec<String>,
+    /// http: request method.
+    #[arg(long, short = 'X')]
+    pub method: Option<String>,
+    /// http: extra request header "Name: value" (repeatable).
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// http: request body.
+    #[arg(long, conflicts_with = "body_file")]
+    pub body: Option<String>,
+    /// http: request body from a file.
+    #[arg(long)]
+    pub body_file: Option<String>,
+    /// http: use HTTP/1.1.
+    #[arg(long, conflicts_with = "http2")]
+    pub http1: bool,
+    /// http: use HTTP/2 (h2 over TLS by ALPN, h2c with prior knowledge over plain TCP).
+    #[arg(long)]
+    pub http2: bool,
+    /// http: fetch paths over HTTPS from --target.
+    #[arg(long)]
+    pub tls: bool,
+    /// http: accept any server certificate.
+    #[arg(long, short = 'k')]
+    pub insecure: bool,
+    /// http: trust the CA certificates in this PEM file.
+    #[arg(long)]
+    pub cacert: Option<String>,
+    /// http: TLS server name to send and verify.
+    #[arg(long)]
+    pub sni: Option<String>,
+    /// http: connections.
+    #[arg(long, short = 'c')]
+    pub connections: Option<u32>,
+    /// http: open a new connection (and TLS handshake) for every request.
+    #[arg(long)]
+    pub no_keepalive: bool,
+    /// http: stop after this many requests in total.
+    #[arg(long, short = 'n')]
+    pub requests: Option<u64>,
+    /// http: open loop at this rate (e.g. 5000), or a ramp 1000..20000 (with --ramp).
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// http: length of the --rate ramp (default: the whole run).
+    #[arg(long)]
+    pub ramp: Option<Dur>,
+    /// http: per-request timeout (default 30s).
+    #[arg(long)]
+    pub timeout: Option<Dur>,
     /// Source of TCP statistics: auto (eBPF, else TCP_INFO, saying why), ebpf, tcpinfo or off.
     #[arg(long, default_value = "auto")]
     pub probe: netblast_probe::ProbeMode,

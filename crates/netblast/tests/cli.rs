@@ -23,7 +23,7 @@ fn unknown_profile_field_names_file_line_and_field() {
     let path = std::env::temp_dir().join(format!("nb-bad-{}.toml", std::process::id()));
     let mut f = std::fs::File::create(&path).unwrap();
     writeln!(f, "description = \"x\"\n[run]\nkind = \"bulk\"\nduration = \"1s\"\n[bulk]\nflowz = 3").unwrap();
-    let o = util::bin().args(["run", "-c", "127.0.0.1:1", "--profile"]).arg(&path).output().unwrap();
+    let o = util::bin().args(["run", "--target", "127.0.0.1:1", "--profile"]).arg(&path).output().unwrap();
     let e = stderr_of(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(e.contains(&path.display().to_string()), "{e}");
@@ -34,19 +34,19 @@ fn unknown_profile_field_names_file_line_and_field() {
 
 #[test]
 fn bad_values_and_flags_exit_2() {
-    let o = util::bin().args(["run", "-c", "127.0.0.1", "--flows", "0"]).output().unwrap();
+    let o = util::bin().args(["run", "--target", "127.0.0.1", "--flows", "0"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr_of(&o).contains("bulk.flows"), "{}", stderr_of(&o));
-    let o = util::bin().args(["run", "-c", "127.0.0.1", "--frobnicate"]).output().unwrap();
+    let o = util::bin().args(["run", "--target", "127.0.0.1", "--frobnicate"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr_of(&o).contains("--frobnicate"));
-    let o = util::bin().args(["run", "-c", "127.0.0.1", "--window", "lots"]).output().unwrap();
+    let o = util::bin().args(["run", "--target", "127.0.0.1", "--window", "lots"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr_of(&o).contains("lots"));
-    let o = util::bin().args(["run", "-c", "127.0.0.1", "--cpus", "4000"]).output().unwrap();
+    let o = util::bin().args(["run", "--target", "127.0.0.1", "--cpus", "4000"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr_of(&o).contains("CPU 4000"), "{}", stderr_of(&o));
-    let o = util::bin().args(["run", "-c", "127.0.0.1", "--profile", "no-such-profile"]).output().unwrap();
+    let o = util::bin().args(["run", "--target", "127.0.0.1", "--profile", "no-such-profile"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr_of(&o).contains("bulk-1flow"), "lists the built-in profiles");
 }
@@ -55,7 +55,7 @@ fn bad_values_and_flags_exit_2() {
 fn nothing_listening_is_one_clear_line() {
     // Bind then drop to get a port with (almost certainly) nothing on it.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let o = util::bin().args(["run", "-c", &format!("127.0.0.1:{port}"), "-t", "1"]).output().unwrap();
+    let o = util::bin().args(["run", "--target", &format!("127.0.0.1:{port}"), "-t", "1"]).output().unwrap();
     let e = stderr_of(&o);
     assert_eq!(o.status.code(), Some(1), "{e}");
     assert!(e.contains("connection refused") && e.contains("netblast serve"), "{e}");
@@ -73,7 +73,7 @@ fn not_a_netblast_server_is_named() {
             std::thread::sleep(std::time::Duration::from_millis(500));
         }
     });
-    let o = util::bin().args(["run", "-c", &addr.to_string(), "-t", "1"]).output().unwrap();
+    let o = util::bin().args(["run", "--target", &addr.to_string(), "-t", "1"]).output().unwrap();
     let e = stderr_of(&o);
     assert_eq!(o.status.code(), Some(1), "{e}");
     assert!(e.contains("does not speak the netblast protocol"), "{e}");
@@ -82,7 +82,8 @@ fn not_a_netblast_server_is_named() {
 #[test]
 fn too_many_flows_for_the_fd_limit_says_how_to_raise_it() {
     let srv = Server::start("127.0.0.1:0").unwrap();
-    let cmd = format!("ulimit -n 128 && exec {} run -c {} --flows 300 -t 1", env!("CARGO_BIN_EXE_netblast"), srv.addr);
+    let cmd =
+        format!("ulimit -n 128 && exec {} run --target {} --flows 300 -t 1", env!("CARGO_BIN_EXE_netblast"), srv.addr);
     let o = std::process::Command::new("sh").args(["-c", &cmd]).output().unwrap();
     let e = stderr_of(&o);
     assert_eq!(o.status.code(), Some(1), "{e}");
@@ -94,7 +95,7 @@ fn json_output_and_report_render_the_same_result() {
     let srv = Server::start("127.0.0.1:0").unwrap();
     let path = std::env::temp_dir().join(format!("nb-out-{}.json", std::process::id()));
     let o = util::bin()
-        .args(["run", "-c", &srv.addr.to_string(), "-t", "1", "-i", "0.5", "--output"])
+        .args(["run", "--target", &srv.addr.to_string(), "-t", "1", "-i", "0.5", "--output"])
         .arg(&path)
         .output()
         .unwrap();

@@ -148,7 +148,7 @@ fn nothing_stays_attached_after_interrupt_or_kill() {
         let (server, addr) = util::spawn_server_with(&["--probe", "ebpf"]);
         let mut server = util::KillOnDrop(server);
         let client = bin()
-            .args(["run", "-c", &addr.to_string(), "-t", "20", "--probe", "ebpf", "--json"])
+            .args(["run", "--target", &addr.to_string(), "-t", "20", "--probe", "ebpf", "--json"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -259,7 +259,7 @@ fn induced_loss_is_seen_and_matches_the_kernel() {
     let run = |secs: &str, extra: &[&str]| -> RunResult {
         let out = Command::new("nsenter")
             .arg(format!("--net=/run/netns/{}", ns.a))
-            .args([env!("CARGO_BIN_EXE_netblast"), "run", "-c"])
+            .args([env!("CARGO_BIN_EXE_netblast"), "run", "--target"])
             .arg(format!("{}:5210", ns.addr_b))
             .args(["-t", secs, "--probe", "ebpf", "--flows", "2", "--json"])
             .args(extra)

@@ -6,12 +6,14 @@
 //! addresses) happens later, in the engine.
 
 mod bulk;
+mod http;
 mod msgrate;
 mod rr;
 mod run;
 mod tcp;
 
 pub use bulk::{BulkSection, Direction, SendMode, Way};
+pub use http::{HttpSection, HttpVersion, RateStep};
 pub use msgrate::{MsgrateSection, Protocol};
 pub use rr::{RrSection, WaitMode};
 pub use run::{Kind, RunSection};
@@ -45,6 +47,9 @@ pub struct Profile {
     /// `[rr]`: parameters of the rr kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rr: Option<RrSection>,
+    /// `[http]`: parameters of the http kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpSection>,
 }
 
 /// A built-in profile: its name and description.
@@ -128,6 +133,11 @@ impl Profile {
         self.rr.clone().unwrap_or_default()
     }
 
+    /// The `[http]` section in effect (defaults when absent).
+    pub fn http(&self) -> HttpSection {
+        self.http.clone().unwrap_or_default()
+    }
+
     /// Cross-field checks. `origin` names the file (or `command line`) in errors.
     pub fn validate(&self, origin: &str) -> Result<(), SpecError> {
         let invalid = |field: &str, message: String| SpecError::Invalid {
@@ -143,6 +153,7 @@ impl Profile {
             ("bulk", self.bulk.is_some(), Kind::Bulk),
             ("msgrate", self.msgrate.is_some(), Kind::Msgrate),
             ("rr", self.rr.is_some(), Kind::Rr),
+            ("http", self.http.is_some(), Kind::Http),
         ];
         for (section, is_present, owner) in present {
             if is_present && owner != kind {
@@ -242,6 +253,16 @@ impl Profile {
                 }
                 self.require_duration(&invalid)?;
             }
+            Kind::Http => {
+                let h = self.http();
+                h.check().map_err(|(field, message)| invalid(field, message))?;
+                if self.run.duration.is_none() && h.requests.is_none() && h.steps.is_empty() {
+                    return Err(invalid(
+                        "run.duration",
+                        "a test needs a bound: set run.duration, http.requests or http.steps".into(),
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -256,7 +277,13 @@ impl Profile {
     /// The time bound in effect: `run.duration`, or [`COUNT_ONLY_TIME_CAP`] when only a count
     /// bounds the test.
     pub fn time_bound(&self) -> Duration {
-        self.run.duration.map(|d| d.get()).unwrap_or(COUNT_ONLY_TIME_CAP)
+        if let Some(d) = self.run.duration {
+            return d.get();
+        }
+        if self.run.kind == Kind::Http && !self.http().steps.is_empty() {
+            return self.http().steps_duration();
+        }
+        COUNT_ONLY_TIME_CAP
     }
 }
 

@@ -14,6 +14,8 @@ pub enum Kind {
     Msgrate,
     /// Request/response round trips (qperf tcp_lat, netperf TCP_RR).
     Rr,
+    /// HTTP/1.1, HTTP/2, HTTPS request floods (hey, wrk, wrk2, vegeta).
+    Http,
 }
 
 impl Kind {
@@ -23,6 +25,7 @@ impl Kind {
             Kind::Bulk => "bulk",
             Kind::Msgrate => "msgrate",
             Kind::Rr => "rr",
+            Kind::Http => "http",
         }
     }
 }

@@ -1,0 +1,274 @@
+//! The built-in HTTP responder of `netblast serve` (`--http PORT`, `--https PORT`): HTTP/1.1 and
+//! HTTP/2 (h2 over TLS by ALPN, h2c by prior knowledge on plain TCP), so no nginx is needed
+//! between two netblast hosts.
+//!
+//! Every response is shaped by its query string:
+//! - `size=45`, `size=1MiB`: body size (default `--http-size`, 45 bytes); the body is random
+//!   bytes from one buffer made at start, so nothing on the path can compress it.
+//! - `delay=20ms`, `delay=5ms..20ms`: wait before answering (fixed, or uniform in the range).
+//! - `status=503`: answer with that status.
+//! - `abort=1`: announce the full length, send half of the body, then close the connection.
+//!
+//! `GET /_netblast/pause?for=1s` makes the responder hold every request for that long (at most
+//! 10 s), to check that a tool's latency shows a stalled server.
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use hyper::body::{Frame, Incoming};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use netblast_spec::units::{ByteSize, Dur};
+use rustls::pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+
+/// Largest body one response may ask for.
+pub const MAX_SIZE: u64 = 1 << 30;
+/// Longest delay or pause one request may ask for.
+pub const MAX_DELAY: Duration = Duration::from_secs(10);
+/// Size of the random buffer bodies are cut from (bigger bodies repeat it).
+const BUF_LEN: usize = 4 << 20;
+
+/// Settings of the responder.
+#[derive(Debug, Clone)]
+pub struct ResponderConfig {
+    /// Body size when the request does not say.
+    pub default_size: u64,
+}
+
+impl Default for ResponderConfig {
+    fn default() -> Self {
+        ResponderConfig { default_size: 45 }
+    }
+}
+
+struct State {
+    cfg: ResponderConfig,
+    data: Bytes,
+    paused_until: Mutex<Option<Instant>>,
+}
+
+type Body = BoxBody<Bytes, std::io::Error>;
+
+/// A TLS configuration for `--https`: the given PEM certificate chain and key, or a
+/// self-signed certificate for `names` made now.
+pub fn tls_config(files: Option<(&str, &str)>, names: Vec<String>) -> Result<Arc<rustls::ServerConfig>, String> {
+    let (chain, key): (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) = match files {
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_file_iter(cert)
+                .map_err(|e| format!("cannot read --cert {cert}: {e}"))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("--cert {cert}: {e}"))?;
+            if chain.is_empty() {
+                return Err(format!("--cert {cert} holds no certificate"));
+            }
+            let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("cannot read --key {key}: {e}"))?;
+            (chain, key)
+        }
+        None => {
+            let ck =
+                rcgen::generate_simple_self_signed(names).map_err(|e| format!("cannot make a certificate: {e}"))?;
+            let key = PrivateKeyDer::Pkcs8(ck.key_pair.serialize_der().into());
+            (vec![ck.cert.der().clone()], key)
+        }
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("certificate and key do not work together: {e}"))?;
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(cfg))
+}
+
+/// Serves HTTP (or HTTPS with `tls`) on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    cfg: ResponderConfig,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let mut data = vec![0u8; BUF_LEN];
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d ^ (std::process::id() as u64);
+    for chunk in data.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+    }
+    let state = Arc::new(State { cfg, data: Bytes::from(data), paused_until: Mutex::new(None) });
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!("http accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = tcp.set_nodelay(true);
+        let state = state.clone();
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| respond(req, state.clone()));
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let result = match acceptor {
+                Some(a) => match tokio::time::timeout(Duration::from_secs(10), a.accept(tcp)).await {
+                    Ok(Ok(tls)) => builder.serve_connection(TokioIo::new(tls), svc).await,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, "TLS handshake failed: {e}");
+                        return;
+                    }
+                    Err(_) => return,
+                },
+                None => builder.serve_connection(TokioIo::new(tcp), svc).await,
+            };
+            if let Err(e) = result {
+                tracing::debug!(%peer, "http connection ended: {e}");
+            }
+        });
+    }
+}
+
+fn query(req: &Request<Incoming>) -> Vec<(String, String)> {
+    req.uri()
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (k.to_string(), v.to_string()),
+            None => (p.to_string(), String::new()),
+        })
+        .collect()
+}
+
+fn plain(status: StatusCode, text: String) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(text)).map_err(|e| match e {}).boxed());
+    *r.status_mut() = status;
+    r
+}
+
+/// A uniformly random duration in [a, b], seeded from the clock (good enough for test delays).
+fn random_between(a: Duration, b: Duration) -> Duration {
+    if b <= a {
+        return a;
+    }
+    let seed = Instant::now().elapsed().as_nanos() as u64
+        ^ std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let mut x = seed | 1;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    let span = (b - a).as_nanos() as u64;
+    a + Duration::from_nanos(x % (span + 1))
+}
+
+fn parse_delay(v: &str) -> Result<Duration, String> {
+    let one = |s: &str| s.parse::<Dur>().map(|d| d.get()).map_err(|e| e.to_string());
+    let d = match v.split_once("..") {
+        Some((a, b)) => random_between(one(a)?, one(b)?),
+        None => one(v)?,
+    };
+    if d > MAX_DELAY {
+        return Err(format!("delay {v} is over the {MAX_DELAY:?} limit"));
+    }
+    Ok(d)
+}
+
+async fn respond(req: Request<Incoming>, st: Arc<State>) -> Result<Response<Body>, Infallible> {
+    let q = query(&req);
+    let path = req.uri().path().to_string();
+    // Drain the request body (POST/PUT floods), counting nothing.
+    let mut body = req.into_body();
+    while let Some(frame) = body.frame().await {
+        if frame.is_err() {
+            break;
+        }
+    }
+    let paused = *st.paused_until.lock().unwrap_or_else(|e| e.into_inner());
+    if path == "/_netblast/pause" {
+        let d = match q.iter().find(|(k, _)| k == "for").map(|(_, v)| parse_delay(v)) {
+            Some(Ok(d)) => d,
+            Some(Err(e)) => return Ok(plain(StatusCode::BAD_REQUEST, format!("{e}\n"))),
+            None => return Ok(plain(StatusCode::BAD_REQUEST, "pause needs for=DURATION\n".into())),
+        };
+        *st.paused_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + d);
+        return Ok(plain(StatusCode::OK, format!("paused for {d:?}\n")));
+    }
+    if let Some(until) = paused {
+        tokio::time::sleep_until(until.into()).await;
+    }
+    let mut size = st.cfg.default_size;
+    let mut status = StatusCode::OK;
+    let mut abort = false;
+    for (k, v) in &q {
+        match k.as_str() {
+            "size" => match v.parse::<ByteSize>() {
+                Ok(s) if s.bytes() <= MAX_SIZE => size = s.bytes(),
+                Ok(s) => return Ok(plain(StatusCode::BAD_REQUEST, format!("size {s} is over the 1GiB limit\n"))),
+                Err(e) => return Ok(plain(StatusCode::BAD_REQUEST, format!("{e}\n"))),
+            },
+            "delay" => match parse_delay(v) {
+                Ok(d) => tokio::time::sleep(d).await,
+                Err(e) => return Ok(plain(StatusCode::BAD_REQUEST, format!("{e}\n"))),
+            },
+            "status" => match v.parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok()) {
+                Some(c) => status = c,
+                None => return Ok(plain(StatusCode::BAD_REQUEST, format!("invalid status {v:?}\n"))),
+            },
+            "abort" => abort = v != "0",
+            _ => {}
+        }
+    }
+    let body: Body = if abort {
+        // Promise the whole body, deliver half, then fail: the connection is closed mid-response.
+        let half = st.data.slice(0..((size / 2) as usize).min(st.data.len()));
+        let frames: Vec<Result<Frame<Bytes>, std::io::Error>> = vec![
+            Ok(Frame::data(half)),
+            Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "responder aborts mid-response (abort=1)")),
+        ];
+        Frames(frames.into()).boxed()
+    } else if (size as usize) <= st.data.len() {
+        Full::new(st.data.slice(0..size as usize)).map_err(|e| match e {}).boxed()
+    } else {
+        let mut left = size;
+        let mut frames = Vec::new();
+        while left > 0 {
+            let n = left.min(st.data.len() as u64) as usize;
+            frames.push(Ok(Frame::data(st.data.slice(0..n))));
+            left -= n as u64;
+        }
+        Frames(frames.into()).boxed()
+    };
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    r.headers_mut().insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(size));
+    r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/octet-stream"));
+    Ok(r)
+}
+
+/// A body made of frames ready in memory: the large and the aborted responses.
+struct Frames(std::collections::VecDeque<Result<Frame<Bytes>, std::io::Error>>);
+
+impl hyper::body::Body for Frames {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        std::task::Poll::Ready(self.0.pop_front())
+    }
+}

@@ -1,0 +1,189 @@
+//! One client connection: TCP connect, TLS handshake, HTTP/1.1 or HTTP/2 handshake, each timed;
+//! bytes counted at the TCP level (so TLS overhead is included).
+
+use super::h1::{H1Conn, Io};
+use super::stats::ErrorKind;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_util::rt::TokioIo;
+use netblast_spec::profile::HttpVersion;
+use rustls::pki_types::ServerName;
+use std::cell::Cell;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// Where one URL's requests go.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// Resolved address.
+    pub addr: SocketAddr,
+    /// TLS server name, for https.
+    pub tls_name: Option<ServerName<'static>>,
+    /// `host:port` as written, for the Host header and h2 `:authority`.
+    pub authority: String,
+}
+
+/// Bytes written and read by a worker's connections.
+#[derive(Debug, Default)]
+pub struct ByteCount {
+    /// Written.
+    pub sent: Cell<u64>,
+    /// Read.
+    pub received: Cell<u64>,
+}
+
+/// A TCP stream that counts the bytes through it.
+pub struct Counting<T> {
+    inner: T,
+    count: Rc<ByteCount>,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Counting<T> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = (buf.filled().len() - before) as u64;
+        self.count.received.set(self.count.received.get() + n);
+        r
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Counting<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = &r {
+            self.count.sent.set(self.count.sent.get() + *n as u64);
+        }
+        r
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = &r {
+            self.count.sent.set(self.count.sent.get() + *n as u64);
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// Runs futures on the worker's local task set (the worker's runtime is single-threaded).
+#[derive(Clone, Copy, Debug)]
+pub struct LocalExec;
+
+impl<F> hyper::rt::Executor<F> for LocalExec
+where
+    F: std::future::Future + 'static,
+{
+    fn execute(&self, fut: F) {
+        tokio::task::spawn_local(fut);
+    }
+}
+
+/// A ready connection.
+pub enum Sender {
+    /// HTTP/1.1: one request at a time.
+    H1(H1Conn),
+    /// HTTP/2 (hyper).
+    H2(hyper::client::conn::http2::SendRequest<Full<Bytes>>),
+}
+
+impl Sender {
+    /// Whether the connection can take another request.
+    pub fn is_usable(&self) -> bool {
+        match self {
+            Sender::H1(s) => s.is_usable(),
+            Sender::H2(s) => !s.is_closed(),
+        }
+    }
+}
+
+/// How long opening a connection took.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenTimes {
+    /// TCP connect.
+    pub connect: Duration,
+    /// TLS handshake, for https.
+    pub tls: Option<Duration>,
+}
+
+/// A failure, classified, with its message.
+pub type Failure = (ErrorKind, String);
+
+fn io_failure(e: &io::Error, what: &str) -> Failure {
+    (ErrorKind::of_io(e), format!("{what}: {e}"))
+}
+
+/// Opens a connection to `ep` and performs the HTTP handshake.
+pub async fn open(
+    ep: &Endpoint,
+    version: HttpVersion,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+    count: &Rc<ByteCount>,
+) -> Result<(Sender, OpenTimes), Failure> {
+    let t0 = Instant::now();
+    let tcp = TcpStream::connect(ep.addr).await.map_err(|e| {
+        let (kind, msg) = io_failure(&e, &format!("connect to {}", ep.addr));
+        (if kind == ErrorKind::Refused { kind } else { ErrorKind::Connect }, msg)
+    })?;
+    let _ = tcp.set_nodelay(true);
+    let connect = t0.elapsed();
+    let io = Counting { inner: tcp, count: count.clone() };
+    match (&ep.tls_name, tls) {
+        (Some(name), Some(cfg)) => {
+            let t1 = Instant::now();
+            let stream = tokio_rustls::TlsConnector::from(cfg.clone())
+                .connect(name.clone(), io)
+                .await
+                .map_err(|e| (ErrorKind::Tls, format!("TLS handshake with {}: {e}", ep.authority)))?;
+            let tls_time = t1.elapsed();
+            let alpn = stream.get_ref().1.alpn_protocol().map(|p| p.to_vec());
+            if version == HttpVersion::Http2 && alpn.as_deref() != Some(b"h2") {
+                return Err((ErrorKind::Tls, format!("{} did not negotiate HTTP/2 (ALPN h2)", ep.authority)));
+            }
+            let sender = handshake(Io::Tls(Box::new(stream)), version).await?;
+            Ok((sender, OpenTimes { connect, tls: Some(tls_time) }))
+        }
+        _ => Ok((handshake(Io::Plain(io), version).await?, OpenTimes { connect, tls: None })),
+    }
+}
+
+type Stream = Io<Counting<TcpStream>, tokio_rustls::client::TlsStream<Counting<TcpStream>>>;
+
+async fn handshake(io: Stream, version: HttpVersion) -> Result<Sender, Failure> {
+    match version {
+        HttpVersion::Http1 => Ok(Sender::H1(H1Conn::new(Box::new(io)))),
+        HttpVersion::Http2 => {
+            let io = TokioIo::new(io);
+            let (sender, conn) = hyper::client::conn::http2::handshake(LocalExec, io)
+                .await
+                .map_err(|e| (ErrorKind::of_hyper(&e), format!("HTTP/2 handshake: {e}")))?;
+            tokio::task::spawn_local(async move {
+                let _ = conn.await;
+            });
+            Ok(Sender::H2(sender))
+        }
+    }
+}

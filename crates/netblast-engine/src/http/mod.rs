@@ -1,0 +1,460 @@
+//! The http generator: HTTP/1.1, HTTP/2 and HTTPS request floods against any HTTP server
+//! (`netblast serve --http`, nginx, envoy, ...), closed or open loop.
+//!
+//! Threads: one pinned worker per CPU (up to the connection count), each a single-threaded
+//! tokio runtime holding its share of the connection slots (slot k on worker k mod W). Sockets:
+//! the slots' TCP connections (hyper client, rustls for TLS). Metrics: requests sent and
+//! completed, status codes, failures by class, bytes both ways (counted at the TCP level), the
+//! latency HDR histogram per interval (open loop: from each request's intended send time), and
+//! per request or connection: TCP connect, TLS handshake, time to first byte, body read, send
+//! lag. Results are merged by adding counters and histograms.
+//!
+//! # Layout
+//! - [`schedule`]: open-loop schedules (constant, ramp, steps).
+//! - [`conn`]: opening a connection, byte counting.
+//! - [`h1`]: the HTTP/1.1 client connection (HTTP/2 uses hyper).
+//! - [`tls`]: client TLS settings.
+//! - [`worker`]: a worker's slots, dispatcher and ticker.
+//! - [`stats`]: counters and failure classes.
+
+pub mod conn;
+pub mod h1;
+pub mod schedule;
+pub mod stats;
+pub mod tls;
+pub mod worker;
+
+use crate::client::{split_budget, ClientError, Live};
+use crate::sys::{self, CpuMark};
+use crate::worker::{RunFlags, StartGate};
+use bytes::Bytes;
+use conn::Endpoint;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
+use netblast_spec::hist::EncodedHistogram;
+use netblast_spec::profile::{HttpSection, HttpVersion};
+use netblast_spec::result::{
+    CpuSummary, CpuUsage, HostInfo, HttpConnections, HttpErrorCount, HttpInterval, HttpPhases, HttpSummary, Interval,
+    Plan, ProbeInfo, RunError, RunResult, Summary, SCHEMA,
+};
+use schedule::Schedule;
+use stats::{summary, IntervalStats, RunStats};
+use std::collections::BTreeMap;
+use std::net::ToSocketAddrs;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+use worker::{Job, Prepared, WorkerMsg};
+
+fn bad(what: impl Into<String>) -> ClientError {
+    ClientError::Target { target: String::new(), why: what.into() }
+}
+
+/// Resolves the section's URLs (paths against `target`) into ready requests.
+fn prepare(h: &HttpSection, target: &str) -> Result<(Vec<Prepared>, bool), ClientError> {
+    let body = match (&h.body, &h.body_file) {
+        (Some(b), _) => Bytes::from(b.clone().into_bytes()),
+        (None, Some(path)) => {
+            Bytes::from(std::fs::read(path).map_err(|e| bad(format!("cannot read the request body from {path}: {e}")))?)
+        }
+        (None, None) => Bytes::new(),
+    };
+    let method = Method::from_bytes(h.method.as_bytes()).map_err(|_| bad(format!("invalid method {:?}", h.method)))?;
+    let mut extra = HeaderMap::new();
+    for line in &h.headers {
+        let (name, value) =
+            line.split_once(':').ok_or_else(|| bad(format!("header {line:?} is not \"Name: value\"")))?;
+        let name = HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| bad(format!("invalid header name in {line:?}")))?;
+        let value =
+            HeaderValue::from_str(value.trim()).map_err(|_| bad(format!("invalid header value in {line:?}")))?;
+        extra.append(name, value);
+    }
+    let mut any_tls = false;
+    let mut out = Vec::new();
+    for u in &h.urls {
+        let full = if u.starts_with('/') {
+            if target.is_empty() {
+                return Err(bad(format!("URL {u:?} is a path: give --target HOST:PORT (or absolute URLs)")));
+            }
+            format!("{}://{}{}", if h.tls { "https" } else { "http" }, target, u)
+        } else {
+            u.clone()
+        };
+        let uri: Uri = full.parse().map_err(|e| bad(format!("invalid URL {full:?}: {e}")))?;
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err(bad(format!("URL {full:?}: scheme must be http or https"))),
+        };
+        any_tls |= https;
+        let authority = uri.authority().ok_or_else(|| bad(format!("URL {full:?} has no host")))?.clone();
+        let host = authority.host().trim_start_matches('[').trim_end_matches(']').to_string();
+        let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let addr = (host.as_str(), port)
+            .to_socket_addrs()
+            .map_err(|e| bad(format!("cannot resolve {host}: {e}")))?
+            .next()
+            .ok_or_else(|| bad(format!("{host} resolves to no address")))?;
+        let tls_name = if https {
+            let name = h.sni.clone().unwrap_or_else(|| host.clone());
+            Some(
+                rustls::pki_types::ServerName::try_from(name.clone())
+                    .map_err(|_| bad(format!("invalid TLS server name {name:?}")))?,
+            )
+        } else {
+            None
+        };
+        let path = uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
+        let mut headers = extra.clone();
+        let send_uri: Uri = match h.version {
+            HttpVersion::Http1 => {
+                if !headers.contains_key(http::header::HOST) {
+                    headers.insert(
+                        http::header::HOST,
+                        HeaderValue::from_str(authority.as_str()).map_err(|_| bad("invalid host"))?,
+                    );
+                }
+                path.parse().map_err(|e| bad(format!("invalid path {path:?}: {e}")))?
+            }
+            HttpVersion::Http2 => uri.clone(),
+        };
+        if !headers.contains_key(http::header::USER_AGENT) {
+            headers.insert(
+                http::header::USER_AGENT,
+                HeaderValue::from_static(concat!("netblast/", env!("CARGO_PKG_VERSION"))),
+            );
+        }
+        if !body.is_empty() && !headers.contains_key(http::header::CONTENT_LENGTH) {
+            headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+        }
+        if !h.keepalive && h.version == HttpVersion::Http1 {
+            headers.insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        let h1 = serialize_h1(&method, &path, &headers, &body);
+        out.push(Prepared {
+            h1,
+            endpoint: Endpoint { addr, tls_name, authority: authority.to_string() },
+            method: method.clone(),
+            uri: send_uri,
+            headers,
+            body: body.clone(),
+        });
+    }
+    Ok((out, any_tls))
+}
+
+/// An HTTP/1.1 request as bytes on the wire.
+fn serialize_h1(method: &Method, path: &str, headers: &HeaderMap, body: &Bytes) -> Bytes {
+    let mut v = Vec::with_capacity(256 + body.len());
+    v.extend_from_slice(method.as_str().as_bytes());
+    v.push(b' ');
+    v.extend_from_slice(path.as_bytes());
+    v.extend_from_slice(b" HTTP/1.1\r\n");
+    for (name, value) in headers {
+        v.extend_from_slice(name.as_str().as_bytes());
+        v.extend_from_slice(b": ");
+        v.extend_from_slice(value.as_bytes());
+        v.extend_from_slice(b"\r\n");
+    }
+    v.extend_from_slice(b"\r\n");
+    v.extend_from_slice(body);
+    Bytes::from(v)
+}
+
+/// Weighted round-robin order: each URL index repeated by its weight, interleaved.
+fn cycle(weights: Option<&[u32]>, n: usize) -> Vec<usize> {
+    let w: Vec<u32> = weights.map(|w| w.to_vec()).unwrap_or_else(|| vec![1; n]);
+    let max = w.iter().copied().max().unwrap_or(1);
+    let mut out = Vec::new();
+    for round in 0..max {
+        for (i, wi) in w.iter().enumerate() {
+            if round < *wi {
+                out.push(i);
+            }
+        }
+    }
+    out
+}
+
+struct Acc {
+    start_s: f64,
+    end_s: f64,
+    stats: IntervalStats,
+    reported: usize,
+}
+
+fn status_map(m: &std::collections::HashMap<u16, u64>) -> BTreeMap<String, u64> {
+    m.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+fn http_interval(index: u32, a: &Acc, schedule: Option<&Schedule>, encode: bool) -> Interval {
+    let secs = (a.end_s - a.start_s).max(1e-9);
+    let s = &a.stats;
+    Interval {
+        index,
+        start_s: a.start_s,
+        end_s: a.end_s,
+        streams: Vec::new(),
+        sums: Vec::new(),
+        http: Some(HttpInterval {
+            sent: s.sent,
+            completed: s.completed,
+            errors: s.errors,
+            late: s.late,
+            responses_per_s: s.completed as f64 / secs,
+            target_rate: schedule.map(|sc| sc.rate_between(a.start_s, a.end_s)),
+            sent_per_s: s.sent as f64 / secs,
+            bytes_sent: s.bytes_sent,
+            bytes_received: s.bytes_received,
+            latency: summary(&s.latency),
+            latency_hist: if encode && !s.latency.is_empty() {
+                EncodedHistogram::encode(&s.latency).ok()
+            } else {
+                None
+            },
+            status: status_map(&s.status),
+        }),
+    }
+}
+
+/// Runs an http test.
+pub fn run(
+    plan: &Plan,
+    probe_info: ProbeInfo,
+    flags: &Arc<RunFlags>,
+    live: &mut dyn FnMut(Live<'_>),
+) -> Result<RunResult, ClientError> {
+    let h = plan.profile.http();
+    let (requests, any_tls) = prepare(&h, &plan.target)?;
+    let tls = if any_tls { Some(tls::client_config(&h).map_err(bad)?) } else { None };
+    let bound = plan.time_bound.get();
+    let schedule = Schedule::from_section(&h, bound);
+    let slots = h.connections;
+    let workers = (plan.client_cpus.len() as u32).min(slots).max(1);
+    let workers = std::env::var("NB_HTTP_W").ok().and_then(|v| v.parse().ok()).unwrap_or(workers);
+    sys::ensure_fds(slots as u64 * 2 + 64).map_err(ClientError::Fds)?;
+    let job = Arc::new(Job {
+        cycle: cycle(h.weights.as_deref(), requests.len()),
+        requests,
+        version: h.version,
+        tls,
+        keepalive: h.keepalive,
+        timeout: h.timeout(),
+        interval: plan.profile.run.interval(),
+        bound,
+        schedule: schedule.clone(),
+        requests_bound: h.requests,
+        slots,
+        workers,
+    });
+    let started_at = sys::now_rfc3339();
+    let test_id = netblast_spec::wire::TestId(sys::random_bytes()).to_string();
+    let gate = StartGate::new();
+    let (tx, rx) = mpsc::channel::<(usize, WorkerMsg)>();
+    let mut handles = Vec::new();
+    for w in 0..workers as usize {
+        // Slot k runs on worker k mod W; in closed loop each slot sends its exact share of -n.
+        let my: Vec<(u32, Option<u64>)> = (0..slots)
+            .filter(|k| *k as usize % workers as usize == w)
+            .map(|k| {
+                (k, if schedule.is_none() { h.requests.map(|n| split_budget(n, slots as u64, k as u64)) } else { None })
+            })
+            .collect();
+        let (job, gate, flags, tx) = (job.clone(), gate.clone(), flags.clone(), tx.clone());
+        let cpu = if std::env::var("NB_NOPIN").is_ok() { None } else { plan.client_cpus.get(w).copied() };
+        handles.push(
+            crate::worker::spawn(w, cpu, move |pinned| worker::run_worker(w, pinned, my, job, gate, flags, tx))
+                .map_err(|e| ClientError::Io { what: "cannot start worker threads".into(), source: e })?,
+        );
+    }
+    drop(tx);
+    let cpu_mark = CpuMark::thread();
+    let start = Instant::now();
+    gate.open(start);
+    let server = HostInfo::default();
+    live(Live::Started { plan, test_id: &test_id, server: &server, streams: &[] });
+
+    let mut accs: BTreeMap<u32, Acc> = BTreeMap::new();
+    let mut last: Vec<Option<u32>> = vec![None; workers as usize];
+    let mut done: Vec<bool> = vec![false; workers as usize];
+    let mut printed = 0u32;
+    let mut total_run = RunStats::new();
+    let mut worker_cpu = CpuUsage::default();
+    let mut errors: Vec<RunError> = Vec::new();
+    while done.iter().any(|d| !d) {
+        let Ok((w, msg)) = rx.recv_timeout(Duration::from_millis(200)) else {
+            if handles.iter().all(|h| h.is_finished()) && rx.try_recv().is_err() {
+                break;
+            }
+            continue;
+        };
+        match msg {
+            WorkerMsg::Interval { index, start_s, end_s, stats } => {
+                let a = accs.entry(index).or_insert_with(|| Acc {
+                    start_s,
+                    end_s,
+                    stats: IntervalStats::new(),
+                    reported: 0,
+                });
+                a.start_s = a.start_s.min(start_s);
+                a.end_s = a.end_s.max(end_s);
+                a.stats.add(&stats);
+                a.reported += 1;
+                last[w] = Some(index);
+            }
+            WorkerMsg::Done { run, cpu, pin_error } => {
+                total_run.add(&run);
+                worker_cpu.user_s += cpu.user_s;
+                worker_cpu.system_s += cpu.system_s;
+                if let Some(e) = pin_error {
+                    errors.push(RunError { at_s: 0.0, source: format!("worker {w}"), message: e });
+                }
+                done[w] = true;
+            }
+        }
+        while let Some(a) = accs.get(&printed) {
+            let all = (0..workers as usize).all(|w| done[w] || last[w].is_some_and(|l| l >= printed));
+            if !all {
+                break;
+            }
+            live(Live::Interval(&http_interval(printed, a, schedule.as_ref(), false)));
+            printed += 1;
+        }
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    let mut control_cpu = cpu_mark.usage();
+    control_cpu.user_s += worker_cpu.user_s;
+    control_cpu.system_s += worker_cpu.system_s;
+    if flags.interrupted() {
+        errors.push(RunError {
+            at_s: start.elapsed().as_secs_f64(),
+            source: "client".into(),
+            message: "interrupted by the user".into(),
+        });
+    }
+
+    let intervals: Vec<Interval> = accs.iter().map(|(i, a)| http_interval(*i, a, schedule.as_ref(), true)).collect();
+    let mut total = IntervalStats::new();
+    for a in accs.values() {
+        total.add(&a.stats);
+    }
+    let seconds = total_run.last_done_s.max(1e-9);
+    // The window requests were sent in: the schedule's (open loop) or the run's (closed loop).
+    let send_window = match &schedule {
+        Some(s) => s.end().as_secs_f64().min(bound.as_secs_f64()),
+        None => seconds,
+    };
+    let errors_by_kind: Vec<HttpErrorCount> = {
+        let mut v: Vec<_> = total_run.errors.iter().collect();
+        v.sort_by_key(|(k, _)| **k);
+        v.into_iter()
+            .map(|(k, (n, s))| HttpErrorCount { kind: k.name().into(), count: *n, sample: s.clone() })
+            .collect()
+    };
+    let http_summary = HttpSummary {
+        mode: if schedule.is_some() { "open_loop" } else { "closed_loop" }.into(),
+        version: match h.version {
+            HttpVersion::Http1 => "http1",
+            HttpVersion::Http2 => "http2",
+        }
+        .into(),
+        tls: any_tls,
+        sent: total.sent,
+        completed: total.completed,
+        succeeded: total_run.succeeded,
+        success_ratio: if total.sent > 0 { total_run.succeeded as f64 / total.sent as f64 } else { 0.0 },
+        seconds,
+        responses_per_s: total.completed as f64 / seconds,
+        sent_per_s: total.sent as f64 / send_window.max(1e-9),
+        target_rate: schedule.as_ref().map(|s| s.rate_between(0.0, send_window)),
+        late: total.late,
+        bytes_sent: total.bytes_sent,
+        bytes_received: total.bytes_received,
+        latency: summary(&total.latency).unwrap_or_default(),
+        latency_hist: if total.latency.is_empty() { None } else { EncodedHistogram::encode(&total.latency).ok() },
+        phases: HttpPhases {
+            connect: summary(&total_run.connect),
+            tls: summary(&total_run.tls),
+            ttfb: summary(&total_run.ttfb),
+            body: summary(&total_run.body),
+            send_lag: summary(&total_run.send_lag),
+        },
+        status_codes: status_map(&total.status),
+        errors: errors_by_kind,
+        connections: HttpConnections {
+            configured: slots,
+            established: total_run.established,
+            failed: total_run.failed,
+            peak_open: total_run.peak_open,
+        },
+    };
+    // Failed requests are results, not run errors; a run is incomplete when it was cut short.
+    let complete = errors.is_empty();
+    let bits = (total.bytes_sent + total.bytes_received) as f64 * 8.0;
+    Ok(RunResult {
+        schema: SCHEMA.to_string(),
+        netblast_version: env!("CARGO_PKG_VERSION").to_string(),
+        test_id,
+        started_at,
+        complete,
+        errors,
+        warnings: plan
+            .notes
+            .iter()
+            .map(|n| RunError { at_s: 0.0, source: "plan".into(), message: n.clone() })
+            .collect(),
+        plan: plan.clone(),
+        client: sys::host_info(),
+        server: None,
+        probe: probe_info,
+        server_probe: None,
+        streams: Vec::new(),
+        intervals,
+        summary: Summary {
+            duration_s: seconds,
+            ways: Vec::new(),
+            streams: Vec::new(),
+            cpu: CpuSummary {
+                client: control_cpu,
+                server: None,
+                bits_per_client_cpu_s: if control_cpu.cpu_s() > 0.0 { bits / control_cpu.cpu_s() } else { 0.0 },
+                bits_per_server_cpu_s: None,
+            },
+            http: Some(http_summary),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weighted_cycle_interleaves() {
+        assert_eq!(cycle(None, 3), vec![0, 1, 2]);
+        assert_eq!(cycle(Some(&[3, 1]), 2), vec![0, 1, 0, 0]);
+        assert_eq!(cycle(Some(&[0, 2]), 2), vec![1, 1]);
+    }
+
+    #[test]
+    fn paths_need_a_target_and_urls_resolve() {
+        let h = HttpSection { urls: vec!["/x".into()], ..Default::default() };
+        assert!(prepare(&h, "").unwrap_err().to_string().contains("--target"));
+        let (p, tls) = prepare(&h, "127.0.0.1:8080").unwrap();
+        assert!(!tls);
+        assert_eq!(p[0].uri, "/x");
+        assert_eq!(p[0].headers[http::header::HOST], "127.0.0.1:8080");
+        let h2 = HttpSection {
+            urls: vec!["https://localhost:8443/y?size=1".into()],
+            version: HttpVersion::Http2,
+            ..Default::default()
+        };
+        let (p, tls) = prepare(&h2, "").unwrap();
+        assert!(tls);
+        assert_eq!(p[0].uri.to_string(), "https://localhost:8443/y?size=1");
+        assert!(p[0].endpoint.tls_name.is_some());
+        let bad_header = HttpSection { headers: vec!["no colon".into()], ..Default::default() };
+        assert!(prepare(&bad_header, "127.0.0.1:1").is_err());
+    }
+}

@@ -1,0 +1,213 @@
+//! `[http]`: HTTP/1.1, HTTP/2 and HTTPS request floods (hey, wrk, wrk2, vegeta), closed loop
+//! (as fast as responses come back) or open loop (requests at intended times, latency from the
+//! intended time).
+
+use crate::units::{ByteSize, Dur, Rate};
+use serde::{Deserialize, Serialize};
+
+/// HTTP protocol version.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HttpVersion {
+    /// HTTP/1.1 (over TLS: ALPN offers http/1.1 only).
+    #[default]
+    Http1,
+    /// HTTP/2: over TLS negotiated with ALPN, over plain TCP with prior knowledge (h2c).
+    Http2,
+}
+
+/// One step of a rate schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateStep {
+    /// Requests per second during the step.
+    pub rate: Rate,
+    /// How long the step lasts.
+    pub duration: Dur,
+}
+
+/// The `[http]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSection {
+    /// Where to send requests: absolute URLs, or paths (starting with `/`) on `--target`.
+    /// Several are used round-robin, or by `weights`.
+    #[serde(default = "default_urls")]
+    pub urls: Vec<String>,
+    /// Relative weights of `urls` (weighted round-robin); default equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<Vec<u32>>,
+    /// Paths are fetched over HTTPS from `--target` (absolute URLs carry their own scheme).
+    #[serde(default)]
+    pub tls: bool,
+    /// Request method.
+    #[serde(default = "default_method")]
+    pub method: String,
+    /// Extra request headers, `"Name: value"`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<String>,
+    /// Request body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// Request body read from this file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_file: Option<String>,
+    /// HTTP version.
+    #[serde(default)]
+    pub version: HttpVersion,
+    /// TCP connections (`-c`), spread over the pinned workers.
+    #[serde(default = "default_connections")]
+    pub connections: u32,
+    /// Reuse connections (default); off opens a connection (and TLS session) per request.
+    #[serde(default = "yes")]
+    pub keepalive: bool,
+    /// Stop after this many requests in total (`-n`); the duration still caps the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+    /// Open loop at a constant rate (requests/s over all workers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Rate>,
+    /// Open loop ramp: from `rate` to `rate_to` over `ramp`, then hold `rate_to`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_to: Option<Rate>,
+    /// Length of the ramp (default: the whole run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp: Option<Dur>,
+    /// Open loop in steps; the run lasts as long as the steps together.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<RateStep>,
+    /// Per-request timeout (default 30 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Dur>,
+    /// Accept any server certificate.
+    #[serde(default)]
+    pub insecure: bool,
+    /// PEM file of CA certificates to trust (in addition to the system's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cacert: Option<String>,
+    /// TLS server name to send and verify, when it differs from the URL's host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sni: Option<String>,
+    /// Largest response body to read; longer bodies are read and counted, not kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_body: Option<ByteSize>,
+}
+
+fn default_urls() -> Vec<String> {
+    vec!["/".to_string()]
+}
+
+fn default_method() -> String {
+    "GET".to_string()
+}
+
+fn default_connections() -> u32 {
+    HttpSection::DEFAULT_CONNECTIONS
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for HttpSection {
+    fn default() -> Self {
+        HttpSection {
+            urls: default_urls(),
+            weights: None,
+            tls: false,
+            method: default_method(),
+            headers: Vec::new(),
+            body: None,
+            body_file: None,
+            version: HttpVersion::Http1,
+            connections: HttpSection::DEFAULT_CONNECTIONS,
+            keepalive: true,
+            requests: None,
+            rate: None,
+            rate_to: None,
+            ramp: None,
+            steps: Vec::new(),
+            timeout: None,
+            insecure: false,
+            cacert: None,
+            sni: None,
+            max_body: None,
+        }
+    }
+}
+
+impl HttpSection {
+    /// Default connection count.
+    pub const DEFAULT_CONNECTIONS: u32 = 10;
+    /// Default per-request timeout.
+    pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+    /// The per-request timeout in effect.
+    pub fn timeout(&self) -> std::time::Duration {
+        self.timeout.map(Dur::get).unwrap_or(Self::DEFAULT_TIMEOUT)
+    }
+
+    /// Whether requests follow a schedule (open loop) rather than responses (closed loop).
+    pub fn open_loop(&self) -> bool {
+        self.rate.is_some() || !self.steps.is_empty()
+    }
+
+    /// Total length of `steps`.
+    pub fn steps_duration(&self) -> std::time::Duration {
+        self.steps.iter().map(|s| s.duration.get()).sum()
+    }
+
+    /// Checks the section; errors are (field, message).
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.urls.is_empty() {
+            return Err(("http.urls", "names no URL".into()));
+        }
+        for u in &self.urls {
+            if !(u.starts_with('/') || u.starts_with("http://") || u.starts_with("https://")) {
+                return Err(("http.urls", format!("{u:?} is neither a path (/...) nor an http:// or https:// URL")));
+            }
+        }
+        if let Some(w) = &self.weights {
+            if w.len() != self.urls.len() {
+                return Err(("http.weights", format!("{} weights for {} URLs", w.len(), self.urls.len())));
+            }
+            if w.iter().all(|x| *x == 0) {
+                return Err(("http.weights", "all weights are 0".into()));
+            }
+        }
+        if self.method.is_empty() || !self.method.bytes().all(|b| b.is_ascii_uppercase()) {
+            return Err(("http.method", format!("{:?} is not a method (GET, POST, ...)", self.method)));
+        }
+        for h in &self.headers {
+            match h.split_once(':') {
+                Some((name, _)) if !name.trim().is_empty() && !name.contains(' ') => {}
+                _ => return Err(("http.headers", format!("{h:?} is not \"Name: value\""))),
+            }
+        }
+        if self.body.is_some() && self.body_file.is_some() {
+            return Err(("http.body", "set body or body_file, not both".into()));
+        }
+        if self.connections == 0 || self.connections > 100_000 {
+            return Err(("http.connections", format!("{} is outside 1..100000", self.connections)));
+        }
+        if self.requests == Some(0) {
+            return Err(("http.requests", "must be greater than 0".into()));
+        }
+        if !self.steps.is_empty() && (self.rate.is_some() || self.rate_to.is_some()) {
+            return Err(("http.steps", "use steps or rate (and rate_to), not both".into()));
+        }
+        if self.rate_to.is_some() && self.rate.is_none() {
+            return Err(("http.rate_to", "a ramp needs a starting rate (http.rate)".into()));
+        }
+        if self.ramp.is_some() && self.rate_to.is_none() {
+            return Err(("http.ramp", "a ramp needs http.rate_to".into()));
+        }
+        if self.steps.iter().any(|s| s.duration.get().is_zero()) {
+            return Err(("http.steps", "every step needs a duration > 0".into()));
+        }
+        if self.timeout.is_some_and(|t| t.get().is_zero()) {
+            return Err(("http.timeout", "must be greater than 0".into()));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Runs netblast and wrk back to back against the same local nginx (scripts/nginx-local.sh):
+# same connections, same duration, a small static response, interleaved rounds, and prints the
+# median requests/s ratio; then netblast's HTTPS requests/s against the same nginx.
+#
+#   scripts/compare-http.sh [ROUNDS] [SECONDS] [CONNECTIONS]    (defaults: 5 rounds, 5 s, 50)
+#
+# Client and server share this machine's CPUs: a client that costs less CPU leaves more to
+# nginx, so the ratio compares the tools' efficiency as much as their speed.
+set -euo pipefail
+ROUNDS=${1:-5}
+SECS=${2:-5}
+CONNS=${3:-50}
+cd "$(dirname "$0")/.."
+command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 2; }
+cargo build --release -q -p netblast
+NB=target/release/netblast
+WORK=$(mktemp -d)
+HTTP_PORT=${HTTP_PORT:-18180}
+HTTPS_PORT=${HTTPS_PORT:-18543}
+NCPU=$(nproc)
+scripts/nginx-local.sh "$WORK/nginx" "$HTTP_PORT" "$HTTPS_PORT" >"$WORK/nginx.out" 2>&1 &
+NGINX=$!
+trap 'kill $NGINX 2>/dev/null || true; wait $NGINX 2>/dev/null || true; rm -rf "$WORK"' EXIT
+for _ in $(seq 1 50); do
+  curl -s -o /dev/null "http://127.0.0.1:$HTTP_PORT/" && break
+  sleep 0.1
+done
+URL="http://127.0.0.1:$HTTP_PORT/"
+run_wrk() { wrk -t "$NCPU" -c "$CONNS" -d "${SECS}s" "$URL" >"$WORK/wrk-$1.txt"; sleep 0.5; }
+run_nb() { "$NB" run --url "$URL" --profile http-max -c "$CONNS" -t "$SECS" --json >"$WORK/nb-$1.json"; sleep 0.5; }
+for r in $(seq 1 "$ROUNDS"); do
+  if (( r % 2 )); then run_wrk "$r"; run_nb "$r"; else run_nb "$r"; run_wrk "$r"; fi
+  echo "round $r/$ROUNDS done" >&2
+done
+"$NB" run --url "https://127.0.0.1:$HTTPS_PORT/" --insecure --profile http-max -c "$CONNS" -t "$SECS" --json >"$WORK/nb-tls.json"
+"$NB" run --url "https://127.0.0.1:$HTTPS_PORT/" --insecure --http2 --profile http-max -c "$CONNS" -t "$SECS" --json >"$WORK/nb-h2.json"
+python3 - "$WORK" "$ROUNDS" "$SECS" "$CONNS" <<'PY'
+import json, os, re, statistics, sys
+work, rounds, secs, conns = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def wrk(r):
+    t = open(os.path.join(work, "wrk-%d.txt" % r)).read()
+    m = re.search(r"Requests/sec:\s+([\d.]+)", t)
+    if not m:
+        sys.exit("no Requests/sec in wrk output:\n" + t)
+    return float(m.group(1))
+def nb(name):
+    d = json.load(open(os.path.join(work, "nb-%s.json" % name)))
+    h = d["summary"]["http"]
+    if h["completed"] == 0 or h["errors"]:
+        sys.exit("netblast run %s had errors: %s" % (name, h["errors"]))
+    return h
+R = range(1, rounds + 1)
+w = [wrk(r) for r in R]
+n = [nb(str(r))["responses_per_s"] for r in R]
+med = statistics.median
+print("netblast vs wrk against one local nginx, %d rounds x %s s, %s connections, %d CPUs shared by client and nginx"
+      % (rounds, secs, conns, os.cpu_count()))
+print("requests/s: netblast %.0f, wrk %.0f, ratio %.3f (target >= 1.0)"
+      % (med(n), med(w), med([a / b for a, b in zip(n, w)])))
+tls, h2 = nb("tls"), nb("h2")
+print("netblast HTTPS (TLS 1.3, HTTP/1.1) against the same nginx: %.0f requests/s, p99 %.2f ms"
+      % (tls["responses_per_s"], tls["latency"]["p99_ns"] / 1e6))
+print("netblast HTTPS h2 (one stream per connection): %.0f requests/s, p99 %.2f ms"
+      % (h2["responses_per_s"], h2["latency"]["p99_ns"] / 1e6))
+PY

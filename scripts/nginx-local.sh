@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs a throwaway nginx on 127.0.0.1 in the foreground, for tests and comparisons:
+#
+#   scripts/nginx-local.sh DIR HTTP_PORT HTTPS_PORT [WORKERS]
+#
+# DIR is created (config, a self-signed certificate, the files served, logs). Locations:
+#   /          a 45-byte file (the seeds' hey runs got 45-byte answers)
+#   /503       status 503 (envoy answered some requests with 503 in the seeds)
+#   /1mib      a 1 MiB file of random bytes (the seeds' vegeta runs)
+# HTTPS_PORT speaks HTTP/1.1 and h2 (ALPN). Stops on SIGTERM/SIGINT.
+set -euo pipefail
+DIR=$1
+HTTP_PORT=$2
+HTTPS_PORT=$3
+WORKERS=${4:-auto}
+command -v nginx >/dev/null || { echo "nginx is not installed (apt-get install nginx)" >&2; exit 2; }
+command -v openssl >/dev/null || { echo "openssl is not installed (apt-get install openssl)" >&2; exit 2; }
+mkdir -p "$DIR/www" "$DIR/tmp" "$DIR/logs"
+printf 'netblast nginx test page: forty-five bytes!.\n' >"$DIR/www/index.html"
+head -c 1048576 /dev/urandom >"$DIR/www/1mib"
+if [ ! -f "$DIR/cert.pem" ]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+    -keyout "$DIR/key.pem" -out "$DIR/cert.pem" 2>/dev/null
+fi
+# nginx workers may run as an unprivileged user: let them read what they serve.
+chmod 755 "$DIR" "$DIR/www" "$DIR/tmp" "$DIR/logs"
+chmod 644 "$DIR"/www/* "$DIR/cert.pem"
+chmod 640 "$DIR/key.pem"
+cat >"$DIR/nginx.conf" <<EOF
+worker_processes $WORKERS;
+daemon off;
+pid $DIR/nginx.pid;
+error_log $DIR/logs/error.log warn;
+events { worker_connections 16384; }
+http {
+    access_log off;
+    client_body_temp_path $DIR/tmp/body;
+    proxy_temp_path $DIR/tmp/proxy;
+    fastcgi_temp_path $DIR/tmp/fastcgi;
+    uwsgi_temp_path $DIR/tmp/uwsgi;
+    scgi_temp_path $DIR/tmp/scgi;
+    keepalive_requests 10000000;
+    keepalive_timeout 60s;
+    sendfile on;
+    default_type application/octet-stream;
+    server {
+        listen 127.0.0.1:$HTTP_PORT reuseport;
+        listen 127.0.0.1:$HTTPS_PORT ssl http2 reuseport;
+        ssl_certificate $DIR/cert.pem;
+        ssl_certificate_key $DIR/key.pem;
+        root $DIR/www;
+        location = / { try_files /index.html =404; }
+        location = /503 { return 503; }
+        location = /1mib { try_files /1mib =404; }
+    }
+}
+EOF
+exec nginx -c "$DIR/nginx.conf" -p "$DIR"

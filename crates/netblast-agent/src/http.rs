@@ -174,6 +174,16 @@ fn random_between(a: Duration, b: Duration) -> Duration {
     a + Duration::from_nanos(x % (span + 1))
 }
 
+/// Sleeps `d` to the microsecond (a timerfd), falling back to tokio's millisecond timer: a
+/// requested 20 ms delay should measure as 20 ms, not 20 ms rounded up to the next tick.
+async fn precise_sleep(d: Duration) {
+    let until = Instant::now() + d;
+    match netblast_engine::http::timer::HrTimer::new() {
+        Ok(t) if t.sleep_until(until).await.is_ok() => {}
+        _ => tokio::time::sleep_until(until.into()).await,
+    }
+}
+
 fn parse_delay(v: &str) -> Result<Duration, String> {
     let one = |s: &str| s.parse::<Dur>().map(|d| d.get()).map_err(|e| e.to_string());
     let d = match v.split_once("..") {
@@ -220,7 +230,7 @@ async fn respond(req: Request<Incoming>, st: Arc<State>) -> Result<Response<Body
                 Err(e) => return Ok(plain(StatusCode::BAD_REQUEST, format!("{e}\n"))),
             },
             "delay" => match parse_delay(v) {
-                Ok(d) => tokio::time::sleep(d).await,
+                Ok(d) => precise_sleep(d).await,
                 Err(e) => return Ok(plain(StatusCode::BAD_REQUEST, format!("{e}\n"))),
             },
             "status" => match v.parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok()) {

@@ -16,11 +16,13 @@
 //! - [`tls`]: client TLS settings.
 //! - [`worker`]: a worker's slots, dispatcher and ticker.
 //! - [`stats`]: counters and failure classes.
+//! - [`timer`]: the dispatcher's microsecond timer.
 
 pub mod conn;
 pub mod h1;
 pub mod schedule;
 pub mod stats;
+pub mod timer;
 pub mod tls;
 pub mod worker;
 

@@ -298,6 +298,13 @@ async fn dispatch(
 ) {
     let Some(schedule) = &job.schedule else { return };
     let start = state.borrow().start;
+    let timer = match super::timer::HrTimer::new() {
+        Ok(t) => Some(t),
+        Err(e) => {
+            state.borrow_mut().run.fail(ErrorKind::Io, format!("no timerfd ({e}); using millisecond timers"));
+            None
+        }
+    };
     let mut j = w as u64;
     loop {
         if job.requests_bound.is_some_and(|n| j >= n) || flags.stopping() {
@@ -309,7 +316,10 @@ async fn dispatch(
             break;
         }
         if intended > Instant::now() {
-            tokio::time::sleep_until(intended.into()).await;
+            match &timer {
+                Some(t) if t.sleep_until(intended).await.is_ok() => {}
+                _ => tokio::time::sleep_until(intended.into()).await,
+            }
         }
         let slot = match free_rx.try_recv() {
             Ok(s) => s,

@@ -22,10 +22,29 @@ fn id_col(id: u32) -> String {
     format!("{id:>3}")
 }
 
+/// What a run is aimed at, in words: the peer, or for http the URLs.
+pub fn aimed_at(plan: &netblast_spec::result::Plan) -> String {
+    if plan.profile.run.kind != Kind::Http {
+        return plan.peer.clone();
+    }
+    let h = plan.profile.http();
+    let scheme = if h.tls { "https" } else { "http" };
+    let urls: Vec<String> = h
+        .urls
+        .iter()
+        .map(|u| if u.starts_with('/') { format!("{scheme}://{}{u}", plan.target) } else { u.clone() })
+        .collect();
+    urls.join(", ")
+}
+
 /// The lines printed once the test started: what runs where.
 pub fn started(test_id: &str, peer: &str, kind: &str, streams: &[StreamInfo], server: &str) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "netblast {kind} test {test_id} to {peer} (server {server})");
+    if server.is_empty() {
+        let _ = writeln!(s, "netblast {kind} test {test_id} to {peer}");
+    } else {
+        let _ = writeln!(s, "netblast {kind} test {test_id} to {peer} (server {server})");
+    }
     for st in streams.iter().take(MAX_STREAM_LINES) {
         let _ = writeln!(
             s,
@@ -560,12 +579,17 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
         let _ =
             write!(cpu, ", server {:.2} CPUs (user {:.2} s, system {:.2} s)", sv.cpus_used(), sv.user_s, sv.system_s);
     }
-    let msgs: Option<u64> = r.summary.ways.iter().map(|w| w.msgs.map(|m| m.sent)).sum();
+    let msgs: Option<u64> = match &r.summary.http {
+        Some(h) => Some(h.completed),
+        None if r.summary.ways.is_empty() => None,
+        None => r.summary.ways.iter().map(|w| w.msgs.map(|m| m.sent)).sum(),
+    };
+    let unit = if r.summary.http.is_some() { "requests" } else { "messages" };
     match msgs {
         // Message kinds: the cost that matters is per message.
         Some(n) => {
             let per = |cpu_s: f64| if cpu_s > 0.0 { n as f64 / cpu_s } else { 0.0 };
-            let _ = write!(cpu, "; {} messages per client CPU-second", count(per(c.client.cpu_s()).round() as u64));
+            let _ = write!(cpu, "; {} {unit} per client CPU-second", count(per(c.client.cpu_s()).round() as u64));
             if let Some(sv) = &c.server {
                 let _ = write!(cpu, ", {} per server CPU-second", count(per(sv.cpu_s()).round() as u64));
             }
@@ -615,10 +639,10 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
 pub fn full(r: &RunResult) -> String {
     let mut s = started(
         &r.test_id,
-        &r.plan.peer,
+        &aimed_at(&r.plan),
         r.plan.profile.run.kind.name(),
         &r.streams,
-        r.server.as_ref().map(|h| h.hostname.as_str()).unwrap_or("?"),
+        r.server.as_ref().map(|h| h.hostname.as_str()).unwrap_or(""),
     );
     for n in &r.plan.notes {
         let _ = writeln!(s, "note: {n}");

@@ -3,6 +3,7 @@
 //! - `util`: in-process servers on ephemeral ports, in-process runs, the real binary.
 //! - `bulk`: TCP bulk streams end to end (accounting, directions, concurrency, failures).
 //! - `cli`: the command line: bad input gets a clear error and exit status 2.
+//! - `http`: HTTP floods against the built-in responder and nginx.
 //! - `msg`: msgrate and rr end to end.
 //! - `probe`: the eBPF probe (root only; SKIP otherwise).
 //!
@@ -10,6 +11,7 @@
 
 mod bulk;
 mod cli;
+mod http;
 mod msg;
 mod probe;
 mod util;

@@ -232,7 +232,6 @@ pub fn run(
     let schedule = Schedule::from_section(&h, bound);
     let slots = h.connections;
     let workers = (plan.client_cpus.len() as u32).min(slots).max(1);
-    let workers = std::env::var("NB_HTTP_W").ok().and_then(|v| v.parse().ok()).unwrap_or(workers);
     sys::ensure_fds(slots as u64 * 2 + 64).map_err(ClientError::Fds)?;
     let job = Arc::new(Job {
         cycle: cycle(h.weights.as_deref(), requests.len()),
@@ -262,7 +261,7 @@ pub fn run(
             })
             .collect();
         let (job, gate, flags, tx) = (job.clone(), gate.clone(), flags.clone(), tx.clone());
-        let cpu = if std::env::var("NB_NOPIN").is_ok() { None } else { plan.client_cpus.get(w).copied() };
+        let cpu = plan.client_cpus.get(w).copied();
         handles.push(
             crate::worker::spawn(w, cpu, move |pinned| worker::run_worker(w, pinned, my, job, gate, flags, tx))
                 .map_err(|e| ClientError::Io { what: "cannot start worker threads".into(), source: e })?,

@@ -1,0 +1,346 @@
+//! HTTP floods against the built-in responder and against a real nginx.
+
+use crate::util::{self, KillOnDrop};
+use netblast_spec::profile::{HttpSection, HttpVersion, Profile};
+use netblast_spec::units::{Dur, Rate};
+use netblast_spec::RunResult;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The built-in responder on an ephemeral loopback port (TLS with a self-signed certificate
+/// when `tls`), stopped on drop.
+struct Responder {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Responder {
+    fn start(tls: bool) -> Responder {
+        let std_l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        std_l.set_nonblocking(true).unwrap();
+        let addr = std_l.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            rt.block_on(async move {
+                let l = tokio::net::TcpListener::from_std(std_l).unwrap();
+                let tls = tls.then(|| {
+                    netblast_agent::http::tls_config(None, vec!["localhost".into(), "127.0.0.1".into()]).unwrap()
+                });
+                netblast_agent::http::serve(l, tls, Default::default(), async {
+                    let _ = rx.await;
+                })
+                .await
+                .unwrap();
+            });
+        });
+        Responder { addr, stop: Some(tx), thread: Some(thread) }
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn profile(edit: impl FnOnce(&mut Profile, &mut HttpSection)) -> Profile {
+    let (mut p, _) = Profile::load("http-max").unwrap();
+    p.run.duration = Some("2s".parse().unwrap());
+    p.run.interval = Some("500ms".parse().unwrap());
+    let mut h = p.http();
+    h.connections = 10;
+    edit(&mut p, &mut h);
+    p.http = Some(h);
+    p.validate("test").unwrap();
+    p
+}
+
+fn http(r: &RunResult) -> &netblast_spec::result::HttpSummary {
+    assert!(r.complete, "{:?}", r.errors);
+    r.summary.http.as_ref().expect("http summary")
+}
+
+fn status(r: &RunResult, code: &str) -> u64 {
+    http(r).status_codes.get(code).copied().unwrap_or(0)
+}
+
+#[test]
+fn request_counts_are_exact_and_statuses_counted() {
+    let srv = Responder::start(false);
+    let r = util::run(
+        srv.addr,
+        profile(|p, h| {
+            p.run.duration = None;
+            h.requests = Some(1000);
+            h.urls = vec!["/".into(), "/?status=503".into()];
+            h.weights = Some(vec![3, 1]);
+        }),
+    );
+    let h = http(&r);
+    assert_eq!((h.sent, h.completed), (1000, 1000));
+    assert_eq!(status(&r, "200"), 750);
+    assert_eq!(status(&r, "503"), 250);
+    assert_eq!(h.succeeded, 750);
+    assert!((h.success_ratio - 0.75).abs() < 1e-9);
+    assert_eq!(h.connections.established, 10, "keep-alive: one connection per slot");
+    assert_eq!(h.latency.count, 1000);
+    assert!(h.bytes_received > 1000 * 45 && h.bytes_sent > 0);
+    let per_interval: u64 = r.intervals.iter().filter_map(|i| i.http.as_ref()).map(|x| x.completed).sum();
+    assert_eq!(per_interval, 1000);
+}
+
+#[test]
+fn without_keepalive_every_request_opens_a_connection() {
+    let srv = Responder::start(false);
+    let r = util::run(
+        srv.addr,
+        profile(|p, h| {
+            p.run.duration = None;
+            h.requests = Some(200);
+            h.keepalive = false;
+        }),
+    );
+    let h = http(&r);
+    assert_eq!(h.completed, 200);
+    assert_eq!(h.connections.established, 200);
+    assert_eq!(h.phases.connect.as_ref().unwrap().count, 200);
+}
+
+#[test]
+fn https_http2_and_h2c_work() {
+    let tls = Responder::start(true);
+    for version in [HttpVersion::Http1, HttpVersion::Http2] {
+        let r = util::run(
+            tls.addr,
+            profile(|p, h| {
+                p.run.duration = None;
+                h.requests = Some(300);
+                h.tls = true;
+                h.insecure = true;
+                h.version = version;
+            }),
+        );
+        let h = http(&r);
+        assert!(h.tls);
+        assert_eq!((h.completed, status(&r, "200")), (300, 300), "{version:?}");
+        assert_eq!(h.phases.tls.as_ref().unwrap().count, 10, "one TLS handshake per connection");
+    }
+    let plain = Responder::start(false);
+    let r = util::run(
+        plain.addr,
+        profile(|p, h| {
+            p.run.duration = None;
+            h.requests = Some(300);
+            h.version = HttpVersion::Http2;
+        }),
+    );
+    assert_eq!(http(&r).completed, 300, "h2c with prior knowledge");
+    assert_eq!(http(&r).version, "http2");
+}
+
+#[test]
+fn untrusted_certificate_is_a_tls_error() {
+    let tls = Responder::start(true);
+    let r = util::run(
+        tls.addr,
+        profile(|p, h| {
+            p.run.duration = None;
+            h.requests = Some(20);
+            h.tls = true;
+        }),
+    );
+    let h = http(&r);
+    assert_eq!(h.completed, 0);
+    assert_eq!(h.errors.iter().find(|e| e.kind == "tls").map(|e| e.count), Some(20), "{:?}", h.errors);
+}
+
+#[test]
+fn open_loop_rate_is_accurate() {
+    let srv = Responder::start(false);
+    let r = util::run(
+        srv.addr,
+        profile(|p, h| {
+            p.run.duration = Some(Dur(Duration::from_secs(5)));
+            h.rate = Some(Rate(5000.0));
+            h.connections = 20;
+        }),
+    );
+    let h = http(&r);
+    assert_eq!(h.mode, "open_loop");
+    let target = h.target_rate.unwrap();
+    assert!((target - 5000.0).abs() < 1.0, "target {target}");
+    assert!((h.sent_per_s - 5000.0).abs() / 5000.0 <= 0.01, "achieved {} vs 5000/s", h.sent_per_s);
+    assert!(h.completed as f64 >= h.sent as f64 * 0.99, "{} of {} answered", h.completed, h.sent);
+    assert!(h.phases.send_lag.is_some());
+}
+
+#[test]
+fn a_20ms_delay_shows_up_as_20ms() {
+    let srv = Responder::start(false);
+    let r = util::run(
+        srv.addr,
+        profile(|p, h| {
+            p.run.duration = Some(Dur(Duration::from_secs(3)));
+            h.urls = vec!["/?delay=20ms".into()];
+            h.rate = Some(Rate(200.0));
+            h.connections = 20;
+        }),
+    );
+    let p50 = http(&r).latency.p50_ns as f64 / 1e6;
+    assert!((20.0..=22.0).contains(&p50), "p50 {p50} ms");
+}
+
+#[test]
+fn a_stalled_server_raises_open_loop_latency_by_the_stall() {
+    let srv = Responder::start(false);
+    let addr = srv.addr;
+    // One second into a 4 s open-loop run, the responder stalls for 1 s.
+    let pauser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        use std::io::{Read, Write};
+        s.write_all(b"GET /_netblast/pause?for=1s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    });
+    let r = util::run(
+        addr,
+        profile(|p, h| {
+            p.run.duration = Some(Dur(Duration::from_secs(4)));
+            h.rate = Some(Rate(500.0));
+            h.connections = 50;
+        }),
+    );
+    pauser.join().unwrap();
+    let h = http(&r);
+    let p99 = h.latency.p99_ns as f64 / 1e9;
+    let p50 = h.latency.p50_ns as f64 / 1e9;
+    assert!(p50 < 0.05, "most requests are fast: p50 {p50} s");
+    assert!((0.7..=1.5).contains(&p99), "p99 {p99} s should be about the 1 s stall");
+    assert!(h.late > 0, "requests waited for a free connection during the stall");
+}
+
+#[test]
+fn a_server_closing_mid_response_gives_counted_errors() {
+    let srv = Responder::start(false);
+    let r = util::run(
+        srv.addr,
+        profile(|p, h| {
+            p.run.duration = None;
+            h.requests = Some(100);
+            h.urls = vec!["/?abort=1&size=100000".into()];
+        }),
+    );
+    let h = http(&r);
+    assert_eq!(h.sent, 100);
+    assert_eq!(h.completed, 0);
+    let errors: u64 = h.errors.iter().map(|e| e.count).sum();
+    assert_eq!(errors, 100, "{:?}", h.errors);
+    assert!(h.errors.iter().any(|e| e.kind == "reset"), "{:?}", h.errors);
+}
+
+#[test]
+fn refused_connections_are_counted_not_hung() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let r = util::run(
+        addr,
+        profile(|p, h| {
+            p.run.duration = Some(Dur(Duration::from_millis(500)));
+            h.connections = 2;
+        }),
+    );
+    let h = http(&r);
+    assert_eq!(h.completed, 0);
+    assert!(h.errors.iter().any(|e| e.kind == "refused" && e.count > 0), "{:?}", h.errors);
+    assert_eq!(h.connections.established, 0);
+}
+
+/// A local nginx from scripts/nginx-local.sh on free ports: (process, http, https).
+fn nginx() -> Option<(KillOnDrop, u16, u16, tempdir::Dir)> {
+    if std::process::Command::new("nginx").arg("-v").output().is_err() {
+        eprintln!("SKIP nginx tests: nginx is not installed");
+        return None;
+    }
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (p1, p2) = (free(), free());
+    let dir = tempdir::Dir::new("nb-nginx");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/nginx-local.sh");
+    let child = std::process::Command::new(script)
+        .arg(dir.path())
+        .args([p1.to_string(), p2.to_string(), "1".to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let guard = KillOnDrop(child);
+    let t = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", p1)).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(10), "nginx did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some((guard, p1, p2, dir))
+}
+
+mod tempdir {
+    /// A directory removed on drop.
+    pub struct Dir(std::path::PathBuf);
+    impl Dir {
+        pub fn new(prefix: &str) -> Dir {
+            let p =
+                std::env::temp_dir().join(format!("{prefix}-{}-{:?}", std::process::id(), std::thread::current().id()));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).unwrap();
+            Dir(p)
+        }
+        pub fn path(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+#[test]
+fn against_nginx_counts_statuses_and_speaks_https_and_h2() {
+    let Some((_nginx, http_port, https_port, _dir)) = nginx() else { return };
+    let addr: SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
+    let r = util::run(
+        addr,
+        profile(|p, h| {
+            p.run.duration = None;
+            h.requests = Some(1000);
+            h.urls = vec!["/".into(), "/503".into(), "/1mib".into()];
+        }),
+    );
+    let h = http(&r);
+    assert_eq!(h.completed, 1000);
+    assert_eq!(status(&r, "200"), 667);
+    assert_eq!(status(&r, "503"), 333);
+    assert!(h.bytes_received > 333 * 1_048_576, "the 1 MiB file was read: {}", h.bytes_received);
+    let tls_addr: SocketAddr = format!("127.0.0.1:{https_port}").parse().unwrap();
+    for version in [HttpVersion::Http1, HttpVersion::Http2] {
+        let r = util::run(
+            tls_addr,
+            profile(|p, h| {
+                p.run.duration = None;
+                h.requests = Some(500);
+                h.tls = true;
+                h.insecure = true;
+                h.version = version;
+            }),
+        );
+        assert_eq!(status(&r, "200"), 500, "{version:?}: {:?}", http(&r).errors);
+    }
+}

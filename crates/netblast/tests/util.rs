@@ -127,11 +127,21 @@ pub fn wait_output(mut child: Child, limit: Duration) -> std::process::Output {
     }
 }
 
-/// A child process killed when dropped, so a failing test leaves nothing running.
+/// A child process stopped when dropped, so a failing test leaves nothing running: SIGTERM
+/// first (a server such as nginx then stops its own workers), SIGKILL if it lingers.
 pub struct KillOnDrop(pub Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
+        // SAFETY: kill has no memory-safety preconditions; the pid is our own child's.
+        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
+        let t = std::time::Instant::now();
+        while t.elapsed() < Duration::from_secs(3) {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

@@ -3,8 +3,10 @@
 //! Figures: bulk Gbit/s for 1 flow and for one flow per CPU (client and server share this
 //! machine, so these are the engine's capacity here, not a network's), Gbit per CPU-second on
 //! each side; 1-byte TCP messages/s of one pinned flow and the segments/s they became, UDP
-//! datagrams/s with one flow per CPU, rr round-trip latency; and the cost of merging interval
-//! histograms (the aggregator's and the fleet merge's inner operation).
+//! datagrams/s with one flow per CPU, rr round-trip latency; HTTP requests/s (closed loop,
+//! HTTP/1.1 and HTTPS) and open-loop accuracy at 5000/s against the built-in responder; the
+//! eBPF probe's cost (root only); and the cost of merging interval histograms (the aggregator's
+//! and the fleet merge's inner operation).
 //! Set NETBLAST_BENCH_SECS to change the run length (default 3).
 
 use netblast_benches::{figure, profile, run, run_with, LocalServer};
@@ -131,6 +133,86 @@ fn probe_overhead(server: &LocalServer) -> Result<(), String> {
     Ok(())
 }
 
+/// HTTP against the built-in responder (in this process, on its own runtime): closed-loop
+/// requests/s over HTTP/1.1 and HTTPS, and open-loop accuracy at 5000/s.
+fn http_figures(cpus: usize) -> Result<(), String> {
+    let std_l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let tls_l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let (addr, tls_addr) =
+        (std_l.local_addr().map_err(|e| e.to_string())?, tls_l.local_addr().map_err(|e| e.to_string())?);
+    std_l.set_nonblocking(true).map_err(|e| e.to_string())?;
+    tls_l.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let server = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cpus.max(1))
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let tls = netblast_agent::http::tls_config(None, vec!["127.0.0.1".into()]).expect("certificate");
+            let (mut a, mut b) = (rx.clone(), rx);
+            let plain = netblast_agent::http::serve(
+                tokio::net::TcpListener::from_std(std_l).expect("listener"),
+                None,
+                Default::default(),
+                async move {
+                    let _ = a.wait_for(|s| *s).await;
+                },
+            );
+            let secure = netblast_agent::http::serve(
+                tokio::net::TcpListener::from_std(tls_l).expect("listener"),
+                Some(tls),
+                Default::default(),
+                async move {
+                    let _ = b.wait_for(|s| *s).await;
+                },
+            );
+            let _ = tokio::join!(plain, secure);
+        });
+    });
+    let result = (|| {
+        for (name, target, tls) in [("http.h1", addr, false), ("http.h1_tls", tls_addr, true)] {
+            let p = profile("http-max", |p| {
+                p.run.duration = Some(Dur(secs()));
+                if let Some(h) = p.http.as_mut() {
+                    h.tls = tls;
+                    h.insecure = tls;
+                }
+            })?;
+            let r = run(target, p)?;
+            let h = r.summary.http.ok_or("no http summary")?;
+            figure(
+                &format!("{name}.closed_loop_rps"),
+                h.responses_per_s / 1e3,
+                "k req/s",
+                "50 connections, 45-byte responses, built-in responder",
+            );
+            figure(&format!("{name}.p99_ms"), h.latency.p99_ns as f64 / 1e6, "ms", "latency p99 of the same");
+        }
+        let p = profile("http-max", |p| {
+            p.run.duration = Some(Dur(secs()));
+            if let Some(h) = p.http.as_mut() {
+                h.rate = Some(netblast_spec::units::Rate(5000.0));
+                h.connections = 20;
+            }
+        })?;
+        let r = run(addr, p)?;
+        let h = r.summary.http.ok_or("no http summary")?;
+        figure("http.open_loop_5k.achieved_per_s", h.sent_per_s, "req/s", "open loop, target 5000/s");
+        figure(
+            "http.open_loop_5k.send_lag_p99_us",
+            h.phases.send_lag.map(|l| l.p99_ns as f64 / 1e3).unwrap_or(0.0),
+            "us",
+            "send time behind intended time, p99",
+        );
+        Ok(())
+    })();
+    let _ = tx.send(true);
+    let _ = server.join();
+    result
+}
+
 fn histogram_merge() {
     // Interval histograms as a worker produces them: ~100k latency samples spread over 5 decades.
     let mut src = Vec::new();
@@ -186,6 +268,10 @@ fn main() {
     let cpu_list = netblast_engine::sys::allowed_cpus().unwrap_or_default();
     if let Err(e) = msgrate(&server, &cpu_list) {
         eprintln!("msgrate/rr: {e}");
+        failed = true;
+    }
+    if let Err(e) = http_figures(cpu_list.len()) {
+        eprintln!("http: {e}");
         failed = true;
     }
     if let Err(e) = probe_overhead(&server) {

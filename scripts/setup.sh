@@ -12,7 +12,7 @@ PKGS=(
   clang llvm libbpf-dev bpftool    # eBPF programs (ebpf/*.c) and their inspection
   iproute2 nftables                # network namespaces, veth, loss injection in tests
   iperf3 qperf nginx wrk           # anchor tools the comparison scripts run side by side
-  procps                           # ps/pgrep used by scripts
+  procps curl openssl util-linux   # pgrep, curl and nsenter in scripts; certificates for nginx
 )
 if command -v apt-get >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive

@@ -11,43 +11,15 @@ use std::net::SocketAddr;
 pub struct LocalServer {
     /// Where it listens.
     pub addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _bg: netblast_agent::Background,
 }
 
 impl LocalServer {
     /// Starts the server.
     pub fn start() -> std::io::Result<LocalServer> {
-        let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        std_listener.set_nonblocking(true)?;
-        let addr = std_listener.local_addr()?;
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .expect("bench runtime");
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
-                let _ = netblast_agent::serve(listener, netblast_agent::ServeConfig::default(), async {
-                    let _ = rx.await;
-                })
-                .await;
-            });
-        });
-        Ok(LocalServer { addr, stop: Some(tx), thread: Some(thread) })
-    }
-}
-
-impl Drop for LocalServer {
-    fn drop(&mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let bg =
+            netblast_agent::Background::data_port(std::net::TcpListener::bind("127.0.0.1:0")?, Default::default())?;
+        Ok(LocalServer { addr: bg.addr(), _bg: bg })
     }
 }
 

@@ -136,41 +136,12 @@ fn probe_overhead(server: &LocalServer) -> Result<(), String> {
 /// HTTP against the built-in responder (in this process, on its own runtime): closed-loop
 /// requests/s over HTTP/1.1 and HTTPS, and open-loop accuracy at 5000/s.
 fn http_figures(cpus: usize) -> Result<(), String> {
-    let std_l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    let tls_l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    let (addr, tls_addr) =
-        (std_l.local_addr().map_err(|e| e.to_string())?, tls_l.local_addr().map_err(|e| e.to_string())?);
-    std_l.set_nonblocking(true).map_err(|e| e.to_string())?;
-    tls_l.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    let server = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(cpus.max(1))
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async move {
-            let tls = netblast_agent::http::tls_config(None, vec!["127.0.0.1".into()]).expect("certificate");
-            let (mut a, mut b) = (rx.clone(), rx);
-            let plain = netblast_agent::http::serve(
-                tokio::net::TcpListener::from_std(std_l).expect("listener"),
-                None,
-                Default::default(),
-                async move {
-                    let _ = a.wait_for(|s| *s).await;
-                },
-            );
-            let secure = netblast_agent::http::serve(
-                tokio::net::TcpListener::from_std(tls_l).expect("listener"),
-                Some(tls),
-                Default::default(),
-                async move {
-                    let _ = b.wait_for(|s| *s).await;
-                },
-            );
-            let _ = tokio::join!(plain, secure);
-        });
-    });
+    let bind = || std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string());
+    let tls = netblast_agent::http::tls_config(None, vec!["127.0.0.1".into()])?;
+    let plain = netblast_agent::Background::http(bind()?, None, Default::default(), cpus).map_err(|e| e.to_string())?;
+    let secure =
+        netblast_agent::Background::http(bind()?, Some(tls), Default::default(), cpus).map_err(|e| e.to_string())?;
+    let (addr, tls_addr) = (plain.addr(), secure.addr());
     let result = (|| {
         for (name, target, tls) in [("http.h1", addr, false), ("http.h1_tls", tls_addr, true)] {
             let p = profile("http-max", |p| {
@@ -208,8 +179,7 @@ fn http_figures(cpus: usize) -> Result<(), String> {
         );
         Ok(())
     })();
-    let _ = tx.send(true);
-    let _ = server.join();
+    drop((plain, secure));
     result
 }
 

@@ -6,6 +6,7 @@
 //!
 //! # Layout
 //! - [`serve`]: the accept loop, taking an already-bound listener and a shutdown future.
+//! - [`Background`]: a server on its own thread and runtime, for tests and benches.
 //! - [`data`]: one connection: handshake, control of a test, running its streams.
 //! - [`registry`]: tests waiting for their streams.
 //! - [`http`]: the built-in HTTP/HTTPS responder (`--http`, `--https`).
@@ -75,4 +76,81 @@ pub async fn serve(listener: TcpListener, cfg: ServeConfig, shutdown: impl Futur
         tasks.abort_all();
     }
     Ok(())
+}
+
+/// A server (data port or HTTP responder) running on its own thread and tokio runtime, stopped
+/// and joined when dropped: what tests, benches and embedding tools start.
+pub struct Background {
+    addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Background {
+    /// Serves the data port on an already-bound listener.
+    pub fn data_port(listener: std::net::TcpListener, cfg: ServeConfig) -> std::io::Result<Background> {
+        Background::spawn(listener, 2, move |l, stop| async move {
+            if let Err(e) = serve(l, cfg, stop).await {
+                tracing::warn!("background server failed: {e}");
+            }
+        })
+    }
+
+    /// Serves HTTP (HTTPS with `tls`) on an already-bound listener with `threads` runtime threads.
+    pub fn http(
+        listener: std::net::TcpListener,
+        tls: Option<Arc<rustls::ServerConfig>>,
+        cfg: http::ResponderConfig,
+        threads: usize,
+    ) -> std::io::Result<Background> {
+        Background::spawn(listener, threads, move |l, stop| async move {
+            if let Err(e) = http::serve(l, tls, cfg, stop).await {
+                tracing::warn!("background HTTP server failed: {e}");
+            }
+        })
+    }
+
+    fn spawn<F, Fut>(listener: std::net::TcpListener, threads: usize, run: F) -> std::io::Result<Background>
+    where
+        F: FnOnce(TcpListener, std::pin::Pin<Box<dyn Future<Output = ()> + Send>>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()>,
+    {
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(threads.max(1)).enable_all().build()?;
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new().name("netblast-bg".into()).spawn(move || {
+            rt.block_on(async move {
+                match TcpListener::from_std(listener) {
+                    Ok(l) => {
+                        run(
+                            l,
+                            Box::pin(async move {
+                                let _ = rx.await;
+                            }),
+                        )
+                        .await
+                    }
+                    Err(e) => tracing::warn!("background server: {e}"),
+                }
+            });
+        })?;
+        Ok(Background { addr, stop: Some(tx), thread: Some(thread) })
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }

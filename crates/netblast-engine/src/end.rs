@@ -5,7 +5,7 @@
 use crate::bulk::{self, BulkConfig, BulkFlow, FlowRole, WorkerShared};
 use crate::client::split_budget;
 use crate::msgrate::{self, MsgConfig, MsgFlow, MsgSocket};
-use crate::rr::{self, RrConfig, RrFlow};
+use crate::rr::{self, RrConfig};
 use crate::worker::{self, EventTx, RunFlags, StartGate};
 use netblast_probe::Probe;
 use netblast_spec::profile::{Kind, Profile, Way};
@@ -133,15 +133,9 @@ pub fn spawn(
                 send_for: timing.send_for,
                 give_up_after: timing.give_up_after,
             });
-            let mut handles = Vec::with_capacity(conns.len());
-            for (i, c) in conns.into_iter().enumerate() {
-                let flow = MsgFlow { id: c.id, role: role(side, c.way), socket: socket_of(c.tcp, c.udp) };
-                let (cfg, ctx, cpu) = (cfg.clone(), ctx.clone(), c.cpu);
-                handles.push(worker::spawn(i, cpu, move |pinned| {
-                    msgrate::run_worker(i, pinned, flow, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)
-                })?);
-            }
-            Ok(handles)
+            spawn_per_flow(side, conns, ctx, move |i, pinned, flow, ctx| {
+                msgrate::run_worker(i, pinned, flow, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)
+            })
         }
         Kind::Rr => {
             let r = profile.rr();
@@ -155,18 +149,27 @@ pub fn spawn(
                 send_for: timing.send_for,
                 give_up_after: timing.give_up_after,
             });
-            let mut handles = Vec::with_capacity(conns.len());
-            for (i, c) in conns.into_iter().enumerate() {
-                let flow = RrFlow { id: c.id, role: role(side, c.way), socket: socket_of(c.tcp, c.udp) };
-                let (cfg, ctx, cpu) = (cfg.clone(), ctx.clone(), c.cpu);
-                handles.push(worker::spawn(i, cpu, move |pinned| {
-                    rr::run_worker(i, pinned, flow, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)
-                })?);
-            }
-            Ok(handles)
+            spawn_per_flow(side, conns, ctx, move |i, pinned, flow, ctx| {
+                rr::run_worker(i, pinned, flow, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)
+            })
         }
         Kind::Http => Err(io::Error::new(io::ErrorKind::InvalidInput, "http tests have no netblast streams")),
     }
+}
+
+/// One pinned worker per stream (message kinds): stream i's worker runs `run` on its CPU.
+fn spawn_per_flow<F>(side: Side, conns: Vec<Conn>, ctx: &Ctx, run: F) -> io::Result<Vec<JoinHandle<()>>>
+where
+    F: Fn(usize, worker::Pinning, MsgFlow, &Ctx) + Send + Sync + 'static,
+{
+    let run = Arc::new(run);
+    let mut handles = Vec::with_capacity(conns.len());
+    for (i, c) in conns.into_iter().enumerate() {
+        let flow = MsgFlow { id: c.id, role: role(side, c.way), socket: socket_of(c.tcp, c.udp) };
+        let (run, ctx, cpu) = (run.clone(), ctx.clone(), c.cpu);
+        handles.push(worker::spawn(i, cpu, move |pinned| run(i, pinned, flow, &ctx))?);
+    }
+    Ok(handles)
 }
 
 fn socket_of(tcp: TcpStream, udp: Option<UdpSocket>) -> MsgSocket {

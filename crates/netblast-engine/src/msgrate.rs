@@ -44,7 +44,7 @@ pub enum MsgSocket {
     },
 }
 
-/// One message flow handed to a worker.
+/// One single-flow worker's flow (msgrate, and rr where `Send` asks and `Recv` answers).
 #[derive(Debug)]
 pub struct MsgFlow {
     /// Stream id.

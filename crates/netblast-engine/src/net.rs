@@ -110,6 +110,19 @@ impl std::os::fd::AsFd for Fd {
     }
 }
 
+/// One message header per iovec (one buffer per message), for `sendmmsg`/`recvmmsg`.
+fn headers_for(iovs: &mut [libc::iovec]) -> Box<[libc::mmsghdr]> {
+    iovs.iter_mut()
+        .map(|iov| {
+            // SAFETY: mmsghdr is plain data; zeroed is a valid empty header.
+            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            h.msg_hdr.msg_iov = iov;
+            h.msg_hdr.msg_iovlen = 1;
+            h
+        })
+        .collect()
+}
+
 /// A batch of messages for `sendmmsg`, every entry pointing at the same payload.
 pub struct SendBatch {
     // The iovecs and headers hold raw pointers into `payload` and `iovs`: both are boxed
@@ -129,16 +142,7 @@ impl SendBatch {
         let mut iovs: Box<[libc::iovec]> = (0..n)
             .map(|_| libc::iovec { iov_base: payload.as_ptr() as *mut libc::c_void, iov_len: payload.len() })
             .collect();
-        let hdrs: Box<[libc::mmsghdr]> = iovs
-            .iter_mut()
-            .map(|iov| {
-                // SAFETY: mmsghdr is plain data; zeroed is a valid empty header.
-                let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                h.msg_hdr.msg_iov = iov;
-                h.msg_hdr.msg_iovlen = 1;
-                h
-            })
-            .collect();
+        let hdrs = headers_for(&mut iovs);
         SendBatch { _payload: payload, iovs, hdrs }
     }
 
@@ -175,16 +179,7 @@ impl RecvBatch {
             // SAFETY: i * size < n * size, inside `bufs`.
             .map(|i| libc::iovec { iov_base: unsafe { base.add(i * size) }.cast(), iov_len: size })
             .collect();
-        let hdrs: Box<[libc::mmsghdr]> = iovs
-            .iter_mut()
-            .map(|iov| {
-                // SAFETY: mmsghdr is plain data; zeroed is a valid empty header.
-                let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                h.msg_hdr.msg_iov = iov;
-                h.msg_hdr.msg_iovlen = 1;
-                h
-            })
-            .collect();
+        let hdrs = headers_for(&mut iovs);
         RecvBatch { bufs, iovs, hdrs }
     }
 

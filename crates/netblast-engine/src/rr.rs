@@ -16,7 +16,7 @@
 
 use crate::bulk::{describe_io, FlowRole};
 use crate::meter::{run_single, should_stop, Meter};
-use crate::msgrate::{MsgSocket, WAKE};
+use crate::msgrate::{MsgFlow, MsgSocket, WAKE};
 use crate::net;
 use crate::worker::{EventTx, Pinning, RunFlags, StartGate};
 use netblast_probe::Probe;
@@ -25,17 +25,6 @@ use std::io::ErrorKind;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
-
-/// One rr flow handed to a worker.
-#[derive(Debug)]
-pub struct RrFlow {
-    /// Stream id.
-    pub id: u32,
-    /// Its sockets.
-    pub socket: MsgSocket,
-    /// `Send` for the client (asks), `Recv` for the server (answers).
-    pub role: FlowRole,
-}
 
 /// Parameters of an rr test end.
 #[derive(Debug, Clone)]
@@ -63,7 +52,7 @@ pub struct RrConfig {
 pub fn run_worker(
     worker: usize,
     pinned: Pinning,
-    flow: RrFlow,
+    flow: MsgFlow,
     cfg: &RrConfig,
     probe: &Probe,
     gate: &StartGate,

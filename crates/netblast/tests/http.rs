@@ -11,42 +11,16 @@ use std::time::Duration;
 /// when `tls`), stopped on drop.
 struct Responder {
     addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _bg: netblast_agent::Background,
 }
 
 impl Responder {
     fn start(tls: bool) -> Responder {
-        let std_l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        std_l.set_nonblocking(true).unwrap();
-        let addr = std_l.local_addr().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-            rt.block_on(async move {
-                let l = tokio::net::TcpListener::from_std(std_l).unwrap();
-                let tls = tls.then(|| {
-                    netblast_agent::http::tls_config(None, vec!["localhost".into(), "127.0.0.1".into()]).unwrap()
-                });
-                netblast_agent::http::serve(l, tls, Default::default(), async {
-                    let _ = rx.await;
-                })
-                .await
-                .unwrap();
-            });
-        });
-        Responder { addr, stop: Some(tx), thread: Some(thread) }
-    }
-}
-
-impl Drop for Responder {
-    fn drop(&mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let tls =
+            tls.then(|| netblast_agent::http::tls_config(None, vec!["localhost".into(), "127.0.0.1".into()]).unwrap());
+        let bg = netblast_agent::Background::http(listener, tls, Default::default(), 2).unwrap();
+        Responder { addr: bg.addr(), _bg: bg }
     }
 }
 

@@ -11,8 +11,7 @@ use std::time::Duration;
 /// An in-process `netblast serve` on an ephemeral port, stopped on drop.
 pub struct Server {
     pub addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _bg: netblast_agent::Background,
 }
 
 impl Server {
@@ -24,35 +23,10 @@ impl Server {
 
     /// As [`Server::start`], with the given source of TCP statistics.
     pub fn start_with(bind: &str, probe: Probe) -> Option<Server> {
-        let addr: SocketAddr = bind.parse().unwrap();
-        let std_listener = std::net::TcpListener::bind(addr).ok()?;
-        std_listener.set_nonblocking(true).unwrap();
-        let addr = std_listener.local_addr().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
-                let cfg = netblast_agent::ServeConfig { probe, ..Default::default() };
-                netblast_agent::serve(listener, cfg, async {
-                    let _ = rx.await;
-                })
-                .await
-                .unwrap();
-            });
-        });
-        Some(Server { addr, stop: Some(tx), thread: Some(thread) })
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let listener = std::net::TcpListener::bind(bind.parse::<SocketAddr>().unwrap()).ok()?;
+        let cfg = netblast_agent::ServeConfig { probe, ..Default::default() };
+        let bg = netblast_agent::Background::data_port(listener, cfg).unwrap();
+        Some(Server { addr: bg.addr(), _bg: bg })
     }
 }
 

@@ -271,17 +271,21 @@ async fn closed_slot(k: u32, budget: Option<u64>, job: Arc<Job>, state: Shared, 
     let mut sender: Option<Sender> = None;
     let mut n = 0u64;
     let mut j = k as u64;
+    // The end of one request is the start of the next: one clock read serves both.
+    let mut now = Instant::now();
     loop {
-        if flags.stopping() || Instant::now() >= end || budget.is_some_and(|b| n >= b) {
+        if flags.stopping() || now >= end || budget.is_some_and(|b| n >= b) {
             break;
         }
         let p = job.pick(j);
         j += job.slots as u64;
         n += 1;
-        let t0 = Instant::now();
-        if !exec(&mut sender, p, &job, &state, t0).await {
+        let (ok, done) = exec(&mut sender, p, &job, &state, now, true).await;
+        now = done;
+        if !ok {
             // A refused or failing connection must not turn into a busy loop.
             tokio::time::sleep(Duration::from_millis(10)).await;
+            now = Instant::now();
         }
     }
     close(&mut sender, &state);
@@ -352,7 +356,7 @@ async fn open_slot(
     while let Some((j, intended)) = jobs.recv().await {
         let lag = Instant::now().saturating_duration_since(intended);
         hist::record_ns(&mut state.borrow_mut().run.send_lag, lag.as_nanos() as u64);
-        exec(&mut sender, job.pick(j), &job, &state, intended).await;
+        exec(&mut sender, job.pick(j), &job, &state, intended, false).await;
         if free.send(id).is_err() {
             break;
         }
@@ -367,17 +371,26 @@ fn close(sender: &mut Option<Sender>, state: &Shared) {
 }
 
 /// Sends one request on the slot's connection (opening one if needed) and reads the whole
-/// response. Latency is measured from `t_ref` (the send time in closed loop, the intended time
-/// in open loop). Returns whether a response arrived.
-async fn exec(sender: &mut Option<Sender>, p: &Prepared, job: &Job, state: &Shared, t_ref: Instant) -> bool {
-    if !sender.as_ref().is_some_and(Sender::is_usable) {
+/// response. Latency is measured from `t_ref`: in closed loop (`t_ref_is_now`) the moment the
+/// request is due, which is also when it is sent on an open connection; in open loop the
+/// intended time. Returns whether a response arrived, and when the attempt ended.
+async fn exec(
+    sender: &mut Option<Sender>,
+    p: &Prepared,
+    job: &Job,
+    state: &Shared,
+    t_ref: Instant,
+    t_ref_is_now: bool,
+) -> (bool, Instant) {
+    let had_conn = sender.as_ref().is_some_and(Sender::is_usable);
+    if !had_conn {
         close(sender, state);
         let bytes = state.borrow().bytes.clone();
         let opened =
             tokio::time::timeout(job.timeout, conn::open(&p.endpoint, job.version, job.tls.as_ref(), &bytes)).await;
         let mut st = state.borrow_mut();
         st.interval.sent += 1;
-        match opened {
+        let failure = match opened {
             Ok(Ok((s, times))) => {
                 hist::record_ns(&mut st.run.connect, times.connect.as_nanos() as u64);
                 if let Some(t) = times.tls {
@@ -387,30 +400,26 @@ async fn exec(sender: &mut Option<Sender>, p: &Prepared, job: &Job, state: &Shar
                 st.run.open += 1;
                 st.run.peak_open = st.run.peak_open.max(st.run.open);
                 *sender = Some(s);
+                None
             }
-            Ok(Err((kind, msg))) => {
-                st.run.failed += 1;
-                st.interval.errors += 1;
-                st.run.fail(kind, msg);
-                st.run.last_done_s = st.start.elapsed().as_secs_f64();
-                return false;
-            }
+            Ok(Err(f)) => Some(f),
             Err(_) => {
-                st.run.failed += 1;
-                st.interval.errors += 1;
-                st.run.fail(
-                    ErrorKind::Timeout,
-                    format!("connect to {} took over {:?}", p.endpoint.authority, job.timeout),
-                );
-                st.run.last_done_s = st.start.elapsed().as_secs_f64();
-                return false;
+                Some((ErrorKind::Timeout, format!("connect to {} took over {:?}", p.endpoint.authority, job.timeout)))
             }
+        };
+        if let Some((kind, msg)) = failure {
+            st.run.failed += 1;
+            st.interval.errors += 1;
+            st.run.fail(kind, msg);
+            let now = Instant::now();
+            st.run.last_done_s = now.duration_since(st.start).as_secs_f64();
+            return (false, now);
         }
     } else {
         state.borrow_mut().interval.sent += 1;
     }
-    let t_send = Instant::now();
-    let Some(s) = sender.as_mut() else { return false };
+    let t_send = if had_conn && t_ref_is_now { t_ref } else { Instant::now() };
+    let Some(s) = sender.as_mut() else { return (false, Instant::now()) };
     let exchange = async {
         match s {
             Sender::H1(c) => c.exchange(&p.h1, p.method == Method::HEAD).await.map(|a| (a.status, a.head_at)),
@@ -433,7 +442,7 @@ async fn exec(sender: &mut Option<Sender>, p: &Prepared, job: &Job, state: &Shar
     let t_done = Instant::now();
     let mut st = state.borrow_mut();
     st.run.last_done_s = t_done.duration_since(st.start).as_secs_f64();
-    match outcome {
+    let failure = match outcome {
         Ok(Ok((status, t_headers))) => {
             st.interval.completed += 1;
             *st.interval.status.entry(status).or_default() += 1;
@@ -447,21 +456,14 @@ async fn exec(sender: &mut Option<Sender>, p: &Prepared, job: &Job, state: &Shar
             if !job.keepalive {
                 close(sender, state);
             }
-            true
+            return (true, t_done);
         }
-        Ok(Err((kind, msg))) => {
-            st.interval.errors += 1;
-            st.run.fail(kind, msg);
-            drop(st);
-            close(sender, state);
-            false
-        }
-        Err(_) => {
-            st.interval.errors += 1;
-            st.run.fail(ErrorKind::Timeout, format!("no complete response within {:?}", job.timeout));
-            drop(st);
-            close(sender, state);
-            false
-        }
-    }
+        Ok(Err(f)) => f,
+        Err(_) => (ErrorKind::Timeout, format!("no complete response within {:?}", job.timeout)),
+    };
+    st.interval.errors += 1;
+    st.run.fail(failure.0, failure.1);
+    drop(st);
+    close(sender, state);
+    (false, t_done)
 }

@@ -175,7 +175,16 @@ fn garbage_control_frame_is_refused() {
 #[test]
 fn many_flows_sum_matches_the_flows() {
     let srv = Server::start("127.0.0.1:0").unwrap();
-    let r = util::run(srv.addr, util::profile(|p| p.bulk.as_mut().unwrap().flows = 64));
+    // Flows end a few ms apart (64 receive queues drain after the senders stop), so the sum
+    // (all bytes over the longest flow) and the sum of per-flow rates differ by that share of
+    // the run: a few seconds keep it well under the 3% the bulk-64flows acceptance allows.
+    let r = util::run(
+        srv.addr,
+        util::profile(|p| {
+            p.bulk.as_mut().unwrap().flows = 64;
+            p.run.duration = Some("3s".parse().unwrap());
+        }),
+    );
     assert_exact(&r);
     let way = &r.summary.ways[0];
     let sum_of_flows: f64 = r.summary.streams.iter().map(|s| s.receiver.unwrap().bits_per_s).sum();

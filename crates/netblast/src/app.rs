@@ -121,7 +121,7 @@ pub fn apply_overrides(p: &mut Profile, a: &RunArgs) -> Result<(), String> {
     ];
     if kind != Kind::Http {
         if let Some((flag, _)) = http_flags.iter().find(|(_, set)| *set) {
-            return Err(format!("{flag} applies to http tests, but this profile runs a {} test", kind.name()));
+            return Err(format!("{flag} applies to http tests; this profile's kind is {}", kind.name()));
         }
     }
     let flags: [(&str, bool, &[Kind]); 13] = [
@@ -141,11 +141,7 @@ pub fn apply_overrides(p: &mut Profile, a: &RunArgs) -> Result<(), String> {
     ];
     if let Some((flag, _, kinds)) = flags.iter().find(|(_, set, kinds)| *set && !kinds.contains(&kind)) {
         let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
-        return Err(format!(
-            "{flag} applies to {} tests, but this profile runs a {} test",
-            names.join(" and "),
-            kind.name()
-        ));
+        return Err(format!("{flag} applies to {} tests; this profile's kind is {}", names.join(" and "), kind.name()));
     }
     match kind {
         Kind::Bulk => {

@@ -297,19 +297,7 @@ fn msg_summary(s: &mut String, r: &RunResult) {
                         writeln!(s, "      {lost} requests got no response within {:?}", profile.rr().udp_timeout());
                 }
                 if let Some(l) = &w.latency {
-                    let _ = writeln!(
-                        s,
-                        "Round trip (application, client clock): min {} mean {} stdev {} p50 {} p90 {} p99 {} p99.9 {} p99.99 {} max {}",
-                        fmt_ns(l.min_ns as f64),
-                        fmt_ns(l.mean_ns),
-                        fmt_ns(l.stdev_ns),
-                        fmt_ns(l.p50_ns as f64),
-                        fmt_ns(l.p90_ns as f64),
-                        fmt_ns(l.p99_ns as f64),
-                        fmt_ns(l.p999_ns as f64),
-                        fmt_ns(l.p9999_ns as f64),
-                        fmt_ns(l.max_ns as f64)
-                    );
+                    let _ = writeln!(s, "Round trip (application, client clock): {}", pcts(l));
                     let _ = writeln!(
                         s,
                         "One way (round trip / 2, what qperf calls latency): mean {}, p50 {}",
@@ -382,16 +370,19 @@ fn msg_summary(s: &mut String, r: &RunResult) {
     }
 }
 
+/// A latency summary on one line: min, mean, stdev, the percentiles, max.
 fn pcts(l: &LatencySummary) -> String {
     format!(
-        "min {} mean {} p50 {} p90 {} p95 {} p99 {} p99.9 {} max {}",
+        "min {} mean {} stdev {} p50 {} p90 {} p95 {} p99 {} p99.9 {} p99.99 {} max {}",
         fmt_ns(l.min_ns as f64),
         fmt_ns(l.mean_ns),
+        fmt_ns(l.stdev_ns),
         fmt_ns(l.p50_ns as f64),
         fmt_ns(l.p90_ns as f64),
         fmt_ns(l.p95_ns as f64),
         fmt_ns(l.p99_ns as f64),
         fmt_ns(l.p999_ns as f64),
+        fmt_ns(l.p9999_ns as f64),
         fmt_ns(l.max_ns as f64)
     )
 }

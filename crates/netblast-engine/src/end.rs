@@ -178,11 +178,3 @@ fn socket_of(tcp: TcpStream, udp: Option<UdpSocket>) -> MsgSocket {
         None => MsgSocket::Tcp(tcp),
     }
 }
-
-/// Number of workers [`spawn`] starts for `streams` streams given `bulk_workers` bulk workers.
-pub fn worker_count(kind: Kind, streams: usize, bulk_workers: usize) -> usize {
-    match kind {
-        Kind::Bulk => bulk_workers.min(streams).max(1),
-        Kind::Msgrate | Kind::Rr | Kind::Http => streams,
-    }
-}

@@ -48,31 +48,24 @@ fn rusage(who: libc::c_int) -> (f64, f64) {
     (tv(ru.ru_utime), tv(ru.ru_stime))
 }
 
-/// A point-in-time reading of CPU time (process or thread) and the wall clock.
+/// A point-in-time reading of the calling thread's CPU time and the wall clock.
 #[derive(Debug, Clone, Copy)]
 pub struct CpuMark {
     user: f64,
     system: f64,
     at: std::time::Instant,
-    thread: bool,
 }
 
 impl CpuMark {
-    /// Marks the whole process's CPU time now.
-    pub fn process() -> CpuMark {
-        let (user, system) = rusage(libc::RUSAGE_SELF);
-        CpuMark { user, system, at: std::time::Instant::now(), thread: false }
-    }
-
     /// Marks the calling thread's CPU time now.
     pub fn thread() -> CpuMark {
         let (user, system) = rusage(libc::RUSAGE_THREAD);
-        CpuMark { user, system, at: std::time::Instant::now(), thread: true }
+        CpuMark { user, system, at: std::time::Instant::now() }
     }
 
-    /// CPU used since this mark (same scope: process or calling thread).
+    /// CPU the calling thread used since this mark (call it on the thread that made the mark).
     pub fn usage(&self) -> CpuUsage {
-        let (user, system) = rusage(if self.thread { libc::RUSAGE_THREAD } else { libc::RUSAGE_SELF });
+        let (user, system) = rusage(libc::RUSAGE_THREAD);
         CpuUsage {
             user_s: (user - self.user).max(0.0),
             system_s: (system - self.system).max(0.0),

@@ -133,11 +133,6 @@ impl Probe {
         }
     }
 
-    /// Whether statistics come from eBPF.
-    pub fn is_ebpf(&self) -> bool {
-        matches!(self.inner.source, Source::Ebpf(_))
-    }
-
     /// The eBPF probe, when that is the source (for tests and `doctor`).
     pub fn ebpf(&self) -> Option<&ebpf::EbpfProbe> {
         match &self.inner.source {

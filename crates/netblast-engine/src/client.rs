@@ -80,6 +80,9 @@ pub enum ClientError {
     /// Not enough file descriptors for the flows.
     #[error("{0}")]
     Fds(String),
+    /// An HTTP test cannot start: a URL, header, body file or TLS setting does not work.
+    #[error("{0}")]
+    Http(String),
     /// Any other I/O failure during setup.
     #[error("{what}: {source}")]
     Io {

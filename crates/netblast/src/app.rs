@@ -371,7 +371,11 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     if let Some(h) = sig {
         h.close();
     }
-    let result = outcome.map_err(AppError::run)?;
+    let result = outcome.map_err(|e| match e {
+        // A URL, header, body file or TLS file that does not work is bad input.
+        ClientError::Http(_) => AppError::input(e),
+        _ => AppError::run(e),
+    })?;
 
     if let Some(path) = &a.output {
         json::write_atomic(path, json::to_string(&result).as_bytes())

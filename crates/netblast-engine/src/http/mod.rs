@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use worker::{Job, Prepared, WorkerMsg};
 
 fn bad(what: impl Into<String>) -> ClientError {
-    ClientError::Target { target: String::new(), why: what.into() }
+    ClientError::Http(what.into())
 }
 
 /// Resolves the section's URLs (paths against `target`) into ready requests.

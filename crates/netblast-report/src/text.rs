@@ -593,7 +593,7 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
         }
     }
     let _ = writeln!(s, "{cpu}");
-    if let Some(fb) = &r.probe.fallback_reason {
+    if let Some(fb) = r.probe.fallback_reason.as_ref().filter(|_| r.probe.tcp_source != "off") {
         let _ = writeln!(s, "TCP statistics from {} ({fb})", r.probe.tcp_source);
     }
     if let Some(sp) = r.server_probe.as_ref().filter(|sp| sp.tcp_source != r.probe.tcp_source) {

@@ -19,8 +19,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 /// Most bytes of response head accepted.
 const MAX_HEAD: usize = 64 * 1024;
-/// Read buffer size.
-const BUF: usize = 64 * 1024;
+/// Initial read buffer: small, so thousands of connections stay cheap (16 KiB each).
+const BUF: usize = 16 * 1024;
+/// A connection skipping a large body grows its buffer up to this, for fewer reads.
+const BIG_BUF: usize = 256 * 1024;
 
 /// A byte stream to the server: plain or TLS.
 pub trait Stream: AsyncRead + AsyncWrite + Unpin {}
@@ -192,6 +194,9 @@ impl H1Conn {
 
     /// Consumes `n` body bytes.
     async fn skip(&mut self, mut n: u64) -> Result<(), Failure> {
+        if n > (4 * self.buf.len()) as u64 && self.buf.len() < BIG_BUF {
+            self.buf.resize(BIG_BUF, 0);
+        }
         loop {
             let have = self.pending().len() as u64;
             let take = have.min(n);

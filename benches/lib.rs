@@ -1,6 +1,8 @@
 //! Shared pieces of the self-validation benches: an in-process server on loopback and a
 //! runner for profiles against it.
 
+#![warn(missing_docs)]
+
 use netblast_engine::client;
 use netblast_engine::worker::RunFlags;
 use netblast_probe::Probe;

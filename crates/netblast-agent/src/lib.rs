@@ -11,6 +11,8 @@
 //! - [`registry`]: tests waiting for their streams.
 //! - [`http`]: the built-in HTTP/HTTPS responder (`--http`, `--https`).
 
+#![warn(missing_docs)]
+
 pub mod data;
 pub mod http;
 pub mod registry;

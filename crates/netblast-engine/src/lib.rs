@@ -16,6 +16,8 @@
 //! - [`aggregate`]: turns worker events and server reports into intervals and a summary.
 //! - [`sys`]: affinity, CPU time, host facts, descriptor limits.
 
+#![warn(missing_docs)]
+
 pub mod aggregate;
 pub mod bulk;
 pub mod client;

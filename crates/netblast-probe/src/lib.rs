@@ -9,6 +9,8 @@
 //!   ([`ProbeMode`] `auto` tries eBPF and falls back with the reason), watch each socket,
 //!   sample it at interval ticks. The source in use, and why, goes into every result.
 
+#![warn(missing_docs)]
+
 pub mod abi;
 pub mod ebpf;
 pub mod tcpinfo;

@@ -4,6 +4,8 @@
 //! - [`text`]: the human report (iperf3-like interval lines and summary).
 //! - [`json`]: the machine-readable document, and writing it to a file atomically.
 
+#![warn(missing_docs)]
+
 pub mod json;
 pub mod text;
 

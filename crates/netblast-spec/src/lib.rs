@@ -12,6 +12,8 @@
 //! - [`units`]: sizes, rates, durations, CPU lists, and their human renderings.
 //! - [`error`]: [`SpecError`], the errors of loading and validating profiles.
 
+#![warn(missing_docs)]
+
 pub mod error;
 pub mod hist;
 pub mod profile;

@@ -6,6 +6,8 @@
 //! - [`app`]: one function per subcommand, returning an [`app::Outcome`] or an [`app::AppError`]
 //!   that carries the exit code (0 complete, 1 run failed or incomplete, 2 bad input).
 
+#![warn(missing_docs)]
+
 pub mod app;
 pub mod cli;
 

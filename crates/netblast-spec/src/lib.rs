@@ -1,7 +1,7 @@
 //! netblast-spec: what a test is, what its result is, and how the two ends talk.
 //!
-//! This crate is plain data: it depends on serde, toml and hdrhistogram only, so a viewer can
-//! read results without linking the traffic engine.
+//! This crate is plain data (serde, toml, hdrhistogram and small helpers; no tokio, hyper, aya
+//! or socket2), so a viewer can read results without linking the traffic engine.
 //!
 //! # Layout
 //! - [`profile`]: TOML profiles (`configs/*.toml`, embedded), one module per section, and

@@ -62,6 +62,8 @@ impl KindInfo {
 #[derive(Debug)]
 pub struct Aggregator {
     streams: Vec<StreamInfo>,
+    /// Way of each stream id: looked up per stream per interval, so a map, not a scan.
+    ways: HashMap<u32, Way>,
     info: KindInfo,
     workers: usize,
     intervals: BTreeMap<u32, IntervalAcc>,
@@ -82,6 +84,7 @@ impl Aggregator {
     /// An aggregator for these streams, driven by `workers` workers on this end.
     pub fn new(streams: Vec<StreamInfo>, workers: usize, info: KindInfo) -> Aggregator {
         Aggregator {
+            ways: streams.iter().map(|s| (s.id, s.way)).collect(),
             streams,
             info,
             workers,
@@ -109,7 +112,7 @@ impl Aggregator {
     }
 
     fn way_of(&self, id: u32) -> Option<Way> {
-        self.streams.iter().find(|s| s.id == id).map(|s| s.way)
+        self.ways.get(&id).copied()
     }
 
     /// Takes one event from worker `w`. Returns the intervals that became complete on this

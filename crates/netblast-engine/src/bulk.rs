@@ -14,7 +14,7 @@
 //! (`send(MSG_ZEROCOPY)`, completions drained from the error queue).
 
 use crate::sys::CpuMark;
-use crate::worker::{Event, EventTx, FlowEnd, FlowSample, Pinning, RunFlags, StartGate, Ticker};
+use crate::worker::{Event, EventTx, FlowEnd, FlowSample, Pinning, RunFlags, StartGate, Ticker, Timing};
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};
 use netblast_probe::{FlowWatch, Probe};
@@ -56,10 +56,8 @@ pub struct BulkConfig {
     pub send_mode: SendMode,
     /// Reporting interval.
     pub interval: Duration,
-    /// Senders stop this long after the start.
-    pub send_for: Duration,
-    /// Receivers give up waiting for end of file this long after the start.
-    pub give_up_after: Duration,
+    /// When senders stop and receivers give up.
+    pub timing: Timing,
 }
 
 /// Bytes read per `recv` call: large reads keep the receiver's syscall count low.
@@ -324,8 +322,8 @@ pub fn run_worker(
         finish_worker(pin_error);
         return;
     };
-    let send_until = start + cfg.send_for;
-    let give_up_at = start + cfg.give_up_after;
+    let send_until = start + cfg.timing.send_for;
+    let give_up_at = start + cfg.timing.give_up_after;
     let mut ticker = Ticker::new(start, cfg.interval);
     let mut rbuf = vec![0u8; RECV_BYTES];
     let mut events = Events::with_capacity(1024);

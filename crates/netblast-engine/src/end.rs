@@ -13,7 +13,6 @@ use std::io;
 use std::net::{TcpStream, UdpSocket};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 /// Which end this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,14 +51,7 @@ pub struct Ctx {
     pub tx: EventTx,
 }
 
-/// When this end's senders stop and its receivers give up, counted from the start.
-#[derive(Debug, Clone, Copy)]
-pub struct Timing {
-    /// Senders stop.
-    pub send_for: Duration,
-    /// Receivers give up waiting for the end.
-    pub give_up_after: Duration,
-}
+pub use crate::worker::Timing;
 
 fn role(side: Side, way: Way) -> FlowRole {
     match (side, way) {
@@ -114,8 +106,7 @@ pub fn spawn(
                     block: b.block_bytes.bytes() as usize,
                     send_mode: b.send_mode,
                     interval,
-                    send_for: timing.send_for,
-                    give_up_after: timing.give_up_after,
+                    timing,
                 }),
                 probe: ctx.probe.clone(),
                 gate: ctx.gate.clone(),
@@ -130,8 +121,7 @@ pub fn spawn(
                 msg_bytes: m.msg_bytes.bytes() as usize,
                 batch: m.batch as usize,
                 interval,
-                send_for: timing.send_for,
-                give_up_after: timing.give_up_after,
+                timing,
             });
             spawn_per_flow(side, conns, ctx, move |i, pinned, flow, ctx| {
                 msgrate::run_worker(i, pinned, flow, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)
@@ -146,8 +136,7 @@ pub fn spawn(
                 busy_poll_us: r.busy_poll_us,
                 udp_timeout: r.udp_timeout(),
                 interval,
-                send_for: timing.send_for,
-                give_up_after: timing.give_up_after,
+                timing,
             });
             spawn_per_flow(side, conns, ctx, move |i, pinned, flow, ctx| {
                 rr::run_worker(i, pinned, flow, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)

@@ -18,7 +18,7 @@
 use crate::bulk::{describe_io, FlowRole};
 use crate::meter::{run_single, should_stop, Meter};
 use crate::net::{self, RecvBatch, SendBatch};
-use crate::worker::{EventTx, Pinning, RunFlags, StartGate};
+use crate::worker::{EventTx, Pinning, RunFlags, StartGate, Timing};
 use netblast_probe::Probe;
 use std::io::{self, ErrorKind};
 use std::net::{TcpStream, UdpSocket};
@@ -64,10 +64,8 @@ pub struct MsgConfig {
     pub batch: usize,
     /// Reporting interval.
     pub interval: Duration,
-    /// Senders stop this long after the start.
-    pub send_for: Duration,
-    /// Receivers give up waiting for the end this long after the start.
-    pub give_up_after: Duration,
+    /// When senders stop and receivers give up.
+    pub timing: Timing,
 }
 
 /// Runs one msgrate flow on the calling (pinned) worker thread until it ends.
@@ -87,8 +85,8 @@ pub fn run_worker(
         _ => None,
     };
     run_single(worker, pinned, flow.id, gate, tx, (cfg.interval, false, watch), |m, start| {
-        let send_until = start + cfg.send_for;
-        let give_up = start + cfg.give_up_after;
+        let send_until = start + cfg.timing.send_for;
+        let give_up = start + cfg.timing.give_up_after;
         match (&flow.socket, flow.role) {
             (MsgSocket::Tcp(s), FlowRole::Send) => tcp_send(s, cfg, m, flags, send_until, give_up).map(|_| None),
             (MsgSocket::Tcp(s), FlowRole::Recv) => tcp_recv(s, cfg, m, flags, give_up).map(|_| None),

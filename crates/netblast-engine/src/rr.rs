@@ -18,7 +18,7 @@ use crate::bulk::{describe_io, FlowRole};
 use crate::meter::{run_single, should_stop, Meter};
 use crate::msgrate::{MsgFlow, MsgSocket, WAKE};
 use crate::net;
-use crate::worker::{EventTx, Pinning, RunFlags, StartGate};
+use crate::worker::{EventTx, Pinning, RunFlags, StartGate, Timing};
 use netblast_probe::Probe;
 use netblast_spec::profile::WaitMode;
 use std::io::ErrorKind;
@@ -41,10 +41,8 @@ pub struct RrConfig {
     pub udp_timeout: Duration,
     /// Reporting interval.
     pub interval: Duration,
-    /// The client stops asking this long after the start.
-    pub send_for: Duration,
-    /// Both ends give up waiting this long after the start.
-    pub give_up_after: Duration,
+    /// When senders stop and receivers give up.
+    pub timing: Timing,
 }
 
 /// Runs one rr flow on the calling (pinned) worker thread until it ends.
@@ -65,7 +63,7 @@ pub fn run_worker(
         _ => None,
     };
     run_single(worker, pinned, flow.id, gate, tx, (cfg.interval, client, watch), |m, start| {
-        let ends = Ends { send_until: start + cfg.send_for, give_up: start + cfg.give_up_after };
+        let ends = Ends { send_until: start + cfg.timing.send_for, give_up: start + cfg.timing.give_up_after };
         let data_fd = match &flow.socket {
             MsgSocket::Tcp(s) => s.as_raw_fd(),
             MsgSocket::Udp { udp, .. } => udp.as_raw_fd(),

@@ -104,6 +104,15 @@ impl StartGate {
     }
 }
 
+/// When one end's senders stop and its receivers give up, counted from the start.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// Senders stop (rr: the client stops asking).
+    pub send_for: Duration,
+    /// Receivers (and every waiting end) give up waiting for the end.
+    pub give_up_after: Duration,
+}
+
 /// Interval boundaries at `start + k × interval`, independent of when the loop wakes up.
 #[derive(Debug, Clone, Copy)]
 pub struct Ticker {

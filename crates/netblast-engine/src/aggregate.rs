@@ -388,6 +388,8 @@ impl Aggregator {
                 sender,
                 receiver,
                 retransmits: last_tcp.map(|t| t.retrans_segs).unwrap_or(0),
+                // TCP_INFO at the end: the cross-check beside eBPF, else the last poll.
+                spurious_retransmits: tcp_info.or(last_tcp).and_then(|t| t.dsack_segs),
                 tcp: last_tcp,
                 msgs: msg_totals,
                 latency,
@@ -458,6 +460,7 @@ impl Aggregator {
                 sender: SideTotal::new(sent, sent_s),
                 receiver,
                 retransmits: of_way.iter().map(|s| s.retransmits).sum(),
+                spurious_retransmits: of_way.iter().map(|s| s.spurious_retransmits).sum(),
                 rtt,
                 cwnd_max_bytes: samples.iter().map(|t| t.cwnd_bytes()).max().unwrap_or(0),
                 msgs: msg_totals,
@@ -543,6 +546,24 @@ mod tests {
 
     fn server_final(id: u32, bytes: u64, seconds: f64, tcp: Option<TcpStats>) -> ServerStreamFinal {
         ServerStreamFinal { id, bytes, seconds, tcp, ..Default::default() }
+    }
+
+    #[test]
+    fn spurious_retransmits_add_up_only_when_every_stream_reports_them() {
+        let with_dsack = |retrans, dsack| tcp(retrans, 100).map(|t| TcpStats { dsack_segs: dsack, ..t });
+        let summarize = |second: Option<u64>| {
+            let mut a = Aggregator::new(vec![info(0, Way::Up), info(1, Way::Up)], 1, BULK);
+            a.on_worker(0, Event::FlowDone(end(0, 1000, 1.0, with_dsack(5, Some(2)))));
+            a.on_worker(0, Event::FlowDone(end(1, 1000, 1.0, with_dsack(3, second))));
+            a.finish(CpuUsage::default()).1
+        };
+        let sum = summarize(Some(3));
+        assert_eq!(sum.ways[0].retransmits, 8);
+        assert_eq!(sum.ways[0].spurious_retransmits, Some(5));
+        assert_eq!(sum.streams[0].spurious_retransmits, Some(2));
+        let sum = summarize(None);
+        assert_eq!(sum.ways[0].spurious_retransmits, None, "one stream's source (eBPF) cannot tell");
+        assert_eq!(sum.streams[0].spurious_retransmits, Some(2));
     }
 
     #[test]

@@ -237,5 +237,6 @@ fn from_ebpf(f: &abi::NbFlow) -> TcpStats {
         segs_in: f.segs_in as u64,
         bytes_acked: f.bytes_acked,
         delivery_rate_bps: f.delivery_rate,
+        dsack_segs: None,
     }
 }

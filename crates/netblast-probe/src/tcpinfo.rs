@@ -122,6 +122,11 @@ pub struct RawTcpInfo {
 
 /// Reads `TCP_INFO` of a socket; `None` when the descriptor is not a TCP socket or is closed.
 pub fn read_raw(fd: RawFd) -> Option<RawTcpInfo> {
+    read_with_len(fd).map(|(info, _)| info)
+}
+
+/// `TCP_INFO` and the number of bytes of it the kernel filled.
+fn read_with_len(fd: RawFd) -> Option<(RawTcpInfo, usize)> {
     let mut info = RawTcpInfo::default();
     let mut len = std::mem::size_of::<RawTcpInfo>() as libc::socklen_t;
     // SAFETY: `info` is a plain-old-data repr(C) struct of `len` bytes that outlives the call;
@@ -129,7 +134,7 @@ pub fn read_raw(fd: RawFd) -> Option<RawTcpInfo> {
     let rc = unsafe {
         libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, (&mut info as *mut RawTcpInfo).cast(), &mut len)
     };
-    (rc == 0).then_some(info)
+    (rc == 0).then_some((info, len as usize))
 }
 
 impl From<&RawTcpInfo> for TcpStats {
@@ -145,13 +150,20 @@ impl From<&RawTcpInfo> for TcpStats {
             segs_in: i.segs_in as u64,
             bytes_acked: i.bytes_acked,
             delivery_rate_bps: i.delivery_rate,
+            dsack_segs: Some(i.dsack_dups as u64),
         }
     }
 }
 
-/// Reads `TCP_INFO` and converts it to [`TcpStats`].
+/// Reads `TCP_INFO` and converts it to [`TcpStats`]; `dsack_segs` is `None` on a kernel too
+/// old to report it (before 5.0).
 pub fn read(fd: RawFd) -> Option<TcpStats> {
-    read_raw(fd).map(|i| TcpStats::from(&i))
+    let (raw, len) = read_with_len(fd)?;
+    let mut stats = TcpStats::from(&raw);
+    if len < std::mem::offset_of!(RawTcpInfo, dsack_dups) + std::mem::size_of::<u32>() {
+        stats.dsack_segs = None;
+    }
+    Some(stats)
 }
 
 #[cfg(test)]
@@ -183,6 +195,7 @@ mod tests {
         assert!(st.segs_out > 0);
         assert!(st.mss > 0);
         assert!(st.bytes_acked > 0 || st.segs_out > 0);
+        assert_eq!(st.dsack_segs, Some(0), "this kernel reports DSACKs; nothing was sent twice");
         let raw = read_raw(c.as_raw_fd()).unwrap();
         assert_eq!(raw.state, 1, "ESTABLISHED");
     }

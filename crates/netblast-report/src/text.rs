@@ -523,10 +523,13 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
             Way::Up => "up",
             Way::Down => "down",
         };
-        let retrans = match w.retransmit_rate {
+        let mut retrans = match w.retransmit_rate {
             Some(rate) => format!("{} retransmitted segments ({:.3}% of segments sent)", w.retransmits, rate * 100.0),
             None => format!("{} retransmitted segments", w.retransmits),
         };
+        if let Some(n) = w.spurious_retransmits.filter(|_| w.retransmits > 0) {
+            let _ = write!(retrans, ", {n} of them spurious (the receiver got them twice: DSACK)");
+        }
         if let Some(k) = &w.kernel_rtt {
             let _ = writeln!(
                 s,

@@ -57,6 +57,10 @@ pub struct TcpStats {
     pub bytes_acked: u64,
     /// Most recent delivery-rate estimate (bytes/s).
     pub delivery_rate_bps: u64,
+    /// Retransmitted segments the receiver reported getting twice (DSACK): spurious
+    /// retransmissions (`tcpi_dsack_dups`). `None` where the source does not carry it (eBPF).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dsack_segs: Option<u64>,
 }
 
 impl TcpStats {
@@ -411,6 +415,10 @@ pub struct StreamSummary {
     pub receiver: Option<SideTotal>,
     /// Segments retransmitted by the sender.
     pub retransmits: u64,
+    /// Of those, how many the receiver got twice (DSACK): spurious, not losses. From
+    /// `TCP_INFO` of the sending socket at the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spurious_retransmits: Option<u64>,
     /// Sender-side TCP statistics at the end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpStats>,
@@ -476,6 +484,10 @@ pub struct WaySummary {
     pub receiver: Option<SideTotal>,
     /// Segments retransmitted.
     pub retransmits: u64,
+    /// Of those, how many the receivers got twice (DSACK): spurious, not losses; `None` unless
+    /// every stream reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spurious_retransmits: Option<u64>,
     /// Sender RTT over the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt: Option<RttSummary>,

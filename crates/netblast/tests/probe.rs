@@ -293,6 +293,8 @@ fn induced_loss_is_seen_and_matches_the_kernel() {
     assert_eq!(lossy.probe.tcp_source, "ebpf");
     assert!(lossy.summary.ways[0].retransmits > 0, "1% loss causes retransmissions");
     assert_agree(&lossy);
+    let spurious = lossy.summary.ways[0].spurious_retransmits.expect("TCP_INFO reports DSACKs on this kernel");
+    assert!(spurious < lossy.summary.ways[0].retransmits / 2, "losses, not spurious: {spurious} DSACKed");
 
     ns.nft(&ns.b, "delete table inet nbt");
     // Without loss. The path can still make TCP retransmit: veth delivers through per-CPU
@@ -313,6 +315,8 @@ fn induced_loss_is_seen_and_matches_the_kernel() {
         std::thread::sleep(Duration::from_millis(20));
         dsacked = ns.tcp_ext(&ns.a, "TCPDSACKRecvSegs") - dsacked_before;
     }
-    eprintln!("without loss: {retrans} retransmissions, {dsacked} DSACKed");
+    let reported = clean.summary.ways[0].spurious_retransmits.expect("TCP_INFO reports DSACKs on this kernel");
+    eprintln!("without loss: {retrans} retransmissions, {dsacked} DSACKed, {reported} reported spurious");
+    assert!(reported <= retrans);
     assert!(retrans <= dsacked, "no loss: {retrans} retransmissions, only {dsacked} reported spurious by the receiver");
 }

@@ -16,6 +16,7 @@ command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)"
 cargo build --release -q -p netblast
 NB=target/release/netblast
 WORK=$(mktemp -d)
+chmod 755 "$WORK" # nginx's workers (user nobody) must reach the files it serves
 HTTP_PORT=${HTTP_PORT:-18180}
 HTTPS_PORT=${HTTPS_PORT:-18543}
 NCPU=$(nproc)
@@ -27,6 +28,9 @@ for _ in $(seq 1 50); do
   sleep 0.1
 done
 URL="http://127.0.0.1:$HTTP_PORT/"
+# Measure what we mean to: a 200 with the 45-byte page, not an error page.
+BODY=$(curl -sf "$URL") || { echo "nginx does not answer 200 at $URL:" >&2; cat "$WORK/nginx.out" >&2; exit 1; }
+[ "${#BODY}" -ge 40 ] || { echo "unexpected body from $URL: $BODY" >&2; exit 1; }
 run_wrk() { wrk -t "$NCPU" -c "$CONNS" -d "${SECS}s" "$URL" >"$WORK/wrk-$1.txt"; sleep 0.5; }
 run_nb() { "$NB" run --url "$URL" --profile http-max -c "$CONNS" -t "$SECS" --json >"$WORK/nb-$1.json"; sleep 0.5; }
 for r in $(seq 1 "$ROUNDS"); do
@@ -43,12 +47,16 @@ def wrk(r):
     m = re.search(r"Requests/sec:\s+([\d.]+)", t)
     if not m:
         sys.exit("no Requests/sec in wrk output:\n" + t)
+    if "Non-2xx" in t:
+        sys.exit("wrk got error statuses:\n" + t)
     return float(m.group(1))
 def nb(name):
     d = json.load(open(os.path.join(work, "nb-%s.json" % name)))
     h = d["summary"]["http"]
     if h["completed"] == 0 or h["errors"]:
         sys.exit("netblast run %s had errors: %s" % (name, h["errors"]))
+    if set(h["status_codes"]) != {"200"}:
+        sys.exit("netblast run %s got statuses other than 200: %s" % (name, h["status_codes"]))
     return h
 R = range(1, rounds + 1)
 w = [wrk(r) for r in R]

@@ -56,4 +56,12 @@ http {
     }
 }
 EOF
+# Run as root, nginx serves from workers running as nobody: a directory above DIR they cannot
+# enter (mktemp -d makes mode 700) turns every answer into a 404 page, which is fast, small and
+# not what anyone meant to measure. Refuse that instead.
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
+  ! setpriv --reuid=65534 --regid=65534 --clear-groups test -r "$DIR/www/index.html"; then
+  echo "nginx-local.sh: nginx workers (user nobody) cannot read $DIR/www; make every directory above it searchable (chmod o+x) or use another DIR" >&2
+  exit 2
+fi
 exec nginx -c "$DIR/nginx.conf" -p "$DIR"

@@ -18,7 +18,7 @@ use crate::sys::{self, CpuMark};
 use crate::worker::{Event, EventTx, RunFlags, StartGate};
 use netblast_probe::Probe;
 use netblast_spec::profile::{Kind, Profile, Protocol, Way};
-use netblast_spec::result::{HostInfo, Interval, Plan, ProbeInfo, RunResult, StreamInfo, SCHEMA};
+use netblast_spec::result::{HostInfo, Interval, Plan, RunResult, StreamInfo, SCHEMA};
 use netblast_spec::units::{CpuList, Dur};
 use netblast_spec::wire::{
     self, blocking, ClientMsg, Header, Role, ServerMsg, StreamAck, StreamSetup, TestId, TestSetup,
@@ -372,14 +372,7 @@ pub fn run(
     let kind = profile.run.kind;
     if kind == Kind::Http {
         // No netblast server involved: the target is any HTTP server.
-        let info = ProbeInfo {
-            tcp_source: "off".into(),
-            fallback_reason: Some("http results carry no per-connection kernel TCP statistics".into()),
-            kernel_run_ns: None,
-            kernel_runs: None,
-        };
-        let _ = probe;
-        return crate::http::run(plan, info, flags, live);
+        return crate::http::run(plan, probe, flags, live);
     }
     let udp = uses_udp(profile);
     let setups = stream_setups(plan);

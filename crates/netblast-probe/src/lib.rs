@@ -119,6 +119,11 @@ impl Probe {
         Probe { inner: Arc::new(Inner { source: Source::TcpInfo, fallback_reason: None }) }
     }
 
+    /// Whether this probe collects anything (`--probe off` does not).
+    pub fn collects(&self) -> bool {
+        !matches!(self.inner.source, Source::Off)
+    }
+
     /// Where statistics come from, for the result.
     pub fn info(&self) -> ProbeInfo {
         let tcp_source = match self.inner.source {

@@ -464,6 +464,38 @@ fn http_summary(s: &mut String, r: &RunResult) {
         "  Connections:  {} configured, {} established, {} failed, {} open at most",
         c.configured, c.established, c.failed, c.peak_open
     );
+    if let Some(t) = &h.tcp {
+        let mut line = format!(
+            "  TCP (kernel, source {}, {} connections): {} retransmitted segments",
+            r.probe.tcp_source, t.connections, t.retransmits
+        );
+        if let Some(rate) = t.retransmit_rate {
+            let _ = write!(line, " ({:.3}% of {} sent)", rate * 100.0, t.segs_out);
+        }
+        if let Some(n) = t.spurious_retransmits.filter(|_| t.retransmits > 0) {
+            let _ = write!(line, ", {n} of them spurious (DSACK)");
+        }
+        let _ = writeln!(s, "{line}");
+        if let Some(k) = &t.kernel_rtt {
+            let _ = writeln!(
+                s,
+                "  Kernel RTT:   p50 {} p99 {} max {} ({} samples: ACKs that timed a segment)",
+                fmt_ns(k.p50_ns as f64),
+                fmt_ns(k.p99_ns as f64),
+                fmt_ns(k.max_ns as f64),
+                k.count
+            );
+        }
+        if let Some(k) = &t.srtt {
+            let _ = writeln!(
+                s,
+                "  Smoothed RTT: p50 {} p99 {} max {} (one per connection, at its close)",
+                fmt_ns(k.p50_ns as f64),
+                fmt_ns(k.p99_ns as f64),
+                fmt_ns(k.max_ns as f64),
+            );
+        }
+    }
 }
 
 /// The summary block printed at the end.

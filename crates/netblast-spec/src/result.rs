@@ -369,6 +369,37 @@ pub struct HttpSummary {
     pub errors: Vec<HttpErrorCount>,
     /// Connections.
     pub connections: HttpConnections,
+    /// Kernel TCP statistics of the connections, each taken as it closed (absent with
+    /// `--probe off`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<HttpTcp>,
+}
+
+/// Kernel TCP statistics of an HTTP test's connections: `TCP_INFO` of each connection as it
+/// closed, and with the eBPF probe every RTT sample the kernel took on them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HttpTcp {
+    /// Connections sampled.
+    pub connections: u64,
+    /// Segments the client sent.
+    pub segs_out: u64,
+    /// Segments the client retransmitted.
+    pub retransmits: u64,
+    /// Of those, how many the server got twice (DSACK): spurious, not losses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spurious_retransmits: Option<u64>,
+    /// Retransmitted / sent segments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmit_rate: Option<f64>,
+    /// Each connection's smoothed RTT when it closed, one sample per connection (`TCP_INFO`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub srtt: Option<LatencySummary>,
+    /// Every RTT sample the kernel took on the connections (eBPF probe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_rtt: Option<LatencySummary>,
+    /// The merged kernel RTT histogram (eBPF probe), lossless.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_rtt_hist: Option<EncodedHistogram>,
 }
 
 /// One side's total for a way or a stream.

@@ -326,9 +326,8 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
         _ => AppError::run(e),
     })?;
     // HTTP results carry no per-connection TCP statistics: no kernel program for them.
-    let probe_mode = if plan.profile.run.kind == Kind::Http { ProbeMode::Off } else { a.probe };
     let probe =
-        Probe::open_with(probe_mode, a.probe_stats).map_err(|e| AppError::run(anyhow::anyhow!("--probe ebpf: {e}")))?;
+        Probe::open_with(a.probe, a.probe_stats).map_err(|e| AppError::run(anyhow::anyhow!("--probe ebpf: {e}")))?;
     let flags = RunFlags::new();
     let sig = watch_signals(flags.clone());
 

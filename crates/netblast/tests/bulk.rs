@@ -197,8 +197,8 @@ fn killed_server_gives_a_partial_result_and_nonzero_exit() {
     let (server, addr) = util::spawn_server();
     let mut server = util::KillOnDrop(server);
     let out = std::env::temp_dir().join(format!("nb-killed-{}.json", std::process::id()));
-    let client = util::bin()
-        .args(["run", "--target", &addr.to_string(), "-t", "6", "-i", "0.25", "--json", "--output"])
+    let client = util::run_cmd()
+        .args(["--target", &addr.to_string(), "-t", "6", "-i", "0.25", "--json", "--output"])
         .arg(&out)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

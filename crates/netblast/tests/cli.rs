@@ -55,7 +55,7 @@ fn bad_values_and_flags_exit_2() {
 fn nothing_listening_is_one_clear_line() {
     // Bind then drop to get a port with (almost certainly) nothing on it.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let o = util::bin().args(["run", "--target", &format!("127.0.0.1:{port}"), "-t", "1"]).output().unwrap();
+    let o = util::run_cmd().args(["--target", &format!("127.0.0.1:{port}"), "-t", "1"]).output().unwrap();
     let e = stderr_of(&o);
     assert_eq!(o.status.code(), Some(1), "{e}");
     assert!(e.contains("connection refused") && e.contains("netblast serve"), "{e}");
@@ -73,7 +73,7 @@ fn not_a_netblast_server_is_named() {
             std::thread::sleep(std::time::Duration::from_millis(500));
         }
     });
-    let o = util::bin().args(["run", "--target", &addr.to_string(), "-t", "1"]).output().unwrap();
+    let o = util::run_cmd().args(["--target", &addr.to_string(), "-t", "1"]).output().unwrap();
     let e = stderr_of(&o);
     assert_eq!(o.status.code(), Some(1), "{e}");
     assert!(e.contains("does not speak the netblast protocol"), "{e}");
@@ -94,8 +94,8 @@ fn too_many_flows_for_the_fd_limit_says_how_to_raise_it() {
 fn json_output_and_report_render_the_same_result() {
     let srv = Server::start("127.0.0.1:0").unwrap();
     let path = std::env::temp_dir().join(format!("nb-out-{}.json", std::process::id()));
-    let o = util::bin()
-        .args(["run", "--target", &srv.addr.to_string(), "-t", "1", "-i", "0.5", "--output"])
+    let o = util::run_cmd()
+        .args(["--target", &srv.addr.to_string(), "-t", "1", "-i", "0.5", "--output"])
         .arg(&path)
         .output()
         .unwrap();

@@ -85,6 +85,40 @@ fn without_keepalive_every_request_opens_a_connection() {
     assert_eq!(h.completed, 200);
     assert_eq!(h.connections.established, 200);
     assert_eq!(h.phases.connect.as_ref().unwrap().count, 200);
+    let tcp = h.tcp.as_ref().expect("kernel TCP statistics");
+    assert_eq!(tcp.connections, 200, "every connection's TCP_INFO was taken as it closed");
+    assert_eq!(tcp.srtt.as_ref().map(|s| s.count), Some(200));
+    assert!(tcp.segs_out >= 200 * 3, "SYN, request and FIN at least: {}", tcp.segs_out);
+}
+
+#[test]
+fn kernel_tcp_statistics_cover_every_connection_and_only_when_asked() {
+    let srv = Responder::start(false);
+    let run = |version: HttpVersion, probe: &netblast_probe::Probe| {
+        let p = profile(|p, h| {
+            p.run.duration = None;
+            h.requests = Some(500);
+            h.version = version;
+        });
+        let (plan, peer) = netblast_engine::client::plan(p, "test".into(), &srv.addr.to_string(), false).unwrap();
+        let flags = netblast_engine::worker::RunFlags::new();
+        netblast_engine::client::run(&plan, peer, probe, &flags, &mut |_| {}).unwrap()
+    };
+    for version in [HttpVersion::Http1, HttpVersion::Http2] {
+        // HTTP/2 connections are owned by their driver tasks: sampled when the worker ends.
+        let r = run(version, &netblast_probe::Probe::tcp_info());
+        let h = http(&r);
+        let tcp = h.tcp.as_ref().expect("kernel TCP statistics");
+        assert_eq!(tcp.connections, 10, "{version:?}");
+        assert_eq!(tcp.connections, h.connections.established);
+        assert!(tcp.segs_out >= 500, "{version:?}: a segment per request at least: {}", tcp.segs_out);
+        assert!(tcp.spurious_retransmits.is_some_and(|s| s <= tcp.retransmits));
+        assert!(tcp.kernel_rtt.is_none(), "TCP_INFO has no RTT distribution");
+        assert_eq!(r.probe.tcp_source, "tcp_info");
+    }
+    let off = netblast_probe::Probe::open(netblast_probe::ProbeMode::Off).unwrap();
+    let r = run(HttpVersion::Http1, &off);
+    assert!(http(&r).tcp.is_none(), "--probe off collects nothing");
 }
 
 #[test]

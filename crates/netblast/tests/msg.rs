@@ -184,8 +184,8 @@ fn rr_spin_mode_runs_and_measures() {
 #[test]
 fn pps_8core_runs_here_and_says_how_many_flows() {
     let srv = Server::start("127.0.0.1:0").unwrap();
-    let o = util::bin()
-        .args(["run", "--profile", "pps-8core", "-t", "1", "--target", &srv.addr.to_string()])
+    let o = util::run_cmd()
+        .args(["--profile", "pps-8core", "-t", "1", "--target", &srv.addr.to_string()])
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);

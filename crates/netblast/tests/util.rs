@@ -52,6 +52,14 @@ pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_netblast"))
 }
 
+/// `netblast run` with `TCP_INFO` statistics: tests that are not about the eBPF probe leave the
+/// kernel alone, so the probe tests count only their own programs.
+pub fn run_cmd() -> Command {
+    let mut c = bin();
+    c.args(["run", "--probe", "tcpinfo"]);
+    c
+}
+
 /// Starts the real `netblast serve` on an ephemeral loopback port; returns it and its address.
 pub fn spawn_server() -> (Child, SocketAddr) {
     spawn_server_with(&["--probe", "tcpinfo"])

@@ -2,15 +2,17 @@
 //! bytes counted at the TCP level (so TLS overhead is included).
 
 use super::h1::{H1Conn, Io};
-use super::stats::ErrorKind;
+use super::stats::{ConnTcp, ErrorKind};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper_util::rt::TokioIo;
+use netblast_probe::{tcpinfo, FlowWatch, Probe};
 use netblast_spec::profile::HttpVersion;
 use rustls::pki_types::ServerName;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -39,13 +41,37 @@ pub struct ByteCount {
     pub received: Cell<u64>,
 }
 
-/// A TCP stream that counts the bytes through it.
-pub struct Counting<T> {
-    inner: T,
-    count: Rc<ByteCount>,
+/// What a worker's connections report into: bytes as they move, kernel TCP statistics as
+/// each connection closes.
+#[derive(Debug, Clone)]
+pub struct Meters {
+    /// Bytes written and read.
+    pub bytes: Rc<ByteCount>,
+    /// Kernel TCP statistics of closed connections.
+    pub tcp: Rc<RefCell<ConnTcp>>,
+    /// Where kernel statistics come from.
+    pub probe: Probe,
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for Counting<T> {
+/// A TCP stream that counts the bytes through it and, when dropped, adds the socket's kernel
+/// statistics to the worker's (before the descriptor closes, so it cannot be another socket's).
+pub struct Counting {
+    inner: TcpStream,
+    count: Rc<ByteCount>,
+    watch: Option<(FlowWatch, Rc<RefCell<ConnTcp>>)>,
+}
+
+impl Drop for Counting {
+    fn drop(&mut self) {
+        if let Some((watch, tcp)) = self.watch.take() {
+            if let Some(info) = tcpinfo::read(self.inner.as_raw_fd()) {
+                tcp.borrow_mut().record(&info, watch.rtt_histogram().as_ref());
+            }
+        }
+    }
+}
+
+impl AsyncRead for Counting {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
@@ -55,7 +81,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Counting<T> {
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for Counting<T> {
+impl AsyncWrite for Counting {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let r = Pin::new(&mut self.inner).poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = &r {
@@ -141,7 +167,7 @@ pub async fn open(
     ep: &Endpoint,
     version: HttpVersion,
     tls: Option<&Arc<rustls::ClientConfig>>,
-    count: &Rc<ByteCount>,
+    meters: &Meters,
 ) -> Result<(Sender, OpenTimes), Failure> {
     let t0 = Instant::now();
     let tcp = TcpStream::connect(ep.addr).await.map_err(|e| {
@@ -150,7 +176,8 @@ pub async fn open(
     })?;
     let _ = tcp.set_nodelay(true);
     let connect = t0.elapsed();
-    let io = Counting { inner: tcp, count: count.clone() };
+    let watch = meters.probe.collects().then(|| (meters.probe.watch(tcp.as_raw_fd()), meters.tcp.clone()));
+    let io = Counting { inner: tcp, count: meters.bytes.clone(), watch };
     match (&ep.tls_name, tls) {
         (Some(name), Some(cfg)) => {
             let t1 = Instant::now();
@@ -170,7 +197,7 @@ pub async fn open(
     }
 }
 
-type Stream = Io<Counting<TcpStream>, tokio_rustls::client::TlsStream<Counting<TcpStream>>>;
+type Stream = Io<Counting, tokio_rustls::client::TlsStream<Counting>>;
 
 async fn handshake(io: Stream, version: HttpVersion) -> Result<Sender, Failure> {
     match version {

@@ -32,11 +32,12 @@ use crate::worker::{RunFlags, StartGate};
 use bytes::Bytes;
 use conn::Endpoint;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
+use netblast_probe::Probe;
 use netblast_spec::hist::EncodedHistogram;
 use netblast_spec::profile::{HttpSection, HttpVersion};
 use netblast_spec::result::{
-    CpuSummary, CpuUsage, HostInfo, HttpConnections, HttpErrorCount, HttpInterval, HttpPhases, HttpSummary, Interval,
-    Plan, ProbeInfo, RunError, RunResult, Summary, SCHEMA,
+    CpuSummary, CpuUsage, HostInfo, HttpConnections, HttpErrorCount, HttpInterval, HttpPhases, HttpSummary, HttpTcp,
+    Interval, Plan, RunError, RunResult, Summary, SCHEMA,
 };
 use schedule::Schedule;
 use stats::{summary, IntervalStats, RunStats};
@@ -218,16 +219,37 @@ fn http_interval(index: u32, a: &Acc, schedule: Option<&Schedule>, encode: bool)
     }
 }
 
+/// The run's kernel TCP figures from the workers' connection samples.
+fn http_tcp(t: &stats::ConnTcp) -> HttpTcp {
+    HttpTcp {
+        connections: t.connections,
+        segs_out: t.segs_out,
+        retransmits: t.retransmits,
+        spurious_retransmits: t.dsack.filter(|_| t.connections > 0),
+        retransmit_rate: (t.segs_out > 0).then(|| t.retransmits as f64 / t.segs_out as f64),
+        srtt: summary(&t.srtt),
+        kernel_rtt: t.kernel_rtt.as_ref().and_then(summary),
+        kernel_rtt_hist: t.kernel_rtt.as_ref().and_then(|h| EncodedHistogram::encode(h).ok()),
+    }
+}
+
 /// Runs an http test.
 pub fn run(
     plan: &Plan,
-    probe_info: ProbeInfo,
+    probe: &Probe,
     flags: &Arc<RunFlags>,
     live: &mut dyn FnMut(Live<'_>),
 ) -> Result<RunResult, ClientError> {
     let h = plan.profile.http();
     let (requests, any_tls) = prepare(&h, &plan.target)?;
     let tls = if any_tls { Some(tls::client_config(&h).map_err(bad)?) } else { None };
+    // The kernel callbacks (eBPF) must be on before the connections are made.
+    for port in requests.iter().map(|r| r.endpoint.addr.port()).collect::<std::collections::BTreeSet<_>>() {
+        probe.watch_port(port).map_err(|e| ClientError::Io {
+            what: "cannot set up the eBPF probe".into(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+    }
     let bound = plan.time_bound.get();
     let schedule = Schedule::from_section(&h, bound);
     let slots = h.connections;
@@ -246,6 +268,7 @@ pub fn run(
         requests_bound: h.requests,
         slots,
         workers,
+        probe: probe.clone(),
     });
     let started_at = sys::now_rfc3339();
     let test_id = netblast_spec::wire::TestId(sys::random_bytes()).to_string();
@@ -389,6 +412,7 @@ pub fn run(
             failed: total_run.failed,
             peak_open: total_run.peak_open,
         },
+        tcp: probe.collects().then(|| http_tcp(&total_run.tcp)),
     };
     // Failed requests are results, not run errors; a run is incomplete when it was cut short.
     let complete = errors.is_empty();
@@ -408,7 +432,7 @@ pub fn run(
         plan: plan.clone(),
         client: sys::host_info(),
         server: None,
-        probe: probe_info,
+        probe: probe.info(),
         server_probe: None,
         streams: Vec::new(),
         intervals,

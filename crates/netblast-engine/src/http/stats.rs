@@ -4,6 +4,7 @@
 
 use hdrhistogram::Histogram;
 use netblast_spec::hist::{self, LatencySummary};
+use netblast_spec::result::TcpStats;
 use std::collections::HashMap;
 use std::io;
 
@@ -159,6 +160,82 @@ pub struct RunStats {
     pub peak_open: u64,
     /// Seconds from the start to the last completed (or failed) request.
     pub last_done_s: f64,
+    /// Kernel TCP statistics of the closed connections.
+    pub tcp: ConnTcp,
+}
+
+/// Kernel TCP statistics of a worker's connections, added up as each one closes.
+#[derive(Debug, Clone)]
+pub struct ConnTcp {
+    /// Connections sampled.
+    pub connections: u64,
+    /// Segments sent.
+    pub segs_out: u64,
+    /// Segments retransmitted.
+    pub retransmits: u64,
+    /// Retransmitted segments the peer got twice (DSACK); `None` once a connection's kernel
+    /// could not tell.
+    pub dsack: Option<u64>,
+    /// Each connection's final smoothed RTT, ns.
+    pub srtt: Histogram<u64>,
+    /// Every kernel RTT sample (eBPF), ns, in the probe's histogram layout.
+    pub kernel_rtt: Option<Histogram<u64>>,
+}
+
+impl ConnTcp {
+    /// Nothing sampled yet.
+    pub fn new() -> ConnTcp {
+        ConnTcp {
+            connections: 0,
+            segs_out: 0,
+            retransmits: 0,
+            dsack: Some(0),
+            srtt: hist::new_latency_histogram(),
+            kernel_rtt: None,
+        }
+    }
+
+    /// Adds one closing connection: its `TCP_INFO` now and, with eBPF, its RTT histogram.
+    pub fn record(&mut self, info: &TcpStats, rtt: Option<&Histogram<u64>>) {
+        self.connections += 1;
+        self.segs_out += info.segs_out;
+        self.retransmits += info.retrans_segs;
+        self.dsack = self.dsack.zip(info.dsack_segs).map(|(a, b)| a + b);
+        if info.rtt_us > 0 {
+            hist::record_ns(&mut self.srtt, info.rtt_us as u64 * 1000);
+        }
+        if let Some(h) = rtt {
+            merge_rtt(&mut self.kernel_rtt, h);
+        }
+    }
+
+    /// Adds `o` into `self`.
+    pub fn add(&mut self, o: &ConnTcp) {
+        self.connections += o.connections;
+        self.segs_out += o.segs_out;
+        self.retransmits += o.retransmits;
+        self.dsack = self.dsack.zip(o.dsack).map(|(a, b)| a + b);
+        let _ = hist::merge(&mut self.srtt, &o.srtt);
+        if let Some(h) = &o.kernel_rtt {
+            merge_rtt(&mut self.kernel_rtt, h);
+        }
+    }
+}
+
+fn merge_rtt(dst: &mut Option<Histogram<u64>>, src: &Histogram<u64>) {
+    match dst {
+        // Both come from the probe, in one layout: merging cannot fail.
+        Some(d) => {
+            let _ = hist::merge(d, src);
+        }
+        None => *dst = Some(src.clone()),
+    }
+}
+
+impl Default for ConnTcp {
+    fn default() -> Self {
+        ConnTcp::new()
+    }
 }
 
 impl RunStats {
@@ -177,6 +254,7 @@ impl RunStats {
             open: 0,
             peak_open: 0,
             last_done_s: 0.0,
+            tcp: ConnTcp::new(),
         }
     }
 
@@ -212,6 +290,7 @@ impl RunStats {
         self.failed += o.failed;
         self.peak_open += o.peak_open;
         self.last_done_s = self.last_done_s.max(o.last_done_s);
+        self.tcp.add(&o.tcp);
     }
 }
 

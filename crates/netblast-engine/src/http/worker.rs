@@ -8,9 +8,9 @@
 //! from the intended time (no coordinated omission, as wrk2), and the lag of each send behind
 //! its intended time is recorded.
 
-use super::conn::{self, ByteCount, Endpoint, Sender};
+use super::conn::{self, ByteCount, Endpoint, Meters, Sender};
 use super::schedule::Schedule;
-use super::stats::{ErrorKind, IntervalStats, RunStats};
+use super::stats::{ConnTcp, ErrorKind, IntervalStats, RunStats};
 use crate::sys::CpuMark;
 use crate::worker::{Pinning, RunFlags, StartGate, Ticker};
 use bytes::Bytes;
@@ -80,6 +80,8 @@ pub struct Job {
     pub slots: u32,
     /// Workers.
     pub workers: u32,
+    /// Kernel TCP statistics source for the connections.
+    pub probe: netblast_probe::Probe,
 }
 
 impl Job {
@@ -116,7 +118,7 @@ pub enum WorkerMsg {
 struct State {
     interval: IntervalStats,
     run: RunStats,
-    bytes: Rc<ByteCount>,
+    meters: Meters,
     start: Instant,
 }
 
@@ -154,7 +156,11 @@ pub fn run_worker(
     let state: Shared = Rc::new(RefCell::new(State {
         interval: IntervalStats::new(),
         run: RunStats::new(),
-        bytes: Rc::new(ByteCount::default()),
+        meters: Meters {
+            bytes: Rc::new(ByteCount::default()),
+            tcp: Rc::new(RefCell::new(ConnTcp::new())),
+            probe: job.probe.clone(),
+        },
         start,
     }));
     let local = tokio::task::LocalSet::new();
@@ -201,7 +207,11 @@ pub fn run_worker(
         finished.set(true);
         let _ = ticker.await;
     });
-    let run = std::mem::take(&mut state.borrow_mut().run);
+    // Tasks still holding connections (HTTP/2 drivers) go with the task set: each connection
+    // adds its kernel statistics as it drops.
+    drop(local);
+    let mut run = std::mem::take(&mut state.borrow_mut().run);
+    run.tcp = state.borrow().meters.tcp.take();
     done(run, pin_error);
 }
 
@@ -217,7 +227,7 @@ struct Emitter {
 impl Emitter {
     fn emit(&mut self, state: &Shared, index: u32, end_s: f64) {
         let mut st = state.borrow_mut();
-        let (sent, recv) = (st.bytes.sent.get(), st.bytes.received.get());
+        let (sent, recv) = (st.meters.bytes.sent.get(), st.meters.bytes.received.get());
         let mut stats = std::mem::take(&mut st.interval);
         stats.bytes_sent = sent - self.sent_at;
         stats.bytes_received = recv - self.recv_at;
@@ -232,8 +242,8 @@ impl Emitter {
     fn pending(&self, state: &Shared) -> bool {
         let st = state.borrow();
         st.interval.sent + st.interval.completed + st.interval.errors > 0
-            || st.bytes.sent.get() > self.sent_at
-            || st.bytes.received.get() > self.recv_at
+            || st.meters.bytes.sent.get() > self.sent_at
+            || st.meters.bytes.received.get() > self.recv_at
     }
 }
 
@@ -385,9 +395,9 @@ async fn exec(
     let had_conn = sender.as_ref().is_some_and(Sender::is_usable);
     if !had_conn {
         close(sender, state);
-        let bytes = state.borrow().bytes.clone();
+        let meters = state.borrow().meters.clone();
         let opened =
-            tokio::time::timeout(job.timeout, conn::open(&p.endpoint, job.version, job.tls.as_ref(), &bytes)).await;
+            tokio::time::timeout(job.timeout, conn::open(&p.endpoint, job.version, job.tls.as_ref(), &meters)).await;
         let mut st = state.borrow_mut();
         st.interval.sent += 1;
         let failure = match opened {

@@ -325,7 +325,6 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
         ClientError::Target { .. } | ClientError::Cpus(_) => AppError::input(e),
         _ => AppError::run(e),
     })?;
-    // HTTP results carry no per-connection TCP statistics: no kernel program for them.
     let probe =
         Probe::open_with(a.probe, a.probe_stats).map_err(|e| AppError::run(anyhow::anyhow!("--probe ebpf: {e}")))?;
     let flags = RunFlags::new();

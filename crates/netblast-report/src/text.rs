@@ -389,13 +389,15 @@ fn pcts(l: &LatencySummary) -> String {
 
 fn http_summary(s: &mut String, r: &RunResult) {
     let Some(h) = &r.summary.http else { return };
+    let streams = r.plan.profile.http.as_ref().map_or(1, |x| x.streams);
     let _ = writeln!(
         s,
-        "HTTP summary ({}, {}{}, {} connections, {:.2} s)",
+        "HTTP summary ({}, {}{}, {} connections{}, {:.2} s)",
         h.mode.replace('_', " "),
         h.version,
         if h.tls { " over TLS" } else { "" },
         h.connections.configured,
+        if streams > 1 { format!(" x {streams} streams") } else { String::new() },
         h.seconds
     );
     let failed = h.sent.saturating_sub(h.completed);

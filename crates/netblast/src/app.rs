@@ -113,6 +113,7 @@ pub fn apply_overrides(p: &mut Profile, a: &RunArgs) -> Result<(), String> {
         ("--cacert", a.cacert.is_some()),
         ("--sni", a.sni.is_some()),
         ("--connections", a.connections.is_some()),
+        ("--streams", a.streams.is_some()),
         ("--no-keepalive", a.no_keepalive),
         ("--requests", a.requests.is_some()),
         ("--rate", a.rate.is_some()),
@@ -252,6 +253,9 @@ pub fn apply_overrides(p: &mut Profile, a: &RunArgs) -> Result<(), String> {
             }
             if let Some(c) = a.connections {
                 h.connections = c;
+            }
+            if let Some(m) = a.streams {
+                h.streams = m;
             }
             if a.no_keepalive {
                 h.keepalive = false;

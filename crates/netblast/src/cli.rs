@@ -187,6 +187,9 @@ pub struct RunArgs {
     /// http: connections.
     #[arg(long, short = 'c')]
     pub connections: Option<u32>,
+    /// http: HTTP/2 requests in flight at once per connection (as h2load -m; default 1).
+    #[arg(long, short = 'm')]
+    pub streams: Option<u32>,
     /// http: open a new connection (and TLS handshake) for every request.
     #[arg(long)]
     pub no_keepalive: bool,

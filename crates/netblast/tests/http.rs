@@ -154,6 +154,31 @@ fn https_http2_and_h2c_work() {
 }
 
 #[test]
+fn http2_streams_multiplex_requests_on_few_connections() {
+    let srv = Responder::start(false);
+    let t = std::time::Instant::now();
+    let r = util::run(
+        srv.addr,
+        profile(|p, h| {
+            p.run.duration = None;
+            h.urls = vec!["/?delay=20ms".into()];
+            h.version = HttpVersion::Http2;
+            h.connections = 2;
+            h.streams = 10;
+            h.requests = Some(400);
+        }),
+    );
+    let h = http(&r);
+    assert_eq!((h.completed, status(&r, "200")), (400, 400));
+    assert_eq!(h.connections.established, 2, "the streams share their connection");
+    assert_eq!(h.connections.peak_open, 2);
+    assert_eq!(h.tcp.as_ref().map(|t| t.connections), Some(2));
+    // 20 requests in flight at 20 ms each: about 0.4 s; one per connection would take 4 s.
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}: the streams did not run concurrently", t.elapsed());
+    assert!(h.latency.p50_ns >= 20_000_000, "each request still waited its 20 ms");
+}
+
+#[test]
 fn untrusted_certificate_is_a_tls_error() {
     let tls = Responder::start(true);
     let r = util::run(

@@ -2,8 +2,10 @@
 //! (`netblast serve --http`, nginx, envoy, ...), closed or open loop.
 //!
 //! Threads: one pinned worker per CPU (up to the connection count), each a single-threaded
-//! tokio runtime holding its share of the connection slots (slot k on worker k mod W). Sockets:
-//! the slots' TCP connections (hyper client, rustls for TLS). Metrics: requests sent and
+//! tokio runtime holding its share of the connections (connection c on worker c mod W) and
+//! their lanes: a lane is one request in flight, `streams` of them per HTTP/2 connection, one
+//! per HTTP/1.1 connection. Sockets: the TCP connections (own HTTP/1.1 client, hyper for
+//! HTTP/2, rustls for TLS). Metrics: requests sent and
 //! completed, status codes, failures by class, bytes both ways (counted at the TCP level), the
 //! latency HDR histogram per interval (open loop: from each request's intended send time), and
 //! per request or connection: TCP connect, TLS handshake, time to first byte, body read, send
@@ -252,9 +254,10 @@ pub fn run(
     }
     let bound = plan.time_bound.get();
     let schedule = Schedule::from_section(&h, bound);
-    let slots = h.connections;
-    let workers = (plan.client_cpus.len() as u32).min(slots).max(1);
-    sys::ensure_fds(slots as u64 * 2 + 64).map_err(ClientError::Fds)?;
+    let streams = h.streams.max(1);
+    let slots = h.connections * streams;
+    let workers = (plan.client_cpus.len() as u32).min(h.connections).max(1);
+    sys::ensure_fds(h.connections as u64 * 2 + 64).map_err(ClientError::Fds)?;
     let job = Arc::new(Job {
         cycle: cycle(h.weights.as_deref(), requests.len()),
         requests,
@@ -267,6 +270,7 @@ pub fn run(
         schedule: schedule.clone(),
         requests_bound: h.requests,
         slots,
+        streams,
         workers,
         probe: probe.clone(),
     });
@@ -276,9 +280,10 @@ pub fn run(
     let (tx, rx) = mpsc::channel::<(usize, WorkerMsg)>();
     let mut handles = Vec::new();
     for w in 0..workers as usize {
-        // Slot k runs on worker k mod W; in closed loop each slot sends its exact share of -n.
+        // Lane k belongs to connection k / streams, on worker (k / streams) mod W; in closed
+        // loop each lane sends its exact share of -n.
         let my: Vec<(u32, Option<u64>)> = (0..slots)
-            .filter(|k| *k as usize % workers as usize == w)
+            .filter(|k| (k / streams) as usize % workers as usize == w)
             .map(|k| {
                 (k, if schedule.is_none() { h.requests.map(|n| split_budget(n, slots as u64, k as u64)) } else { None })
             })
@@ -407,7 +412,7 @@ pub fn run(
         status_codes: status_map(&total.status),
         errors: errors_by_kind,
         connections: HttpConnections {
-            configured: slots,
+            configured: h.connections,
             established: total_run.established,
             failed: total_run.failed,
             peak_open: total_run.peak_open,

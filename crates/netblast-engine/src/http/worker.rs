@@ -19,7 +19,7 @@ use http_body_util::{BodyExt, Full};
 use netblast_spec::hist;
 use netblast_spec::profile::HttpVersion;
 use netblast_spec::result::CpuUsage;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -76,8 +76,10 @@ pub struct Job {
     pub schedule: Option<Schedule>,
     /// Total request bound (`-n`).
     pub requests_bound: Option<u64>,
-    /// Total connection slots.
+    /// Lanes (requests in flight at once) over all workers: connections × streams.
     pub slots: u32,
+    /// Lanes per connection (HTTP/2 streams; 1 for HTTP/1.1).
+    pub streams: u32,
     /// Workers.
     pub workers: u32,
     /// Kernel TCP statistics source for the connections.
@@ -170,21 +172,24 @@ pub fn run_worker(
         let ticker = tokio::task::spawn_local(tick_loop(w, state.clone(), job.interval, tx.clone(), finished.clone()));
         let work = async {
             let mut handles = Vec::new();
+            // Lane k uses connection k / streams; the lanes of a connection share it.
+            let mut conns: std::collections::HashMap<u32, Rc<Conn>> = std::collections::HashMap::new();
+            let mut conn_of = |k: u32| conns.entry(k / job.streams).or_insert_with(|| Conn::new(state.clone())).clone();
             match &job.schedule {
                 None => {
                     for (k, budget) in slots {
-                        let (job, state, flags) = (job.clone(), state.clone(), flags.clone());
-                        handles.push(tokio::task::spawn_local(closed_slot(k, budget, job, state, end, flags)));
+                        let (job, flags, conn) = (job.clone(), flags.clone(), conn_of(k));
+                        handles.push(tokio::task::spawn_local(closed_slot(k, budget, conn, job, end, flags)));
                     }
                 }
                 Some(_) => {
                     let (free_tx, free_rx) = amsc::unbounded_channel::<usize>();
                     let mut slot_txs = Vec::new();
-                    for (i, _) in slots.iter().enumerate() {
+                    for (i, (k, _)) in slots.iter().enumerate() {
                         let (job_tx, job_rx) = amsc::unbounded_channel::<(u64, Instant)>();
                         slot_txs.push(job_tx);
-                        let (job, state, free_tx) = (job.clone(), state.clone(), free_tx.clone());
-                        handles.push(tokio::task::spawn_local(open_slot(i, job_rx, free_tx, job, state)));
+                        let (job, free_tx, conn) = (job.clone(), free_tx.clone(), conn_of(*k));
+                        handles.push(tokio::task::spawn_local(open_slot(i, job_rx, free_tx, conn, job)));
                     }
                     drop(free_tx);
                     dispatch(w, &job, slot_txs, free_rx, &state, end, &flags).await;
@@ -277,8 +282,7 @@ async fn tick_loop(
     }
 }
 
-async fn closed_slot(k: u32, budget: Option<u64>, job: Arc<Job>, state: Shared, end: Instant, flags: Arc<RunFlags>) {
-    let mut sender: Option<Sender> = None;
+async fn closed_slot(k: u32, budget: Option<u64>, conn: Rc<Conn>, job: Arc<Job>, end: Instant, flags: Arc<RunFlags>) {
     let mut n = 0u64;
     let mut j = k as u64;
     // The end of one request is the start of the next: one clock read serves both.
@@ -290,7 +294,7 @@ async fn closed_slot(k: u32, budget: Option<u64>, job: Arc<Job>, state: Shared, 
         let p = job.pick(j);
         j += job.slots as u64;
         n += 1;
-        let (ok, done) = exec(&mut sender, p, &job, &state, now, true).await;
+        let (ok, done) = exec(&conn, p, &job, now, true).await;
         now = done;
         if !ok {
             // A refused or failing connection must not turn into a busy loop.
@@ -298,7 +302,6 @@ async fn closed_slot(k: u32, budget: Option<u64>, job: Arc<Job>, state: Shared, 
             now = Instant::now();
         }
     }
-    close(&mut sender, &state);
 }
 
 async fn dispatch(
@@ -358,46 +361,71 @@ async fn open_slot(
     id: usize,
     mut jobs: amsc::UnboundedReceiver<(u64, Instant)>,
     free: amsc::UnboundedSender<usize>,
+    conn: Rc<Conn>,
     job: Arc<Job>,
-    state: Shared,
 ) {
-    let mut sender: Option<Sender> = None;
     let _ = free.send(id);
     while let Some((j, intended)) = jobs.recv().await {
         let lag = Instant::now().saturating_duration_since(intended);
-        hist::record_ns(&mut state.borrow_mut().run.send_lag, lag.as_nanos() as u64);
-        exec(&mut sender, job.pick(j), &job, &state, intended, false).await;
+        hist::record_ns(&mut conn.state.borrow_mut().run.send_lag, lag.as_nanos() as u64);
+        exec(&conn, job.pick(j), &job, intended, false).await;
         if free.send(id).is_err() {
             break;
         }
     }
-    close(&mut sender, &state);
 }
 
-fn close(sender: &mut Option<Sender>, state: &Shared) {
-    if sender.take().is_some() {
-        state.borrow_mut().run.open -= 1;
+/// One connection and the lanes (requests in flight) that share it: one lane with HTTP/1.1,
+/// `streams` with HTTP/2. The lanes open it when it is missing or broken, one at a time; it
+/// closes when the last lane is done with it.
+struct Conn {
+    sender: RefCell<Option<Sender>>,
+    /// A lane is connecting; the others wait for it instead of opening their own.
+    opening: Cell<bool>,
+    opened: tokio::sync::Notify,
+    state: Shared,
+}
+
+impl Conn {
+    fn new(state: Shared) -> Rc<Conn> {
+        Rc::new(Conn { sender: RefCell::new(None), opening: Cell::new(false), opened: Default::default(), state })
+    }
+
+    fn usable(&self) -> bool {
+        self.sender.borrow().as_ref().is_some_and(Sender::is_usable)
+    }
+
+    /// Drops the connection, if there is one.
+    fn close(&self) {
+        if self.sender.borrow_mut().take().is_some() {
+            self.state.borrow_mut().run.open -= 1;
+        }
     }
 }
 
-/// Sends one request on the slot's connection (opening one if needed) and reads the whole
-/// response. Latency is measured from `t_ref`: in closed loop (`t_ref_is_now`) the moment the
-/// request is due, which is also when it is sent on an open connection; in open loop the
-/// intended time. Returns whether a response arrived, and when the attempt ended.
-async fn exec(
-    sender: &mut Option<Sender>,
-    p: &Prepared,
-    job: &Job,
-    state: &Shared,
-    t_ref: Instant,
-    t_ref_is_now: bool,
-) -> (bool, Instant) {
-    let had_conn = sender.as_ref().is_some_and(Sender::is_usable);
-    if !had_conn {
-        close(sender, state);
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Waits for a usable connection: the one there is, the one another lane is opening, or a new
+/// one opened here. Returns whether this lane opened it, or `None` when opening failed (the
+/// failure is counted against this request).
+async fn connect(conn: &Conn, p: &Prepared, job: &Job) -> Option<bool> {
+    let state = &conn.state;
+    while !conn.usable() {
+        if conn.opening.get() {
+            conn.opened.notified().await;
+            continue;
+        }
+        conn.close();
+        conn.opening.set(true);
         let meters = state.borrow().meters.clone();
         let opened =
             tokio::time::timeout(job.timeout, conn::open(&p.endpoint, job.version, job.tls.as_ref(), &meters)).await;
+        conn.opening.set(false);
+        conn.opened.notify_waiters();
         let mut st = state.borrow_mut();
         st.interval.sent += 1;
         let failure = match opened {
@@ -409,7 +437,7 @@ async fn exec(
                 st.run.established += 1;
                 st.run.open += 1;
                 st.run.peak_open = st.run.peak_open.max(st.run.open);
-                *sender = Some(s);
+                *conn.sender.borrow_mut() = Some(s);
                 None
             }
             Ok(Err(f)) => Some(f),
@@ -417,38 +445,49 @@ async fn exec(
                 Some((ErrorKind::Timeout, format!("connect to {} took over {:?}", p.endpoint.authority, job.timeout)))
             }
         };
-        if let Some((kind, msg)) = failure {
-            st.run.failed += 1;
-            st.interval.errors += 1;
-            st.run.fail(kind, msg);
-            let now = Instant::now();
-            st.run.last_done_s = now.duration_since(st.start).as_secs_f64();
-            return (false, now);
-        }
-    } else {
-        state.borrow_mut().interval.sent += 1;
-    }
-    let t_send = if had_conn && t_ref_is_now { t_ref } else { Instant::now() };
-    let Some(s) = sender.as_mut() else { return (false, Instant::now()) };
-    let exchange = async {
-        match s {
-            Sender::H1(c) => c.exchange(&p.h1, p.method == Method::HEAD).await.map(|a| (a.status, a.head_at)),
-            Sender::H2(h) => {
-                let resp = h
-                    .send_request(p.request())
-                    .await
-                    .map_err(|e| (ErrorKind::of_hyper(&e), format!("request: {e}")))?;
-                let t_headers = Instant::now();
-                let status = resp.status().as_u16();
-                let mut body = resp.into_body();
-                while let Some(frame) = body.frame().await {
-                    frame.map_err(|e| (ErrorKind::of_hyper(&e), format!("response body: {e}")))?;
-                }
-                Ok::<_, conn::Failure>((status, t_headers))
+        return match failure {
+            None => Some(true),
+            Some((kind, msg)) => {
+                st.run.failed += 1;
+                st.interval.errors += 1;
+                st.run.fail(kind, msg);
+                None
             }
-        }
+        };
+    }
+    state.borrow_mut().interval.sent += 1;
+    Some(false)
+}
+
+/// Sends one request on the lane's connection (opening one if needed) and reads the whole
+/// response. Latency is measured from `t_ref`: in closed loop (`t_ref_is_now`) the moment the
+/// request is due, which is also when it is sent on an open connection; in open loop the
+/// intended time. Returns whether a response arrived, and when the attempt ended.
+async fn exec(conn: &Conn, p: &Prepared, job: &Job, t_ref: Instant, t_ref_is_now: bool) -> (bool, Instant) {
+    let state = &conn.state;
+    let Some(opened_here) = connect(conn, p, job).await else {
+        let now = Instant::now();
+        let mut st = state.borrow_mut();
+        st.run.last_done_s = now.duration_since(st.start).as_secs_f64();
+        return (false, now);
     };
-    let outcome = tokio::time::timeout(job.timeout, exchange).await;
+    let t_send = if !opened_here && t_ref_is_now { t_ref } else { Instant::now() };
+    // HTTP/1.1: this lane has the connection to itself while the exchange lasts (it is put back
+    // even when the exchange times out). HTTP/2: a handle; the streams share the connection.
+    let leased = conn.sender.borrow_mut().take();
+    let h1 = matches!(leased, Some(Sender::H1(_)));
+    let outcome = match leased {
+        Some(Sender::H1(mut c)) => {
+            let r = tokio::time::timeout(job.timeout, c.exchange(&p.h1, p.method == Method::HEAD)).await;
+            *conn.sender.borrow_mut() = Some(Sender::H1(c));
+            r.map(|x| x.map(|a| (a.status, a.head_at)))
+        }
+        Some(Sender::H2(h)) => {
+            *conn.sender.borrow_mut() = Some(Sender::H2(h.clone()));
+            tokio::time::timeout(job.timeout, h2_exchange(h, p)).await
+        }
+        None => Ok(Err((ErrorKind::Reset, "the connection was gone".to_string()))),
+    };
     let t_done = Instant::now();
     let mut st = state.borrow_mut();
     st.run.last_done_s = t_done.duration_since(st.start).as_secs_f64();
@@ -464,7 +503,7 @@ async fn exec(
             hist::record_ns(&mut st.run.body, t_done.duration_since(t_headers).as_nanos() as u64);
             drop(st);
             if !job.keepalive {
-                close(sender, state);
+                conn.close();
             }
             return (true, t_done);
         }
@@ -474,6 +513,25 @@ async fn exec(
     st.interval.errors += 1;
     st.run.fail(failure.0, failure.1);
     drop(st);
-    close(sender, state);
+    // An HTTP/1.1 connection is in an unknown state after a failure; an HTTP/2 one only when
+    // the connection itself broke (a stream's failure leaves the others alone).
+    if h1 || !conn.usable() {
+        conn.close();
+    }
     (false, t_done)
+}
+
+/// One HTTP/2 request on a stream of its own: (status, when the response head arrived).
+async fn h2_exchange(
+    mut h: hyper::client::conn::http2::SendRequest<http_body_util::Full<Bytes>>,
+    p: &Prepared,
+) -> Result<(u16, Instant), conn::Failure> {
+    let resp = h.send_request(p.request()).await.map_err(|e| (ErrorKind::of_hyper(&e), format!("request: {e}")))?;
+    let t_headers = Instant::now();
+    let status = resp.status().as_u16();
+    let mut body = resp.into_body();
+    while let Some(frame) = body.frame().await {
+        frame.map_err(|e| (ErrorKind::of_hyper(&e), format!("response body: {e}")))?;
+    }
+    Ok((status, t_headers))
 }

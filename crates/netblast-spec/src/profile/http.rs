@@ -58,6 +58,10 @@ pub struct HttpSection {
     /// TCP connections (`-c`), spread over the pinned workers.
     #[serde(default = "default_connections")]
     pub connections: u32,
+    /// HTTP/2: requests in flight at once on each connection (h2load `-m`); each is a lane
+    /// of its own, so `connections × streams` requests are outstanding. HTTP/1.1: 1.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub streams: u32,
     /// Reuse connections (default); off opens a connection (and TLS session) per request.
     #[serde(default = "yes")]
     pub keepalive: bool,
@@ -109,6 +113,14 @@ fn yes() -> bool {
     true
 }
 
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
 impl Default for HttpSection {
     fn default() -> Self {
         HttpSection {
@@ -121,6 +133,7 @@ impl Default for HttpSection {
             body_file: None,
             version: HttpVersion::Http1,
             connections: HttpSection::DEFAULT_CONNECTIONS,
+            streams: 1,
             keepalive: true,
             requests: None,
             rate: None,
@@ -189,6 +202,15 @@ impl HttpSection {
         }
         if self.connections == 0 || self.connections > 100_000 {
             return Err(("http.connections", format!("{} is outside 1..100000", self.connections)));
+        }
+        if self.streams == 0 || self.streams > 1000 {
+            return Err(("http.streams", format!("{} is outside 1..1000", self.streams)));
+        }
+        if self.streams > 1 && self.version != HttpVersion::Http2 {
+            return Err(("http.streams", "several streams per connection need HTTP/2 (--http2)".into()));
+        }
+        if self.streams > 1 && !self.keepalive {
+            return Err(("http.streams", "several streams share a connection: not with keepalive off".into()));
         }
         if self.requests == Some(0) {
             return Err(("http.requests", "must be greater than 0".into()));

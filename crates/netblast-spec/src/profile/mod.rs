@@ -313,6 +313,21 @@ block_bytes = "128KiB"
     }
 
     #[test]
+    fn http2_streams_are_checked() {
+        let base = "description = \"h\"\n[run]\nkind = \"http\"\nduration = \"1s\"\n[http]\n";
+        let check = |extra: &str| Profile::from_toml(&format!("{base}{extra}"), "h.toml").unwrap().validate("h.toml");
+        check("version = \"http2\"\nstreams = 16\n").unwrap();
+        for (extra, needle) in [
+            ("streams = 16\n", "HTTP/2"),
+            ("version = \"http2\"\nstreams = 0\n", "outside"),
+            ("version = \"http2\"\nstreams = 4\nkeepalive = false\n", "keepalive"),
+        ] {
+            let e = check(extra).unwrap_err().to_string();
+            assert!(e.contains("http.streams") && e.contains(needle), "{extra}: {e}");
+        }
+    }
+
+    #[test]
     fn unknown_field_names_field_and_line() {
         let text = GOOD.replace("flows = 4", "flowz = 4");
         let e = Profile::from_toml(&text, "t.toml").unwrap_err().to_string();

@@ -40,6 +40,7 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 "$NB" run --url "https://127.0.0.1:$HTTPS_PORT/" --insecure --profile http-max -c "$CONNS" -t "$SECS" --json >"$WORK/nb-tls.json"
 "$NB" run --url "https://127.0.0.1:$HTTPS_PORT/" --insecure --http2 --profile http-max -c "$CONNS" -t "$SECS" --json >"$WORK/nb-h2.json"
+"$NB" run --url "https://127.0.0.1:$HTTPS_PORT/" --insecure --http2 --profile http-max -c 4 -m 16 -t "$SECS" --json >"$WORK/nb-h2m.json"
 python3 - "$WORK" "$ROUNDS" "$SECS" "$CONNS" <<'PY'
 import json, os, re, statistics, sys
 work, rounds, secs, conns = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
@@ -68,9 +69,11 @@ print("netblast vs wrk against one local nginx, %d rounds x %s s, %s connections
 print("(netblast with --probe off, as wrk reads no kernel TCP statistics)")
 print("requests/s: netblast %.0f, wrk %.0f, ratio %.3f (target >= 1.0)"
       % (med(n), med(w), med([a / b for a, b in zip(n, w)])))
-tls, h2 = nb("tls"), nb("h2")
+tls, h2, h2m = nb("tls"), nb("h2"), nb("h2m")
 print("netblast HTTPS (TLS 1.3, HTTP/1.1) against the same nginx: %.0f requests/s, p99 %.2f ms"
       % (tls["responses_per_s"], tls["latency"]["p99_ns"] / 1e6))
 print("netblast HTTPS h2 (one stream per connection): %.0f requests/s, p99 %.2f ms"
       % (h2["responses_per_s"], h2["latency"]["p99_ns"] / 1e6))
+print("netblast HTTPS h2, 4 connections x 16 streams: %.0f requests/s, p99 %.2f ms"
+      % (h2m["responses_per_s"], h2m["latency"]["p99_ns"] / 1e6))
 PY

@@ -134,7 +134,7 @@ fn probe_overhead(server: &LocalServer) -> Result<(), String> {
 }
 
 /// HTTP against the built-in responder (in this process, on its own runtime): closed-loop
-/// requests/s over HTTP/1.1 and HTTPS, and open-loop accuracy at 5000/s.
+/// requests/s over HTTP/1.1, HTTPS and multiplexed HTTP/2, and open-loop accuracy at 5000/s.
 fn http_figures(cpus: usize) -> Result<(), String> {
     let bind = || std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string());
     let tls = netblast_agent::http::tls_config(None, vec!["127.0.0.1".into()])?;
@@ -161,6 +161,22 @@ fn http_figures(cpus: usize) -> Result<(), String> {
             );
             figure(&format!("{name}.p99_ms"), h.latency.p99_ns as f64 / 1e6, "ms", "latency p99 of the same");
         }
+        let p = profile("http-max", |p| {
+            p.run.duration = Some(Dur(secs()));
+            if let Some(h) = p.http.as_mut() {
+                h.version = netblast_spec::profile::HttpVersion::Http2;
+                h.connections = 4;
+                h.streams = 16;
+            }
+        })?;
+        let r = run(addr, p)?;
+        let h = r.summary.http.ok_or("no http summary")?;
+        figure(
+            "http.h2c_4x16.closed_loop_rps",
+            h.responses_per_s / 1e3,
+            "k req/s",
+            "HTTP/2 prior knowledge, 4 connections x 16 streams, built-in responder",
+        );
         let p = profile("http-max", |p| {
             p.run.duration = Some(Dur(secs()));
             if let Some(h) = p.http.as_mut() {

@@ -119,6 +119,16 @@ impl Probe {
         Probe { inner: Arc::new(Inner { source: Source::TcpInfo, fallback_reason: None }) }
     }
 
+    /// This probe, or where it is eBPF, a `TCP_INFO` one that gives `reason` for not using it.
+    pub fn without_ebpf(&self, reason: &str) -> Probe {
+        match self.inner.source {
+            Source::Ebpf(_) => {
+                Probe { inner: Arc::new(Inner { source: Source::TcpInfo, fallback_reason: Some(reason.into()) }) }
+            }
+            _ => self.clone(),
+        }
+    }
+
     /// Whether this probe collects anything (`--probe off` does not).
     pub fn collects(&self) -> bool {
         !matches!(self.inner.source, Source::Off)

@@ -109,6 +109,20 @@ fn http_connections_get_the_kernel_rtt_distribution() {
         h.latency.p50_ns
     );
     assert!(tcp.kernel_rtt_hist.is_some());
+
+    // A connection per request: TCP_INFO only, and the result says why.
+    let (mut p, _) = Profile::load("http-max").unwrap();
+    p.run.duration = None;
+    let mut h = p.http();
+    h.connections = 4;
+    h.requests = Some(200);
+    h.keepalive = false;
+    p.http = Some(h);
+    let r = run_with(responder.addr(), p, &probe);
+    assert_eq!(r.probe.tcp_source, "tcp_info");
+    assert!(r.probe.fallback_reason.as_deref().is_some_and(|w| w.contains("keep-alive")), "{:?}", r.probe);
+    let tcp = r.summary.http.as_ref().unwrap().tcp.as_ref().unwrap();
+    assert_eq!((tcp.connections, tcp.kernel_rtt.is_none()), (200, true));
 }
 
 #[test]

@@ -32,7 +32,7 @@ struct nb_flow {
 	__u32 mss;             /* mss_cache */
 	__u32 segs_out;        /* tp->segs_out at the last callback */
 	__u32 segs_in;         /* tp->segs_in at the last callback */
-	__u32 total_retrans;   /* tp->total_retrans at the last callback (cross-check) */
+	__u32 total_retrans;   /* tp->total_retrans at the last callback: the figure reported */
 	__u32 state;           /* TCP state after the last state change */
 	__u32 hist[NB_RTT_BUCKETS];
 };

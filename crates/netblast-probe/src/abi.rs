@@ -43,7 +43,7 @@ pub struct NbFlow {
     pub segs_out: u32,
     /// Segments received.
     pub segs_in: u32,
-    /// The kernel's own total_retrans (cross-check).
+    /// The kernel's own total_retrans at the last callback: the retransmissions reported.
     pub total_retrans: u32,
     /// TCP state after the last state change.
     pub state: u32,

@@ -247,7 +247,11 @@ fn from_ebpf(f: &abi::NbFlow) -> TcpStats {
         min_rtt_us: f.min_rtt_us,
         cwnd_segs: f.snd_cwnd,
         mss: f.mss,
-        retrans_segs: f.retrans_segs,
+        // The kernel's own counter as of the last callback; every retransmission fires one,
+        // after the count is updated. (The sum of the callbacks' segments would miss
+        // retransmissions made before the socket was registered, such as a SYN's, and those
+        // whose transmission failed, which tcpi_total_retrans counts too.)
+        retrans_segs: f.total_retrans as u64,
         segs_out: f.segs_out as u64,
         segs_in: f.segs_in as u64,
         bytes_acked: f.bytes_acked,

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NB=target/release/netblast
-[ -x "$NB" ] || cargo build --release -q -p netblast
+cargo build --release -q -p netblast # a no-op when the binary is current
 PROFILE=${1:-bulk-1flow}
 shift || true
 LOG=$(mktemp)

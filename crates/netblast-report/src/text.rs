@@ -438,14 +438,7 @@ fn http_summary(s: &mut String, r: &RunResult) {
     }
     let phase = |name: &str, l: &Option<LatencySummary>, s: &mut String| {
         if let Some(l) = l {
-            let _ = writeln!(
-                s,
-                "  {name:<13} p50 {} p99 {} max {} ({} samples)",
-                fmt_ns(l.p50_ns as f64),
-                fmt_ns(l.p99_ns as f64),
-                fmt_ns(l.max_ns as f64),
-                l.count
-            );
+            let _ = writeln!(s, "  {name:<13} {} ({} samples)", p50_p99_max(l), l.count);
         }
     };
     phase("TCP connect:", &h.phases.connect, s);
@@ -479,25 +472,17 @@ fn http_summary(s: &mut String, r: &RunResult) {
         }
         let _ = writeln!(s, "{line}");
         if let Some(k) = &t.kernel_rtt {
-            let _ = writeln!(
-                s,
-                "  Kernel RTT:   p50 {} p99 {} max {} ({} samples: ACKs that timed a segment)",
-                fmt_ns(k.p50_ns as f64),
-                fmt_ns(k.p99_ns as f64),
-                fmt_ns(k.max_ns as f64),
-                k.count
-            );
+            let _ = writeln!(s, "  Kernel RTT:   {} ({} samples: ACKs that timed a segment)", p50_p99_max(k), k.count);
         }
         if let Some(k) = &t.srtt {
-            let _ = writeln!(
-                s,
-                "  Smoothed RTT: p50 {} p99 {} max {} (one per connection, at its close)",
-                fmt_ns(k.p50_ns as f64),
-                fmt_ns(k.p99_ns as f64),
-                fmt_ns(k.max_ns as f64),
-            );
+            let _ = writeln!(s, "  Smoothed RTT: {} (one per connection, at its close)", p50_p99_max(k));
         }
     }
+}
+
+/// "p50 X p99 Y max Z" of a distribution.
+fn p50_p99_max(l: &LatencySummary) -> String {
+    format!("p50 {} p99 {} max {}", fmt_ns(l.p50_ns as f64), fmt_ns(l.p99_ns as f64), fmt_ns(l.max_ns as f64))
 }
 
 /// The summary block printed at the end.

@@ -69,6 +69,7 @@ print("netblast vs wrk against one local nginx, %d rounds x %s s, %s connections
 print("(netblast with --probe off, as wrk reads no kernel TCP statistics)")
 print("requests/s: netblast %.0f, wrk %.0f, ratio %.3f (target >= 1.0)"
       % (med(n), med(w), med([a / b for a, b in zip(n, w)])))
+print("    per round (netblast/wrk): " + " ".join("%.3f" % (a / b) for a, b in zip(n, w)))
 tls, h2, h2m = nb("tls"), nb("h2"), nb("h2m")
 print("netblast HTTPS (TLS 1.3, HTTP/1.1) against the same nginx: %.0f requests/s, p99 %.2f ms"
       % (tls["responses_per_s"], tls["latency"]["p99_ns"] / 1e6))

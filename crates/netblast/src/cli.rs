@@ -75,7 +75,7 @@ pub enum ZeroCopy {
 /// `netblast run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The server: HOST, HOST:PORT or [IPv6]:PORT (http: where paths in the profile go).
+    /// The server: HOST, HOST:PORT or `[IPv6]:PORT` (http: where paths in the profile go).
     #[arg(long)]
     pub target: Option<String>,
     /// Built-in profile name or path to a TOML profile (default: bulk-1flow).

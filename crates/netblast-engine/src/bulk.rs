@@ -14,7 +14,7 @@
 //! (`send(MSG_ZEROCOPY)`, completions drained from the error queue).
 
 use crate::sys::CpuMark;
-use crate::worker::{Event, EventTx, FlowEnd, FlowSample, Pinning, RunFlags, StartGate, Ticker, Timing};
+use crate::worker::{Deadlines, Event, EventTx, FlowEnd, FlowSample, Pinning, RunFlags, StartGate, Ticker, Timing};
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};
 use netblast_probe::{FlowWatch, Probe};
@@ -322,8 +322,7 @@ pub fn run_worker(
         finish_worker(pin_error);
         return;
     };
-    let send_until = start + cfg.timing.send_for;
-    let give_up_at = start + cfg.timing.give_up_after;
+    let Deadlines { send_until, give_up: give_up_at } = cfg.timing.after(start);
     let mut ticker = Ticker::new(start, cfg.interval);
     let mut rbuf = vec![0u8; RECV_BYTES];
     let mut events = Events::with_capacity(1024);

@@ -18,7 +18,7 @@
 use crate::bulk::{describe_io, FlowRole};
 use crate::meter::{run_single, should_stop, Meter};
 use crate::net::{self, RecvBatch, SendBatch};
-use crate::worker::{EventTx, Pinning, RunFlags, StartGate, Timing};
+use crate::worker::{Deadlines, EventTx, Pinning, RunFlags, StartGate, Timing};
 use netblast_probe::Probe;
 use std::io::{self, ErrorKind};
 use std::net::{TcpStream, UdpSocket};
@@ -85,8 +85,7 @@ pub fn run_worker(
         _ => None,
     };
     run_single(worker, pinned, flow.id, gate, tx, (cfg.interval, false, watch), |m, start| {
-        let send_until = start + cfg.timing.send_for;
-        let give_up = start + cfg.timing.give_up_after;
+        let Deadlines { send_until, give_up } = cfg.timing.after(start);
         match (&flow.socket, flow.role) {
             (MsgSocket::Tcp(s), FlowRole::Send) => tcp_send(s, cfg, m, flags, send_until, give_up).map(|_| None),
             (MsgSocket::Tcp(s), FlowRole::Recv) => tcp_recv(s, cfg, m, flags, give_up).map(|_| None),

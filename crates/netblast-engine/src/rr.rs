@@ -18,7 +18,7 @@ use crate::bulk::{describe_io, FlowRole};
 use crate::meter::{run_single, should_stop, Meter};
 use crate::msgrate::{MsgFlow, MsgSocket, WAKE};
 use crate::net;
-use crate::worker::{EventTx, Pinning, RunFlags, StartGate, Timing};
+use crate::worker::{Deadlines, EventTx, Pinning, RunFlags, StartGate, Timing};
 use netblast_probe::Probe;
 use netblast_spec::profile::WaitMode;
 use std::io::ErrorKind;
@@ -63,7 +63,7 @@ pub fn run_worker(
         _ => None,
     };
     run_single(worker, pinned, flow.id, gate, tx, (cfg.interval, client, watch), |m, start| {
-        let ends = Ends { send_until: start + cfg.timing.send_for, give_up: start + cfg.timing.give_up_after };
+        let ends = cfg.timing.after(start);
         let data_fd = match &flow.socket {
             MsgSocket::Tcp(s) => s.as_raw_fd(),
             MsgSocket::Udp { udp, .. } => udp.as_raw_fd(),
@@ -81,12 +81,6 @@ pub fn run_worker(
         };
         outcome.map(|_| None)
     });
-}
-
-#[derive(Clone, Copy)]
-struct Ends {
-    send_until: Instant,
-    give_up: Instant,
 }
 
 fn prepare(fd: RawFd, cfg: &RrConfig) -> std::io::Result<()> {
@@ -164,7 +158,7 @@ fn stop_msg(s: Stop, what: &str) -> String {
     }
 }
 
-fn tcp_client(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: Ends) -> Result<(), String> {
+fn tcp_client(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: Deadlines) -> Result<(), String> {
     let fd = s.as_raw_fd();
     let req = vec![0x11u8; cfg.req_bytes];
     let mut resp = vec![0u8; cfg.resp_bytes];
@@ -190,7 +184,7 @@ fn tcp_client(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, en
     result
 }
 
-fn tcp_server(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: Ends) -> Result<(), String> {
+fn tcp_server(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: Deadlines) -> Result<(), String> {
     let fd = s.as_raw_fd();
     let mut req = vec![0u8; cfg.req_bytes];
     let resp = vec![0x22u8; cfg.resp_bytes];
@@ -209,7 +203,7 @@ fn tcp_server(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, en
     }
 }
 
-fn udp_client(fd: RawFd, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: Ends) -> Result<(), String> {
+fn udp_client(fd: RawFd, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: Deadlines) -> Result<(), String> {
     // A blocking wait must not overshoot the loss timeout.
     net::set_timeouts(fd, cfg.udp_timeout.min(WAKE)).map_err(|e| describe_io(&e))?;
     let mut req = vec![0x11u8; cfg.req_bytes];
@@ -270,7 +264,7 @@ fn udp_server(
     cfg: &RrConfig,
     m: &mut Meter,
     flags: &RunFlags,
-    ends: Ends,
+    ends: Deadlines,
 ) -> Result<(), String> {
     let afd = anchor.as_raw_fd();
     anchor.set_nonblocking(true).map_err(|e| describe_io(&e))?;

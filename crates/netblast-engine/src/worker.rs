@@ -113,6 +113,22 @@ pub struct Timing {
     pub give_up_after: Duration,
 }
 
+impl Timing {
+    /// The instants this timing gives for a test that started at `start`.
+    pub fn after(&self, start: Instant) -> Deadlines {
+        Deadlines { send_until: start + self.send_for, give_up: start + self.give_up_after }
+    }
+}
+
+/// When one end's senders stop and its receivers give up, as instants.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadlines {
+    /// Senders stop.
+    pub send_until: Instant,
+    /// Everyone still waiting gives up.
+    pub give_up: Instant,
+}
+
 /// Interval boundaries at `start + k × interval`, independent of when the loop wakes up.
 #[derive(Debug, Clone, Copy)]
 pub struct Ticker {

@@ -460,17 +460,13 @@ fn http_summary(s: &mut String, r: &RunResult) {
         c.configured, c.established, c.failed, c.peak_open
     );
     if let Some(t) = &h.tcp {
-        let mut line = format!(
-            "  TCP (kernel, source {}, {} connections): {} retransmitted segments",
-            r.probe.tcp_source, t.connections, t.retransmits
+        let _ = writeln!(
+            s,
+            "  TCP (kernel, source {}, {} connections): {}",
+            r.probe.tcp_source,
+            t.connections,
+            retransmissions(t.retransmits, t.retransmit_rate, t.spurious_retransmits)
         );
-        if let Some(rate) = t.retransmit_rate {
-            let _ = write!(line, " ({:.3}% of {} sent)", rate * 100.0, t.segs_out);
-        }
-        if let Some(n) = t.spurious_retransmits.filter(|_| t.retransmits > 0) {
-            let _ = write!(line, ", {n} of them spurious (DSACK)");
-        }
-        let _ = writeln!(s, "{line}");
         if let Some(k) = &t.kernel_rtt {
             let _ = writeln!(s, "  Kernel RTT:   {} ({} samples: ACKs that timed a segment)", p50_p99_max(k), k.count);
         }
@@ -478,6 +474,18 @@ fn http_summary(s: &mut String, r: &RunResult) {
             let _ = writeln!(s, "  Smoothed RTT: {} (one per connection, at its close)", p50_p99_max(k));
         }
     }
+}
+
+/// "N retransmitted segments (R% of segments sent), S of them spurious (...)".
+fn retransmissions(n: u64, rate: Option<f64>, spurious: Option<u64>) -> String {
+    let mut out = format!("{n} retransmitted segments");
+    if let Some(rate) = rate {
+        let _ = write!(out, " ({:.3}% of segments sent)", rate * 100.0);
+    }
+    if let Some(sp) = spurious.filter(|_| n > 0) {
+        let _ = write!(out, ", {sp} of them spurious (the receiver got them twice: DSACK)");
+    }
+    out
 }
 
 /// "p50 X p99 Y max Z" of a distribution.
@@ -542,13 +550,7 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
             Way::Up => "up",
             Way::Down => "down",
         };
-        let mut retrans = match w.retransmit_rate {
-            Some(rate) => format!("{} retransmitted segments ({:.3}% of segments sent)", w.retransmits, rate * 100.0),
-            None => format!("{} retransmitted segments", w.retransmits),
-        };
-        if let Some(n) = w.spurious_retransmits.filter(|_| w.retransmits > 0) {
-            let _ = write!(retrans, ", {n} of them spurious (the receiver got them twice: DSACK)");
-        }
+        let retrans = retransmissions(w.retransmits, w.retransmit_rate, w.spurious_retransmits);
         if let Some(k) = &w.kernel_rtt {
             let _ = writeln!(
                 s,

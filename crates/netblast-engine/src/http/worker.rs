@@ -474,7 +474,13 @@ async fn exec(conn: &Conn, p: &Prepared, job: &Job, t_ref: Instant, t_ref_is_now
     let t_send = if !opened_here && t_ref_is_now { t_ref } else { Instant::now() };
     // HTTP/1.1: this lane has the connection to itself while the exchange lasts (it is put back
     // even when the exchange times out). HTTP/2: a handle; the streams share the connection.
-    let leased = conn.sender.borrow_mut().take();
+    let leased = {
+        let mut cell = conn.sender.borrow_mut();
+        match &*cell {
+            Some(Sender::H2(h)) => Some(Sender::H2(h.clone())),
+            _ => cell.take(),
+        }
+    };
     let h1 = matches!(leased, Some(Sender::H1(_)));
     let outcome = match leased {
         Some(Sender::H1(mut c)) => {
@@ -482,10 +488,7 @@ async fn exec(conn: &Conn, p: &Prepared, job: &Job, t_ref: Instant, t_ref_is_now
             *conn.sender.borrow_mut() = Some(Sender::H1(c));
             r.map(|x| x.map(|a| (a.status, a.head_at)))
         }
-        Some(Sender::H2(h)) => {
-            *conn.sender.borrow_mut() = Some(Sender::H2(h.clone()));
-            tokio::time::timeout(job.timeout, h2_exchange(h, p)).await
-        }
+        Some(Sender::H2(h)) => tokio::time::timeout(job.timeout, h2_exchange(h, p)).await,
         None => Ok(Err((ErrorKind::Reset, "the connection was gone".to_string()))),
     };
     let t_done = Instant::now();

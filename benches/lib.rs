@@ -3,8 +3,6 @@
 
 #![warn(missing_docs)]
 
-use netblast_engine::client;
-use netblast_engine::worker::RunFlags;
 use netblast_probe::Probe;
 use netblast_spec::{Profile, RunResult};
 use std::net::SocketAddr;
@@ -40,9 +38,8 @@ pub fn run(addr: SocketAddr, p: Profile) -> Result<RunResult, String> {
 
 /// Runs a profile against `addr` with the given source of TCP statistics.
 pub fn run_with(addr: SocketAddr, p: Profile, probe: &Probe) -> Result<RunResult, String> {
-    let (plan, peer) = client::plan(p, "bench".into(), &addr.to_string(), false).map_err(|e| e.to_string())?;
-    let flags = RunFlags::new();
-    client::run(&plan, peer, probe, &flags, &mut |_| {}).map_err(|e| e.to_string())
+    netblast_engine::runner::plan_and_run(p, "bench", &addr.to_string(), probe, &Default::default())
+        .map_err(|e| e.to_string())
 }
 
 /// Prints one figure as one line: name, value, unit, and what it means.

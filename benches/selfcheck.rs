@@ -22,7 +22,9 @@ fn secs() -> Duration {
 fn bulk(server: &LocalServer, flows: u32) -> Result<(), String> {
     let p = profile("bulk-1flow", |p| {
         p.run.duration = Some(Dur(secs()));
-        p.bulk.get_or_insert_with(Default::default).flows = flows;
+        if let Some(b) = p.workload.bulk_mut() {
+            b.flows = flows;
+        }
     })?;
     let r = run(server.addr, p)?;
     if !r.complete {
@@ -48,7 +50,7 @@ fn msgrate(server: &LocalServer, cpus: &[usize]) -> Result<(), String> {
     let p = profile("pps-8core", |p| {
         p.run.duration = Some(Dur(secs()));
         p.run.cpus = None;
-        if let Some(m) = p.msgrate.as_mut() {
+        if let Some(m) = p.workload.msgrate_mut() {
             m.flows = Some(1);
         }
     })?;
@@ -72,7 +74,7 @@ fn msgrate(server: &LocalServer, cpus: &[usize]) -> Result<(), String> {
     let spin = cpus.len() >= 2;
     let p = profile("latency", |p| {
         p.run.duration = Some(Dur(secs()));
-        if let Some(r) = p.rr.as_mut() {
+        if let Some(r) = p.workload.rr_mut() {
             if !spin {
                 r.wait = netblast_spec::profile::WaitMode::Block;
             }
@@ -146,7 +148,7 @@ fn http_figures(cpus: usize) -> Result<(), String> {
         for (name, target, tls) in [("http.h1", addr, false), ("http.h1_tls", tls_addr, true)] {
             let p = profile("http-max", |p| {
                 p.run.duration = Some(Dur(secs()));
-                if let Some(h) = p.http.as_mut() {
+                if let Some(h) = p.workload.http_mut() {
                     h.tls = tls;
                     h.insecure = tls;
                 }
@@ -163,7 +165,7 @@ fn http_figures(cpus: usize) -> Result<(), String> {
         }
         let p = profile("http-max", |p| {
             p.run.duration = Some(Dur(secs()));
-            if let Some(h) = p.http.as_mut() {
+            if let Some(h) = p.workload.http_mut() {
                 h.version = netblast_spec::profile::HttpVersion::Http2;
                 h.connections = 4;
                 h.streams = 16;
@@ -179,7 +181,7 @@ fn http_figures(cpus: usize) -> Result<(), String> {
         );
         let p = profile("http-max", |p| {
             p.run.duration = Some(Dur(secs()));
-            if let Some(h) = p.http.as_mut() {
+            if let Some(h) = p.workload.http_mut() {
                 h.rate = Some(netblast_spec::units::Rate(5000.0));
                 h.connections = 20;
             }

@@ -1,21 +1,24 @@
 //! The data port: one listener hosts every test of every client at once.
 //!
 //! Each connection opens with the 32-byte header of [`netblast_spec::wire`]. Control
-//! connections set up a test and carry its reports; stream connections are matched to their
-//! test by id and handed to pinned worker threads (the engine's bulk loop) when the test starts.
-//! Anything else is dropped after one log line.
+//! connections shake hands (version, token) and set up a test; stream connections are matched
+//! to their test by id and tag and handed to pinned worker threads when the test starts.
+//! Anything else is dropped after one log line, counted.
 
 use crate::registry::{Registry, TestEntry};
+use crate::{Access, ServeStats};
 use netblast_engine::end::{self, Conn, Ctx, Side, Timing};
+use netblast_engine::gather::Gather;
 use netblast_engine::sockopt;
 use netblast_engine::sys;
 use netblast_engine::worker::{Event, EventTx, RunFlags, StartGate};
 use netblast_probe::Probe;
-use netblast_spec::profile::{Kind, Way};
+use netblast_spec::auth::{NONCE_LEN, PROOF_LEN};
+use netblast_spec::profile::Way;
 use netblast_spec::result::CpuUsage;
 use netblast_spec::wire::{
-    self, ClientMsg, Header, HeaderError, Role, ServerMsg, ServerSample, ServerStreamFinal, StreamAck, TestId,
-    TestSetup, HEADER_LEN,
+    self, Admit, ClientMsg, Header, Refusal, Role, ServerMsg, ServerSample, ServerStreamFinal, Session, StreamAck,
+    TestId, TestSetup, HEADER_LEN, STREAM_TAG_LEN,
 };
 use socket2::SockRef;
 use std::collections::{HashMap, HashSet};
@@ -26,7 +29,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
-/// How long a new connection may take to send its header.
+/// How long a new connection may take to send its header (and handshake).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a client may take between setup and start.
 pub const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -35,56 +38,140 @@ pub const SEND_GRACE: Duration = Duration::from_secs(5);
 /// Server receivers give up this long after the client's bound.
 pub const RECV_GRACE: Duration = Duration::from_secs(30);
 
+/// What every connection of one server shares.
+#[derive(Debug)]
+pub struct Shared {
+    /// Tests waiting for their streams.
+    pub reg: Arc<Registry>,
+    /// Source of TCP statistics.
+    pub probe: Probe,
+    /// Who may connect.
+    pub access: Access,
+    /// Counters of refusals.
+    pub stats: Arc<ServeStats>,
+}
+
 /// Handles one accepted connection to the data port.
-pub async fn handle(
-    mut conn: TcpStream,
-    peer: SocketAddr,
-    reg: Arc<Registry>,
-    probe: Probe,
-    stop: watch::Receiver<bool>,
-) {
+pub async fn handle(mut conn: TcpStream, peer: SocketAddr, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
     let mut hdr = [0u8; HEADER_LEN];
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, conn.read_exact(&mut hdr)).await {
         Ok(Ok(_)) => {}
         Ok(Err(_)) => {
-            tracing::info!(%peer, "dropped connection: closed before a full netblast handshake");
+            shared.stats.refuse(peer, Refusal::Invalid, "closed before a full netblast handshake");
             return;
         }
         Err(_) => {
-            tracing::info!(%peer, "dropped connection: no netblast handshake within {}s", HANDSHAKE_TIMEOUT.as_secs());
+            shared.stats.refuse(
+                peer,
+                Refusal::Invalid,
+                &format!("no netblast handshake within {}s", HANDSHAKE_TIMEOUT.as_secs()),
+            );
             return;
         }
     }
     let header = match Header::decode(&hdr) {
         Ok(h) => h,
-        Err(e @ HeaderError::BadVersion(_)) => {
-            tracing::info!(%peer, "refused connection: {e}");
-            if hdr[6] == Role::Stream as u8 {
-                let _ = conn.write_all(&[StreamAck::BadVersion as u8]).await;
-            } else {
-                let msg = ServerMsg::Refused { message: e.to_string() };
-                let _ = conn.write_all(&wire::encode_frame(&msg)).await;
-            }
-            return;
-        }
         Err(e) => {
-            tracing::info!(%peer, "dropped connection: {e}");
+            shared.stats.refuse(peer, Refusal::Invalid, &e.to_string());
             return;
         }
     };
+    if let Err(e) = wire::negotiate(header.range()) {
+        shared.stats.refuse(peer, Refusal::Version, &e.to_string());
+        let _ = conn.write_all(&wire::version_refusal(&header, &e)).await;
+        return;
+    }
+    let allowed = shared.access.allows(peer.ip());
     match header.role {
-        Role::Stream => stream_conn(conn, peer, header, &reg).await,
+        Role::Stream => {
+            if !allowed {
+                shared.stats.refuse(peer, Refusal::NotAllowed, shared.access.refusal());
+                let _ = conn.write_all(&[StreamAck::BadTag as u8]).await;
+                return;
+            }
+            stream_conn(conn, peer, header, &shared).await
+        }
         Role::Control => {
-            if let Err(e) = control_conn(conn, peer, header.test_id, &reg, probe, stop).await {
+            let Some(session) = handshake(&mut conn, peer, &header, &hdr, allowed, &shared).await else { return };
+            if let Err(e) = control_conn(conn, peer, header.test_id, session, &shared, stop).await {
                 tracing::info!(%peer, test = %header.test_id, "control connection ended: {e}");
             }
-            reg.remove(&header.test_id);
+        }
+        Role::Fleet | Role::Register => {
+            let Some(_session) = handshake(&mut conn, peer, &header, &hdr, allowed, &shared).await else { return };
+            let m = format!("{} connections are for fleet agents; this server takes tests only", header.role.name());
+            shared.stats.refuse(peer, Refusal::Invalid, &m);
+            let _ = conn.write_all(&wire::refusal(Refusal::Invalid, m)).await;
         }
     }
 }
 
-async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: Header, reg: &Registry) {
-    let offer = reg.offer_stream(&header.test_id, header.stream_id);
+/// The listening side of the handshake: the dialing side's nonce, the hello, its proof.
+/// `None` when the peer was refused (already answered, logged and counted).
+async fn handshake(
+    conn: &mut TcpStream,
+    peer: SocketAddr,
+    header: &Header,
+    hdr: &[u8; HEADER_LEN],
+    allowed: bool,
+    shared: &Shared,
+) -> Option<Session> {
+    let mut nonce = [0u8; NONCE_LEN];
+    if tokio::time::timeout(HANDSHAKE_TIMEOUT, conn.read_exact(&mut nonce)).await.map_or(true, |r| r.is_err()) {
+        shared.stats.refuse(peer, Refusal::Invalid, "no nonce after the header");
+        return None;
+    }
+    let token = shared.access.token.as_ref();
+    let (hello, auth) = match wire::admit(header, hdr, &nonce, token) {
+        Admit::Refuse { reply, why } => {
+            shared.stats.refuse(peer, Refusal::Version, &why);
+            let _ = conn.write_all(&reply).await;
+            return None;
+        }
+        Admit::Proceed { hello, auth } => (hello, auth),
+    };
+    if !allowed {
+        // Said after the hello, so the peer reads it as a refusal and not as garbage.
+        let mut refused = wire::ServerHello::decode(&hello).expect("our own hello decodes");
+        refused.status = wire::ServerHello::REFUSED;
+        let mut reply = refused.encode().to_vec();
+        reply.extend_from_slice(&wire::refusal(Refusal::NotAllowed, shared.access.refusal().to_string()));
+        shared.stats.refuse(peer, Refusal::NotAllowed, shared.access.refusal());
+        let _ = conn.write_all(&reply).await;
+        return None;
+    }
+    if conn.write_all(&hello).await.is_err() {
+        return None;
+    }
+    let mut proof = [0u8; PROOF_LEN];
+    let got = if auth.needs_proof() {
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, conn.read_exact(&mut proof)).await {
+            Ok(Ok(_)) => Some(&proof[..]),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    match auth.check(got) {
+        Ok(s) => Some(s),
+        Err(reply) => {
+            shared.stats.refuse(peer, Refusal::Auth, "authentication failed (wrong or missing token)");
+            let _ = conn.write_all(&reply).await;
+            None
+        }
+    }
+}
+
+async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: Header, shared: &Shared) {
+    let mut tag = [0u8; STREAM_TAG_LEN];
+    if tokio::time::timeout(HANDSHAKE_TIMEOUT, conn.read_exact(&mut tag)).await.map_or(true, |r| r.is_err()) {
+        shared.stats.refuse(peer, Refusal::Invalid, "stream without its tag");
+        return;
+    }
+    let offer = shared.reg.offer_stream(&header.test_id, header.stream_id, &tag);
+    if offer.ack == StreamAck::BadTag {
+        shared.stats.refuse(peer, Refusal::Auth, "stream tag does not match its test");
+    }
     let Some(tx) = offer.tx.filter(|_| offer.ack == StreamAck::Ok) else {
         tracing::info!(%peer, test = %header.test_id, stream = header.stream_id, "refused stream: {}", offer.ack.describe());
         let _ = conn.write_all(&[offer.ack as u8]).await;
@@ -142,12 +229,19 @@ async fn read_frame(conn: &mut tokio::net::tcp::OwnedReadHalf) -> Result<Option<
         Err(e) => return Err(e.to_string()),
     }
     let n = wire::frame_len(prefix).map_err(|e| e.to_string())?;
-    let mut body = vec![0u8; n];
-    conn.read_exact(&mut body).await.map_err(|e| e.to_string())?;
+    // Grown as bytes arrive: a peer that announces a large frame and stalls holds no memory.
+    let mut body = Vec::new();
+    (&mut *conn).take(n as u64).read_to_end(&mut body).await.map_err(|e| e.to_string())?;
+    if body.len() < n {
+        return Err(format!("connection closed after {} of a {n}-byte frame", body.len()));
+    }
     wire::decode_body(&body).map(Some).map_err(|e| e.to_string())
 }
 
 fn check_setup(setup: &TestSetup) -> Result<(), String> {
+    if setup.profile.workload.is_http() {
+        return Err("http tests go to the HTTP port (serve --http), not the data port".into());
+    }
     setup.profile.validate("client's profile").map_err(|e| e.to_string())?;
     if setup.streams.is_empty() {
         return Err("the setup names no stream".into());
@@ -163,15 +257,18 @@ fn check_setup(setup: &TestSetup) -> Result<(), String> {
     if setup.time_bound.get() > netblast_spec::profile::MAX_DURATION {
         return Err("time bound over 24h".into());
     }
-    let ways: &[Way] = match setup.profile.run.kind {
-        Kind::Bulk => setup.profile.bulk().direction.ways(),
-        Kind::Msgrate | Kind::Rr => &[Way::Up],
-        Kind::Http => return Err("http tests go to the HTTP port (serve --http), not the data port".into()),
-    };
+    let ways: &[Way] = setup.profile.workload.ways();
     if let Some(s) = setup.streams.iter().find(|s| !ways.contains(&s.way)) {
         return Err(format!("stream {} goes {:?}, which the profile does not allow", s.id, s.way));
     }
     Ok(())
+}
+
+/// One interval of the server's workers, gathered into one frame.
+#[derive(Default)]
+struct ServerInterval {
+    span: Option<(f64, f64)>,
+    streams: Vec<ServerSample>,
 }
 
 enum Ctl {
@@ -182,43 +279,53 @@ async fn control_conn(
     conn: TcpStream,
     peer: SocketAddr,
     test_id: TestId,
-    reg: &Arc<Registry>,
-    probe: Probe,
+    session: Session,
+    shared: &Shared,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), String> {
     conn.set_nodelay(true).ok();
     let (mut rd, mut wr) = conn.into_split();
     let send = |msg: ServerMsg| wire::encode_frame(&msg);
+    let refused = |reason: Refusal, message: String| wire::refusal(reason, message);
 
     // Setup.
-    let first = tokio::time::timeout(HANDSHAKE_TIMEOUT, read_frame(&mut rd))
-        .await
-        .map_err(|_| "no setup frame in time".to_string())??;
+    let first = match tokio::time::timeout(HANDSHAKE_TIMEOUT, read_frame(&mut rd)).await {
+        Ok(Ok(f)) => f,
+        Ok(Err(e)) => {
+            let _ = wr.write_all(&refused(Refusal::Invalid, format!("bad control frame: {e}"))).await;
+            return Err(format!("bad control frame: {e}"));
+        }
+        Err(_) => return Err("no setup frame in time".to_string()),
+    };
     let setup = match first {
         Some(ClientMsg::Setup(s)) => *s,
         Some(other) => {
             let m = format!("expected a setup frame, got {other:?}");
-            let _ = wr.write_all(&send(ServerMsg::Refused { message: m.clone() })).await;
+            let _ = wr.write_all(&refused(Refusal::Invalid, m.clone())).await;
             return Err(m);
         }
         None => return Err("closed before sending a setup".into()),
     };
     if let Err(m) = check_setup(&setup) {
-        let _ = wr.write_all(&send(ServerMsg::Refused { message: m.clone() })).await;
+        let _ = wr.write_all(&refused(Refusal::Invalid, m.clone())).await;
         return Err(format!("refused setup: {m}"));
     }
     let (stream_tx, mut stream_rx) = mpsc::unbounded_channel();
     let ways: HashMap<u32, Way> = setup.streams.iter().map(|s| (s.id, s.way)).collect();
-    let udp = netblast_engine::client::uses_udp(&setup.profile);
-    if let Err(m) = reg.insert(test_id, TestEntry::new(ways.clone(), udp, stream_tx)) {
-        let _ = wr.write_all(&send(ServerMsg::Refused { message: m.clone() })).await;
-        return Err(m);
-    }
-    let accepted = ServerMsg::Accepted { server: sys::host_info(), probe: probe.info() };
+    let udp = setup.profile.workload.uses_udp();
+    let registered = match shared.reg.insert(test_id, TestEntry::new(ways.clone(), udp, session.stream_key, stream_tx))
+    {
+        Ok(r) => r,
+        Err(m) => {
+            let _ = wr.write_all(&refused(Refusal::Limit, m.clone())).await;
+            return Err(m);
+        }
+    };
+    let accepted = ServerMsg::Accepted { server: sys::host_info(), probe: shared.probe.info() };
     wr.write_all(&send(accepted)).await.map_err(|e| e.to_string())?;
     tracing::info!(
-        %peer, test = %test_id, kind = setup.profile.run.kind.name(), streams = setup.streams.len(),
-        bound = %setup.time_bound, "test set up"
+        %peer, test = %test_id, kind = setup.profile.kind().name(), streams = setup.streams.len(),
+        bound = %setup.time_bound, authenticated = session.authenticated, "test set up"
     );
 
     // Collect streams until Start.
@@ -252,19 +359,19 @@ async fn control_conn(
             }
         }
     }
-    reg.remove(&test_id);
+    drop(registered);
     while let Ok((id, s, u)) = stream_rx.try_recv() {
         sockets.insert(id, (s, u));
     }
     if sockets.len() != ways.len() {
         let m = format!("start with {} of {} streams connected", sockets.len(), ways.len());
-        let _ = wr.write_all(&send(ServerMsg::Refused { message: m.clone() })).await;
+        let _ = wr.write_all(&refused(Refusal::Invalid, m.clone())).await;
         reader.abort();
         return Err(m);
     }
 
     // Run.
-    let outcome = run_test(&setup, sockets, &ways, &probe, &mut wr, &mut ctl_rx, &mut stop).await;
+    let outcome = run_test(&setup, sockets, &ways, &shared.probe, &mut wr, &mut ctl_rx, &mut stop).await;
     reader.abort();
     tracing::info!(%peer, test = %test_id, "test finished: {}", outcome.as_deref().unwrap_or("ok"));
     outcome.map_or(Ok(()), Err)
@@ -280,7 +387,6 @@ async fn run_test(
     stop: &mut watch::Receiver<bool>,
 ) -> Option<String> {
     let profile = &setup.profile;
-    let kind = profile.run.kind;
     let usable = sys::allowed_cpus().unwrap_or_default();
     let mut notes: HashMap<u32, String> = HashMap::new();
     let mut conns = Vec::with_capacity(ways.len());
@@ -288,11 +394,9 @@ async fn run_test(
     streams.sort_by_key(|s| s.id);
     for st in &streams {
         let Some((tcp, udp)) = sockets.remove(&st.id) else { continue };
-        if let Err(e) =
-            sockopt::apply(SockRef::from(&tcp), &profile.tcp, netblast_engine::client::nodelay_default(kind))
-        {
+        if let Err(e) = sockopt::apply(SockRef::from(&tcp), &profile.tcp, profile.workload.nodelay_default()) {
             let m = format!("cannot apply socket options: {e}");
-            let _ = wr.write_all(&wire::encode_frame(&ServerMsg::Refused { message: m.clone() })).await;
+            let _ = wr.write_all(&wire::refusal(Refusal::Invalid, m.clone())).await;
             return Some(m);
         }
         // Pin where asked and possible; say so where not.
@@ -326,7 +430,7 @@ async fn run_test(
         Err(e) => {
             gate.cancel();
             let m = format!("cannot start worker threads: {e}");
-            let _ = wr.write_all(&wire::encode_frame(&ServerMsg::Refused { message: m.clone() })).await;
+            let _ = wr.write_all(&wire::refusal(Refusal::Limit, m.clone())).await;
             return Some(m);
         }
     };
@@ -336,19 +440,17 @@ async fn run_test(
 
     let mut finals: Vec<ServerStreamFinal> = Vec::new();
     let mut cpu = CpuUsage::default();
-    let mut done = 0usize;
+    let mut gather: Gather<ServerInterval> = Gather::new(handles.len());
     let mut client_gone = false;
     let mut problem: Option<String> = None;
-    while done < handles.len() {
+    while !gather.all_done() {
         tokio::select! {
             ev = ev_rx.recv() => match ev {
-                Some((_, Event::Interval { index, start_s, end_s, flows })) => {
-                    let streams = flows.into_iter().map(|f| ServerSample { id: f.id, bytes: f.bytes, msgs: f.msgs, tcp: f.tcp }).collect();
-                    let msg = ServerMsg::Interval { index, start_s, end_s, streams };
-                    if !client_gone && wr.write_all(&wire::encode_frame(&msg)).await.is_err() {
-                        client_gone = true;
-                        flags.stop();
-                    }
+                Some((w, Event::Interval { index, start_s, end_s, flows })) => {
+                    // One frame per interval, once every worker of this test reported it.
+                    let part = gather.part(w, index);
+                    part.span = Some(part.span.map_or((start_s, end_s), |(a, b)| (a.min(start_s), b.max(end_s))));
+                    part.streams.extend(flows.into_iter().map(|f| ServerSample { id: f.id, bytes: f.bytes, msgs: f.msgs, tcp: f.tcp }));
                 }
                 Some((_, Event::FlowDone(f))) => finals.push(ServerStreamFinal {
                     id: f.id,
@@ -363,21 +465,21 @@ async fn run_test(
                     note: notes.remove(&f.id),
                     error: f.error,
                 }),
-                Some((_, Event::WorkerDone { cpu: c, pin_error, .. })) => {
+                Some((w, Event::WorkerDone { cpu: c, pin_error, .. })) => {
                     if let Some(e) = pin_error {
                         tracing::warn!("{e}");
                     }
                     cpu.user_s += c.user_s;
                     cpu.system_s += c.system_s;
-                    done += 1;
+                    gather.done(w);
                 }
                 None => break,
             },
             _ = stop.changed(), if !flags.aborting() => {
                 flags.abort();
                 problem = Some("server shutting down".into());
-                let msg = ServerMsg::Refused { message: "the server is shutting down; test aborted".into() };
-                if !client_gone && wr.write_all(&wire::encode_frame(&msg)).await.is_err() {
+                let msg = wire::refusal(Refusal::Shutdown, "the server is shutting down; test aborted".into());
+                if !client_gone && wr.write_all(&msg).await.is_err() {
                     client_gone = true;
                 }
             }
@@ -390,6 +492,14 @@ async fn run_test(
                 Some(Ctl::Frame(Ok(None))) | None => { client_gone = true; flags.stop(); problem = Some("client closed the control connection during the test".into()); }
                 Some(Ctl::Frame(Err(e))) => { client_gone = true; flags.stop(); problem = Some(format!("bad control frame: {e}")); }
             },
+        }
+        for (index, part) in gather.ready() {
+            let (start_s, end_s) = part.span.unwrap_or((0.0, 0.0));
+            let msg = ServerMsg::Interval { index, start_s, end_s, streams: part.streams };
+            if !client_gone && wr.write_all(&wire::encode_frame(&msg)).await.is_err() {
+                client_gone = true;
+                flags.stop();
+            }
         }
     }
     for h in handles {

@@ -9,8 +9,9 @@
 //! - `status=503`: answer with that status.
 //! - `abort=1`: announce the full length, send half of the body, then close the connection.
 //!
-//! `GET /_netblast/pause?for=1s` makes the responder hold every request for that long (at most
-//! 10 s), to check that a tool's latency shows a stalled server.
+//! There is no control path over HTTP (anyone who reaches the port could use it). A process
+//! that embeds the responder can stall it with a [`Pause`] handle, to check that a tool's
+//! latency shows a stalled server.
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -37,18 +38,34 @@ const BUF_LEN: usize = 4 << 20;
 pub struct ResponderConfig {
     /// Body size when the request does not say.
     pub default_size: u64,
+    /// A handle that stalls every request while held.
+    pub pause: Arc<Pause>,
 }
 
 impl Default for ResponderConfig {
     fn default() -> Self {
-        ResponderConfig { default_size: 45 }
+        ResponderConfig { default_size: 45, pause: Arc::default() }
+    }
+}
+
+/// Stalls a responder: every request arriving before the pause ends waits for its end.
+#[derive(Debug, Default)]
+pub struct Pause(Mutex<Option<Instant>>);
+
+impl Pause {
+    /// Holds every request for `d` from now (at most [`MAX_DELAY`]).
+    pub fn hold(&self, d: Duration) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + d.min(MAX_DELAY));
+    }
+
+    fn until(&self) -> Option<Instant> {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
 struct State {
     cfg: ResponderConfig,
     data: Bytes,
-    paused_until: Mutex<Option<Instant>>,
 }
 
 type Body = BoxBody<Bytes, std::io::Error>;
@@ -101,7 +118,7 @@ pub async fn serve(
         x ^= x << 17;
         chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
     }
-    let state = Arc::new(State { cfg, data: Bytes::from(data), paused_until: Mutex::new(None) });
+    let state = Arc::new(State { cfg, data: Bytes::from(data) });
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     tokio::pin!(shutdown);
     loop {
@@ -198,7 +215,6 @@ fn parse_delay(v: &str) -> Result<Duration, String> {
 
 async fn respond(req: Request<Incoming>, st: Arc<State>) -> Result<Response<Body>, Infallible> {
     let q = query(&req);
-    let path = req.uri().path().to_string();
     // Drain the request body (POST/PUT floods), counting nothing.
     let mut body = req.into_body();
     while let Some(frame) = body.frame().await {
@@ -206,17 +222,7 @@ async fn respond(req: Request<Incoming>, st: Arc<State>) -> Result<Response<Body
             break;
         }
     }
-    let paused = *st.paused_until.lock().unwrap_or_else(|e| e.into_inner());
-    if path == "/_netblast/pause" {
-        let d = match q.iter().find(|(k, _)| k == "for").map(|(_, v)| parse_delay(v)) {
-            Some(Ok(d)) => d,
-            Some(Err(e)) => return Ok(plain(StatusCode::BAD_REQUEST, format!("{e}\n"))),
-            None => return Ok(plain(StatusCode::BAD_REQUEST, "pause needs for=DURATION\n".into())),
-        };
-        *st.paused_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + d);
-        return Ok(plain(StatusCode::OK, format!("paused for {d:?}\n")));
-    }
-    if let Some(until) = paused {
+    if let Some(until) = st.cfg.pause.until() {
         tokio::time::sleep_until(until.into()).await;
     }
     let mut size = st.cfg.default_size;

@@ -18,11 +18,88 @@ pub mod http;
 pub mod registry;
 
 use netblast_probe::Probe;
+use netblast_spec::auth::Token;
+use netblast_spec::wire::Refusal;
 use registry::Registry;
 use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
+
+/// Who may use a server: with a token, whoever proves it; without, loopback peers only unless
+/// the server was started `--open`.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    /// The shared token; `None`: no authentication.
+    pub token: Option<Token>,
+    /// Without a token, accept peers that are not on loopback too.
+    pub open: bool,
+}
+
+impl Access {
+    /// Whether a peer at `ip` may proceed to the handshake.
+    pub fn allows(&self, ip: IpAddr) -> bool {
+        self.token.is_some() || self.open || is_loopback(ip)
+    }
+
+    /// What a refused peer is told.
+    pub fn refusal(&self) -> &'static str {
+        "this server has no token (--token-file) and accepts loopback peers only; give it a token, or start it with --open"
+    }
+
+    /// One line saying who may use the server, for its start-up banner.
+    pub fn describe(&self) -> &'static str {
+        match (&self.token, self.open) {
+            (Some(_), _) => "peers that prove the token (--token-file)",
+            (None, true) => "ANY peer, without authentication (--open): anyone who reaches this port can run tests",
+            (None, false) => "loopback peers only (no --token-file; --open to accept others without authentication)",
+        }
+    }
+}
+
+/// Whether `ip` is a loopback address (IPv4-mapped IPv6 included).
+pub fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+    }
+}
+
+/// Counters of a server's refusals, by reason; each refusal is logged with the peer and the
+/// running count.
+#[derive(Debug, Default)]
+pub struct ServeStats {
+    auth: AtomicU64,
+    not_allowed: AtomicU64,
+    version: AtomicU64,
+    invalid: AtomicU64,
+    limit: AtomicU64,
+}
+
+impl ServeStats {
+    fn counter(&self, reason: Refusal) -> &AtomicU64 {
+        match reason {
+            Refusal::Auth => &self.auth,
+            Refusal::NotAllowed => &self.not_allowed,
+            Refusal::Version => &self.version,
+            Refusal::Limit => &self.limit,
+            Refusal::Invalid | Refusal::Shutdown => &self.invalid,
+        }
+    }
+
+    /// Counts and logs a refused peer.
+    pub fn refuse(&self, peer: SocketAddr, reason: Refusal, why: &str) {
+        let n = self.counter(reason).fetch_add(1, Ordering::Relaxed) + 1;
+        tracing::warn!(%peer, ?reason, refused_so_far = n, "refused connection: {why}");
+    }
+
+    /// How many peers were refused for `reason`.
+    pub fn refused(&self, reason: Refusal) -> u64 {
+        self.counter(reason).load(Ordering::Relaxed)
+    }
+}
 
 /// Settings of a server.
 #[derive(Debug, Clone)]
@@ -31,11 +108,20 @@ pub struct ServeConfig {
     pub probe: Probe,
     /// Most tests that may be set up and waiting for their streams at once.
     pub max_pending_tests: usize,
+    /// Who may connect.
+    pub access: Access,
+    /// Refusal counters (shared with whoever started the server).
+    pub stats: Arc<ServeStats>,
 }
 
 impl Default for ServeConfig {
     fn default() -> Self {
-        ServeConfig { probe: Probe::tcp_info(), max_pending_tests: 1024 }
+        ServeConfig {
+            probe: Probe::tcp_info(),
+            max_pending_tests: 1024,
+            access: Access::default(),
+            stats: Arc::default(),
+        }
     }
 }
 
@@ -45,11 +131,16 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Serves the data port on `listener` until `shutdown` completes; then stops accepting,
 /// aborts running tests and waits up to [`SHUTDOWN_GRACE`] for them to report.
 pub async fn serve(listener: TcpListener, cfg: ServeConfig, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
-    let reg = Arc::new(Registry::new(cfg.max_pending_tests));
     // The kernel callbacks must be on before streams are accepted.
     if let Err(e) = cfg.probe.watch_port(listener.local_addr()?.port()) {
         tracing::warn!("eBPF probe: {e}; server-side TCP statistics will be missing");
     }
+    let shared = Arc::new(data::Shared {
+        reg: Arc::new(Registry::new(cfg.max_pending_tests)),
+        probe: cfg.probe,
+        access: cfg.access,
+        stats: cfg.stats,
+    });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
@@ -58,10 +149,9 @@ pub async fn serve(listener: TcpListener, cfg: ServeConfig, shutdown: impl Futur
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok((conn, peer)) => {
-                    let reg = reg.clone();
-                    let probe = cfg.probe.clone();
+                    let shared = shared.clone();
                     let stop = stop_rx.clone();
-                    tasks.spawn(async move { data::handle(conn, peer, reg, probe, stop).await });
+                    tasks.spawn(async move { data::handle(conn, peer, shared, stop).await });
                 }
                 Err(e) => {
                     // Out of descriptors and similar: log, back off briefly, keep serving.

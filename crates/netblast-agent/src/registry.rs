@@ -1,5 +1,6 @@
 //! Tests that are set up but not yet started, by id: where stream connections find their test.
 
+use netblast_spec::auth::StreamKey;
 use netblast_spec::profile::Way;
 use netblast_spec::wire::{StreamAck, TestId};
 use std::collections::{HashMap, HashSet};
@@ -18,13 +19,15 @@ pub struct TestEntry {
     ways: HashMap<u32, Way>,
     connected: HashSet<u32>,
     udp: bool,
+    key: StreamKey,
     tx: StreamTx,
 }
 
 impl TestEntry {
-    /// A test expecting the streams in `ways` (UDP flows when `udp`), delivered through `tx`.
-    pub fn new(ways: HashMap<u32, Way>, udp: bool, tx: StreamTx) -> TestEntry {
-        TestEntry { ways, connected: HashSet::new(), udp, tx }
+    /// A test expecting the streams in `ways` (UDP flows when `udp`), each tagged with `key`
+    /// (known only to the connection that set the test up), delivered through `tx`.
+    pub fn new(ways: HashMap<u32, Way>, udp: bool, key: StreamKey, tx: StreamTx) -> TestEntry {
+        TestEntry { ways, connected: HashSet::new(), udp, key, tx }
     }
 }
 
@@ -56,22 +59,18 @@ impl Registry {
         self.tests.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a test; refuses a duplicate id or too many waiting tests.
-    pub fn insert(&self, id: TestId, entry: TestEntry) -> Result<(), String> {
+    /// Registers a test; refuses a duplicate id or too many waiting tests. The entry lives
+    /// as long as the returned guard: only the connection that set a test up can forget it.
+    pub fn insert(self: &std::sync::Arc<Self>, id: TestId, entry: TestEntry) -> Result<Registered, String> {
         let mut t = self.lock();
         if t.contains_key(&id) {
             return Err(format!("test id {id} is already in use"));
         }
         if t.len() >= self.max_pending {
-            return Err(format!("server busy: {} tests are waiting to start", t.len()));
+            return Err(format!("server busy: {} tests are waiting to start (limit {})", t.len(), self.max_pending));
         }
         t.insert(id, entry);
-        Ok(())
-    }
-
-    /// Forgets a test (started, or its control connection ended).
-    pub fn remove(&self, id: &TestId) {
-        self.lock().remove(id);
+        Ok(Registered { reg: self.clone(), id })
     }
 
     /// Number of tests waiting to start.
@@ -79,16 +78,33 @@ impl Registry {
         self.lock().len()
     }
 
-    /// Matches a stream connection to its test. Returns the ack to send and, when accepted,
-    /// where to deliver the socket.
-    pub fn offer_stream(&self, id: &TestId, stream: u32) -> Offer {
+    /// Matches a stream connection to its test by id and tag. Returns the ack to send and,
+    /// when accepted, where to deliver the socket.
+    pub fn offer_stream(&self, id: &TestId, stream: u32, tag: &[u8]) -> Offer {
         let mut t = self.lock();
         let refuse = |ack| Offer { ack, tx: None, udp: false };
         let Some(entry) = t.get_mut(id) else { return refuse(StreamAck::UnknownTest) };
+        if !entry.key.verify(&id.0, stream, tag) {
+            return refuse(StreamAck::BadTag);
+        }
         if !entry.ways.contains_key(&stream) || !entry.connected.insert(stream) {
             return refuse(StreamAck::UnknownStream);
         }
         Offer { ack: StreamAck::Ok, tx: Some(entry.tx.clone()), udp: entry.udp }
+    }
+}
+
+/// A test's place in the registry, held by the connection that set it up; dropping it
+/// forgets the test.
+#[derive(Debug)]
+pub struct Registered {
+    reg: std::sync::Arc<Registry>,
+    id: TestId,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.reg.lock().remove(&self.id);
     }
 }
 
@@ -97,19 +113,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn streams_match_their_test_once() {
-        let r = Registry::new(2);
+    fn streams_match_their_test_once_and_only_with_its_tag() {
+        use netblast_spec::auth::Transcript;
+        let r = std::sync::Arc::new(Registry::new(2));
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let key = Transcript { header: [0; 32], client_nonce: [1; 32], server_nonce: [2; 32] }.stream_key(None);
+        let other = Transcript { header: [0; 32], client_nonce: [3; 32], server_nonce: [2; 32] }.stream_key(None);
         let id = TestId([1; 16]);
-        r.insert(id, TestEntry::new(HashMap::from([(0, Way::Up)]), false, tx.clone())).unwrap();
-        assert!(r.insert(id, TestEntry::new(HashMap::new(), false, tx.clone())).is_err());
-        assert_eq!(r.offer_stream(&id, 0).ack, StreamAck::Ok);
-        assert_eq!(r.offer_stream(&id, 0).ack, StreamAck::UnknownStream, "a stream connects once");
-        assert_eq!(r.offer_stream(&id, 7).ack, StreamAck::UnknownStream);
-        assert_eq!(r.offer_stream(&TestId([2; 16]), 0).ack, StreamAck::UnknownTest);
-        r.insert(TestId([3; 16]), TestEntry::new(HashMap::new(), false, tx.clone())).unwrap();
-        assert!(r.insert(TestId([4; 16]), TestEntry::new(HashMap::new(), false, tx)).unwrap_err().contains("busy"));
-        r.remove(&id);
+        let entry = |tx| TestEntry::new(HashMap::from([(0, Way::Up)]), false, key, tx);
+        let guard = r.insert(id, entry(tx.clone())).unwrap();
+        assert!(r.insert(id, entry(tx.clone())).is_err(), "a second set-up with the same id is refused");
+        assert_eq!(r.pending(), 1, "and the refused one did not remove the first");
+        assert_eq!(r.offer_stream(&id, 0, &other.tag(&id.0, 0)).ack, StreamAck::BadTag);
+        assert_eq!(r.offer_stream(&id, 0, &key.tag(&id.0, 0)).ack, StreamAck::Ok);
+        assert_eq!(r.offer_stream(&id, 0, &key.tag(&id.0, 0)).ack, StreamAck::UnknownStream, "a stream connects once");
+        assert_eq!(r.offer_stream(&id, 7, &key.tag(&id.0, 7)).ack, StreamAck::UnknownStream);
+        assert_eq!(r.offer_stream(&TestId([2; 16]), 0, &[0; 16]).ack, StreamAck::UnknownTest);
+        let _g3 = r.insert(TestId([3; 16]), entry(tx.clone())).unwrap();
+        assert!(r.insert(TestId([4; 16]), entry(tx)).unwrap_err().contains("busy"));
+        drop(guard);
         assert_eq!(r.pending(), 1);
     }
 }

@@ -11,21 +11,24 @@
 //! Latency histograms are added, never averaged: per interval over the streams of a way, and
 //! over all intervals for the totals.
 
+use crate::gather::Gather;
 use crate::worker::{Event, FlowEnd, FlowSample};
 use hdrhistogram::Histogram;
 use netblast_spec::hist::{self, EncodedHistogram, LatencySummary};
-use netblast_spec::profile::{Kind, Protocol, Way};
+use netblast_spec::profile::{Kind, Protocol, Way, Workload};
 use netblast_spec::result::{
     CpuSummary, CpuUsage, Interval, MsgTotals, RttSummary, RunError, SideTotal, StreamInfo, StreamInterval,
-    StreamSummary, Summary, TcpStats, WayInterval, WaySummary,
+    StreamSummary, Summary, WayInterval, WaySummary,
 };
 use netblast_spec::wire::{ServerSample, ServerStreamFinal};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
+/// One interval's parts from both ends.
 #[derive(Debug, Default)]
 struct IntervalAcc {
     start_s: Option<f64>,
     end_s: Option<f64>,
+    server_span: Option<(f64, f64)>,
     client: HashMap<u32, FlowSample>,
     server: HashMap<u32, ServerSample>,
 }
@@ -53,12 +56,45 @@ pub struct KindInfo {
 }
 
 impl KindInfo {
+    /// The kind information of a workload.
+    pub fn of(w: &Workload) -> KindInfo {
+        KindInfo { kind: w.kind(), protocol: w.protocol() }
+    }
+
     fn counts_msgs(&self) -> bool {
         matches!(self.kind, Kind::Msgrate | Kind::Rr)
     }
 }
 
-/// Accumulates one run's measurements.
+/// Adds `src` into `dst` (a copy when `dst` is empty).
+pub fn add_hist(dst: &mut Option<Histogram<u64>>, src: &Histogram<u64>) -> Result<(), hist::HistError> {
+    match dst {
+        Some(d) => hist::merge(d, src),
+        None => {
+            *dst = Some(src.clone());
+            Ok(())
+        }
+    }
+}
+
+/// Totals kept while intervals are released, for the summary.
+#[derive(Debug, Default)]
+struct Totals {
+    /// Per stream: its latency histogram over the run (rr).
+    latency: HashMap<u32, Histogram<u64>>,
+    /// Per way: every smoothed-RTT sample (one per stream per interval), ns.
+    srtt: HashMap<Way, Histogram<u64>>,
+    /// Per way: the exact sum of those samples, µs (the histogram's mean is within 0.1%).
+    srtt_sum_us: HashMap<Way, u64>,
+    /// Per way: the smallest kernel min-RTT seen, µs.
+    min_rtt_us: HashMap<Way, u32>,
+    /// Per way: the largest congestion window seen, bytes.
+    cwnd_max: HashMap<Way, u64>,
+}
+
+/// Accumulates one run's measurements: intervals are released once both ends reported them
+/// (the live lines, the partial log and the result hold the same intervals), the summary is
+/// built at the end.
 #[derive(Debug)]
 pub struct Aggregator {
     streams: Vec<StreamInfo>,
@@ -66,11 +102,10 @@ pub struct Aggregator {
     ways: HashMap<u32, Way>,
     info: KindInfo,
     workers: usize,
-    intervals: BTreeMap<u32, IntervalAcc>,
-    worker_last: Vec<Option<u32>>,
-    worker_done: Vec<bool>,
-    printed: u32,
-    live_prev: Prev,
+    gather: Gather<IntervalAcc>,
+    prev: Prev,
+    intervals: Vec<Interval>,
+    totals: Totals,
     ends: HashMap<u32, FlowEnd>,
     server_final: Option<(Vec<ServerStreamFinal>, CpuUsage)>,
     /// Errors seen so far (they make the result incomplete).
@@ -81,18 +116,18 @@ pub struct Aggregator {
 }
 
 impl Aggregator {
-    /// An aggregator for these streams, driven by `workers` workers on this end.
+    /// An aggregator for these streams, driven by `workers` workers on this end and the
+    /// server's reports.
     pub fn new(streams: Vec<StreamInfo>, workers: usize, info: KindInfo) -> Aggregator {
         Aggregator {
             ways: streams.iter().map(|s| (s.id, s.way)).collect(),
             streams,
             info,
             workers,
-            intervals: BTreeMap::new(),
-            worker_last: vec![None; workers],
-            worker_done: vec![false; workers],
-            printed: 0,
-            live_prev: Prev::default(),
+            gather: Gather::new(workers + 1),
+            prev: Prev::default(),
+            intervals: Vec::new(),
+            totals: Totals::default(),
             ends: HashMap::new(),
             server_final: None,
             errors: Vec::new(),
@@ -115,19 +150,16 @@ impl Aggregator {
         self.ways.get(&id).copied()
     }
 
-    /// Takes one event from worker `w`. Returns the intervals that became complete on this
-    /// end (every worker reported them or finished), for live output.
+    /// Takes one event from worker `w`. Returns the intervals that became complete (both ends
+    /// reported them), for live output.
     pub fn on_worker(&mut self, w: usize, ev: Event) -> Vec<Interval> {
         match ev {
             Event::Interval { index, start_s, end_s, flows } => {
-                let acc = self.intervals.entry(index).or_default();
+                let acc = self.gather.part(w, index);
                 acc.start_s = Some(acc.start_s.map_or(start_s, |s| s.min(start_s)));
                 acc.end_s = Some(acc.end_s.map_or(end_s, |e| e.max(end_s)));
                 for f in flows {
                     acc.client.insert(f.id, f);
-                }
-                if let Some(last) = self.worker_last.get_mut(w) {
-                    *last = Some(index);
                 }
             }
             Event::FlowDone(end) => {
@@ -141,53 +173,45 @@ impl Aggregator {
                 if let Some(e) = pin_error {
                     self.error(0.0, format!("worker {w}"), e);
                 }
-                if let Some(d) = self.worker_done.get_mut(w) {
-                    *d = true;
-                }
+                self.gather.done(w);
                 self.worker_cpu.push(cpu);
             }
         }
-        self.complete_intervals()
+        self.release()
     }
 
-    fn complete_intervals(&mut self) -> Vec<Interval> {
-        let mut out = Vec::new();
-        loop {
-            let i = self.printed;
-            if !self.intervals.contains_key(&i) {
-                break;
-            }
-            let all = (0..self.workers).all(|w| self.worker_done[w] || self.worker_last[w].is_some_and(|l| l >= i));
-            if !all {
-                break;
-            }
-            // Live lines carry this end's view only; the result merges both ends later.
-            let mut prev = std::mem::take(&mut self.live_prev);
-            out.push(self.build_interval(i, &mut prev, false));
-            self.live_prev = prev;
-            self.printed += 1;
-        }
-        out
-    }
-
-    /// Takes one server interval report.
-    pub fn on_server_interval(&mut self, index: u32, start_s: f64, end_s: f64, streams: Vec<ServerSample>) {
-        let acc = self.intervals.entry(index).or_default();
-        acc.start_s.get_or_insert(start_s);
-        acc.end_s.get_or_insert(end_s);
-        for s in streams {
+    /// Takes one server interval report (the server's workers, gathered into one).
+    pub fn on_server_interval(
+        &mut self,
+        index: u32,
+        start_s: f64,
+        end_s: f64,
+        streams: Vec<ServerSample>,
+    ) -> Vec<Interval> {
+        let known: Vec<ServerSample> = streams.into_iter().filter(|s| self.ways.contains_key(&s.id)).collect();
+        let acc = self.gather.part(self.workers, index);
+        acc.server_span = Some((start_s, end_s));
+        for s in known {
             acc.server.insert(s.id, s);
         }
+        self.release()
     }
 
-    /// Takes the server's final report.
-    pub fn on_server_final(&mut self, streams: Vec<ServerStreamFinal>, cpu: CpuUsage) {
+    /// Takes the server's final report: the server reports nothing more.
+    pub fn on_server_final(&mut self, streams: Vec<ServerStreamFinal>, cpu: CpuUsage) -> Vec<Interval> {
         for s in &streams {
             if let Some(e) = &s.error {
                 self.error(s.seconds, format!("server stream {}", s.id), e.clone());
             }
         }
         self.server_final = Some((streams, cpu));
+        self.server_gone()
+    }
+
+    /// The server will report no more intervals (final report, or its connection is gone).
+    pub fn server_gone(&mut self) -> Vec<Interval> {
+        self.gather.done(self.workers);
+        self.release()
     }
 
     /// Whether the server's final report arrived.
@@ -197,7 +221,7 @@ impl Aggregator {
 
     /// Whether every worker on this end finished.
     pub fn workers_done(&self) -> bool {
-        self.worker_done.iter().all(|d| *d)
+        (0..self.workers).all(|w| self.gather.is_done(w))
     }
 
     /// Whether every stream on this end ended without error.
@@ -205,12 +229,22 @@ impl Aggregator {
         self.streams.iter().all(|s| self.ends.get(&s.id).is_some_and(|e| e.error.is_none()))
     }
 
-    fn build_interval(&self, index: u32, prev: &mut Prev, encode: bool) -> Interval {
-        let empty = IntervalAcc::default();
-        let acc = self.intervals.get(&index).unwrap_or(&empty);
+    fn release(&mut self) -> Vec<Interval> {
+        let ready = self.gather.ready();
+        let mut out = Vec::with_capacity(ready.len());
+        for (i, acc) in ready {
+            let iv = self.build_interval(i, acc);
+            self.intervals.push(iv.clone());
+            out.push(iv);
+        }
+        out
+    }
+
+    fn build_interval(&mut self, index: u32, acc: IntervalAcc) -> Interval {
         let msgs = self.info.counts_msgs();
         let mut streams = Vec::with_capacity(self.streams.len());
-        let mut hists: Vec<(Way, &Histogram<u64>)> = Vec::new();
+        let mut way_hists: HashMap<Way, Option<Histogram<u64>>> = HashMap::new();
+        let mut problems = Vec::new();
         for s in &self.streams {
             let c = acc.client.get(&s.id);
             let sv = acc.server.get(&s.id);
@@ -232,13 +266,34 @@ impl Aggregator {
             };
             let hist = c.and_then(|x| x.hist.as_deref());
             if let Some(h) = hist {
-                hists.push((s.way, h));
+                let mut total = self.totals.latency.remove(&s.id);
+                let way = way_hists.entry(s.way).or_default();
+                for r in [add_hist(way, h), add_hist(&mut total, h)] {
+                    if let Err(e) = r {
+                        problems.push(format!("stream {}: {e}", s.id));
+                    }
+                }
+                if let Some(t) = total {
+                    self.totals.latency.insert(s.id, t);
+                }
             }
             let (retransmits, segs_out) = match tcp {
-                Some(t) => (
-                    Prev::delta(&mut prev.retrans, s.id, t.retrans_segs),
-                    Some(Prev::delta(&mut prev.segs, s.id, t.segs_out)),
-                ),
+                Some(t) => {
+                    if t.rtt_us > 0 {
+                        let h = self.totals.srtt.entry(s.way).or_insert_with(hist::new_latency_histogram);
+                        hist::record_ns(h, t.rtt_us as u64 * 1000);
+                        *self.totals.srtt_sum_us.entry(s.way).or_insert(0) += t.rtt_us as u64;
+                        let min = if t.min_rtt_us > 0 { t.min_rtt_us } else { t.rtt_us };
+                        let m = self.totals.min_rtt_us.entry(s.way).or_insert(min);
+                        *m = (*m).min(min);
+                    }
+                    let c = self.totals.cwnd_max.entry(s.way).or_insert(0);
+                    *c = (*c).max(t.cwnd_bytes());
+                    (
+                        Prev::delta(&mut self.prev.retrans, s.id, t.retrans_segs),
+                        Some(Prev::delta(&mut self.prev.segs, s.id, t.segs_out)),
+                    )
+                }
                 None => (0, None),
             };
             streams.push(StreamInterval {
@@ -251,11 +306,29 @@ impl Aggregator {
                 received_msgs: if msgs { recv_msgs } else { None },
                 segs_out: if msgs { segs_out } else { None },
                 latency: hist.map(LatencySummary::of),
+                latency_hist: hist.and_then(|h| EncodedHistogram::encode(h).ok()),
             });
         }
-        let start_s = acc.start_s.unwrap_or(0.0);
-        let end_s = acc.end_s.unwrap_or(start_s);
-        let secs = (end_s - start_s).max(0.0);
+        for p in problems {
+            self.error(0.0, "aggregator", p);
+        }
+        // This end's span; the server's only when this end reported nothing for the interval.
+        let (start_s, end_s) = match (acc.start_s, acc.end_s, acc.server_span) {
+            (Some(a), Some(b), _) => (a, b),
+            (_, _, Some((a, b))) => (a, b),
+            _ => (0.0, 0.0),
+        };
+        let sums = self.way_sums(&streams, &way_hists, end_s - start_s);
+        Interval { index, start_s, end_s, streams, sums, http: None }
+    }
+
+    fn way_sums(
+        &self,
+        streams: &[StreamInterval],
+        hists: &HashMap<Way, Option<Histogram<u64>>>,
+        secs: f64,
+    ) -> Vec<WayInterval> {
+        let msgs = self.info.counts_msgs();
         let per_s = |n: f64| if secs > 0.0 { n / secs } else { 0.0 };
         let mut sums = Vec::new();
         for way in [Way::Up, Way::Down] {
@@ -272,7 +345,7 @@ impl Aggregator {
             } else {
                 None
             };
-            let merged = merge_all(hists.iter().filter(|(w, _)| *w == way).map(|(_, h)| *h));
+            let merged = hists.get(&way).and_then(|h| h.as_ref());
             sums.push(WayInterval {
                 way,
                 sent_bytes: sent,
@@ -286,36 +359,46 @@ impl Aggregator {
                 received_msgs_per_s: received_msgs.map(|m| per_s(m as f64)),
                 segs_out: segs,
                 segs_out_per_s: segs.map(|m| per_s(m as f64)),
-                latency: merged.as_ref().map(LatencySummary::of),
-                latency_hist: if encode {
-                    merged.as_ref().and_then(|h| EncodedHistogram::encode(h).ok())
-                } else {
-                    None
-                },
+                latency: merged.map(LatencySummary::of),
+                latency_hist: merged.and_then(|h| EncodedHistogram::encode(h).ok()),
             });
         }
-        Interval { index, start_s, end_s, streams, sums, http: None }
+        sums
     }
 
-    /// Builds the final intervals and summary. `control_cpu` is the CPU of the thread that ran
-    /// the aggregator; the workers' own CPU (reported when they finished) is added to it, so
-    /// the client figure covers exactly the threads of this test.
-    pub fn finish(&self, control_cpu: CpuUsage) -> (Vec<Interval>, Summary) {
+    /// Releases whatever is still held (every reporter is treated as done), then builds the
+    /// summary. `control_cpu` is the CPU of the thread that ran the aggregator; the workers'
+    /// own CPU (reported when they finished) is added to it, so the client figure covers
+    /// exactly the threads of this test. Returns the intervals released by this call and the
+    /// summary.
+    pub fn finish(&mut self, control_cpu: CpuUsage) -> (Vec<Interval>, Summary) {
+        for r in 0..=self.workers {
+            self.gather.done(r);
+        }
+        let last = self.release();
+        let summary = self.summary(control_cpu);
+        (last, summary)
+    }
+
+    /// Every interval released so far, in order.
+    pub fn intervals(&self) -> &[Interval] {
+        &self.intervals
+    }
+
+    fn summary(&mut self, control_cpu: CpuUsage) -> Summary {
         let mut client_cpu = control_cpu;
         for c in &self.worker_cpu {
             client_cpu.user_s += c.user_s;
             client_cpu.system_s += c.system_s;
         }
-        let mut prev = Prev::default();
-        let intervals: Vec<Interval> =
-            self.intervals.keys().map(|&i| self.build_interval(i, &mut prev, true)).collect();
         let msgs = self.info.counts_msgs();
-
+        let intervals = &self.intervals;
         let server: HashMap<u32, &ServerStreamFinal> =
             self.server_final.iter().flat_map(|(v, _)| v.iter().map(|s| (s.id, s))).collect();
+        let mut problems: Vec<String> = Vec::new();
         let mut stream_sums = Vec::new();
-        let mut stream_hists: Vec<(Way, Histogram<u64>)> = Vec::new();
-        let mut rtt_hists: Vec<(Way, Histogram<u64>)> = Vec::new();
+        let mut way_lat: HashMap<Way, Option<Histogram<u64>>> = HashMap::new();
+        let mut way_rtt: HashMap<Way, Option<Histogram<u64>>> = HashMap::new();
         for s in &self.streams {
             let mine = self.ends.get(&s.id);
             let theirs = server.get(&s.id);
@@ -339,12 +422,11 @@ impl Aggregator {
             let last_tcp = tcp.or_else(|| {
                 intervals.iter().rev().flat_map(|i| i.streams.iter()).find(|x| x.id == s.id).and_then(|x| x.tcp)
             });
-            let hist = merge_all(
-                self.intervals.values().filter_map(|acc| acc.client.get(&s.id)).filter_map(|f| f.hist.as_deref()),
-            );
-            let latency = hist.as_ref().map(LatencySummary::of);
-            if let Some(h) = hist {
-                stream_hists.push((s.way, h));
+            let latency_hist = self.totals.latency.get(&s.id);
+            if let Some(h) = latency_hist {
+                if let Err(e) = add_hist(way_lat.entry(s.way).or_default(), h) {
+                    problems.push(format!("stream {} latency: {e}", s.id));
+                }
             }
             let msg_totals = msgs.then(|| {
                 let lost = match (self.info.kind, self.info.protocol) {
@@ -371,17 +453,23 @@ impl Aggregator {
             // Kernel RTT histogram and TCP_INFO cross-check of the sending socket.
             let (rtt_hist, tcp_info) = match s.way {
                 Way::Up => (mine.and_then(|e| e.rtt_hist.as_deref().cloned()), mine.and_then(|e| e.tcp_info)),
-                Way::Down => (
-                    theirs.and_then(|e| e.rtt_hist.as_ref()).and_then(|h| h.decode().ok()),
-                    theirs.and_then(|e| e.tcp_info),
-                ),
+                Way::Down => {
+                    let decoded = theirs.and_then(|e| e.rtt_hist.as_ref()).map(|h| h.decode()).transpose();
+                    let h = decoded.unwrap_or_else(|e| {
+                        problems.push(format!("server's RTT histogram of stream {}: {e}", s.id));
+                        None
+                    });
+                    (h, theirs.and_then(|e| e.tcp_info))
+                }
             };
-            let kernel_rtt = rtt_hist.as_ref().map(LatencySummary::of);
-            if let Some(h) = rtt_hist {
-                rtt_hists.push((s.way, h));
+            if let Some(h) = &rtt_hist {
+                if let Err(e) = add_hist(way_rtt.entry(s.way).or_default(), h) {
+                    problems.push(format!("stream {} kernel RTT: {e}", s.id));
+                }
             }
             stream_sums.push(StreamSummary {
-                kernel_rtt,
+                kernel_rtt: rtt_hist.as_ref().map(LatencySummary::of),
+                kernel_rtt_hist: rtt_hist.as_ref().and_then(|h| EncodedHistogram::encode(h).ok()),
                 tcp_info,
                 id: s.id,
                 way: s.way,
@@ -392,7 +480,8 @@ impl Aggregator {
                 spurious_retransmits: tcp_info.or(last_tcp).and_then(|t| t.dsack_segs),
                 tcp: last_tcp,
                 msgs: msg_totals,
-                latency,
+                latency: latency_hist.map(LatencySummary::of),
+                latency_hist: latency_hist.and_then(|h| EncodedHistogram::encode(h).ok()),
                 client_cpu: mine.and_then(|e| e.cpu),
                 server_cpu: theirs.and_then(|e| e.cpu),
             });
@@ -413,21 +502,12 @@ impl Aggregator {
             } else {
                 None
             };
-            let samples: Vec<TcpStats> = intervals
-                .iter()
-                .flat_map(|i| i.streams.iter())
-                .filter(|x| self.way_of(x.id) == Some(way))
-                .filter_map(|x| x.tcp)
-                .filter(|t| t.rtt_us > 0)
-                .collect();
-            let rtt = (!samples.is_empty()).then(|| RttSummary {
-                min_us: samples
-                    .iter()
-                    .map(|t| if t.min_rtt_us > 0 { t.min_rtt_us } else { t.rtt_us })
-                    .min()
-                    .unwrap_or(0),
-                mean_us: samples.iter().map(|t| t.rtt_us as f64).sum::<f64>() / samples.len() as f64,
-                max_us: samples.iter().map(|t| t.rtt_us).max().unwrap_or(0),
+            let srtt = self.totals.srtt.get(&way);
+            let rtt = srtt.filter(|h| !h.is_empty()).map(|h| RttSummary {
+                min_us: self.totals.min_rtt_us.get(&way).copied().unwrap_or(0),
+                mean_us: self.totals.srtt_sum_us.get(&way).copied().unwrap_or(0) as f64 / h.len() as f64,
+                max_us: (h.max() / 1000) as u32,
+                samples: h.len(),
             });
             let msg_totals = msgs.then(|| {
                 let m: Vec<MsgTotals> = of_way.iter().filter_map(|s| s.msgs).collect();
@@ -447,26 +527,30 @@ impl Aggregator {
                     segs_out_per_s: segs.map(|n| rate(n as f64, sent_s)),
                 }
             });
-            let merged = merge_all(stream_hists.iter().filter(|(w, _)| *w == way).map(|(_, h)| h));
-            let rtt_merged = merge_all(rtt_hists.iter().filter(|(w, _)| *w == way).map(|(_, h)| h));
+            let merged = way_lat.get(&way).and_then(|h| h.as_ref());
+            let rtt_merged = way_rtt.get(&way).and_then(|h| h.as_ref());
             let retransmits: u64 = of_way.iter().map(|s| s.retransmits).sum();
             let segs_out: u64 = of_way.iter().filter_map(|s| s.tcp).map(|t| t.segs_out).sum();
             ways.push(WaySummary {
                 retransmit_rate: (segs_out > 0).then(|| retransmits as f64 / segs_out as f64),
-                kernel_rtt: rtt_merged.as_ref().map(LatencySummary::of),
-                kernel_rtt_hist: rtt_merged.as_ref().and_then(|h| EncodedHistogram::encode(h).ok()),
+                kernel_rtt: rtt_merged.map(LatencySummary::of),
+                kernel_rtt_hist: rtt_merged.and_then(|h| EncodedHistogram::encode(h).ok()),
                 way,
                 streams: of_way.len() as u32,
                 sender: SideTotal::new(sent, sent_s),
                 receiver,
-                retransmits: of_way.iter().map(|s| s.retransmits).sum(),
+                retransmits,
                 spurious_retransmits: of_way.iter().map(|s| s.spurious_retransmits).sum(),
                 rtt,
-                cwnd_max_bytes: samples.iter().map(|t| t.cwnd_bytes()).max().unwrap_or(0),
+                rtt_hist: srtt.filter(|h| !h.is_empty()).and_then(|h| EncodedHistogram::encode(h).ok()),
+                cwnd_max_bytes: self.totals.cwnd_max.get(&way).copied().unwrap_or(0),
                 msgs: msg_totals,
-                latency: merged.as_ref().map(LatencySummary::of),
-                latency_hist: merged.as_ref().and_then(|h| EncodedHistogram::encode(h).ok()),
+                latency: merged.map(LatencySummary::of),
+                latency_hist: merged.and_then(|h| EncodedHistogram::encode(h).ok()),
             });
+        }
+        for p in problems {
+            self.error(0.0, "aggregator", p);
         }
 
         let duration_s = stream_sums
@@ -483,7 +567,7 @@ impl Aggregator {
             bits_per_client_cpu_s: per(&client_cpu),
             bits_per_server_cpu_s: server_cpu.as_ref().map(per),
         };
-        (intervals, Summary { duration_s, ways, streams: stream_sums, cpu, http: None })
+        Summary { duration_s, ways, streams: stream_sums, cpu, http: None }
     }
 }
 
@@ -495,28 +579,13 @@ fn rate(n: f64, secs: f64) -> f64 {
     }
 }
 
-/// Adds histograms together; `None` when there are none.
-fn merge_all<'a>(hs: impl Iterator<Item = &'a Histogram<u64>>) -> Option<Histogram<u64>> {
-    let mut out: Option<Histogram<u64>> = None;
-    for h in hs {
-        match out.as_mut() {
-            // All histograms come from hist::new_latency_histogram, so merging cannot mismatch;
-            // a mismatch would drop that histogram rather than corrupt the sum.
-            Some(acc) => {
-                let _ = hist::merge(acc, h);
-            }
-            None => out = Some(h.clone()),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use netblast_spec::result::TcpStats;
 
     fn info(id: u32, way: Way) -> StreamInfo {
-        StreamInfo { id, way, local: String::new(), remote: String::new(), client_cpu: 0, server_cpu: None }
+        StreamInfo { id, way, local: String::new(), remote: String::new(), client_cpu: 0, server_cpu: None, part: None }
     }
 
     fn tcp(retrans: u64, rtt: u32) -> Option<TcpStats> {
@@ -578,8 +647,10 @@ mod tests {
                 flows: vec![sample(0, 1000, tcp(2, 100)), sample(1, 500, None)],
             },
         );
-        assert_eq!(live.len(), 1, "interval 0 is complete on this end");
-        a.on_server_interval(0, 0.0, 1.0, vec![server(0, 990, None), server(1, 500, tcp(1, 300))]);
+        assert!(live.is_empty(), "interval 0 waits for the server's view");
+        let live = a.on_server_interval(0, 0.0, 1.0, vec![server(0, 990, None), server(1, 500, tcp(1, 300))]);
+        assert_eq!(live.len(), 1, "both ends reported interval 0");
+        assert_eq!(live[0].streams[0].received_bytes, Some(990), "the live interval holds the server's view");
         a.on_worker(0, Event::FlowDone(end(0, 1000, 1.0, tcp(3, 100))));
         a.on_worker(0, Event::FlowDone(end(1, 500, 1.1, None)));
         a.on_worker(
@@ -595,7 +666,9 @@ mod tests {
             CpuUsage { user_s: 0.0, system_s: 0.5, wall_s: 1.0 },
         );
         assert!(a.workers_done() && a.has_server_final() && a.all_streams_clean());
-        let (iv, sum) = a.finish(CpuUsage { user_s: 0.0, system_s: 0.0, wall_s: 1.2 });
+        let (rest, sum) = a.finish(CpuUsage { user_s: 0.0, system_s: 0.0, wall_s: 1.2 });
+        assert!(rest.is_empty(), "everything was released live");
+        let iv = a.intervals().to_vec();
         assert_eq!(iv.len(), 1);
         let up = &iv[0].streams[0];
         assert_eq!((up.sent_bytes, up.received_bytes, up.retransmits), (1000, Some(990), 2));
@@ -620,9 +693,11 @@ mod tests {
         let mut a = Aggregator::new(vec![info(0, Way::Up), info(1, Way::Up)], 2, BULK);
         let iv = |id| Event::Interval { index: 0, start_s: 0.0, end_s: 1.0, flows: vec![sample(id, 1, None)] };
         assert!(a.on_worker(0, iv(0)).is_empty());
-        let live = a.on_worker(1, iv(1));
+        assert!(a.on_worker(1, iv(1)).is_empty(), "and for the server");
+        let live = a.on_server_interval(0, 0.0, 1.0, vec![server(0, 1, None), server(99, 7, None)]);
         assert_eq!(live.len(), 1);
         assert_eq!(live[0].sums[0].sent_bytes, 2);
+        assert_eq!(live[0].sums[0].received_bytes, None, "stream 1 has no receiver figure; stream 99 is unknown");
     }
 
     #[test]
@@ -656,6 +731,7 @@ mod tests {
         }
         let (iv, sum) = a.finish(CpuUsage::default());
         let l = iv[0].sums[0].latency.clone().unwrap();
+        assert_eq!(iv[0].sums[0].latency_hist.as_ref().unwrap().count, 1000, "the interval carries its histogram");
         assert_eq!(l.count, 1000);
         assert!(l.p50_ns < 11_000 && l.p99_ns > 990_000, "{l:?}");
         let total = sum.ways[0].latency.clone().unwrap();
@@ -664,6 +740,7 @@ mod tests {
         assert_eq!(decoded.len(), 1000);
         assert_eq!(sum.ways[0].msgs.unwrap().sent, 1000);
         assert_eq!(sum.streams[1].latency.as_ref().unwrap().count, 100);
+        assert_eq!(sum.streams[1].latency_hist.as_ref().unwrap().decode().unwrap().len(), 100);
     }
 
     #[test]

@@ -3,12 +3,12 @@
 //! the client sends and the server receives; rr clients ask and servers answer).
 
 use crate::bulk::{self, BulkConfig, BulkFlow, FlowRole, WorkerShared};
-use crate::client::split_budget;
 use crate::msgrate::{self, MsgConfig, MsgFlow, MsgSocket};
 use crate::rr::{self, RrConfig};
 use crate::worker::{self, EventTx, RunFlags, StartGate};
 use netblast_probe::Probe;
-use netblast_spec::profile::{Kind, Profile, Way};
+use netblast_spec::plan::split_budget;
+use netblast_spec::profile::{Profile, Way, Workload};
 use std::io;
 use std::net::{TcpStream, UdpSocket};
 use std::sync::Arc;
@@ -84,9 +84,8 @@ pub fn spawn(
             }
         }
     }
-    match profile.run.kind {
-        Kind::Bulk => {
-            let b = profile.bulk();
+    match &profile.workload {
+        Workload::Bulk(b) => {
             let senders = conns.iter().filter(|c| role(side, c.way) == FlowRole::Send).count() as u64;
             let mut rank = 0u64;
             let mut flows = Vec::with_capacity(conns.len());
@@ -115,8 +114,7 @@ pub fn spawn(
             };
             bulk::spawn_workers(bulk::spread(flows, bulk_cpus.len().max(1)), bulk_cpus, &shared)
         }
-        Kind::Msgrate => {
-            let m = profile.msgrate();
+        Workload::Msgrate(m) => {
             let cfg = Arc::new(MsgConfig {
                 msg_bytes: m.msg_bytes.bytes() as usize,
                 batch: m.batch as usize,
@@ -127,8 +125,7 @@ pub fn spawn(
                 msgrate::run_worker(i, pinned, flow, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)
             })
         }
-        Kind::Rr => {
-            let r = profile.rr();
+        Workload::Rr(r) => {
             let cfg = Arc::new(RrConfig {
                 req_bytes: r.req_bytes.bytes() as usize,
                 resp_bytes: r.resp_bytes.bytes() as usize,
@@ -142,7 +139,7 @@ pub fn spawn(
                 rr::run_worker(i, pinned, flow, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)
             })
         }
-        Kind::Http => Err(io::Error::new(io::ErrorKind::InvalidInput, "http tests have no netblast streams")),
+        Workload::Http(_) => Err(io::Error::new(io::ErrorKind::InvalidInput, "http tests have no netblast streams")),
     }
 }
 

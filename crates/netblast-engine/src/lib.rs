@@ -11,22 +11,30 @@
 //! - [`end`]: one end of a test: connected streams to the right generator's workers.
 //! - [`net`]: the raw socket calls of the hot paths (`send`, `sendmmsg`, `recvmmsg`, poll).
 //! - [`sockopt`]: `[tcp]` socket options, applied the same way on both ends.
-//! - [`client`]: `netblast run`: connects to a `netblast serve`, runs the workers, gathers the
-//!   server's view, and returns one [`netblast_spec::RunResult`].
+//! - [`runner`]: the entry point of a run of any kind.
+//! - [`api`]: what a run takes and reports: options, live events, errors, the result envelope.
+//! - [`client`]: a data-port test: connects to a `netblast serve`, runs the workers, gathers
+//!   the server's view, and returns one [`netblast_spec::RunResult`].
 //! - [`aggregate`]: turns worker events and server reports into intervals and a summary.
+//! - [`gather`]: releases each interval once every reporter has reported it.
+//! - [`clock`]: the wall clock and the common start instant.
 //! - [`sys`]: affinity, CPU time, host facts, descriptor limits.
 
 #![warn(missing_docs)]
 
 pub mod aggregate;
+pub mod api;
 pub mod bulk;
 pub mod client;
+pub mod clock;
 pub mod end;
+pub mod gather;
 pub mod http;
 pub mod meter;
 pub mod msgrate;
 pub mod net;
 pub mod rr;
+pub mod runner;
 pub mod sockopt;
 pub mod sys;
 pub mod worker;

@@ -2,7 +2,7 @@
 //! that read like iperf3's, then a sender/receiver summary, TCP and CPU lines, and errors.
 
 use netblast_spec::hist::LatencySummary;
-use netblast_spec::profile::{Kind, Profile, Protocol, Way};
+use netblast_spec::profile::{Kind, Profile, Way, Workload};
 use netblast_spec::result::{Interval, RunResult, StreamInfo, WaySummary};
 use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_ns, fmt_per_s};
 use std::fmt::Write;
@@ -24,10 +24,7 @@ fn id_col(id: u32) -> String {
 
 /// What a run is aimed at, in words: the peer, or for http the URLs.
 pub fn aimed_at(plan: &netblast_spec::result::Plan) -> String {
-    if plan.profile.run.kind != Kind::Http {
-        return plan.peer.clone();
-    }
-    let h = plan.profile.http();
+    let Some(h) = plan.profile.workload.http() else { return plan.peer.clone() };
     let scheme = if h.tls { "https" } else { "http" };
     let urls: Vec<String> = h
         .urls
@@ -66,16 +63,12 @@ pub fn started(test_id: &str, peer: &str, kind: &str, streams: &[StreamInfo], se
 }
 
 fn udp(profile: &Profile) -> bool {
-    match profile.run.kind {
-        Kind::Bulk | Kind::Http => false,
-        Kind::Msgrate => profile.msgrate().protocol == Protocol::Udp,
-        Kind::Rr => profile.rr().protocol == Protocol::Udp,
-    }
+    profile.workload.uses_udp()
 }
 
 /// The column header of interval lines.
 pub fn interval_header(profile: &Profile) -> String {
-    match (profile.run.kind, udp(profile)) {
+    match (profile.kind(), udp(profile)) {
         (Kind::Bulk, _) => "[ ID] Interval           Transfer     Bitrate         Retr  Cwnd         RTT\n",
         (Kind::Msgrate, false) => "[ ID] Interval           Messages     Msgs/s        Segments/s  Retr\n",
         (Kind::Msgrate, true) => "[ ID] Interval           Sent/s        Received/s\n",
@@ -117,7 +110,7 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
     let mut s = String::new();
     let secs = (iv.end_s - iv.start_s).max(1e-9);
     let per = |n: u64| fmt_per_s(n as f64 / secs);
-    let kind = profile.run.kind;
+    let kind = profile.kind();
     let is_udp = udp(profile);
     let line = |label: String,
                 sent: u64,
@@ -191,10 +184,10 @@ fn http_interval(iv: &Interval) -> String {
 
 /// One interval as text: per-stream lines (when few), then one line per way.
 pub fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String {
-    if profile.run.kind == Kind::Http {
+    if profile.kind() == Kind::Http {
         return http_interval(iv);
     }
-    if profile.run.kind != Kind::Bulk {
+    if profile.kind() != Kind::Bulk {
         return msg_interval(iv, streams, profile);
     }
     let mut s = String::new();
@@ -276,7 +269,7 @@ fn msg_summary(s: &mut String, r: &RunResult) {
     let unit = if is_udp { "datagrams" } else { "messages" };
     for w in &r.summary.ways {
         let Some(m) = w.msgs else { continue };
-        match profile.run.kind {
+        match profile.kind() {
             Kind::Rr => {
                 let _ = writeln!(
                     s,
@@ -287,14 +280,17 @@ fn msg_summary(s: &mut String, r: &RunResult) {
                     w.streams,
                     if w.streams == 1 { "" } else { "s" },
                     if is_udp { ", UDP" } else { ", TCP" },
-                    match profile.rr().wait {
-                        netblast_spec::profile::WaitMode::Block => "block",
-                        netblast_spec::profile::WaitMode::Spin => "spin",
+                    match &profile.workload {
+                        Workload::Rr(rr) if rr.wait == netblast_spec::profile::WaitMode::Spin => "spin",
+                        _ => "block",
                     }
                 );
                 if let Some(lost) = m.lost {
-                    let _ =
-                        writeln!(s, "      {lost} requests got no response within {:?}", profile.rr().udp_timeout());
+                    let timeout = match &profile.workload {
+                        Workload::Rr(rr) => rr.udp_timeout(),
+                        _ => netblast_spec::profile::RrSection::DEFAULT_UDP_TIMEOUT,
+                    };
+                    let _ = writeln!(s, "      {lost} requests got no response within {timeout:?}");
                 }
                 if let Some(l) = &w.latency {
                     let _ = writeln!(s, "Round trip (application, client clock): {}", pcts(l));
@@ -389,7 +385,7 @@ fn pcts(l: &LatencySummary) -> String {
 
 fn http_summary(s: &mut String, r: &RunResult) {
     let Some(h) = &r.summary.http else { return };
-    let streams = r.plan.profile.http.as_ref().map_or(1, |x| x.streams);
+    let streams = r.plan.profile.workload.http().map_or(1, |x| x.streams);
     let _ = writeln!(
         s,
         "HTTP summary ({}, {}{}, {} connections{}, {:.2} s)",
@@ -497,12 +493,12 @@ fn p50_p99_max(l: &LatencySummary) -> String {
 pub fn summary(r: &RunResult) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "- - - - - - - - - - - - - - - - - - - - - - - - -");
-    if r.plan.profile.run.kind == Kind::Http {
+    if r.plan.profile.kind() == Kind::Http {
         http_summary(&mut s, r);
         tcp_cpu_and_errors(&mut s, r);
         return s;
     }
-    if r.plan.profile.run.kind != Kind::Bulk {
+    if r.plan.profile.kind() != Kind::Bulk {
         msg_summary(&mut s, r);
         tcp_cpu_and_errors(&mut s, r);
         return s;
@@ -624,7 +620,7 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
         let why = sp.fallback_reason.as_deref().map(|f| format!(" ({f})")).unwrap_or_default();
         let _ = writeln!(s, "Server TCP statistics from {}{why}", sp.tcp_source);
     }
-    if r.plan.profile.run.kind == Kind::Rr {
+    if r.plan.profile.kind() == Kind::Rr {
         let w = r.summary.ways.first();
         let kernel = w
             .and_then(|w| w.kernel_rtt.as_ref().map(|k| format!("p50 {}", fmt_ns(k.p50_ns as f64))))
@@ -655,7 +651,7 @@ pub fn full(r: &RunResult) -> String {
     let mut s = started(
         &r.test_id,
         &aimed_at(&r.plan),
-        r.plan.profile.run.kind.name(),
+        r.plan.profile.kind().name(),
         &r.streams,
         r.server.as_ref().map(|h| h.hostname.as_str()).unwrap_or(""),
     );

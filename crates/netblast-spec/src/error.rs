@@ -33,6 +33,14 @@ pub enum SpecError {
         /// What is wrong and what is expected.
         message: String,
     },
+    /// A command-line flag that cannot be applied to the profile.
+    #[error("{flag}: {message}")]
+    Flag {
+        /// The flag, e.g. `--wait`.
+        flag: String,
+        /// What is wrong.
+        message: String,
+    },
     /// `--profile NAME` named no built-in profile and no file.
     #[error("unknown profile {name:?}: not a file, and no built-in profile has that name (built-in: {available})")]
     UnknownProfile {

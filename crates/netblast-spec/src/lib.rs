@@ -6,16 +6,22 @@
 //! # Layout
 //! - [`profile`]: TOML profiles (`configs/*.toml`, embedded), one module per section, and
 //!   their validation.
+//! - [`plan`]: a profile and a target resolved into a plan; the streams of a plan.
 //! - [`result`]: the versioned [`result::RunResult`] and the resolved [`result::Plan`].
+//! - [`merge`]: results of concurrent tests merged into one, exactly.
 //! - [`hist`]: latency histograms: standard configuration, lossless codec, exact merging.
-//! - [`wire`]: the data-port protocol (connection header, control frames).
+//! - [`wire`]: the data-port protocol (connection header, handshake, control frames).
+//! - [`auth`]: the token, and the HMAC proofs and stream tags made from it.
 //! - [`units`]: sizes, rates, durations, CPU lists, and their human renderings.
 //! - [`error`]: [`SpecError`], the errors of loading and validating profiles.
 
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod error;
 pub mod hist;
+pub mod merge;
+pub mod plan;
 pub mod profile;
 pub mod result;
 pub mod units;

@@ -9,7 +9,15 @@ use crate::units::Dur;
 use serde::{Deserialize, Serialize};
 
 /// Schema identifier written into every result.
-pub const SCHEMA: &str = "netblast.run/1";
+pub const SCHEMA: &str = "netblast.run/2";
+/// The first schema: no absolute start, clock or agent, fewer histograms. Still read (and
+/// rendered) by `netblast report`; `netblast merge` refuses it, since it cannot be aligned.
+pub const SCHEMA_V1: &str = "netblast.run/1";
+
+/// Whether a result document of this schema can be read by this build.
+pub fn schema_readable(schema: &str) -> bool {
+    schema == SCHEMA || schema == SCHEMA_V1
+}
 
 /// A resolved test plan: the validated profile plus what was resolved against the machine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,8 +38,56 @@ pub struct Plan {
     pub notes: Vec<String>,
     /// The time bound in effect.
     pub time_bound: Dur,
+    /// The common start instant asked for (UTC ns since the Unix epoch: `--start-at`, or the
+    /// coordinator's T0); `None`: the next interval boundary of the wall clock after set-up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at_unix_ns: Option<u64>,
     /// The profile after overrides and validation.
     pub profile: Profile,
+}
+
+/// How far this result's clock is from the reference clock, and how well that is known.
+///
+/// On one host the reference is the host's own clock (`source = "local"`, offset 0, error 0).
+/// In a fleet it is the coordinator's clock, measured by a four-timestamp exchange:
+/// `offset_ns` = this host's clock − the reference clock, within ± `error_ns`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockInfo {
+    /// `local`, or `coordinator` (measured by the fleet's clock exchange).
+    pub source: ClockSource,
+    /// This host's clock minus the reference clock, ns.
+    pub offset_ns: i64,
+    /// Bound on the error of `offset_ns`, ns (half the best exchange's round trip).
+    pub error_ns: u64,
+}
+
+/// Where a result's clock offset comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClockSource {
+    /// The measuring host's own clock is the reference.
+    #[default]
+    Local,
+    /// Measured against a fleet coordinator's clock.
+    Coordinator,
+}
+
+impl ClockInfo {
+    /// Converts an instant of this host's clock to the reference clock.
+    pub fn to_reference(&self, local_ns: u64) -> i128 {
+        local_ns as i128 - self.offset_ns as i128
+    }
+}
+
+/// Who measured a result: the host that ran the client end.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentInfo {
+    /// Host name.
+    pub hostname: String,
+    /// Random id of the netblast process that measured (distinguishes several on one host).
+    pub id: String,
+    /// The address it measured from (the local address of its connection to the peer).
+    pub address: String,
 }
 
 /// Kernel TCP statistics of one socket at one instant (cumulative counters).
@@ -153,6 +209,9 @@ pub struct StreamInfo {
     /// CPU the server pinned it to, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu: Option<usize>,
+    /// Merged results: the index in `parts` of the test this stream belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<u32>,
 }
 
 /// One stream during one interval.
@@ -183,6 +242,9 @@ pub struct StreamInterval {
     /// Round-trip latency of the interval's transactions (rr).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencySummary>,
+    /// The interval's latency histogram of this stream, lossless.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_hist: Option<EncodedHistogram>,
 }
 
 /// The sum over the streams of one way during one interval.
@@ -308,6 +370,21 @@ pub struct HttpPhases {
     /// Open loop: actual send time minus intended send time, per request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_lag: Option<LatencySummary>,
+    /// `connect`'s histogram, lossless.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_hist: Option<EncodedHistogram>,
+    /// `tls`'s histogram, lossless.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_hist: Option<EncodedHistogram>,
+    /// `ttfb`'s histogram, lossless.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfb_hist: Option<EncodedHistogram>,
+    /// `body`'s histogram, lossless.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_hist: Option<EncodedHistogram>,
+    /// `send_lag`'s histogram, lossless.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_lag_hist: Option<EncodedHistogram>,
 }
 
 /// Connections of an HTTP test.
@@ -394,6 +471,9 @@ pub struct HttpTcp {
     /// Each connection's smoothed RTT when it closed, one sample per connection (`TCP_INFO`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub srtt: Option<LatencySummary>,
+    /// `srtt`'s histogram, lossless.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub srtt_hist: Option<EncodedHistogram>,
     /// Every RTT sample the kernel took on the connections (eBPF probe).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_rtt: Option<LatencySummary>,
@@ -430,6 +510,9 @@ pub struct RttSummary {
     pub mean_us: f64,
     /// Largest smoothed RTT sample.
     pub max_us: u32,
+    /// How many samples the mean is over (one per stream per interval); 0 in /1 results.
+    #[serde(default)]
+    pub samples: u64,
 }
 
 /// Totals of one stream.
@@ -459,9 +542,15 @@ pub struct StreamSummary {
     /// Round-trip latency (rr).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencySummary>,
+    /// `latency`'s histogram, lossless.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_hist: Option<EncodedHistogram>,
     /// The sender's kernel RTT distribution (eBPF probe: every RTT sample the kernel took).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_rtt: Option<LatencySummary>,
+    /// `kernel_rtt`'s histogram, lossless.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_rtt_hist: Option<EncodedHistogram>,
     /// `TCP_INFO` of the sending socket at the end, beside eBPF figures as a cross-check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_info: Option<TcpStats>,
@@ -522,6 +611,9 @@ pub struct WaySummary {
     /// Sender RTT over the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt: Option<RttSummary>,
+    /// The smoothed-RTT samples behind `rtt` (one per stream per interval, ns), lossless.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_hist: Option<EncodedHistogram>,
     /// Largest congestion window seen on any stream (bytes).
     pub cwnd_max_bytes: u64,
     /// Message counts and rates, for message kinds.
@@ -575,17 +667,78 @@ pub struct Summary {
     pub http: Option<HttpSummary>,
 }
 
+/// One test of a merged result: an input of `netblast merge`, or one client agent's test
+/// toward one server in a fleet run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Part {
+    /// Who measured it.
+    pub agent: AgentInfo,
+    /// The peer it ran against (`plan.peer` of the input).
+    pub peer: String,
+    /// The input's test id.
+    pub test_id: String,
+    /// The input's start instant on the measuring host's clock (UTC ns).
+    pub start_unix_ns: u64,
+    /// The measuring host's clock against the merged result's reference.
+    pub clock: ClockInfo,
+    /// Index, in the merged interval series, of the input's interval 0.
+    pub interval_offset: u32,
+    /// The input's stream ids were renumbered from this id on (same order).
+    pub first_stream: u32,
+    /// Number of its streams.
+    pub streams: u32,
+    /// Whether the input was complete.
+    pub complete: bool,
+    /// The server host, when it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<HostInfo>,
+    /// The input's own totals.
+    pub summary: Summary,
+}
+
+/// One agent of a merged or fleet result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentStatus {
+    /// The agent.
+    pub agent: AgentInfo,
+    /// `client` (originated tests) or `server` (the peer of tests).
+    pub role: String,
+    /// Its clock against the reference.
+    pub clock: ClockInfo,
+    /// When it really started, on the reference clock (UTC ns); `None` if it never started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actual_start_unix_ns: Option<u64>,
+    /// `ok`, `partial` (it ran, but a test is incomplete) or `failed`.
+    pub status: String,
+    /// Why, when not `ok`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// Indices in `parts` of the tests it ran (clients) or served (servers).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<u32>,
+}
+
 /// The whole result of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
-    /// Always [`SCHEMA`].
+    /// [`SCHEMA`] (or [`SCHEMA_V1`] in a file written by an older netblast).
     pub schema: String,
     /// Version of the client that produced it.
     pub netblast_version: String,
     /// Random id shared by client and server for this test.
     pub test_id: String,
-    /// Start time (RFC 3339, UTC).
+    /// The common start instant (RFC 3339, UTC, to the nanosecond): interval 0 starts here.
     pub started_at: String,
+    /// `started_at` in ns since the Unix epoch, UTC, on the measuring host's clock; absent in
+    /// /1 results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_unix_ns: Option<u64>,
+    /// The measuring host's clock against the reference clock; absent in /1 results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockInfo>,
+    /// Who measured; absent in /1 results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentInfo>,
     /// True when every stream ran to its bound and the server's final report arrived.
     pub complete: bool,
     /// Errors seen; a partial result lists why it is partial.
@@ -612,4 +765,10 @@ pub struct RunResult {
     pub intervals: Vec<Interval>,
     /// Totals.
     pub summary: Summary,
+    /// Merged and fleet results: the tests merged, each with its own totals.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<Part>,
+    /// Merged and fleet results: every agent, with its status.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<AgentStatus>,
 }

@@ -368,9 +368,42 @@ pub fn fmt_ns(ns: f64) -> String {
     }
 }
 
+/// Parses an instant: RFC 3339 (`2026-11-23T10:00:00Z`, fractions allowed), Unix seconds
+/// (`1795000000`, `1795000000.5`), or `+DURATION` from `now_ns` (`+5s`). Returns UTC ns.
+pub fn parse_instant(s: &str, now_ns: u64) -> Result<u64, UnitError> {
+    let err = || UnitError {
+        what: "instant",
+        value: s.to_string(),
+        expected: "RFC 3339 (2026-11-23T10:00:00Z), Unix seconds, or +DURATION (+5s)",
+    };
+    let t = s.trim();
+    if let Some(rel) = t.strip_prefix('+') {
+        let d: Dur = rel.parse().map_err(|_| err())?;
+        return Ok(now_ns.saturating_add(d.get().as_nanos() as u64));
+    }
+    if let Ok(secs) = t.parse::<f64>() {
+        if !(0.0..1e11).contains(&secs) {
+            return Err(err());
+        }
+        return Ok((secs * 1e9).round() as u64);
+    }
+    let at = humantime::parse_rfc3339_weak(t).map_err(|_| err())?;
+    at.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).map_err(|_| err())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instants_parse_three_ways() {
+        assert_eq!(parse_instant("2026-11-23T10:00:00Z", 0).unwrap(), 1_795_428_000_000_000_000);
+        assert_eq!(parse_instant("2026-11-23T10:00:00.5Z", 0).unwrap(), 1_795_428_000_500_000_000);
+        assert_eq!(parse_instant("1795428000", 0).unwrap(), 1_795_428_000_000_000_000);
+        assert_eq!(parse_instant("+2s", 10).unwrap(), 2_000_000_010);
+        assert!(parse_instant("tomorrow", 0).unwrap_err().to_string().contains("RFC 3339"));
+        assert!(parse_instant("-5", 0).is_err());
+    }
 
     #[test]
     fn sizes() {

@@ -1,14 +1,15 @@
 //! The subcommands: load and resolve, call the engine or the agent, render, pick the exit code.
 
-use crate::cli::{Cli, Command, ReportArgs, RunArgs, ServeArgs, Wait, ZeroCopy};
+use crate::cli::{Cli, Command, MergeArgs, ReportArgs, RunArgs, ServeArgs};
 use anyhow::Context;
-use netblast_engine::client::{self, ClientError, Live};
+use netblast_engine::api::{ClientError, Live, RunOptions};
 use netblast_engine::worker::RunFlags;
 use netblast_probe::{Probe, ProbeMode};
 use netblast_report::{json, text};
-use netblast_spec::profile::{BulkSection, Direction, HttpVersion, Kind, Protocol, SendMode, WaitMode};
+use netblast_spec::auth::Token;
 use netblast_spec::Profile;
 use std::io::Write;
+use std::path::Path;
 use std::sync::Arc;
 
 /// How a successful command ended.
@@ -55,6 +56,7 @@ pub fn dispatch(cli: Cli) -> Result<Outcome, AppError> {
             Ok(Outcome::Complete)
         }
         Command::Report(a) => report(&a),
+        Command::Merge(a) => merge(&a),
         Command::Doctor => {
             print_stdout(&doctor());
             Ok(Outcome::Complete)
@@ -66,226 +68,6 @@ pub fn dispatch(cli: Cli) -> Result<Outcome, AppError> {
 fn print_stdout(s: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(s.as_bytes()).and_then(|_| out.flush());
-}
-
-/// Applies the `run` flags to a loaded profile. Errors name the flag.
-pub fn apply_overrides(p: &mut Profile, a: &RunArgs) -> Result<(), String> {
-    if let Some(d) = a.duration {
-        p.run.duration = Some(d);
-    }
-    if let Some(i) = a.interval {
-        p.run.interval = Some(i);
-    }
-    if let Some(c) = &a.cpus {
-        p.run.cpus = Some(c.clone());
-    }
-    let tcp = &mut p.tcp;
-    if a.window.is_some() {
-        tcp.window = a.window;
-    }
-    if a.sndbuf.is_some() {
-        tcp.sndbuf = a.sndbuf;
-    }
-    if a.rcvbuf.is_some() {
-        tcp.rcvbuf = a.rcvbuf;
-    }
-    if a.mss.is_some() {
-        tcp.mss = a.mss;
-    }
-    if a.congestion.is_some() {
-        tcp.congestion = a.congestion.clone();
-    }
-    if a.nodelay {
-        tcp.nodelay = Some(true);
-    }
-    let kind = p.run.kind;
-    // Which kinds each kind-specific flag applies to.
-    let http_flags = [
-        ("--url", !a.urls.is_empty()),
-        ("--method", a.method.is_some()),
-        ("--header", !a.headers.is_empty()),
-        ("--body", a.body.is_some()),
-        ("--body-file", a.body_file.is_some()),
-        ("--http1", a.http1),
-        ("--http2", a.http2),
-        ("--tls", a.tls),
-        ("--insecure", a.insecure),
-        ("--cacert", a.cacert.is_some()),
-        ("--sni", a.sni.is_some()),
-        ("--connections", a.connections.is_some()),
-        ("--streams", a.streams.is_some()),
-        ("--no-keepalive", a.no_keepalive),
-        ("--requests", a.requests.is_some()),
-        ("--rate", a.rate.is_some()),
-        ("--ramp", a.ramp.is_some()),
-        ("--timeout", a.timeout.is_some()),
-    ];
-    if kind != Kind::Http {
-        if let Some((flag, _)) = http_flags.iter().find(|(_, set)| *set) {
-            return Err(format!("{flag} applies to http tests; this profile's kind is {}", kind.name()));
-        }
-    }
-    let flags: [(&str, bool, &[Kind]); 13] = [
-        ("--bytes", a.bytes.is_some(), &[Kind::Bulk]),
-        ("--reverse", a.reverse, &[Kind::Bulk]),
-        ("--bidir", a.bidir, &[Kind::Bulk]),
-        ("--block", a.block.is_some(), &[Kind::Bulk]),
-        ("--zerocopy", a.zerocopy.is_some(), &[Kind::Bulk]),
-        ("--msg-size", a.msg_size.is_some(), &[Kind::Msgrate]),
-        ("--batch", a.batch.is_some(), &[Kind::Msgrate]),
-        ("--req-size", a.req_size.is_some(), &[Kind::Rr]),
-        ("--resp-size", a.resp_size.is_some(), &[Kind::Rr]),
-        ("--wait", a.wait.is_some(), &[Kind::Rr]),
-        ("--busy-poll", a.busy_poll.is_some(), &[Kind::Rr]),
-        ("--udp", a.udp, &[Kind::Msgrate, Kind::Rr]),
-        ("--server-cpus", a.server_cpus.is_some(), &[Kind::Msgrate, Kind::Rr]),
-    ];
-    if let Some((flag, _, kinds)) = flags.iter().find(|(_, set, kinds)| *set && !kinds.contains(&kind)) {
-        let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
-        return Err(format!("{flag} applies to {} tests; this profile's kind is {}", names.join(" and "), kind.name()));
-    }
-    match kind {
-        Kind::Bulk => {
-            let mut b: BulkSection = p.bulk();
-            if let Some(n) = a.flows {
-                b.flows = n;
-            }
-            if let Some(n) = a.bytes {
-                b.bytes = Some(n);
-                if a.duration.is_none() {
-                    // As iperf3 -n: the byte count is the bound; the time cap still applies.
-                    p.run.duration = None;
-                }
-            }
-            if a.reverse {
-                b.direction = Direction::Reverse;
-            }
-            if a.bidir {
-                b.direction = Direction::Bidir;
-            }
-            if let Some(n) = a.block {
-                b.block_bytes = n;
-            }
-            match a.zerocopy {
-                Some(ZeroCopy::Sendfile) => b.send_mode = SendMode::Sendfile,
-                Some(ZeroCopy::Msg) => b.send_mode = SendMode::MsgZerocopy,
-                None => {}
-            }
-            p.bulk = Some(b);
-        }
-        Kind::Msgrate => {
-            let mut m = p.msgrate();
-            if a.flows.is_some() {
-                m.flows = a.flows;
-            }
-            if let Some(n) = a.msg_size {
-                m.msg_bytes = n;
-            }
-            if let Some(n) = a.batch {
-                m.batch = n;
-            }
-            if a.udp {
-                m.protocol = Protocol::Udp;
-            }
-            if a.server_cpus.is_some() {
-                m.server_cpus = a.server_cpus.clone();
-            }
-            p.msgrate = Some(m);
-        }
-        Kind::Rr => {
-            let mut r = p.rr();
-            if let Some(n) = a.flows {
-                r.flows = n;
-            }
-            if let Some(n) = a.req_size {
-                r.req_bytes = n;
-            }
-            if let Some(n) = a.resp_size {
-                r.resp_bytes = n;
-            }
-            if a.udp {
-                r.protocol = Protocol::Udp;
-            }
-            match a.wait {
-                Some(Wait::Block) => r.wait = WaitMode::Block,
-                Some(Wait::Spin) => r.wait = WaitMode::Spin,
-                None => {}
-            }
-            if a.busy_poll.is_some() {
-                r.busy_poll_us = a.busy_poll;
-            }
-            if a.server_cpus.is_some() {
-                r.server_cpus = a.server_cpus.clone();
-            }
-            p.rr = Some(r);
-        }
-        Kind::Http => {
-            let mut h = p.http();
-            if !a.urls.is_empty() {
-                h.urls = a.urls.clone();
-                h.weights = None;
-            }
-            if let Some(m) = &a.method {
-                h.method = m.to_ascii_uppercase();
-            }
-            h.headers.extend(a.headers.iter().cloned());
-            if a.body.is_some() {
-                h.body = a.body.clone();
-                h.body_file = None;
-            }
-            if a.body_file.is_some() {
-                h.body_file = a.body_file.clone();
-                h.body = None;
-            }
-            if a.http1 {
-                h.version = HttpVersion::Http1;
-            }
-            if a.http2 {
-                h.version = HttpVersion::Http2;
-            }
-            h.tls |= a.tls;
-            h.insecure |= a.insecure;
-            if a.cacert.is_some() {
-                h.cacert = a.cacert.clone();
-            }
-            if a.sni.is_some() {
-                h.sni = a.sni.clone();
-            }
-            if let Some(c) = a.connections {
-                h.connections = c;
-            }
-            if let Some(m) = a.streams {
-                h.streams = m;
-            }
-            if a.no_keepalive {
-                h.keepalive = false;
-            }
-            if let Some(n) = a.requests {
-                h.requests = Some(n);
-                if a.duration.is_none() {
-                    // As hey -n: the request count is the bound; the time cap still applies.
-                    p.run.duration = None;
-                }
-            }
-            if let Some(r) = &a.rate {
-                let (from, to) = match r.split_once("..") {
-                    Some((x, y)) => (x, Some(y)),
-                    None => (r.as_str(), None),
-                };
-                h.steps.clear();
-                h.rate = Some(from.parse().map_err(|e| format!("--rate: {e}"))?);
-                h.rate_to = to.map(|t| t.parse()).transpose().map_err(|e| format!("--rate: {e}"))?;
-            }
-            if a.ramp.is_some() {
-                h.ramp = a.ramp;
-            }
-            if a.timeout.is_some() {
-                h.timeout = a.timeout;
-            }
-            p.http = Some(h);
-        }
-    }
-    Ok(())
 }
 
 /// Installs SIGINT/SIGTERM handling for a run: the first signal stops gracefully (the result is
@@ -311,24 +93,44 @@ fn watch_signals(flags: Arc<RunFlags>) -> Option<signal_hook::iterator::Handle> 
     Some(handle)
 }
 
+/// The token: from `file`, else from the `NETBLAST_TOKEN` variable; errors are bad input.
+pub fn load_token(file: Option<&Path>) -> Result<Option<Token>, AppError> {
+    let bad = |e: String| AppError::input(anyhow::anyhow!(e));
+    match file {
+        Some(f) => Token::from_file(f).map(Some).map_err(bad),
+        None => match std::env::var("NETBLAST_TOKEN") {
+            Ok(t) if !t.trim().is_empty() => Token::new(&t).map(Some).map_err(|e| bad(format!("NETBLAST_TOKEN: {e}"))),
+            _ => Ok(None),
+        },
+    }
+}
+
 fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     let (mut profile, origin) = Profile::load(&a.profile).map_err(AppError::input)?;
-    apply_overrides(&mut profile, a).map_err(|e| AppError::input(anyhow::anyhow!(e)))?;
-    let origin = format!("{origin} (with command-line overrides)");
+    let overrides = a.overrides();
+    overrides.apply(&mut profile, &origin).map_err(AppError::input)?;
+    let origin = if overrides.is_empty() { origin } else { format!("{origin} (with command-line overrides)") };
     profile.validate(&origin).map_err(AppError::input)?;
-    let target = match (&a.target, profile.run.kind) {
+    let target = match (&a.target, profile.workload.is_http()) {
         (Some(t), _) => t.clone(),
-        (None, Kind::Http) => String::new(),
-        (None, _) => {
+        (None, true) => String::new(),
+        (None, false) => {
             return Err(AppError::input(anyhow::anyhow!(
                 "--target HOST[:PORT] is required: where does `netblast serve` run?"
             )))
         }
     };
-    let (plan, peer) = client::plan(profile, origin, &target, a.cpus.is_some()).map_err(|e| match e {
-        ClientError::Target { .. } | ClientError::Cpus(_) => AppError::input(e),
-        _ => AppError::run(e),
-    })?;
+    let token = load_token(a.token_file.as_deref())?;
+    let allowed = netblast_engine::sys::allowed_cpus()
+        .context("cannot read this process's CPU affinity")
+        .map_err(AppError::run)?;
+    let (mut plan, peer) =
+        netblast_spec::plan::plan(profile, origin, &target, &allowed, a.cpus.is_some()).map_err(AppError::input)?;
+    if let Some(at) = &a.start_at {
+        let ns = netblast_spec::units::parse_instant(at, netblast_engine::clock::now_unix_ns())
+            .map_err(|e| AppError::input(anyhow::anyhow!("--start-at: {e}")))?;
+        plan.start_at_unix_ns = Some(ns);
+    }
     let probe =
         Probe::open_with(a.probe, a.probe_stats).map_err(|e| AppError::run(anyhow::anyhow!("--probe ebpf: {e}")))?;
     let flags = RunFlags::new();
@@ -346,11 +148,11 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     let mut streams = Vec::new();
     let profile = plan.profile.clone();
     let mut live = |ev: Live<'_>| match ev {
-        Live::Started { plan, test_id, server, streams: s } => {
+        Live::Started { plan, test_id, server, streams: s, .. } => {
             streams = s.to_vec();
             if human {
                 let mut out =
-                    text::started(test_id, &text::aimed_at(plan), plan.profile.run.kind.name(), s, &server.hostname);
+                    text::started(test_id, &text::aimed_at(plan), plan.profile.kind().name(), s, &server.hostname);
                 for n in &plan.notes {
                     out.push_str(&format!("note: {n}\n"));
                 }
@@ -369,14 +171,18 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
             }
         }
     };
-    let outcome = client::run(&plan, peer, &probe, &flags, &mut live);
+    let opts = RunOptions { token, ..Default::default() };
+    let outcome = netblast_engine::runner::run(&plan, peer, &probe, &flags, &opts, &mut live);
     if let Some(h) = sig {
         h.close();
     }
-    let result = outcome.map_err(|e| match e {
-        // A URL, header, body file or TLS file that does not work is bad input.
-        ClientError::Http(_) => AppError::input(e),
-        _ => AppError::run(e),
+    let result = outcome.map_err(|e: ClientError| {
+        // A URL, header, body file, TLS file, token or start time that does not work is bad input.
+        if e.is_input() {
+            AppError::input(e)
+        } else {
+            AppError::run(e)
+        }
     })?;
 
     if let Some(path) = &a.output {
@@ -450,7 +256,33 @@ fn report(a: &ReportArgs) -> Result<Outcome, AppError> {
     Ok(if r.complete { Outcome::Complete } else { Outcome::Incomplete })
 }
 
+fn merge(a: &MergeArgs) -> Result<Outcome, AppError> {
+    let mut inputs = Vec::with_capacity(a.files.len());
+    for f in &a.files {
+        let r =
+            json::read(f).with_context(|| format!("cannot read result {}", f.display())).map_err(AppError::input)?;
+        inputs.push((f.display().to_string(), r));
+    }
+    let refs: Vec<(&str, &netblast_spec::RunResult)> = inputs.iter().map(|(n, r)| (n.as_str(), r)).collect();
+    let merged = netblast_spec::merge::merge(&refs).map_err(AppError::input)?;
+    if let Some(path) = &a.output {
+        json::write_atomic(path, json::to_string(&merged).as_bytes())
+            .with_context(|| format!("cannot write the merged result to {}", path.display()))
+            .map_err(AppError::run)?;
+    }
+    if a.json {
+        print_stdout(&format!("{}\n", json::to_string(&merged)));
+    } else if a.output.is_none() {
+        print_stdout(&text::full(&merged));
+    }
+    Ok(if merged.complete { Outcome::Complete } else { Outcome::Incomplete })
+}
+
 fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
+    let token = match &a.token_file {
+        Some(f) => Some(Token::from_file(f).map_err(|e| AppError::input(anyhow::anyhow!(e)))?),
+        None => None,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("netblast-ctl")
@@ -472,7 +304,9 @@ fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
             info.tcp_source,
             info.fallback_reason.map(|r| format!(" ({r})")).unwrap_or_default()
         );
-        let cfg = netblast_agent::ServeConfig { probe, ..Default::default() };
+        let access = netblast_agent::Access { token, open: a.open };
+        eprintln!("netblast serve: accepting {}", access.describe());
+        let cfg = netblast_agent::ServeConfig { probe, access, ..Default::default() };
         let shutdown = async move {
             shutdown_signal().await;
             let _ = stop_tx.send(true);
@@ -504,7 +338,7 @@ fn start_http(
         .build()
         .context("cannot start the HTTP runtime")
         .map_err(AppError::run)?;
-    let cfg = netblast_agent::http::ResponderConfig { default_size: a.http_size.bytes() };
+    let cfg = netblast_agent::http::ResponderConfig { default_size: a.http_size.bytes(), ..Default::default() };
     let mut listeners = Vec::new();
     for (port, secure) in [(a.http, false), (a.https, true)] {
         let Some(port) = port else { continue };

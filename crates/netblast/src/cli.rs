@@ -29,6 +29,8 @@ pub enum Command {
     Profiles,
     /// Render a saved JSON result as the human report.
     Report(ReportArgs),
+    /// Merge results of tests that ran at the same time (on one host or many) into one.
+    Merge(MergeArgs),
     /// Say what this host supports: privilege, BTF, cgroup v2, eBPF probe, CPUs, fd limit.
     Doctor,
 }
@@ -40,8 +42,15 @@ pub struct ServeArgs {
     #[arg(long, default_value = "::")]
     pub bind: IpAddr,
     /// Data port: every test kind shares it.
-    #[arg(long, short = 'p', default_value_t = netblast_engine::client::DEFAULT_PORT)]
+    #[arg(long, short = 'p', default_value_t = netblast_spec::plan::DEFAULT_PORT)]
     pub port: u16,
+    /// File holding the shared token: clients must prove it (HMAC challenge-response; the
+    /// token never crosses the wire). Without one, only loopback peers are accepted.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Without a token, accept peers that are not on loopback too (no authentication at all).
+    #[arg(long, conflicts_with = "token_file")]
+    pub open: bool,
     /// Source of TCP statistics for the server's sockets: auto (eBPF, else TCP_INFO), ebpf,
     /// tcpinfo or off.
     #[arg(long, default_value = "auto")]
@@ -205,6 +214,14 @@ pub struct RunArgs {
     /// http: per-request timeout (default 30s).
     #[arg(long)]
     pub timeout: Option<Dur>,
+    /// File holding the token the server asks for (default: the NETBLAST_TOKEN variable).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Start at this instant, so runs on several hosts cover the same intervals: RFC 3339
+    /// (2026-11-23T10:00:00Z), Unix seconds (1795000000), or +DURATION from now (+5s).
+    /// Default: the next interval boundary of the wall clock.
+    #[arg(long, value_name = "TIME")]
+    pub start_at: Option<String>,
     /// Source of TCP statistics: auto (eBPF, else TCP_INFO, saying why), ebpf, tcpinfo or off.
     #[arg(long, default_value = "auto")]
     pub probe: netblast_probe::ProbeMode,
@@ -232,6 +249,79 @@ pub enum Wait {
 /// `netblast report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// A result written by `netblast run --output` or `--json`.
+    /// A result written by `netblast run --output`, `--json` or `netblast merge`.
     pub file: PathBuf,
+}
+
+/// `netblast merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Results to merge (netblast.run/2, of the same kind and interval).
+    #[arg(required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Write the merged result here (atomically) instead of printing the report.
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+    /// Print the merged result as JSON.
+    #[arg(long, short = 'J')]
+    pub json: bool,
+}
+
+impl RunArgs {
+    /// The flags that change the profile.
+    pub fn overrides(&self) -> netblast_spec::profile::Overrides {
+        use netblast_spec::profile::{HttpVersion, SendMode, WaitMode};
+        netblast_spec::profile::Overrides {
+            duration: self.duration,
+            interval: self.interval,
+            cpus: self.cpus.clone(),
+            window: self.window,
+            sndbuf: self.sndbuf,
+            rcvbuf: self.rcvbuf,
+            mss: self.mss,
+            congestion: self.congestion.clone(),
+            nodelay: self.nodelay,
+            flows: self.flows,
+            bytes: self.bytes,
+            reverse: self.reverse,
+            bidir: self.bidir,
+            block: self.block,
+            send_mode: self.zerocopy.map(|z| match z {
+                ZeroCopy::Sendfile => SendMode::Sendfile,
+                ZeroCopy::Msg => SendMode::MsgZerocopy,
+            }),
+            msg_size: self.msg_size,
+            batch: self.batch,
+            req_size: self.req_size,
+            resp_size: self.resp_size,
+            udp: self.udp,
+            wait: self.wait.map(|w| match w {
+                Wait::Block => WaitMode::Block,
+                Wait::Spin => WaitMode::Spin,
+            }),
+            busy_poll: self.busy_poll,
+            server_cpus: self.server_cpus.clone(),
+            urls: self.urls.clone(),
+            method: self.method.clone(),
+            headers: self.headers.clone(),
+            body: self.body.clone(),
+            body_file: self.body_file.clone(),
+            http_version: match (self.http1, self.http2) {
+                (true, _) => Some(HttpVersion::Http1),
+                (_, true) => Some(HttpVersion::Http2),
+                _ => None,
+            },
+            tls: self.tls,
+            insecure: self.insecure,
+            cacert: self.cacert.clone(),
+            sni: self.sni.clone(),
+            connections: self.connections,
+            streams: self.streams,
+            no_keepalive: self.no_keepalive,
+            requests: self.requests,
+            rate: self.rate.clone(),
+            ramp: self.ramp,
+            timeout: self.timeout,
+        }
+    }
 }

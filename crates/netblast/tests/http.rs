@@ -1,7 +1,7 @@
 //! HTTP floods against the built-in responder and against a real nginx.
 
 use crate::util::{self, KillOnDrop};
-use netblast_spec::profile::{HttpSection, HttpVersion, Profile};
+use netblast_spec::profile::{HttpSection, HttpVersion, Profile, Workload};
 use netblast_spec::units::{Dur, Rate};
 use netblast_spec::RunResult;
 use std::net::SocketAddr;
@@ -28,10 +28,10 @@ fn profile(edit: impl FnOnce(&mut Profile, &mut HttpSection)) -> Profile {
     let (mut p, _) = Profile::load("http-max").unwrap();
     p.run.duration = Some("2s".parse().unwrap());
     p.run.interval = Some("500ms".parse().unwrap());
-    let mut h = p.http();
+    let mut h = p.workload.http().unwrap().clone();
     h.connections = 10;
     edit(&mut p, &mut h);
-    p.http = Some(h);
+    p.workload = Workload::Http(Box::new(h));
     p.validate("test").unwrap();
     p
 }
@@ -100,9 +100,7 @@ fn kernel_tcp_statistics_cover_every_connection_and_only_when_asked() {
             h.requests = Some(500);
             h.version = version;
         });
-        let (plan, peer) = netblast_engine::client::plan(p, "test".into(), &srv.addr.to_string(), false).unwrap();
-        let flags = netblast_engine::worker::RunFlags::new();
-        netblast_engine::client::run(&plan, peer, probe, &flags, &mut |_| {}).unwrap()
+        util::run_with(srv.addr, p, probe)
     };
     for version in [HttpVersion::Http1, HttpVersion::Http2] {
         // HTTP/2 connections are owned by their driver tasks: sampled when the worker ends.
@@ -232,17 +230,15 @@ fn a_20ms_delay_shows_up_as_20ms() {
 
 #[test]
 fn a_stalled_server_raises_open_loop_latency_by_the_stall() {
-    let srv = Responder::start(false);
-    let addr = srv.addr;
-    // One second into a 4 s open-loop run, the responder stalls for 1 s.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let cfg = netblast_agent::http::ResponderConfig::default();
+    let pause = cfg.pause.clone();
+    let bg = netblast_agent::Background::http(listener, None, cfg, 2).unwrap();
+    let addr = bg.addr();
+    // One and a half seconds into a 4 s open-loop run, the responder stalls for 1 s.
     let pauser = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(1500));
-        let mut s = std::net::TcpStream::connect(addr).unwrap();
-        use std::io::{Read, Write};
-        s.write_all(b"GET /_netblast/pause?for=1s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        pause.hold(Duration::from_secs(1));
     });
     let r = util::run(
         addr,
@@ -259,6 +255,26 @@ fn a_stalled_server_raises_open_loop_latency_by_the_stall() {
     assert!(p50 < 0.05, "most requests are fast: p50 {p50} s");
     assert!((0.7..=1.5).contains(&p99), "p99 {p99} s should be about the 1 s stall");
     assert!(h.late > 0, "requests waited for a free connection during the stall");
+}
+
+#[test]
+fn there_is_no_control_path_over_http() {
+    let srv = Responder::start(false);
+    let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+    use std::io::{Read, Write};
+    s.write_all(b"GET /_netblast/pause?for=10s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    // An ordinary response: the path means nothing, and nothing stalls.
+    let t = std::time::Instant::now();
+    let r = util::run(
+        srv.addr,
+        profile(|p, h| {
+            p.run.duration = None;
+            h.requests = Some(100);
+        }),
+    );
+    assert!(http(&r).latency.max_ns < 1_000_000_000 && t.elapsed() < Duration::from_secs(5));
 }
 
 #[test]

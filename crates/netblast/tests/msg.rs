@@ -10,9 +10,7 @@ fn msgrate(edit: impl FnOnce(&mut MsgrateSection)) -> Profile {
     p.run.duration = Some("1s".parse().unwrap());
     p.run.interval = Some("250ms".parse().unwrap());
     p.run.cpus = None;
-    let mut m = p.msgrate();
-    edit(&mut m);
-    p.msgrate = Some(m);
+    edit(p.workload.msgrate_mut().unwrap());
     p.validate("test").unwrap();
     p
 }
@@ -21,10 +19,9 @@ fn rr(edit: impl FnOnce(&mut RrSection)) -> Profile {
     let (mut p, _) = Profile::load("latency").unwrap();
     p.run.duration = Some("1s".parse().unwrap());
     p.run.interval = Some("250ms".parse().unwrap());
-    let mut r = p.rr();
+    let r = p.workload.rr_mut().unwrap();
     r.wait = WaitMode::Block; // spinning threads would fight over this host's CPUs
-    edit(&mut r);
-    p.rr = Some(r);
+    edit(r);
     p.validate("test").unwrap();
     p
 }

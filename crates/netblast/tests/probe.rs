@@ -3,8 +3,6 @@
 //! once (the cleanup test counts what is loaded).
 
 use crate::util::{self, bin, Server};
-use netblast_engine::client;
-use netblast_engine::worker::RunFlags;
 use netblast_probe::{Probe, ProbeMode};
 use netblast_spec::profile::Direction;
 use netblast_spec::{Profile, RunResult};
@@ -33,8 +31,7 @@ fn open_ebpf() -> Probe {
 }
 
 fn run_with(addr: std::net::SocketAddr, p: Profile, probe: &Probe) -> RunResult {
-    let (plan, peer) = client::plan(p, "test".into(), &addr.to_string(), false).unwrap();
-    client::run(&plan, peer, probe, &RunFlags::new(), &mut |_| {}).unwrap()
+    util::run_with(addr, p, probe)
 }
 
 /// Every stream: eBPF and TCP_INFO of the same socket agree (RTT within 25% or 20 us,
@@ -63,7 +60,7 @@ fn ebpf_and_tcp_info_agree_on_the_same_sockets() {
     let srv = Server::start_with("127.0.0.1:0", probe.clone()).unwrap();
     for direction in [Direction::Forward, Direction::Reverse] {
         let p = util::profile(|p| {
-            let b = p.bulk.as_mut().unwrap();
+            let b = p.workload.bulk_mut().unwrap();
             b.flows = 2;
             b.direction = direction;
         });
@@ -87,10 +84,9 @@ fn http_connections_get_the_kernel_rtt_distribution() {
     let responder = netblast_agent::Background::http(listener, None, Default::default(), 2).unwrap();
     let (mut p, _) = Profile::load("http-max").unwrap();
     p.run.duration = None;
-    let mut h = p.http();
+    let h = p.workload.http_mut().unwrap();
     h.connections = 4;
     h.requests = Some(2000);
-    p.http = Some(h);
     let r = run_with(responder.addr(), p, &probe);
     assert!(r.complete, "{:?}", r.errors);
     assert_eq!(r.probe.tcp_source, "ebpf");
@@ -113,11 +109,10 @@ fn http_connections_get_the_kernel_rtt_distribution() {
     // A connection per request: TCP_INFO only, and the result says why.
     let (mut p, _) = Profile::load("http-max").unwrap();
     p.run.duration = None;
-    let mut h = p.http();
+    let h = p.workload.http_mut().unwrap();
     h.connections = 4;
     h.requests = Some(200);
     h.keepalive = false;
-    p.http = Some(h);
     let r = run_with(responder.addr(), p, &probe);
     assert_eq!(r.probe.tcp_source, "tcp_info");
     assert!(r.probe.fallback_reason.as_deref().is_some_and(|w| w.contains("keep-alive")), "{:?}", r.probe);
@@ -147,7 +142,7 @@ fn unrelated_traffic_adds_nothing() {
             .unwrap(),
     );
     std::thread::sleep(Duration::from_millis(300));
-    let r = run_with(srv.addr, util::profile(|p| p.bulk.as_mut().unwrap().flows = 2), &probe);
+    let r = run_with(srv.addr, util::profile(|p| p.workload.bulk_mut().unwrap().flows = 2), &probe);
     let _ = iperf_c.0.wait();
     assert!(r.complete, "{:?}", r.errors);
     assert_agree(&r);
@@ -157,8 +152,9 @@ fn unrelated_traffic_adds_nothing() {
         assert!(e.segs_out <= t.segs_out && t.segs_out - e.segs_out <= t.segs_out / 100 + 2, "{e:?} vs {t:?}");
         assert!(e.bytes_acked <= t.bytes_acked);
         // And the bytes they saw acknowledged are this stream's (its data, the 32-byte stream
-        // header, and the SYN and FIN sequence numbers), not iperf3's.
-        let wire_bytes = s.sender.bytes + netblast_spec::wire::HEADER_LEN as u64 + 2;
+        // header and 16-byte tag, and the SYN and FIN sequence numbers), not iperf3's.
+        let wire_bytes =
+            s.sender.bytes + (netblast_spec::wire::HEADER_LEN + netblast_spec::wire::STREAM_TAG_LEN) as u64 + 2;
         assert!(e.bytes_acked <= wire_bytes, "{} acked > {wire_bytes} sent", e.bytes_acked);
     }
     drop(srv);
@@ -225,78 +221,6 @@ fn nothing_stays_attached_after_interrupt_or_kill() {
     }
 }
 
-/// Two network namespaces joined by a veth pair, removed on drop.
-struct NetnsPair {
-    a: String,
-    b: String,
-    addr_b: String,
-}
-
-fn ip(args: &[&str]) {
-    let st = Command::new("ip").args(args).status().expect("ip");
-    assert!(st.success(), "ip {args:?} failed");
-}
-
-impl NetnsPair {
-    fn create() -> NetnsPair {
-        let tag = std::process::id() % 100_000;
-        let (a, b) = (format!("nbt{tag}a"), format!("nbt{tag}b"));
-        let net = format!("10.213.{}", tag % 250);
-        let pair = NetnsPair { a: a.clone(), b: b.clone(), addr_b: format!("{net}.2") };
-        ip(&["netns", "add", &a]);
-        ip(&["netns", "add", &b]);
-        ip(&[
-            "link",
-            "add",
-            &format!("{a}v"),
-            "netns",
-            &a,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &format!("{b}v"),
-            "netns",
-            &b,
-        ]);
-        for (ns, dev, addr) in
-            [(&a, format!("{a}v"), format!("{net}.1/24")), (&b, format!("{b}v"), format!("{net}.2/24"))]
-        {
-            ip(&["-n", ns, "addr", "add", &addr, "dev", &dev]);
-            ip(&["-n", ns, "link", "set", &dev, "up"]);
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
-        pair
-    }
-
-    /// A `TcpExt` counter of namespace `ns` (`/proc/net/netstat`: a line of names, a line of values).
-    fn tcp_ext(&self, ns: &str, name: &str) -> u64 {
-        let out = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{ns}"))
-            .args(["cat", "/proc/net/netstat"])
-            .output()
-            .expect("nsenter cat /proc/net/netstat");
-        let text = String::from_utf8_lossy(&out.stdout);
-        let mut rows = text.lines().filter(|l| l.starts_with("TcpExt:"));
-        let (names, values) = (rows.next().expect("TcpExt names"), rows.next().expect("TcpExt values"));
-        let at = names.split_whitespace().position(|n| n == name).unwrap_or_else(|| panic!("no TcpExt {name}"));
-        values.split_whitespace().nth(at).and_then(|v| v.parse().ok()).expect("TcpExt value")
-    }
-
-    fn nft(&self, ns: &str, script: &str) {
-        let st = Command::new("ip").args(["netns", "exec", ns, "nft", script]).status().expect("nft");
-        assert!(st.success(), "nft {script:?} failed in {ns}");
-    }
-}
-
-impl Drop for NetnsPair {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
-
 #[test]
 fn induced_loss_is_seen_and_matches_the_kernel() {
     let Some(_lock) = ebpf_or_skip("induced_loss_is_seen_and_matches_the_kernel") else { return };
@@ -304,14 +228,14 @@ fn induced_loss_is_seen_and_matches_the_kernel() {
         eprintln!("SKIP induced_loss_is_seen_and_matches_the_kernel: nft is not installed");
         return;
     }
-    let ns = NetnsPair::create();
+    let ns = util::NetnsPair::create();
     // nsenter switches the network namespace only (ip netns exec would also hide the cgroup v2
     // mount the probe attaches to).
     let _server = util::KillOnDrop(
         Command::new("nsenter")
             .arg(format!("--net=/run/netns/{}", ns.b))
             .args([env!("CARGO_BIN_EXE_netblast"), "serve", "--bind", &ns.addr_b])
-            .args(["--port", "5210", "--probe", "ebpf"])
+            .args(["--port", "5210", "--probe", "ebpf", "--open"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -6,6 +6,7 @@
 //! - `http`: HTTP floods against the built-in responder and nginx.
 //! - `msg`: msgrate and rr end to end.
 //! - `probe`: the eBPF probe (root only; SKIP otherwise).
+//! - `protocol`: protocol v2: versions, authentication, stream tags, hostile peers.
 //!
 //! Tests run on loopback with short bounded durations; none asserts a speed.
 
@@ -14,4 +15,5 @@ mod cli;
 mod http;
 mod msg;
 mod probe;
+mod protocol;
 mod util;

@@ -1,7 +1,5 @@
 //! Helpers: servers on port 0, runs in-process, and the real binary.
 
-use netblast_engine::client;
-use netblast_engine::worker::RunFlags;
 use netblast_probe::Probe;
 use netblast_spec::{Profile, RunResult};
 use std::net::SocketAddr;
@@ -23,8 +21,12 @@ impl Server {
 
     /// As [`Server::start`], with the given source of TCP statistics.
     pub fn start_with(bind: &str, probe: Probe) -> Option<Server> {
+        Server::start_cfg(bind, netblast_agent::ServeConfig { probe, ..Default::default() })
+    }
+
+    /// As [`Server::start`], with the given settings.
+    pub fn start_cfg(bind: &str, cfg: netblast_agent::ServeConfig) -> Option<Server> {
         let listener = std::net::TcpListener::bind(bind.parse::<SocketAddr>().unwrap()).ok()?;
-        let cfg = netblast_agent::ServeConfig { probe, ..Default::default() };
         let bg = netblast_agent::Background::data_port(listener, cfg).unwrap();
         Some(Server { addr: bg.addr(), _bg: bg })
     }
@@ -42,9 +44,21 @@ pub fn profile(edit: impl FnOnce(&mut Profile)) -> Profile {
 
 /// Runs a profile in-process against `addr`.
 pub fn run(addr: SocketAddr, p: Profile) -> RunResult {
-    let (plan, peer) = client::plan(p, "test profile".into(), &addr.to_string(), false).unwrap();
-    let flags = RunFlags::new();
-    client::run(&plan, peer, &Probe::tcp_info(), &flags, &mut |_| {}).unwrap()
+    run_with(addr, p, &Probe::tcp_info())
+}
+
+/// Runs a profile in-process against `addr` with the given source of TCP statistics.
+pub fn run_with(addr: SocketAddr, p: Profile, probe: &Probe) -> RunResult {
+    netblast_engine::runner::plan_and_run(p, "test profile", &addr.to_string(), probe, &Default::default()).unwrap()
+}
+
+/// Writes `token` to a fresh file only its owner can read; returns its path.
+pub fn token_file(name: &str, token: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::OpenOptionsExt;
+    let p = std::env::temp_dir().join(format!("nb-token-{name}-{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new().create(true).write(true).truncate(true).mode(0o600).open(&p).unwrap();
+    std::io::Write::write_all(&mut f, format!("{token}\n").as_bytes()).unwrap();
+    p
 }
 
 /// The netblast binary.
@@ -126,5 +140,110 @@ impl Drop for KillOnDrop {
         }
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// Two network namespaces joined by a veth pair, removed on drop.
+pub struct NetnsPair {
+    pub a: String,
+    pub b: String,
+    pub addr_b: String,
+}
+
+pub fn ip(args: &[&str]) {
+    let st = Command::new("ip").args(args).status().expect("ip");
+    assert!(st.success(), "ip {args:?} failed");
+}
+
+impl NetnsPair {
+    pub fn create() -> NetnsPair {
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tag = std::process::id() % 10_000 * 10 + seq % 10;
+        let (a, b) = (format!("nbt{tag}a"), format!("nbt{tag}b"));
+        let net = format!("10.{}.{}", 200 + tag % 50, tag % 250);
+        let pair = NetnsPair { a: a.clone(), b: b.clone(), addr_b: format!("{net}.2") };
+        ip(&["netns", "add", &a]);
+        ip(&["netns", "add", &b]);
+        ip(&[
+            "link",
+            "add",
+            &format!("{a}v"),
+            "netns",
+            &a,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &format!("{b}v"),
+            "netns",
+            &b,
+        ]);
+        for (ns, dev, addr) in
+            [(&a, format!("{a}v"), format!("{net}.1/24")), (&b, format!("{b}v"), format!("{net}.2/24"))]
+        {
+            ip(&["-n", ns, "addr", "add", &addr, "dev", &dev]);
+            ip(&["-n", ns, "link", "set", &dev, "up"]);
+            ip(&["-n", ns, "link", "set", "lo", "up"]);
+        }
+        pair
+    }
+
+    /// A `TcpExt` counter of namespace `ns` (`/proc/net/netstat`: a line of names, a line of values).
+    pub fn tcp_ext(&self, ns: &str, name: &str) -> u64 {
+        let out = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{ns}"))
+            .args(["cat", "/proc/net/netstat"])
+            .output()
+            .expect("nsenter cat /proc/net/netstat");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut rows = text.lines().filter(|l| l.starts_with("TcpExt:"));
+        let (names, values) = (rows.next().expect("TcpExt names"), rows.next().expect("TcpExt values"));
+        let at = names.split_whitespace().position(|n| n == name).unwrap_or_else(|| panic!("no TcpExt {name}"));
+        values.split_whitespace().nth(at).and_then(|v| v.parse().ok()).expect("TcpExt value")
+    }
+
+    pub fn nft(&self, ns: &str, script: &str) {
+        let st = Command::new("ip").args(["netns", "exec", ns, "nft", script]).status().expect("nft");
+        assert!(st.success(), "nft {script:?} failed in {ns}");
+    }
+}
+
+impl NetnsPair {
+    /// A command run in namespace `ns` (network namespace only: nsenter keeps the cgroup v2
+    /// mount that `ip netns exec` would hide).
+    pub fn cmd(&self, ns: &str, program: &str) -> Command {
+        let mut c = Command::new("nsenter");
+        c.arg(format!("--net=/run/netns/{ns}")).arg(program);
+        c
+    }
+
+    /// Bytes received and sent by namespace `ns`'s veth end (its interface counters, from the
+    /// namespace's own /proc/net/dev: /sys would show the mounting namespace's devices).
+    pub fn veth_bytes(&self, ns: &str) -> (u64, u64) {
+        let out = self.cmd(ns, "cat").arg("/proc/net/dev").output().expect("read /proc/net/dev");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let dev = format!("{ns}v:");
+        let line = text.lines().find(|l| l.trim_start().starts_with(&dev)).expect("the veth's counters");
+        let f: Vec<u64> = line.split(':').nth(1).unwrap().split_whitespace().map(|v| v.parse().unwrap()).collect();
+        (f[0], f[8])
+    }
+}
+
+/// Whether tests that make network namespaces can run here (root); prints why not.
+pub fn netns_or_skip(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP {test}: needs root to make network namespaces");
+        return false;
+    }
+    true
+}
+
+impl Drop for NetnsPair {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! bytes counted at the TCP level (so TLS overhead is included).
 
 use super::h1::{H1Conn, Io};
-use super::stats::{ConnTcp, ErrorKind};
+use super::stats::{ConnTcp, ErrorKind, Failure};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper_util::rt::TokioIo;
@@ -65,7 +65,10 @@ impl Drop for Counting {
     fn drop(&mut self) {
         if let Some((watch, tcp)) = self.watch.take() {
             if let Some(info) = tcpinfo::read(self.inner.as_raw_fd()) {
-                tcp.borrow_mut().record(&info, watch.rtt_histogram().as_ref());
+                let mut t = tcp.borrow_mut();
+                if let Err(e) = t.record(&info, watch.rtt_histogram().as_ref()) {
+                    t.problem.get_or_insert(e.to_string());
+                }
             }
         }
     }
@@ -154,9 +157,6 @@ pub struct OpenTimes {
     /// TLS handshake, for https.
     pub tls: Option<Duration>,
 }
-
-/// A failure, classified, with its message.
-pub type Failure = (ErrorKind, String);
 
 fn io_failure(e: &io::Error, what: &str) -> Failure {
     (ErrorKind::of_io(e), format!("{what}: {e}"))

@@ -9,8 +9,7 @@
 //! client stayed at wrk's request rate or below, this one sends the same requests and measures
 //! the same things for less CPU. HTTP/2 uses hyper.
 
-use super::conn::Failure;
-use super::stats::ErrorKind;
+use super::stats::{ErrorKind, Failure};
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};

@@ -28,25 +28,27 @@ pub mod timer;
 pub mod tls;
 pub mod worker;
 
-use crate::client::{split_budget, ClientError, Live};
+use crate::api::{ClientError, Envelope, Live, Measured, RunOptions};
+use crate::gather::Gather;
 use crate::sys::{self, CpuMark};
 use crate::worker::{RunFlags, StartGate};
 use bytes::Bytes;
 use conn::Endpoint;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
 use netblast_probe::Probe;
-use netblast_spec::hist::EncodedHistogram;
+use netblast_spec::hist::{EncodedHistogram, LatencySummary};
+use netblast_spec::plan::split_budget;
 use netblast_spec::profile::{HttpSection, HttpVersion};
 use netblast_spec::result::{
     CpuSummary, CpuUsage, HostInfo, HttpConnections, HttpErrorCount, HttpInterval, HttpPhases, HttpSummary, HttpTcp,
-    Interval, Plan, RunError, RunResult, Summary, SCHEMA,
+    Interval, Plan, RunError, RunResult, Summary,
 };
 use schedule::Schedule;
 use stats::{summary, IntervalStats, RunStats};
 use std::collections::BTreeMap;
 use std::net::ToSocketAddrs;
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use worker::{Job, Prepared, WorkerMsg};
 
 fn bad(what: impl Into<String>) -> ClientError {
@@ -180,24 +182,26 @@ fn cycle(weights: Option<&[u32]>, n: usize) -> Vec<usize> {
     out
 }
 
+/// One interval's counters from the workers that reported it.
+#[derive(Default)]
 struct Acc {
-    start_s: f64,
-    end_s: f64,
+    span: Option<(f64, f64)>,
     stats: IntervalStats,
-    reported: usize,
 }
 
 fn status_map(m: &std::collections::HashMap<u16, u64>) -> BTreeMap<String, u64> {
     m.iter().map(|(k, v)| (k.to_string(), *v)).collect()
 }
 
-fn http_interval(index: u32, a: &Acc, schedule: Option<&Schedule>, encode: bool) -> Interval {
-    let secs = (a.end_s - a.start_s).max(1e-9);
+fn http_interval(index: u32, a: &Acc, schedule: Option<&Schedule>) -> Interval {
+    let (start_s, end_s) = a.span.unwrap_or((0.0, 0.0));
+    let secs = (end_s - start_s).max(1e-9);
     let s = &a.stats;
+    let (latency, latency_hist) = dist(&s.latency);
     Interval {
         index,
-        start_s: a.start_s,
-        end_s: a.end_s,
+        start_s,
+        end_s,
         streams: Vec::new(),
         sums: Vec::new(),
         http: Some(HttpInterval {
@@ -206,43 +210,50 @@ fn http_interval(index: u32, a: &Acc, schedule: Option<&Schedule>, encode: bool)
             errors: s.errors,
             late: s.late,
             responses_per_s: s.completed as f64 / secs,
-            target_rate: schedule.map(|sc| sc.rate_between(a.start_s, a.end_s)),
+            target_rate: schedule.map(|sc| sc.rate_between(start_s, end_s)),
             sent_per_s: s.sent as f64 / secs,
             bytes_sent: s.bytes_sent,
             bytes_received: s.bytes_received,
-            latency: summary(&s.latency),
-            latency_hist: if encode && !s.latency.is_empty() {
-                EncodedHistogram::encode(&s.latency).ok()
-            } else {
-                None
-            },
+            latency,
+            latency_hist,
             status: status_map(&s.status),
         }),
     }
 }
 
+/// A histogram's summary and encoding, both `None` when it is empty.
+fn dist(h: &hdrhistogram::Histogram<u64>) -> (Option<LatencySummary>, Option<EncodedHistogram>) {
+    (summary(h), if h.is_empty() { None } else { EncodedHistogram::encode(h).ok() })
+}
+
 /// The run's kernel TCP figures from the workers' connection samples.
 fn http_tcp(t: &stats::ConnTcp) -> HttpTcp {
+    let (srtt, srtt_hist) = dist(&t.srtt);
     HttpTcp {
         connections: t.connections,
         segs_out: t.segs_out,
         retransmits: t.retransmits,
         spurious_retransmits: t.dsack.filter(|_| t.connections > 0),
         retransmit_rate: (t.segs_out > 0).then(|| t.retransmits as f64 / t.segs_out as f64),
-        srtt: summary(&t.srtt),
+        srtt,
+        srtt_hist,
         kernel_rtt: t.kernel_rtt.as_ref().and_then(summary),
         kernel_rtt_hist: t.kernel_rtt.as_ref().and_then(|h| EncodedHistogram::encode(h).ok()),
     }
 }
+
+/// Time to let the workers reach the start gate before the start instant.
+const START_LEAD: Duration = Duration::from_millis(5);
 
 /// Runs an http test.
 pub fn run(
     plan: &Plan,
     probe: &Probe,
     flags: &Arc<RunFlags>,
+    opts: &RunOptions,
     live: &mut dyn FnMut(Live<'_>),
 ) -> Result<RunResult, ClientError> {
-    let h = plan.profile.http();
+    let h = plan.profile.workload.http().cloned().ok_or_else(|| bad("not an http profile"))?;
     let (requests, any_tls) = prepare(&h, &plan.target)?;
     let tls = if any_tls { Some(tls::client_config(&h).map_err(bad)?) } else { None };
     // Registering a socket with the eBPF probe costs two map updates of its 9 KiB RTT
@@ -260,6 +271,10 @@ pub fn run(
             source: std::io::Error::other(e.to_string()),
         })?;
     }
+    let local_address = requests
+        .first()
+        .map(|r| if r.endpoint.addr.ip().is_loopback() { r.endpoint.addr.ip().to_string() } else { String::new() })
+        .unwrap_or_default();
     let bound = plan.time_bound.get();
     let schedule = Schedule::from_section(&h, bound);
     let streams = h.streams.max(1);
@@ -282,8 +297,7 @@ pub fn run(
         workers,
         probe: probe.clone(),
     });
-    let started_at = sys::now_rfc3339();
-    let test_id = netblast_spec::wire::TestId(sys::random_bytes()).to_string();
+    let test_id = netblast_spec::wire::TestId::random().to_string();
     let gate = StartGate::new();
     let (tx, rx) = mpsc::channel::<(usize, WorkerMsg)>();
     let mut handles = Vec::new();
@@ -304,57 +318,64 @@ pub fn run(
         );
     }
     drop(tx);
+    let (start_unix_ns, start) = match crate::api::start_instant(plan, START_LEAD) {
+        Ok(s) => s,
+        Err(e) => {
+            gate.cancel();
+            for h in handles {
+                let _ = h.join();
+            }
+            return Err(e);
+        }
+    };
     let cpu_mark = CpuMark::thread();
-    let start = Instant::now();
+    crate::clock::sleep_until(start);
     gate.open(start);
     let server = HostInfo::default();
-    live(Live::Started { plan, test_id: &test_id, server: &server, streams: &[] });
+    live(Live::Started { plan, test_id: &test_id, server: &server, streams: &[], start_unix_ns });
 
-    let mut accs: BTreeMap<u32, Acc> = BTreeMap::new();
-    let mut last: Vec<Option<u32>> = vec![None; workers as usize];
-    let mut done: Vec<bool> = vec![false; workers as usize];
-    let mut printed = 0u32;
+    let mut gather: Gather<Acc> = Gather::new(workers as usize);
+    let mut intervals: Vec<Interval> = Vec::new();
+    let mut total = IntervalStats::new();
     let mut total_run = RunStats::new();
     let mut worker_cpu = CpuUsage::default();
     let mut errors: Vec<RunError> = Vec::new();
-    while done.iter().any(|d| !d) {
-        let Ok((w, msg)) = rx.recv_timeout(Duration::from_millis(200)) else {
-            if handles.iter().all(|h| h.is_finished()) && rx.try_recv().is_err() {
-                break;
-            }
-            continue;
-        };
+    let mut merge_errors: Vec<String> = Vec::new();
+    loop {
+        let msg = rx.recv_timeout(Duration::from_millis(200));
         match msg {
-            WorkerMsg::Interval { index, start_s, end_s, stats } => {
-                let a = accs.entry(index).or_insert_with(|| Acc {
-                    start_s,
-                    end_s,
-                    stats: IntervalStats::new(),
-                    reported: 0,
-                });
-                a.start_s = a.start_s.min(start_s);
-                a.end_s = a.end_s.max(end_s);
-                a.stats.add(&stats);
-                a.reported += 1;
-                last[w] = Some(index);
+            Ok((w, WorkerMsg::Interval { index, start_s, end_s, stats })) => {
+                let a = gather.part(w, index);
+                a.span = Some(a.span.map_or((start_s, end_s), |(s, e)| (s.min(start_s), e.max(end_s))));
+                if let Err(e) = a.stats.add(&stats) {
+                    merge_errors.push(e.to_string());
+                }
             }
-            WorkerMsg::Done { run, cpu, pin_error } => {
-                total_run.add(&run);
+            Ok((w, WorkerMsg::Done { run, cpu, pin_error })) => {
+                if let Err(e) = total_run.add(&run) {
+                    merge_errors.push(e.to_string());
+                }
                 worker_cpu.user_s += cpu.user_s;
                 worker_cpu.system_s += cpu.system_s;
                 if let Some(e) = pin_error {
                     errors.push(RunError { at_s: 0.0, source: format!("worker {w}"), message: e });
                 }
-                done[w] = true;
+                gather.done(w);
             }
+            Err(mpsc::RecvTimeoutError::Timeout) if !handles.iter().all(|h| h.is_finished()) => continue,
+            // Every worker is gone: whatever it did not report will not come.
+            Err(_) => (0..workers as usize).for_each(|w| gather.done(w)),
         }
-        while let Some(a) = accs.get(&printed) {
-            let all = (0..workers as usize).all(|w| done[w] || last[w].is_some_and(|l| l >= printed));
-            if !all {
-                break;
+        for (i, a) in gather.ready() {
+            if let Err(e) = total.add(&a.stats) {
+                merge_errors.push(e.to_string());
             }
-            live(Live::Interval(&http_interval(printed, a, schedule.as_ref(), false)));
-            printed += 1;
+            let iv = http_interval(i, &a, schedule.as_ref());
+            live(Live::Interval(&iv));
+            intervals.push(iv);
+        }
+        if gather.all_done() {
+            break;
         }
     }
     for h in handles {
@@ -370,12 +391,11 @@ pub fn run(
             message: "interrupted by the user".into(),
         });
     }
-
-    let intervals: Vec<Interval> = accs.iter().map(|(i, a)| http_interval(*i, a, schedule.as_ref(), true)).collect();
-    let mut total = IntervalStats::new();
-    for a in accs.values() {
-        total.add(&a.stats);
+    merge_errors.extend(total_run.tcp.problem.clone());
+    for e in merge_errors {
+        errors.push(RunError { at_s: 0.0, source: "aggregator".into(), message: e });
     }
+
     let seconds = total_run.last_done_s.max(1e-9);
     // The window requests were sent in: the schedule's (open loop) or the run's (closed loop).
     let send_window = match &schedule {
@@ -388,6 +408,16 @@ pub fn run(
         v.into_iter()
             .map(|(k, (n, s))| HttpErrorCount { kind: k.name().into(), count: *n, sample: s.clone() })
             .collect()
+    };
+    let (latency, latency_hist) = dist(&total.latency);
+    let phases = {
+        let r = &total_run;
+        let (connect, connect_hist) = dist(&r.connect);
+        let (tls, tls_hist) = dist(&r.tls);
+        let (ttfb, ttfb_hist) = dist(&r.ttfb);
+        let (body, body_hist) = dist(&r.body);
+        let (send_lag, send_lag_hist) = dist(&r.send_lag);
+        HttpPhases { connect, tls, ttfb, body, send_lag, connect_hist, tls_hist, ttfb_hist, body_hist, send_lag_hist }
     };
     let http_summary = HttpSummary {
         mode: if schedule.is_some() { "open_loop" } else { "closed_loop" }.into(),
@@ -408,15 +438,9 @@ pub fn run(
         late: total.late,
         bytes_sent: total.bytes_sent,
         bytes_received: total.bytes_received,
-        latency: summary(&total.latency).unwrap_or_default(),
-        latency_hist: if total.latency.is_empty() { None } else { EncodedHistogram::encode(&total.latency).ok() },
-        phases: HttpPhases {
-            connect: summary(&total_run.connect),
-            tls: summary(&total_run.tls),
-            ttfb: summary(&total_run.ttfb),
-            body: summary(&total_run.body),
-            send_lag: summary(&total_run.send_lag),
-        },
+        latency: latency.unwrap_or_default(),
+        latency_hist,
+        phases,
         status_codes: status_map(&total.status),
         errors: errors_by_kind,
         connections: HttpConnections {
@@ -430,38 +454,39 @@ pub fn run(
     // Failed requests are results, not run errors; a run is incomplete when it was cut short.
     let complete = errors.is_empty();
     let bits = (total.bytes_sent + total.bytes_received) as f64 * 8.0;
-    Ok(RunResult {
-        schema: SCHEMA.to_string(),
-        netblast_version: env!("CARGO_PKG_VERSION").to_string(),
+    let envelope = Envelope {
         test_id,
-        started_at,
-        complete,
-        errors,
-        warnings: plan
-            .notes
-            .iter()
-            .map(|n| RunError { at_s: 0.0, source: "plan".into(), message: n.clone() })
-            .collect(),
-        plan: plan.clone(),
-        client: sys::host_info(),
+        start_unix_ns,
+        clock: opts.clock,
+        local_address,
         server: None,
         probe: probe.info(),
         server_probe: None,
-        streams: Vec::new(),
-        intervals,
-        summary: Summary {
-            duration_s: seconds,
-            ways: Vec::new(),
+    };
+    let warnings =
+        plan.notes.iter().map(|n| RunError { at_s: 0.0, source: "plan".into(), message: n.clone() }).collect();
+    Ok(envelope.result(
+        plan,
+        Measured {
+            complete,
+            errors,
+            warnings,
             streams: Vec::new(),
-            cpu: CpuSummary {
-                client: control_cpu,
-                server: None,
-                bits_per_client_cpu_s: if control_cpu.cpu_s() > 0.0 { bits / control_cpu.cpu_s() } else { 0.0 },
-                bits_per_server_cpu_s: None,
+            intervals,
+            summary: Summary {
+                duration_s: seconds,
+                ways: Vec::new(),
+                streams: Vec::new(),
+                cpu: CpuSummary {
+                    client: control_cpu,
+                    server: None,
+                    bits_per_client_cpu_s: if control_cpu.cpu_s() > 0.0 { bits / control_cpu.cpu_s() } else { 0.0 },
+                    bits_per_server_cpu_s: None,
+                },
+                http: Some(http_summary),
             },
-            http: Some(http_summary),
         },
-    })
+    ))
 }
 
 #[cfg(test)]

@@ -2,11 +2,15 @@
 //! single-threaded runtime; per-interval parts are handed over at each tick, the rest at the end.
 //! Failures are counted per class with one sample message, never logged per request.
 
+use crate::aggregate::add_hist;
 use hdrhistogram::Histogram;
 use netblast_spec::hist::{self, LatencySummary};
 use netblast_spec::result::TcpStats;
 use std::collections::HashMap;
 use std::io;
+
+/// A failed request or connection: its class and what happened.
+pub type Failure = (ErrorKind, String);
 
 /// Class of a failed request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -112,18 +116,18 @@ impl IntervalStats {
         }
     }
 
-    /// Adds `o` into `self`.
-    pub fn add(&mut self, o: &IntervalStats) {
+    /// Adds `o` into `self`; histograms of another configuration are an error.
+    pub fn add(&mut self, o: &IntervalStats) -> Result<(), hist::HistError> {
         self.sent += o.sent;
         self.completed += o.completed;
         self.errors += o.errors;
         self.late += o.late;
         self.bytes_sent += o.bytes_sent;
         self.bytes_received += o.bytes_received;
-        let _ = hist::merge(&mut self.latency, &o.latency);
         for (k, v) in &o.status {
             *self.status.entry(*k).or_default() += v;
         }
+        hist::merge(&mut self.latency, &o.latency)
     }
 }
 
@@ -180,6 +184,8 @@ pub struct ConnTcp {
     pub srtt: Histogram<u64>,
     /// Every kernel RTT sample (eBPF), ns, in the probe's histogram layout.
     pub kernel_rtt: Option<Histogram<u64>>,
+    /// The first histogram that could not be added (recorded where no error can be returned).
+    pub problem: Option<String>,
 }
 
 impl ConnTcp {
@@ -192,11 +198,12 @@ impl ConnTcp {
             dsack: Some(0),
             srtt: hist::new_latency_histogram(),
             kernel_rtt: None,
+            problem: None,
         }
     }
 
     /// Adds one closing connection: its `TCP_INFO` now and, with eBPF, its RTT histogram.
-    pub fn record(&mut self, info: &TcpStats, rtt: Option<&Histogram<u64>>) {
+    pub fn record(&mut self, info: &TcpStats, rtt: Option<&Histogram<u64>>) -> Result<(), hist::HistError> {
         self.connections += 1;
         self.segs_out += info.segs_out;
         self.retransmits += info.retrans_segs;
@@ -204,31 +211,26 @@ impl ConnTcp {
         if info.rtt_us > 0 {
             hist::record_ns(&mut self.srtt, info.rtt_us as u64 * 1000);
         }
-        if let Some(h) = rtt {
-            merge_rtt(&mut self.kernel_rtt, h);
+        match rtt {
+            Some(h) => add_hist(&mut self.kernel_rtt, h),
+            None => Ok(()),
         }
     }
 
-    /// Adds `o` into `self`.
-    pub fn add(&mut self, o: &ConnTcp) {
+    /// Adds `o` into `self`; histograms of another configuration are an error.
+    pub fn add(&mut self, o: &ConnTcp) -> Result<(), hist::HistError> {
         self.connections += o.connections;
         self.segs_out += o.segs_out;
         self.retransmits += o.retransmits;
         self.dsack = self.dsack.zip(o.dsack).map(|(a, b)| a + b);
-        let _ = hist::merge(&mut self.srtt, &o.srtt);
-        if let Some(h) = &o.kernel_rtt {
-            merge_rtt(&mut self.kernel_rtt, h);
+        if self.problem.is_none() {
+            self.problem.clone_from(&o.problem);
         }
-    }
-}
-
-fn merge_rtt(dst: &mut Option<Histogram<u64>>, src: &Histogram<u64>) {
-    match dst {
-        // Both come from the probe, in one layout: merging cannot fail.
-        Some(d) => {
-            let _ = hist::merge(d, src);
+        hist::merge(&mut self.srtt, &o.srtt)?;
+        match &o.kernel_rtt {
+            Some(h) => add_hist(&mut self.kernel_rtt, h),
+            None => Ok(()),
         }
-        None => *dst = Some(src.clone()),
     }
 }
 
@@ -267,8 +269,9 @@ impl RunStats {
         }
     }
 
-    /// Adds `o` into `self` (peak open connections add up: workers' peaks can coincide).
-    pub fn add(&mut self, o: &RunStats) {
+    /// Adds `o` into `self` (peak open connections add up: workers' peaks can coincide);
+    /// histograms of another configuration are an error.
+    pub fn add(&mut self, o: &RunStats) -> Result<(), hist::HistError> {
         for (a, b) in [
             (&mut self.connect, &o.connect),
             (&mut self.tls, &o.tls),
@@ -276,7 +279,7 @@ impl RunStats {
             (&mut self.body, &o.body),
             (&mut self.send_lag, &o.send_lag),
         ] {
-            let _ = hist::merge(a, b);
+            hist::merge(a, b)?;
         }
         for (k, (n, sample)) in &o.errors {
             let e = self.errors.entry(*k).or_insert((0, sample.clone()));
@@ -290,7 +293,7 @@ impl RunStats {
         self.failed += o.failed;
         self.peak_open += o.peak_open;
         self.last_done_s = self.last_done_s.max(o.last_done_s);
-        self.tcp.add(&o.tcp);
+        self.tcp.add(&o.tcp)
     }
 }
 
@@ -317,7 +320,7 @@ mod tests {
         let mut b = RunStats::new();
         b.fail(ErrorKind::Reset, "third".into());
         b.fail(ErrorKind::Timeout, "slow".into());
-        a.add(&b);
+        a.add(&b).unwrap();
         assert_eq!(a.errors[&ErrorKind::Reset], (3, "first".to_string()));
         assert_eq!(a.errors[&ErrorKind::Timeout].0, 1);
     }
@@ -342,7 +345,7 @@ mod tests {
         b.status.insert(200, 1);
         b.status.insert(503, 3);
         hist::record_ns(&mut b.latency, 2000);
-        a.add(&b);
+        a.add(&b).unwrap();
         assert_eq!(a.sent, 7);
         assert_eq!(a.status[&200], 3);
         assert_eq!(a.status[&503], 3);

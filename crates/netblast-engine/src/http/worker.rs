@@ -528,7 +528,7 @@ async fn exec(conn: &Conn, p: &Prepared, job: &Job, t_ref: Instant, t_ref_is_now
 async fn h2_exchange(
     mut h: hyper::client::conn::http2::SendRequest<http_body_util::Full<Bytes>>,
     p: &Prepared,
-) -> Result<(u16, Instant), conn::Failure> {
+) -> Result<(u16, Instant), super::stats::Failure> {
     let resp = h.send_request(p.request()).await.map_err(|e| (ErrorKind::of_hyper(&e), format!("request: {e}")))?;
     let t_headers = Instant::now();
     let status = resp.status().as_u16();

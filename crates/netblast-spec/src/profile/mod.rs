@@ -8,18 +8,23 @@
 mod bulk;
 mod http;
 mod msgrate;
+mod overrides;
 mod rr;
 mod run;
 mod tcp;
+mod workload;
 
 pub use bulk::{BulkSection, Direction, SendMode, Way};
 pub use http::{HttpSection, HttpVersion, RateStep};
 pub use msgrate::{MsgrateSection, Protocol};
+pub use overrides::Overrides;
 pub use rr::{RrSection, WaitMode};
 pub use run::{Kind, RunSection};
 pub use tcp::TcpSection;
+pub use workload::{FieldError, Workload};
 
 use crate::error::SpecError;
+use crate::units::{CpuList, Dur};
 use serde::{Deserialize, Serialize};
 use std::{path::Path, time::Duration};
 
@@ -27,29 +32,109 @@ mod embedded {
     include!(concat!(env!("OUT_DIR"), "/embedded_profiles.rs"));
 }
 
-/// One test scenario as written in `configs/<name>.toml`.
+/// One test scenario, as written in `configs/<name>.toml`: a description, the run's bounds,
+/// socket options and the workload (the kind with its parameters).
+///
+/// In the file (and on the wire, and in results) the kind is `run.kind` and its parameters are
+/// the section of that name; any other kind's section is an error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "ProfileFile", into = "ProfileFile")]
 pub struct Profile {
     /// One line saying what the profile is for (shown by `netblast profiles`).
     pub description: String,
-    /// `[run]`: kind, bounds, interval, CPUs.
+    /// `[run]`: bounds, interval, CPUs.
     pub run: RunSection,
     /// `[tcp]`: socket options.
-    #[serde(default)]
     pub tcp: TcpSection,
-    /// `[bulk]`: parameters of the bulk kind.
+    /// The kind and its section.
+    pub workload: Workload,
+}
+
+/// The file form of a profile: `run.kind` plus an optional section per kind.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileFile {
+    description: String,
+    run: RunFile,
+    #[serde(default)]
+    tcp: TcpSection,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bulk: Option<BulkSection>,
-    /// `[msgrate]`: parameters of the msgrate kind.
+    bulk: Option<BulkSection>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub msgrate: Option<MsgrateSection>,
-    /// `[rr]`: parameters of the rr kind.
+    msgrate: Option<MsgrateSection>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rr: Option<RrSection>,
-    /// `[http]`: parameters of the http kind.
+    rr: Option<RrSection>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub http: Option<HttpSection>,
+    http: Option<HttpSection>,
+}
+
+/// `[run]` as written: the kind and the [`RunSection`] fields.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunFile {
+    kind: Kind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    duration: Option<Dur>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    interval: Option<Dur>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cpus: Option<CpuList>,
+}
+
+impl TryFrom<ProfileFile> for Profile {
+    type Error = String;
+
+    fn try_from(f: ProfileFile) -> Result<Profile, String> {
+        let kind = f.run.kind;
+        let sections = [
+            (Kind::Bulk, f.bulk.map(Workload::Bulk)),
+            (Kind::Msgrate, f.msgrate.map(Workload::Msgrate)),
+            (Kind::Rr, f.rr.map(Workload::Rr)),
+            (Kind::Http, f.http.map(|h| Workload::Http(Box::new(h)))),
+        ];
+        let mut workload = None;
+        for (owner, section) in sections {
+            match section {
+                Some(w) if owner == kind => workload = Some(w),
+                Some(_) => {
+                    return Err(format!("section [{}] does not apply to run.kind = \"{}\"", owner.name(), kind.name()))
+                }
+                None => {}
+            }
+        }
+        Ok(Profile {
+            description: f.description,
+            run: RunSection { duration: f.run.duration, interval: f.run.interval, cpus: f.run.cpus },
+            tcp: f.tcp,
+            workload: workload.unwrap_or_else(|| Workload::default_for(kind)),
+        })
+    }
+}
+
+impl From<Profile> for ProfileFile {
+    fn from(p: Profile) -> ProfileFile {
+        let mut f = ProfileFile {
+            description: p.description,
+            run: RunFile {
+                kind: p.workload.kind(),
+                duration: p.run.duration,
+                interval: p.run.interval,
+                cpus: p.run.cpus,
+            },
+            tcp: p.tcp,
+            bulk: None,
+            msgrate: None,
+            rr: None,
+            http: None,
+        };
+        match p.workload {
+            Workload::Bulk(b) => f.bulk = Some(b),
+            Workload::Msgrate(m) => f.msgrate = Some(m),
+            Workload::Rr(r) => f.rr = Some(r),
+            Workload::Http(h) => f.http = Some(*h),
+        }
+        f
+    }
 }
 
 /// A built-in profile: its name and description.
@@ -67,6 +152,8 @@ pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
 pub const COUNT_ONLY_TIME_CAP: Duration = Duration::from_secs(600);
 /// Most flows one test may open.
 pub const MAX_FLOWS: u32 = 16_384;
+/// Largest profile file read (a guard against `--profile /dev/zero`).
+pub const MAX_PROFILE_BYTES: u64 = 1 << 20;
 
 impl Profile {
     /// Parses a profile from TOML text; `origin` names the file in errors.
@@ -87,8 +174,7 @@ impl Profile {
         }
         let path = Path::new(name_or_path);
         if looks_like_path || path.is_file() {
-            let text =
-                std::fs::read_to_string(path).map_err(|source| SpecError::Read { path: path.to_path_buf(), source })?;
+            let text = read_bounded(path)?;
             let origin = path.display().to_string();
             return Ok((Profile::from_toml(&text, &origin)?, origin));
         }
@@ -118,71 +204,42 @@ impl Profile {
         embedded::EMBEDDED
     }
 
-    /// The `[bulk]` section in effect (defaults when absent).
-    pub fn bulk(&self) -> BulkSection {
-        self.bulk.clone().unwrap_or_default()
-    }
-
-    /// The `[msgrate]` section in effect (defaults when absent).
-    pub fn msgrate(&self) -> MsgrateSection {
-        self.msgrate.clone().unwrap_or_default()
-    }
-
-    /// The `[rr]` section in effect (defaults when absent).
-    pub fn rr(&self) -> RrSection {
-        self.rr.clone().unwrap_or_default()
-    }
-
-    /// The `[http]` section in effect (defaults when absent).
-    pub fn http(&self) -> HttpSection {
-        self.http.clone().unwrap_or_default()
+    /// The test kind.
+    pub fn kind(&self) -> Kind {
+        self.workload.kind()
     }
 
     /// Cross-field checks. `origin` names the file (or `command line`) in errors.
     pub fn validate(&self, origin: &str) -> Result<(), SpecError> {
-        let invalid = |field: &str, message: String| SpecError::Invalid {
+        let invalid = |(field, message): FieldError| SpecError::Invalid {
             origin: origin.to_string(),
             field: field.to_string(),
             message,
         };
+        self.check().map_err(invalid)
+    }
+
+    fn check(&self) -> Result<(), FieldError> {
         if self.description.trim().is_empty() {
-            return Err(invalid("description", "must say what the profile is for".into()));
-        }
-        let kind = self.run.kind;
-        let present = [
-            ("bulk", self.bulk.is_some(), Kind::Bulk),
-            ("msgrate", self.msgrate.is_some(), Kind::Msgrate),
-            ("rr", self.rr.is_some(), Kind::Rr),
-            ("http", self.http.is_some(), Kind::Http),
-        ];
-        for (section, is_present, owner) in present {
-            if is_present && owner != kind {
-                return Err(invalid(
-                    section,
-                    format!("section [{section}] does not apply to run.kind = \"{}\"", kind.name()),
-                ));
-            }
+            return Err(("description", "must say what the profile is for".into()));
         }
         if let Some(d) = self.run.duration {
             if d.get().is_zero() {
-                return Err(invalid("run.duration", "must be greater than 0".into()));
+                return Err(("run.duration", "must be greater than 0".into()));
             }
             if d.get() > MAX_DURATION {
-                return Err(invalid("run.duration", format!("{d} is longer than the 24h limit")));
+                return Err(("run.duration", format!("{d} is longer than the 24h limit")));
             }
         }
-        let interval = self.run.interval();
-        if interval < Duration::from_millis(10) {
-            return Err(invalid("run.interval", "must be at least 10ms".into()));
+        if self.run.interval() < Duration::from_millis(10) {
+            return Err(("run.interval", "must be at least 10ms".into()));
         }
-        if let Some(cpus) = &self.run.cpus {
-            if cpus.0.is_empty() {
-                return Err(invalid("run.cpus", "names no CPU".into()));
-            }
+        if self.run.cpus.as_ref().is_some_and(|c| c.0.is_empty()) {
+            return Err(("run.cpus", "names no CPU".into()));
         }
         if let Some(mss) = self.tcp.mss {
             if !(88..=65535).contains(&mss) {
-                return Err(invalid("tcp.mss", format!("{mss} is outside 88..65535")));
+                return Err(("tcp.mss", format!("{mss} is outside 88..65535")));
             }
         }
         for (field, v) in
@@ -190,101 +247,41 @@ impl Profile {
         {
             if let Some(v) = v {
                 if v.bytes() == 0 || v.bytes() > i32::MAX as u64 {
-                    return Err(invalid(field, format!("{v} is outside 1..2GiB")));
+                    return Err((field, format!("{} bytes is outside 1..{} bytes", v.bytes(), i32::MAX)));
                 }
             }
         }
         if let Some(cc) = &self.tcp.congestion {
             if cc.is_empty() || cc.len() > 15 || !cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                return Err(invalid("tcp.congestion", format!("{cc:?} is not a congestion control name")));
+                return Err(("tcp.congestion", format!("{cc:?} is not a congestion control name")));
             }
         }
-        match kind {
-            Kind::Bulk => {
-                let b = self.bulk();
-                if b.flows == 0 || b.flows > MAX_FLOWS {
-                    return Err(invalid("bulk.flows", format!("{} is outside 1..{MAX_FLOWS}", b.flows)));
-                }
-                if b.block_bytes.bytes() == 0 || b.block_bytes.bytes() > 64 << 20 {
-                    return Err(invalid("bulk.block_bytes", format!("{} is outside 1..64MiB", b.block_bytes)));
-                }
-                if b.bytes.is_some_and(|n| n.bytes() == 0) {
-                    return Err(invalid("bulk.bytes", "must be greater than 0".into()));
-                }
-                if self.run.duration.is_none() && b.bytes.is_none() {
-                    return Err(invalid("run.duration", "a test needs a bound: set run.duration or bulk.bytes".into()));
-                }
-            }
-            Kind::Msgrate => {
-                let m = self.msgrate();
-                if let Some(f) = m.flows {
-                    if f == 0 || f > MAX_FLOWS {
-                        return Err(invalid("msgrate.flows", format!("{f} is outside 1..{MAX_FLOWS}")));
-                    }
-                }
-                let max = match m.protocol {
-                    Protocol::Tcp => 1 << 20,
-                    Protocol::Udp => MsgrateSection::MAX_UDP,
-                };
-                if m.msg_bytes.bytes() == 0 || m.msg_bytes.bytes() > max {
-                    return Err(invalid("msgrate.msg_bytes", format!("{} is outside 1..{max}", m.msg_bytes)));
-                }
-                if m.batch == 0 || m.batch > 1024 {
-                    return Err(invalid("msgrate.batch", format!("{} is outside 1..1024", m.batch)));
-                }
-                self.require_duration(&invalid)?;
-            }
-            Kind::Rr => {
-                let r = self.rr();
-                if r.flows == 0 || r.flows > MAX_FLOWS {
-                    return Err(invalid("rr.flows", format!("{} is outside 1..{MAX_FLOWS}", r.flows)));
-                }
-                let max = match r.protocol {
-                    Protocol::Tcp => 1 << 24,
-                    Protocol::Udp => MsgrateSection::MAX_UDP,
-                };
-                for (field, v) in [("rr.req_bytes", r.req_bytes), ("rr.resp_bytes", r.resp_bytes)] {
-                    if v.bytes() == 0 || v.bytes() > max {
-                        return Err(invalid(field, format!("{v} is outside 1..{max}")));
-                    }
-                }
-                if r.udp_timeout.is_some_and(|t| t.get() < Duration::from_millis(1)) {
-                    return Err(invalid("rr.udp_timeout", "must be at least 1ms".into()));
-                }
-                self.require_duration(&invalid)?;
-            }
-            Kind::Http => {
-                let h = self.http();
-                h.check().map_err(|(field, message)| invalid(field, message))?;
-                if self.run.duration.is_none() && h.requests.is_none() && h.steps.is_empty() {
-                    return Err(invalid(
-                        "run.duration",
-                        "a test needs a bound: set run.duration, http.requests or http.steps".into(),
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn require_duration(&self, invalid: &dyn Fn(&str, String) -> SpecError) -> Result<(), SpecError> {
-        if self.run.duration.is_none() {
-            return Err(invalid("run.duration", format!("a {} test needs run.duration", self.run.kind.name())));
-        }
-        Ok(())
+        self.workload.check(&self.run)
     }
 
     /// The time bound in effect: `run.duration`, or [`COUNT_ONLY_TIME_CAP`] when only a count
     /// bounds the test.
     pub fn time_bound(&self) -> Duration {
-        if let Some(d) = self.run.duration {
-            return d.get();
-        }
-        if self.run.kind == Kind::Http && !self.http().steps.is_empty() {
-            return self.http().steps_duration();
-        }
-        COUNT_ONLY_TIME_CAP
+        self.workload.time_bound(&self.run)
     }
+}
+
+/// Reads a profile file, refusing anything that is not a regular file of sane size (a device
+/// such as /dev/zero would never end) and never quoting a file that is not valid UTF-8 TOML.
+fn read_bounded(path: &Path) -> Result<String, SpecError> {
+    let read_err = |source: std::io::Error| SpecError::Read { path: path.to_path_buf(), source };
+    let meta = std::fs::metadata(path).map_err(read_err)?;
+    if !meta.is_file() {
+        return Err(read_err(std::io::Error::other("not a regular file")));
+    }
+    if meta.len() > MAX_PROFILE_BYTES {
+        return Err(read_err(std::io::Error::other(format!(
+            "{} bytes is more than a profile may hold ({MAX_PROFILE_BYTES})",
+            meta.len()
+        ))));
+    }
+    let bytes = std::fs::read(path).map_err(read_err)?;
+    String::from_utf8(bytes).map_err(|_| read_err(std::io::Error::other("not UTF-8 text: is this a profile?")))
 }
 
 #[cfg(test)]
@@ -306,9 +303,10 @@ block_bytes = "128KiB"
     fn parses_and_validates() {
         let p = Profile::from_toml(GOOD, "t.toml").unwrap();
         p.validate("t.toml").unwrap();
-        assert_eq!(p.bulk().flows, 4);
-        assert_eq!(p.bulk().direction, Direction::Reverse);
-        assert_eq!(p.bulk().block_bytes.bytes(), 128 * 1024);
+        let Workload::Bulk(b) = &p.workload else { panic!("bulk") };
+        assert_eq!(b.flows, 4);
+        assert_eq!(b.direction, Direction::Reverse);
+        assert_eq!(b.block_bytes.bytes(), 128 * 1024);
         assert_eq!(p.time_bound(), Duration::from_secs(10));
     }
 
@@ -364,6 +362,41 @@ block_bytes = "128KiB"
             let (p, origin) = Profile::load(name).unwrap();
             p.validate(&origin).unwrap();
         }
+    }
+
+    #[test]
+    fn a_section_of_another_kind_is_an_error() {
+        let text = GOOD
+            .replace("[bulk]", "[rr]")
+            .replace("direction = \"reverse\"\n", "")
+            .replace("block_bytes = \"128KiB\"\n", "");
+        let e = Profile::from_toml(&text, "t.toml").unwrap_err().to_string();
+        assert!(e.contains("[rr]") && e.contains("bulk"), "{e}");
+    }
+
+    #[test]
+    fn file_form_roundtrips() {
+        for (name, _) in Profile::builtin_sources() {
+            let (p, _) = Profile::load(name).unwrap();
+            let text = toml::to_string(&p).unwrap();
+            assert_eq!(Profile::from_toml(&text, name).unwrap(), p, "{name}");
+            let json = serde_json::to_string(&p).unwrap();
+            assert!(json.contains(&format!("\"kind\":\"{}\"", p.kind().name())), "{json}");
+            assert_eq!(serde_json::from_str::<Profile>(&json).unwrap(), p);
+        }
+    }
+
+    #[test]
+    fn devices_and_binary_files_are_refused_without_quoting_them() {
+        let e = Profile::load("/dev/zero").unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        let dir = std::env::temp_dir().join(format!("nb-prof-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("bin.toml");
+        std::fs::write(&f, [0xffu8, 0xfe, 0x00, 0x80]).unwrap();
+        let e = Profile::load(f.to_str().unwrap()).unwrap_err().to_string();
+        assert!(e.contains("not UTF-8"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

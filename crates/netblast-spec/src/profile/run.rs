@@ -1,4 +1,5 @@
-//! `[run]`: what kind of test, how long, how often to report, which CPUs.
+//! `[run]`: how long, how often to report, which CPUs (and, in the file, which kind of test:
+//! the kind is the [`super::Workload`]'s tag).
 
 use crate::units::{CpuList, Dur};
 use serde::{Deserialize, Serialize};
@@ -19,6 +20,9 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind, in the order `netblast profiles` and the docs list them.
+    pub const ALL: [Kind; 4] = [Kind::Bulk, Kind::Msgrate, Kind::Rr, Kind::Http];
+
     /// The kind's name as written in profiles.
     pub fn name(self) -> &'static str {
         match self {
@@ -30,12 +34,10 @@ impl Kind {
     }
 }
 
-/// The `[run]` section.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The `[run]` section, less the kind (which the workload carries).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunSection {
-    /// Which test to run.
-    pub kind: Kind,
     /// How long to run; a test needs this or a count bound of its kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<Dur>,

@@ -1,0 +1,1029 @@
+//! Merging results of tests that ran at the same time, on one host or many, into one result:
+//! `netblast merge`, and the fleet coordinator's totals. A pure function of its inputs.
+//!
+//! - Counters are summed; histograms are added (never percentiles averaged), and two
+//!   histograms of different configurations are an error naming both inputs.
+//! - Intervals are aligned on the reference clock: input `j` started at `S_j` (its own clock,
+//!   corrected by its clock offset); the merged series starts at `T0 = min S_j`, and input `j`'s
+//!   interval `i` becomes merged interval `i + (S_j − T0) / I`. An input whose start is not a
+//!   whole number of intervals from `T0` within the inputs' clock errors is refused, with why.
+//! - Stream ids are renumbered so they are unique in the merged result (input `j`'s from
+//!   `parts[j].first_stream` on); every input is kept as a [`Part`] with its own totals.
+//! - Merging merged results keeps their parts, so merging is associative (a tree of
+//!   coordinators merges like one).
+//!
+//! A figure that is only known when every input knows it (receiver bytes, spurious
+//! retransmissions, CPU of the servers) is `None` in the merge when any input lacks it.
+
+use crate::hist::{self, EncodedHistogram, HistError, LatencySummary};
+use crate::profile::Way;
+use crate::result::{
+    AgentStatus, ClockInfo, ClockSource, CpuSummary, CpuUsage, HttpConnections, HttpErrorCount, HttpInterval,
+    HttpPhases, HttpSummary, HttpTcp, Interval, MsgTotals, Part, RttSummary, RunError, RunResult, SideTotal,
+    StreamInfo, StreamInterval, StreamSummary, Summary, WayInterval, WaySummary, SCHEMA,
+};
+use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
+
+/// Why results cannot be merged; every variant names the inputs at fault.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum MergeError {
+    /// Nothing to merge.
+    #[error("nothing to merge")]
+    Empty,
+    /// An input of another schema (a /1 result has no absolute start).
+    #[error("{input}: schema {schema} cannot be merged (needs {SCHEMA}, which records when the run started; rerun with this netblast)")]
+    Schema {
+        /// The input.
+        input: String,
+        /// Its schema.
+        schema: String,
+    },
+    /// Two inputs of different kinds.
+    #[error("{a} is a {a_kind} test and {b} a {b_kind} test: only results of one kind merge")]
+    Kind {
+        /// First input.
+        a: String,
+        /// Its kind.
+        a_kind: String,
+        /// Second input.
+        b: String,
+        /// Its kind.
+        b_kind: String,
+    },
+    /// Two inputs with different reporting intervals.
+    #[error("{a} reports every {a_ms} ms and {b} every {b_ms} ms: intervals cannot be aligned")]
+    Interval {
+        /// First input.
+        a: String,
+        /// Its interval.
+        a_ms: f64,
+        /// Second input.
+        b: String,
+        /// Its interval.
+        b_ms: f64,
+    },
+    /// An input's start is not on the others' interval grid within the clock errors.
+    #[error(
+        "{input} started {residual_ms:.3} ms off the interval grid of {reference} (allowed: {allowed_ms:.3} ms from \
+         their clock errors): its intervals cover other wall-clock spans; start runs with the same --start-at, or \
+         let them start on the default boundary"
+    )]
+    Unaligned {
+        /// The input.
+        input: String,
+        /// The input that sets the grid (the earliest start).
+        reference: String,
+        /// How far off, ms.
+        residual_ms: f64,
+        /// What the clock errors allow, ms.
+        allowed_ms: f64,
+    },
+    /// Two histograms that cannot be added.
+    #[error("{what}: {a} and {b} cannot be added: {detail}")]
+    Histogram {
+        /// Which figure.
+        what: String,
+        /// First input (or `merged so far`).
+        a: String,
+        /// Second input.
+        b: String,
+        /// Why.
+        detail: String,
+    },
+}
+
+/// Extra slack for alignment beyond the clock errors: the conversion of a wall-clock start to
+/// the monotonic clock is exact to well under this.
+pub const ALIGN_SLACK_NS: u64 = 1_000;
+
+/// One input: a name for messages (a file path, an agent address) and the result.
+pub type Input<'a> = (&'a str, &'a RunResult);
+
+/// Histograms being added, with the name of the inputs so far for error messages.
+struct HistAcc<'a> {
+    what: &'a str,
+    h: Option<Histogram<u64>>,
+    from: String,
+}
+
+impl<'a> HistAcc<'a> {
+    fn new(what: &'a str) -> HistAcc<'a> {
+        HistAcc { what, h: None, from: String::new() }
+    }
+
+    fn add(&mut self, input: &str, e: Option<&EncodedHistogram>) -> Result<(), MergeError> {
+        let Some(e) = e else { return Ok(()) };
+        let err = |a: &str, detail: HistError| MergeError::Histogram {
+            what: self.what.to_string(),
+            a: a.to_string(),
+            b: input.to_string(),
+            detail: detail.to_string(),
+        };
+        let h = e.decode().map_err(|d| err(input, d))?;
+        match &mut self.h {
+            Some(acc) => hist::merge(acc, &h).map_err(|d| err(&self.from, d))?,
+            None => {
+                self.h = Some(h);
+                self.from = input.to_string();
+            }
+        }
+        Ok(())
+    }
+
+    fn summary(&self) -> Option<LatencySummary> {
+        self.h.as_ref().map(LatencySummary::of)
+    }
+
+    fn encoded(&self) -> Option<EncodedHistogram> {
+        self.h.as_ref().and_then(|h| EncodedHistogram::encode(h).ok())
+    }
+}
+
+fn rate(n: f64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        n / secs
+    } else {
+        0.0
+    }
+}
+
+/// `Some(sum)` when every value is known.
+fn sum_all(v: impl Iterator<Item = Option<u64>>) -> Option<u64> {
+    v.sum()
+}
+
+/// `Some(sum of the known)` when any value is known.
+fn sum_any(v: impl Iterator<Item = Option<u64>>) -> Option<u64> {
+    v.fold(None, |acc, x| match (acc, x) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    })
+}
+
+/// Where input `j` sits in the merged result.
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    /// Merged index of its interval 0.
+    offset: u32,
+    /// Its start, seconds after T0 (= offset × interval).
+    shift_s: f64,
+    /// Its stream ids are renumbered from here.
+    first_stream: u32,
+    /// Index of its first part in the merged parts.
+    first_part: u32,
+}
+
+/// Merges results of concurrent tests into one.
+pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
+    let (first_name, first) = *inputs.first().ok_or(MergeError::Empty)?;
+    let interval = first.plan.profile.run.interval();
+    let interval_ns = interval.as_nanos() as i128;
+    let kind = first.plan.profile.kind();
+    let mut refs = Vec::with_capacity(inputs.len());
+    for &(name, r) in inputs {
+        let start = r.start_unix_ns.filter(|_| r.schema == SCHEMA);
+        let Some(start) = start else {
+            return Err(MergeError::Schema { input: name.to_string(), schema: r.schema.clone() });
+        };
+        if r.plan.profile.kind() != kind {
+            return Err(MergeError::Kind {
+                a: first_name.to_string(),
+                a_kind: kind.name().into(),
+                b: name.to_string(),
+                b_kind: r.plan.profile.kind().name().into(),
+            });
+        }
+        if r.plan.profile.run.interval() != interval {
+            return Err(MergeError::Interval {
+                a: first_name.to_string(),
+                a_ms: interval.as_secs_f64() * 1e3,
+                b: name.to_string(),
+                b_ms: r.plan.profile.run.interval().as_secs_f64() * 1e3,
+            });
+        }
+        let clock = r.clock.unwrap_or_default();
+        refs.push((clock.to_reference(start), clock));
+    }
+    let (t0_idx, &(t0, t0_clock)) = refs.iter().enumerate().min_by_key(|(_, (s, _))| *s).expect("non-empty");
+    let mut places = Vec::with_capacity(inputs.len());
+    let (mut next_stream, mut next_part) = (0u32, 0u32);
+    for (j, &(name, r)) in inputs.iter().enumerate() {
+        let (s, clock) = refs[j];
+        let delta = s - t0;
+        let offset = (delta + interval_ns / 2) / interval_ns;
+        let residual = (delta - offset * interval_ns).unsigned_abs();
+        let allowed = clock.error_ns as u128 + t0_clock.error_ns as u128 + ALIGN_SLACK_NS as u128;
+        if residual > allowed {
+            return Err(MergeError::Unaligned {
+                input: name.to_string(),
+                reference: inputs[t0_idx].0.to_string(),
+                residual_ms: residual as f64 / 1e6,
+                allowed_ms: allowed as f64 / 1e6,
+            });
+        }
+        let offset = u32::try_from(offset).unwrap_or(u32::MAX);
+        places.push(Place {
+            offset,
+            shift_s: offset as f64 * interval.as_secs_f64(),
+            first_stream: next_stream,
+            first_part: next_part,
+        });
+        next_stream += r.streams.iter().map(|s| s.id + 1).max().unwrap_or(0);
+        next_part += r.parts.len().max(1) as u32;
+    }
+    let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
+
+    let intervals = merge_intervals(inputs, &places)?;
+    let summary = merge_summaries(&names, &inputs.iter().map(|(_, r)| &r.summary).collect::<Vec<_>>(), &places)?;
+
+    let mut streams = Vec::new();
+    let mut parts = Vec::new();
+    let mut agents: Vec<AgentStatus> = Vec::new();
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+    for (j, &(name, r)) in inputs.iter().enumerate() {
+        let p = places[j];
+        let (start_local, clock) = (r.start_unix_ns.unwrap_or(0), r.clock.unwrap_or_default());
+        for s in &r.streams {
+            let part = match s.part {
+                Some(k) => p.first_part + k,
+                None => p.first_part,
+            };
+            streams.push(StreamInfo { id: s.id + p.first_stream, part: Some(part), ..s.clone() });
+        }
+        if r.parts.is_empty() {
+            parts.push(Part {
+                agent: r.agent.clone().unwrap_or_default(),
+                peer: r.plan.peer.clone(),
+                test_id: r.test_id.clone(),
+                start_unix_ns: start_local,
+                clock,
+                interval_offset: p.offset,
+                first_stream: p.first_stream,
+                streams: r.streams.len() as u32,
+                complete: r.complete,
+                server: r.server.clone(),
+                summary: r.summary.clone(),
+            });
+        } else {
+            for q in &r.parts {
+                parts.push(Part {
+                    interval_offset: q.interval_offset + p.offset,
+                    first_stream: q.first_stream + p.first_stream,
+                    ..q.clone()
+                });
+            }
+        }
+        let shift_agent =
+            |a: &AgentStatus| AgentStatus { parts: a.parts.iter().map(|k| k + p.first_part).collect(), ..a.clone() };
+        if r.agents.is_empty() {
+            let agent = r.agent.clone().unwrap_or_default();
+            let status = if r.complete { "ok" } else { "partial" };
+            match agents.iter_mut().find(|a| a.agent == agent && a.role == "client") {
+                Some(a) => {
+                    a.parts.push(p.first_part);
+                    if !r.complete {
+                        a.status = status.into();
+                    }
+                }
+                None => agents.push(AgentStatus {
+                    agent,
+                    role: "client".into(),
+                    clock,
+                    actual_start_unix_ns: u64::try_from(clock.to_reference(start_local)).ok(),
+                    status: status.into(),
+                    why: (!r.complete).then(|| format!("{name}: incomplete run")),
+                    parts: vec![p.first_part],
+                }),
+            }
+        } else {
+            agents.extend(r.agents.iter().map(shift_agent));
+        }
+        let tag = |e: &RunError| RunError { source: format!("{name}: {}", e.source), ..e.clone() };
+        errors.extend(r.errors.iter().map(tag));
+        warnings.extend(r.warnings.iter().map(tag));
+    }
+    let mut plan = first.plan.clone();
+    if inputs.iter().any(|(_, r)| r.plan.profile != first.plan.profile) {
+        plan.notes.push("the merged tests ran different profiles; this plan is the first one's (see parts)".into());
+    }
+    let source = if refs.iter().all(|(_, c)| c.source == ClockSource::Local) {
+        ClockSource::Local
+    } else {
+        ClockSource::Coordinator
+    };
+    let t0_ns = u64::try_from(t0).unwrap_or(0);
+    Ok(RunResult {
+        schema: SCHEMA.to_string(),
+        netblast_version: env!("CARGO_PKG_VERSION").to_string(),
+        test_id: format!("merge-of-{}-{}", inputs.len(), first.test_id),
+        started_at: humantime::format_rfc3339_nanos(std::time::UNIX_EPOCH + std::time::Duration::from_nanos(t0_ns))
+            .to_string(),
+        start_unix_ns: Some(t0_ns),
+        clock: Some(ClockInfo { source, offset_ns: 0, error_ns: 0 }),
+        agent: None,
+        complete: inputs.iter().all(|(_, r)| r.complete),
+        errors,
+        warnings,
+        plan,
+        client: first.client.clone(),
+        server: first.server.clone(),
+        probe: first.probe.clone(),
+        server_probe: first.server_probe.clone(),
+        streams,
+        intervals,
+        summary,
+        parts,
+        agents,
+    })
+}
+
+fn merge_intervals(inputs: &[Input<'_>], places: &[Place]) -> Result<Vec<Interval>, MergeError> {
+    // Merged index -> (input, interval) pairs.
+    let mut by_index: BTreeMap<u32, Vec<(usize, &Interval)>> = BTreeMap::new();
+    for (j, (_, r)) in inputs.iter().enumerate() {
+        for iv in &r.intervals {
+            by_index.entry(iv.index.saturating_add(places[j].offset)).or_default().push((j, iv));
+        }
+    }
+    let mut out = Vec::with_capacity(by_index.len());
+    for (index, group) in by_index {
+        let start_s = group.iter().map(|(j, iv)| places[*j].shift_s + iv.start_s).fold(f64::INFINITY, f64::min);
+        let end_s = group.iter().map(|(j, iv)| places[*j].shift_s + iv.end_s).fold(0.0, f64::max);
+        let secs = end_s - start_s;
+        let mut streams = Vec::new();
+        for (j, iv) in &group {
+            streams
+                .extend(iv.streams.iter().map(|s| StreamInterval { id: s.id + places[*j].first_stream, ..s.clone() }));
+        }
+        let mut sums = Vec::new();
+        for way in [Way::Up, Way::Down] {
+            let of_way: Vec<(usize, &WayInterval)> = group
+                .iter()
+                .flat_map(|(j, iv)| iv.sums.iter().filter(|w| w.way == way).map(move |w| (*j, w)))
+                .collect();
+            if !of_way.is_empty() {
+                sums.push(merge_way_interval(inputs, way, &of_way, secs)?);
+            }
+        }
+        let http_parts: Vec<(usize, &HttpInterval)> =
+            group.iter().filter_map(|(j, iv)| iv.http.as_ref().map(|h| (*j, h))).collect();
+        let http = if http_parts.is_empty() { None } else { Some(merge_http_interval(inputs, &http_parts, secs)?) };
+        out.push(Interval { index, start_s, end_s, streams, sums, http });
+    }
+    Ok(out)
+}
+
+fn merge_way_interval(
+    inputs: &[Input<'_>],
+    way: Way,
+    parts: &[(usize, &WayInterval)],
+    secs: f64,
+) -> Result<WayInterval, MergeError> {
+    let per_s = |n: u64| rate(n as f64, secs);
+    let mut lat = HistAcc::new("interval latency");
+    for (j, w) in parts {
+        lat.add(inputs[*j].0, w.latency_hist.as_ref())?;
+    }
+    let sent: u64 = parts.iter().map(|(_, w)| w.sent_bytes).sum();
+    let received = sum_all(parts.iter().map(|(_, w)| w.received_bytes));
+    let sent_msgs = sum_any(parts.iter().map(|(_, w)| w.sent_msgs));
+    let received_msgs = sum_all(parts.iter().map(|(_, w)| w.received_msgs)).filter(|_| sent_msgs.is_some());
+    let segs = sum_any(parts.iter().map(|(_, w)| w.segs_out));
+    Ok(WayInterval {
+        way,
+        sent_bytes: sent,
+        sent_bits_per_s: per_s(sent * 8),
+        received_bytes: received,
+        received_bits_per_s: received.map(|b| per_s(b * 8)),
+        retransmits: parts.iter().map(|(_, w)| w.retransmits).sum(),
+        sent_msgs,
+        sent_msgs_per_s: sent_msgs.map(per_s),
+        received_msgs,
+        received_msgs_per_s: received_msgs.map(per_s),
+        segs_out: segs,
+        segs_out_per_s: segs.map(per_s),
+        latency: lat.summary(),
+        latency_hist: lat.encoded(),
+    })
+}
+
+fn merge_http_interval(
+    inputs: &[Input<'_>],
+    parts: &[(usize, &HttpInterval)],
+    secs: f64,
+) -> Result<HttpInterval, MergeError> {
+    let mut lat = HistAcc::new("interval latency");
+    let mut status: BTreeMap<String, u64> = BTreeMap::new();
+    for (j, h) in parts {
+        lat.add(inputs[*j].0, h.latency_hist.as_ref())?;
+        for (k, v) in &h.status {
+            *status.entry(k.clone()).or_default() += v;
+        }
+    }
+    let sum = |f: fn(&HttpInterval) -> u64| parts.iter().map(|(_, h)| f(h)).sum::<u64>();
+    let (sent, completed) = (sum(|h| h.sent), sum(|h| h.completed));
+    let targets: Vec<f64> = parts.iter().filter_map(|(_, h)| h.target_rate).collect();
+    Ok(HttpInterval {
+        sent,
+        completed,
+        errors: sum(|h| h.errors),
+        late: sum(|h| h.late),
+        responses_per_s: rate(completed as f64, secs),
+        target_rate: (!targets.is_empty()).then(|| targets.iter().sum()),
+        sent_per_s: rate(sent as f64, secs),
+        bytes_sent: sum(|h| h.bytes_sent),
+        bytes_received: sum(|h| h.bytes_received),
+        latency: lat.summary(),
+        latency_hist: lat.encoded(),
+        status,
+    })
+}
+
+fn merge_summaries(names: &[&str], sums: &[&Summary], places: &[Place]) -> Result<Summary, MergeError> {
+    let shifted = |j: usize, secs: f64| places[j].shift_s + secs;
+    let mut streams = Vec::new();
+    for (j, s) in sums.iter().enumerate() {
+        streams.extend(s.streams.iter().map(|x| StreamSummary { id: x.id + places[j].first_stream, ..x.clone() }));
+    }
+    let mut ways = Vec::new();
+    for way in [Way::Up, Way::Down] {
+        let parts: Vec<(usize, &WaySummary)> = sums
+            .iter()
+            .enumerate()
+            .flat_map(|(j, s)| s.ways.iter().filter(|w| w.way == way).map(move |w| (j, w)))
+            .collect();
+        if parts.is_empty() {
+            continue;
+        }
+        ways.push(merge_way_summary(names, way, &parts, &shifted, &streams)?);
+    }
+    let duration_s = sums.iter().enumerate().map(|(j, s)| shifted(j, s.duration_s)).fold(0.0, f64::max);
+    let add_cpu = |a: CpuUsage, b: &CpuUsage| CpuUsage {
+        user_s: a.user_s + b.user_s,
+        system_s: a.system_s + b.system_s,
+        wall_s: a.wall_s.max(b.wall_s),
+    };
+    let client = sums.iter().map(|s| &s.cpu.client).fold(CpuUsage::default(), add_cpu);
+    let server = if sums.iter().all(|s| s.cpu.server.is_some()) {
+        Some(sums.iter().filter_map(|s| s.cpu.server.as_ref()).fold(CpuUsage::default(), add_cpu))
+    } else {
+        None
+    };
+    let http = {
+        let parts: Vec<(usize, &HttpSummary)> =
+            sums.iter().enumerate().filter_map(|(j, s)| s.http.as_ref().map(|h| (j, h))).collect();
+        if parts.is_empty() {
+            None
+        } else {
+            Some(merge_http_summary(names, &parts, &shifted)?)
+        }
+    };
+    let bits: f64 = match &http {
+        Some(h) => (h.bytes_sent + h.bytes_received) as f64 * 8.0,
+        None => ways.iter().map(|w| w.sender.bytes as f64 * 8.0).sum(),
+    };
+    let per = |c: &CpuUsage| if c.cpu_s() > 0.0 { bits / c.cpu_s() } else { 0.0 };
+    Ok(Summary {
+        duration_s,
+        ways,
+        streams,
+        cpu: CpuSummary {
+            bits_per_client_cpu_s: per(&client),
+            bits_per_server_cpu_s: server.as_ref().map(per),
+            client,
+            server,
+        },
+        http,
+    })
+}
+
+fn merge_way_summary(
+    names: &[&str],
+    way: Way,
+    parts: &[(usize, &WaySummary)],
+    shifted: &dyn Fn(usize, f64) -> f64,
+    streams: &[StreamSummary],
+) -> Result<WaySummary, MergeError> {
+    let (mut lat, mut krtt, mut srtt) =
+        (HistAcc::new("latency"), HistAcc::new("kernel RTT"), HistAcc::new("smoothed RTT"));
+    for (j, w) in parts {
+        lat.add(names[*j], w.latency_hist.as_ref())?;
+        krtt.add(names[*j], w.kernel_rtt_hist.as_ref())?;
+        srtt.add(names[*j], w.rtt_hist.as_ref())?;
+    }
+    let sent: u64 = parts.iter().map(|(_, w)| w.sender.bytes).sum();
+    let sent_s = parts.iter().map(|(j, w)| shifted(*j, w.sender.seconds)).fold(0.0, f64::max);
+    let receiver = if parts.iter().all(|(_, w)| w.receiver.is_some()) {
+        let bytes = parts.iter().filter_map(|(_, w)| w.receiver).map(|r| r.bytes).sum();
+        let secs = parts.iter().filter_map(|(j, w)| w.receiver.map(|r| shifted(*j, r.seconds))).fold(0.0, f64::max);
+        Some(SideTotal::new(bytes, secs))
+    } else {
+        None
+    };
+    let retransmits: u64 = parts.iter().map(|(_, w)| w.retransmits).sum();
+    let segs_out: u64 = streams.iter().filter(|s| s.way == way).filter_map(|s| s.tcp).map(|t| t.segs_out).sum();
+    let rtt = srtt.h.as_ref().filter(|h| !h.is_empty()).map(|h| RttSummary {
+        min_us: parts.iter().filter_map(|(_, w)| w.rtt.map(|r| r.min_us)).min().unwrap_or(0),
+        mean_us: h.mean() / 1000.0,
+        max_us: (h.max() / 1000) as u32,
+        samples: h.len(),
+    });
+    let msgs = {
+        let m: Vec<&MsgTotals> = parts.iter().filter_map(|(_, w)| w.msgs.as_ref()).collect();
+        (!m.is_empty()).then(|| {
+            let sent = m.iter().map(|x| x.sent).sum::<u64>();
+            let received = sum_all(m.iter().map(|x| x.received));
+            let segs = sum_all(m.iter().map(|x| x.segs_out));
+            let recv_s = receiver.map(|r| r.seconds).unwrap_or(0.0);
+            MsgTotals {
+                sent,
+                sent_per_s: rate(sent as f64, sent_s),
+                received,
+                received_per_s: received.map(|r| rate(r as f64, recv_s)),
+                lost: sum_all(m.iter().map(|x| x.lost)),
+                segs_out: segs,
+                segs_out_per_s: segs.map(|n| rate(n as f64, sent_s)),
+                kernel_drops: sum_all(m.iter().map(|x| x.kernel_drops)),
+            }
+        })
+    };
+    Ok(WaySummary {
+        way,
+        streams: parts.iter().map(|(_, w)| w.streams).sum(),
+        sender: SideTotal::new(sent, sent_s),
+        receiver,
+        retransmits,
+        spurious_retransmits: sum_all(parts.iter().map(|(_, w)| w.spurious_retransmits)),
+        rtt,
+        rtt_hist: srtt.encoded(),
+        cwnd_max_bytes: parts.iter().map(|(_, w)| w.cwnd_max_bytes).max().unwrap_or(0),
+        msgs,
+        latency: lat.summary(),
+        latency_hist: lat.encoded(),
+        retransmit_rate: (segs_out > 0).then(|| retransmits as f64 / segs_out as f64),
+        kernel_rtt: krtt.summary(),
+        kernel_rtt_hist: krtt.encoded(),
+    })
+}
+
+fn merge_http_summary(
+    names: &[&str],
+    parts: &[(usize, &HttpSummary)],
+    shifted: &dyn Fn(usize, f64) -> f64,
+) -> Result<HttpSummary, MergeError> {
+    let mut lat = HistAcc::new("latency");
+    let mut phases = [
+        HistAcc::new("connect time"),
+        HistAcc::new("TLS handshake time"),
+        HistAcc::new("time to first byte"),
+        HistAcc::new("body time"),
+        HistAcc::new("send lag"),
+    ];
+    let (mut srtt, mut krtt) = (HistAcc::new("smoothed RTT"), HistAcc::new("kernel RTT"));
+    let mut status: BTreeMap<String, u64> = BTreeMap::new();
+    let mut errors: BTreeMap<String, HttpErrorCount> = BTreeMap::new();
+    for (j, h) in parts {
+        let name = names[*j];
+        lat.add(name, h.latency_hist.as_ref())?;
+        let p = &h.phases;
+        for (acc, e) in
+            phases.iter_mut().zip([&p.connect_hist, &p.tls_hist, &p.ttfb_hist, &p.body_hist, &p.send_lag_hist])
+        {
+            acc.add(name, e.as_ref())?;
+        }
+        if let Some(t) = &h.tcp {
+            srtt.add(name, t.srtt_hist.as_ref())?;
+            krtt.add(name, t.kernel_rtt_hist.as_ref())?;
+        }
+        for (k, v) in &h.status_codes {
+            *status.entry(k.clone()).or_default() += v;
+        }
+        for e in &h.errors {
+            let entry = errors.entry(e.kind.clone()).or_insert_with(|| HttpErrorCount { count: 0, ..e.clone() });
+            entry.count += e.count;
+        }
+    }
+    let sum = |f: fn(&HttpSummary) -> u64| parts.iter().map(|(_, h)| f(h)).sum::<u64>();
+    let (sent, completed, succeeded) = (sum(|h| h.sent), sum(|h| h.completed), sum(|h| h.succeeded));
+    let seconds = parts.iter().map(|(j, h)| shifted(*j, h.seconds)).fold(0.0, f64::max);
+    // Each input's send window, recovered from its own rate: concurrent windows overlap.
+    let window = parts
+        .iter()
+        .map(|(j, h)| shifted(*j, if h.sent_per_s > 0.0 { h.sent as f64 / h.sent_per_s } else { 0.0 }))
+        .fold(0.0, f64::max);
+    let targets: Vec<f64> = parts.iter().filter_map(|(_, h)| h.target_rate).collect();
+    let first = parts[0].1;
+    let same = |f: fn(&HttpSummary) -> &str| {
+        if parts.iter().all(|(_, h)| f(h) == f(first)) {
+            f(first).to_string()
+        } else {
+            "mixed".to_string()
+        }
+    };
+    let tcp_parts: Vec<&HttpTcp> = parts.iter().filter_map(|(_, h)| h.tcp.as_ref()).collect();
+    let tcp = (tcp_parts.len() == parts.len()).then(|| {
+        let segs: u64 = tcp_parts.iter().map(|t| t.segs_out).sum();
+        let retrans: u64 = tcp_parts.iter().map(|t| t.retransmits).sum();
+        HttpTcp {
+            connections: tcp_parts.iter().map(|t| t.connections).sum(),
+            segs_out: segs,
+            retransmits: retrans,
+            spurious_retransmits: sum_all(tcp_parts.iter().map(|t| t.spurious_retransmits)),
+            retransmit_rate: (segs > 0).then(|| retrans as f64 / segs as f64),
+            srtt: srtt.summary(),
+            srtt_hist: srtt.encoded(),
+            kernel_rtt: krtt.summary(),
+            kernel_rtt_hist: krtt.encoded(),
+        }
+    });
+    let [connect, tls, ttfb, body, send_lag] = phases;
+    Ok(HttpSummary {
+        mode: same(|h| &h.mode),
+        version: same(|h| &h.version),
+        tls: parts.iter().any(|(_, h)| h.tls),
+        sent,
+        completed,
+        succeeded,
+        success_ratio: if sent > 0 { succeeded as f64 / sent as f64 } else { 0.0 },
+        seconds,
+        responses_per_s: rate(completed as f64, seconds),
+        sent_per_s: rate(sent as f64, window),
+        target_rate: (!targets.is_empty()).then(|| targets.iter().sum()),
+        late: sum(|h| h.late),
+        bytes_sent: sum(|h| h.bytes_sent),
+        bytes_received: sum(|h| h.bytes_received),
+        latency: lat.summary().unwrap_or_default(),
+        latency_hist: lat.encoded(),
+        phases: HttpPhases {
+            connect: connect.summary(),
+            tls: tls.summary(),
+            ttfb: ttfb.summary(),
+            body: body.summary(),
+            send_lag: send_lag.summary(),
+            connect_hist: connect.encoded(),
+            tls_hist: tls.encoded(),
+            ttfb_hist: ttfb.encoded(),
+            body_hist: body.encoded(),
+            send_lag_hist: send_lag.encoded(),
+        },
+        status_codes: status,
+        errors: errors.into_values().collect(),
+        connections: HttpConnections {
+            configured: parts.iter().map(|(_, h)| h.connections.configured).sum(),
+            established: parts.iter().map(|(_, h)| h.connections.established).sum(),
+            failed: parts.iter().map(|(_, h)| h.connections.failed).sum(),
+            peak_open: parts.iter().map(|(_, h)| h.connections.peak_open).sum(),
+        },
+        tcp,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::Profile;
+    use crate::result::{HostInfo, Plan, ProbeInfo, SCHEMA_V1};
+    use crate::units::Dur;
+    use proptest::prelude::*;
+
+    /// One stream in one interval: bytes moved and round-trip samples (ns).
+    #[derive(Debug, Clone)]
+    struct Cell {
+        bytes: u64,
+        lat: Vec<u64>,
+    }
+
+    /// Samples of one test: interval index -> stream id -> cell.
+    type Samples = BTreeMap<u32, BTreeMap<u32, Cell>>;
+
+    const SECOND: u64 = 1_000_000_000;
+    const T0: u64 = 1_800_000_000 * SECOND;
+
+    fn hist_of<'a>(vals: impl Iterator<Item = &'a u64>) -> Histogram<u64> {
+        let mut h = hist::new_latency_histogram();
+        for v in vals {
+            hist::record_ns(&mut h, *v);
+        }
+        h
+    }
+
+    fn enc(h: &Histogram<u64>) -> Option<EncodedHistogram> {
+        (!h.is_empty()).then(|| EncodedHistogram::encode(h).unwrap())
+    }
+
+    /// A result as the engine would build it from these samples: 1 s intervals from
+    /// `start_ns`, every stream up, the receiver reading what was sent.
+    fn build(samples: &Samples, start_ns: u64, agent: &str) -> RunResult {
+        let (profile, origin) = Profile::load("latency").unwrap();
+        let ids: Vec<u32> = {
+            let mut v: Vec<u32> = samples.values().flat_map(|m| m.keys().copied()).collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let mut intervals = Vec::new();
+        for (&i, cells) in samples {
+            let streams: Vec<StreamInterval> = cells
+                .iter()
+                .map(|(&id, c)| {
+                    let h = hist_of(c.lat.iter());
+                    StreamInterval {
+                        id,
+                        sent_bytes: c.bytes,
+                        received_bytes: Some(c.bytes),
+                        sent_msgs: Some(c.lat.len() as u64),
+                        received_msgs: Some(c.lat.len() as u64),
+                        latency: (!h.is_empty()).then(|| LatencySummary::of(&h)),
+                        latency_hist: enc(&h),
+                        ..Default::default()
+                    }
+                })
+                .collect();
+            let h = hist_of(cells.values().flat_map(|c| c.lat.iter()));
+            let bytes: u64 = cells.values().map(|c| c.bytes).sum();
+            let msgs: u64 = cells.values().map(|c| c.lat.len() as u64).sum();
+            intervals.push(Interval {
+                index: i,
+                start_s: i as f64,
+                end_s: i as f64 + 1.0,
+                streams,
+                sums: vec![WayInterval {
+                    way: Way::Up,
+                    sent_bytes: bytes,
+                    sent_bits_per_s: bytes as f64 * 8.0,
+                    received_bytes: Some(bytes),
+                    received_bits_per_s: Some(bytes as f64 * 8.0),
+                    retransmits: 0,
+                    sent_msgs: Some(msgs),
+                    sent_msgs_per_s: Some(msgs as f64),
+                    received_msgs: Some(msgs),
+                    received_msgs_per_s: Some(msgs as f64),
+                    segs_out: None,
+                    segs_out_per_s: None,
+                    latency: (!h.is_empty()).then(|| LatencySummary::of(&h)),
+                    latency_hist: enc(&h),
+                }],
+                http: None,
+            });
+        }
+        let secs = samples.keys().max().map(|m| *m as f64 + 1.0).unwrap_or(0.0);
+        let stream_sums: Vec<StreamSummary> = ids
+            .iter()
+            .map(|&id| {
+                let cells: Vec<&Cell> = samples.values().filter_map(|m| m.get(&id)).collect();
+                let bytes = cells.iter().map(|c| c.bytes).sum();
+                let h = hist_of(cells.iter().flat_map(|c| c.lat.iter()));
+                StreamSummary {
+                    id,
+                    way: Way::Up,
+                    sender: SideTotal::new(bytes, secs),
+                    receiver: Some(SideTotal::new(bytes, secs)),
+                    retransmits: 0,
+                    spurious_retransmits: None,
+                    tcp: None,
+                    msgs: None,
+                    latency: (!h.is_empty()).then(|| LatencySummary::of(&h)),
+                    latency_hist: enc(&h),
+                    kernel_rtt: None,
+                    kernel_rtt_hist: None,
+                    tcp_info: None,
+                    client_cpu: None,
+                    server_cpu: None,
+                }
+            })
+            .collect();
+        let all = hist_of(samples.values().flat_map(|m| m.values()).flat_map(|c| c.lat.iter()));
+        let bytes: u64 = samples.values().flat_map(|m| m.values()).map(|c| c.bytes).sum();
+        let msgs: u64 = samples.values().flat_map(|m| m.values()).map(|c| c.lat.len() as u64).sum();
+        RunResult {
+            schema: SCHEMA.into(),
+            netblast_version: "test".into(),
+            test_id: agent.into(),
+            started_at: String::new(),
+            start_unix_ns: Some(start_ns),
+            clock: Some(ClockInfo::default()),
+            agent: Some(crate::result::AgentInfo { hostname: agent.into(), id: agent.into(), address: String::new() }),
+            complete: true,
+            errors: Vec::new(),
+            warnings: Vec::new(),
+            plan: Plan {
+                origin,
+                target: String::new(),
+                peer: String::new(),
+                client_cpus: vec![0],
+                server_cpus: Vec::new(),
+                notes: Vec::new(),
+                time_bound: Dur(std::time::Duration::from_secs(10)),
+                start_at_unix_ns: None,
+                profile,
+            },
+            client: HostInfo::default(),
+            server: None,
+            probe: ProbeInfo {
+                tcp_source: "off".into(),
+                fallback_reason: None,
+                kernel_run_ns: None,
+                kernel_runs: None,
+            },
+            server_probe: None,
+            streams: ids
+                .iter()
+                .map(|&id| StreamInfo {
+                    id,
+                    way: Way::Up,
+                    local: String::new(),
+                    remote: String::new(),
+                    client_cpu: 0,
+                    server_cpu: None,
+                    part: None,
+                })
+                .collect(),
+            intervals,
+            summary: Summary {
+                duration_s: secs,
+                ways: vec![WaySummary {
+                    way: Way::Up,
+                    streams: ids.len() as u32,
+                    sender: SideTotal::new(bytes, secs),
+                    receiver: Some(SideTotal::new(bytes, secs)),
+                    retransmits: 0,
+                    spurious_retransmits: None,
+                    rtt: None,
+                    rtt_hist: None,
+                    cwnd_max_bytes: 0,
+                    msgs: Some(MsgTotals {
+                        sent: msgs,
+                        sent_per_s: rate(msgs as f64, secs),
+                        received: Some(msgs),
+                        received_per_s: Some(rate(msgs as f64, secs)),
+                        ..Default::default()
+                    }),
+                    latency: (!all.is_empty()).then(|| LatencySummary::of(&all)),
+                    latency_hist: enc(&all),
+                    retransmit_rate: None,
+                    kernel_rtt: None,
+                    kernel_rtt_hist: None,
+                }],
+                streams: stream_sums,
+                cpu: CpuSummary::default(),
+                http: None,
+            },
+            parts: Vec::new(),
+            agents: Vec::new(),
+        }
+    }
+
+    fn cell() -> impl Strategy<Value = Cell> {
+        (0u64..1 << 40, proptest::collection::vec(1u64..50_000_000_000, 0..24))
+            .prop_map(|(bytes, lat)| Cell { bytes, lat })
+    }
+
+    /// One test: its start (whole intervals after T0), its streams' cells per interval.
+    fn test_samples() -> impl Strategy<Value = (u32, Samples)> {
+        (0u32..4, 1usize..4, 1usize..6).prop_flat_map(|(offset, streams, intervals)| {
+            proptest::collection::vec(proptest::collection::vec(cell(), streams), intervals).prop_map(move |grid| {
+                let s: Samples = grid
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, row)| (i as u32, row.into_iter().enumerate().map(|(k, c)| (k as u32, c)).collect()))
+                    .collect();
+                (offset, s)
+            })
+        })
+    }
+
+    fn decoded(e: &Option<EncodedHistogram>) -> Option<Histogram<u64>> {
+        e.as_ref().map(|e| e.decode().unwrap())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 100, ..ProptestConfig::default() })]
+
+        #[test]
+        fn merging_equals_the_union_of_the_samples(tests in proptest::collection::vec(test_samples(), 1..5)) {
+            let inputs: Vec<RunResult> = tests
+                .iter()
+                .enumerate()
+                .map(|(j, (off, s))| build(s, T0 + *off as u64 * SECOND, &format!("agent{j}")))
+                .collect();
+            let named: Vec<(String, &RunResult)> = inputs.iter().enumerate().map(|(j, r)| (format!("in{j}"), r)).collect();
+            let refs: Vec<Input<'_>> = named.iter().map(|(n, r)| (n.as_str(), *r)).collect();
+            let merged = merge(&refs).unwrap();
+
+            // The union: every sample at its absolute interval, streams renumbered as merge does.
+            let t0_off = tests.iter().map(|(o, _)| *o).min().unwrap();
+            let mut union: Samples = BTreeMap::new();
+            let mut base = 0u32;
+            for (off, s) in &tests {
+                let n = s.values().map(|m| m.len() as u32).max().unwrap_or(0);
+                for (i, cells) in s {
+                    for (id, c) in cells {
+                        union.entry(i + off - t0_off).or_default().insert(base + id, c.clone());
+                    }
+                }
+                base += n;
+            }
+            let truth = build(&union, T0 + t0_off as u64 * SECOND, "union");
+
+            prop_assert_eq!(merged.intervals.len(), truth.intervals.len());
+            for (m, t) in merged.intervals.iter().zip(&truth.intervals) {
+                prop_assert_eq!(m.index, t.index);
+                prop_assert_eq!((m.start_s, m.end_s), (t.start_s, t.end_s), "same wall-clock span");
+                let (ms, ts) = (&m.sums[0], &t.sums[0]);
+                prop_assert_eq!(ms.sent_bytes, ts.sent_bytes);
+                prop_assert_eq!(ms.received_bytes, ts.received_bytes);
+                prop_assert_eq!(ms.sent_msgs, ts.sent_msgs);
+                prop_assert_eq!(decoded(&ms.latency_hist), decoded(&ts.latency_hist));
+                prop_assert_eq!(&ms.latency, &ts.latency, "every percentile equal");
+                let ids = |iv: &Interval| iv.streams.iter().map(|s| (s.id, s.sent_bytes)).collect::<BTreeMap<_, _>>();
+                prop_assert_eq!(ids(m), ids(t));
+            }
+            let (mw, tw) = (&merged.summary.ways[0], &truth.summary.ways[0]);
+            prop_assert_eq!(mw.sender.bytes, tw.sender.bytes);
+            prop_assert_eq!(mw.receiver.map(|r| r.bytes), tw.receiver.map(|r| r.bytes));
+            prop_assert_eq!(mw.msgs.map(|m| m.sent), tw.msgs.map(|m| m.sent));
+            prop_assert_eq!(decoded(&mw.latency_hist), decoded(&tw.latency_hist));
+            prop_assert_eq!(&mw.latency, &tw.latency);
+            prop_assert_eq!(merged.summary.streams.len(), truth.summary.streams.len());
+            for (m, t) in merged.summary.streams.iter().zip(&truth.summary.streams) {
+                prop_assert_eq!((m.id, m.sender.bytes), (t.id, t.sender.bytes));
+                prop_assert_eq!(decoded(&m.latency_hist), decoded(&t.latency_hist));
+            }
+            prop_assert_eq!(merged.parts.len(), inputs.len());
+            prop_assert_eq!(merged.start_unix_ns, Some(T0 + t0_off as u64 * SECOND));
+            // Merging is associative: merging the merge of the first inputs with the rest.
+            if inputs.len() > 2 {
+                let head = merge(&refs[..2]).unwrap();
+                let mut again: Vec<Input<'_>> = vec![("head", &head)];
+                again.extend_from_slice(&refs[2..]);
+                let m2 = merge(&again).unwrap();
+                prop_assert_eq!(decoded(&m2.summary.ways[0].latency_hist), decoded(&mw.latency_hist));
+                prop_assert_eq!(m2.summary.ways[0].sender.bytes, mw.sender.bytes);
+                prop_assert_eq!(m2.parts.len(), merged.parts.len());
+            }
+        }
+    }
+
+    fn one(cells: &[(u32, u64)]) -> Samples {
+        let mut s = Samples::new();
+        for (i, b) in cells {
+            s.entry(*i).or_default().insert(0, Cell { bytes: *b, lat: vec![1000] });
+        }
+        s
+    }
+
+    #[test]
+    fn inputs_off_the_grid_are_refused_with_the_reason() {
+        let a = build(&one(&[(0, 1)]), T0, "a");
+        let b = build(&one(&[(0, 1)]), T0 + SECOND / 3, "b");
+        let e = merge(&[("a.json", &a), ("b.json", &b)]).unwrap_err().to_string();
+        assert!(e.contains("b.json") && e.contains("333.333 ms off") && e.contains("a.json"), "{e}");
+        // Within the clock errors it is accepted.
+        let mut b2 = b.clone();
+        b2.clock = Some(ClockInfo { source: ClockSource::Coordinator, offset_ns: 0, error_ns: SECOND / 2 });
+        assert!(merge(&[("a.json", &a), ("b.json", &b2)]).is_ok());
+        // A clock offset moves the start onto the grid.
+        let mut b3 = b.clone();
+        b3.clock = Some(ClockInfo { source: ClockSource::Coordinator, offset_ns: (SECOND / 3) as i64, error_ns: 0 });
+        let m = merge(&[("a.json", &a), ("b.json", &b3)]).unwrap();
+        assert_eq!(m.intervals.len(), 1);
+        assert_eq!(m.clock.unwrap().source, ClockSource::Coordinator);
+    }
+
+    #[test]
+    fn other_schemas_kinds_intervals_and_histograms_are_refused() {
+        let a = build(&one(&[(0, 1)]), T0, "a");
+        let mut v1 = a.clone();
+        v1.schema = SCHEMA_V1.into();
+        v1.start_unix_ns = None;
+        assert!(merge(&[("a", &a), ("old.json", &v1)]).unwrap_err().to_string().contains("old.json"));
+        let mut bulk = a.clone();
+        bulk.plan.profile = Profile::load("bulk-1flow").unwrap().0;
+        assert!(matches!(merge(&[("a", &a), ("b", &bulk)]), Err(MergeError::Kind { .. })));
+        let mut slow = a.clone();
+        slow.plan.profile.run.interval = Some("2s".parse().unwrap());
+        assert!(matches!(merge(&[("a", &a), ("b", &slow)]), Err(MergeError::Interval { .. })));
+        let mut other = a.clone();
+        let h = Histogram::<u64>::new_with_bounds(1, 1_000_000, 2).unwrap();
+        other.summary.ways[0].latency_hist = Some(EncodedHistogram::encode(&h).unwrap());
+        let e = merge(&[("a.json", &a), ("c.json", &other)]).unwrap_err().to_string();
+        assert!(e.contains("a.json") && e.contains("c.json") && e.contains("configuration"), "{e}");
+        assert_eq!(merge(&[]).unwrap_err(), MergeError::Empty);
+    }
+
+    #[test]
+    fn a_figure_one_input_lacks_is_unknown_in_the_merge() {
+        let a = build(&one(&[(0, 5)]), T0, "a");
+        let mut b = build(&one(&[(0, 7)]), T0, "b");
+        b.summary.ways[0].receiver = None;
+        b.intervals[0].sums[0].received_bytes = None;
+        let m = merge(&[("a", &a), ("b", &b)]).unwrap();
+        assert_eq!(m.summary.ways[0].sender.bytes, 12);
+        assert_eq!(m.summary.ways[0].receiver, None);
+        assert_eq!(m.intervals[0].sums[0].received_bytes, None);
+        assert_eq!(m.agents.len(), 2);
+        assert_eq!(m.streams.iter().map(|s| (s.id, s.part)).collect::<Vec<_>>(), [(0, Some(0)), (1, Some(1))]);
+    }
+}

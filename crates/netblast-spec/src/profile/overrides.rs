@@ -1,0 +1,341 @@
+//! Overrides: what command-line flags change in a loaded profile, as plain data, applied before
+//! validation. The binary fills an [`Overrides`] from its flags; a coordinator can send one.
+//!
+//! A flag that does not apply to the profile's kind is an error naming the flag. Once anything
+//! is overridden, the profile's description is rewritten from the resulting workload, so a
+//! result never says "One TCP flow for 10 s" of a run with 64 flows for 3 s.
+
+use super::{Direction, HttpVersion, Kind, Profile, Protocol, SendMode, WaitMode, Workload};
+use crate::error::SpecError;
+use crate::units::{ByteSize, CpuList, Dur, Rate};
+
+/// Flag values that replace profile fields; `None`/`false`/empty leaves the field alone.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    /// `--duration`.
+    pub duration: Option<Dur>,
+    /// `--interval`.
+    pub interval: Option<Dur>,
+    /// `--cpus`.
+    pub cpus: Option<CpuList>,
+    /// `--window`.
+    pub window: Option<ByteSize>,
+    /// `--sndbuf`.
+    pub sndbuf: Option<ByteSize>,
+    /// `--rcvbuf`.
+    pub rcvbuf: Option<ByteSize>,
+    /// `--mss`.
+    pub mss: Option<u32>,
+    /// `--congestion`.
+    pub congestion: Option<String>,
+    /// `--nodelay`.
+    pub nodelay: bool,
+    /// `--flows` (bulk, msgrate, rr).
+    pub flows: Option<u32>,
+    /// `--bytes` (bulk).
+    pub bytes: Option<ByteSize>,
+    /// `--reverse` (bulk).
+    pub reverse: bool,
+    /// `--bidir` (bulk).
+    pub bidir: bool,
+    /// `--block` (bulk).
+    pub block: Option<ByteSize>,
+    /// `--zerocopy` (bulk).
+    pub send_mode: Option<SendMode>,
+    /// `--msg-size` (msgrate).
+    pub msg_size: Option<ByteSize>,
+    /// `--batch` (msgrate).
+    pub batch: Option<u32>,
+    /// `--req-size` (rr).
+    pub req_size: Option<ByteSize>,
+    /// `--resp-size` (rr).
+    pub resp_size: Option<ByteSize>,
+    /// `--udp` (msgrate, rr).
+    pub udp: bool,
+    /// `--wait` (rr).
+    pub wait: Option<WaitMode>,
+    /// `--busy-poll` (rr).
+    pub busy_poll: Option<u32>,
+    /// `--server-cpus` (msgrate, rr).
+    pub server_cpus: Option<CpuList>,
+    /// `--url` (http), repeatable.
+    pub urls: Vec<String>,
+    /// `--method` (http).
+    pub method: Option<String>,
+    /// `--header` (http), repeatable; added to the profile's.
+    pub headers: Vec<String>,
+    /// `--body` (http).
+    pub body: Option<String>,
+    /// `--body-file` (http).
+    pub body_file: Option<String>,
+    /// `--http1` / `--http2` (http).
+    pub http_version: Option<HttpVersion>,
+    /// `--tls` (http).
+    pub tls: bool,
+    /// `--insecure` (http).
+    pub insecure: bool,
+    /// `--cacert` (http).
+    pub cacert: Option<String>,
+    /// `--sni` (http).
+    pub sni: Option<String>,
+    /// `--connections` (http).
+    pub connections: Option<u32>,
+    /// `--streams` (http).
+    pub streams: Option<u32>,
+    /// `--no-keepalive` (http).
+    pub no_keepalive: bool,
+    /// `--requests` (http).
+    pub requests: Option<u64>,
+    /// `--rate` (http): a rate, or `FROM..TO` for a ramp.
+    pub rate: Option<String>,
+    /// `--ramp` (http).
+    pub ramp: Option<Dur>,
+    /// `--timeout` (http).
+    pub timeout: Option<Dur>,
+}
+
+/// Parses `--rate`: `5000`, `10k/s`, or a ramp `1000..20000`.
+pub fn parse_rate_range(s: &str) -> Result<(Rate, Option<Rate>), String> {
+    let (from, to) = match s.split_once("..") {
+        Some((x, y)) => (x, Some(y)),
+        None => (s, None),
+    };
+    let from: Rate = from.parse().map_err(|e| format!("{e}"))?;
+    let to = to.map(|t| t.parse::<Rate>()).transpose().map_err(|e| format!("{e}"))?;
+    Ok((from, to))
+}
+
+impl Overrides {
+    /// The kind-specific flags that are set, each with the kinds it applies to.
+    fn kind_flags(&self) -> Vec<(&'static str, &'static [Kind])> {
+        const BULK: &[Kind] = &[Kind::Bulk];
+        const MSG: &[Kind] = &[Kind::Msgrate];
+        const RR: &[Kind] = &[Kind::Rr];
+        const MSG_RR: &[Kind] = &[Kind::Msgrate, Kind::Rr];
+        const FLOWS: &[Kind] = &[Kind::Bulk, Kind::Msgrate, Kind::Rr];
+        const HTTP: &[Kind] = &[Kind::Http];
+        let set = [
+            ("--flows", self.flows.is_some(), FLOWS),
+            ("--bytes", self.bytes.is_some(), BULK),
+            ("--reverse", self.reverse, BULK),
+            ("--bidir", self.bidir, BULK),
+            ("--block", self.block.is_some(), BULK),
+            ("--zerocopy", self.send_mode.is_some(), BULK),
+            ("--msg-size", self.msg_size.is_some(), MSG),
+            ("--batch", self.batch.is_some(), MSG),
+            ("--req-size", self.req_size.is_some(), RR),
+            ("--resp-size", self.resp_size.is_some(), RR),
+            ("--wait", self.wait.is_some(), RR),
+            ("--busy-poll", self.busy_poll.is_some(), RR),
+            ("--udp", self.udp, MSG_RR),
+            ("--server-cpus", self.server_cpus.is_some(), MSG_RR),
+            ("--url", !self.urls.is_empty(), HTTP),
+            ("--method", self.method.is_some(), HTTP),
+            ("--header", !self.headers.is_empty(), HTTP),
+            ("--body", self.body.is_some(), HTTP),
+            ("--body-file", self.body_file.is_some(), HTTP),
+            ("--http1/--http2", self.http_version.is_some(), HTTP),
+            ("--tls", self.tls, HTTP),
+            ("--insecure", self.insecure, HTTP),
+            ("--cacert", self.cacert.is_some(), HTTP),
+            ("--sni", self.sni.is_some(), HTTP),
+            ("--connections", self.connections.is_some(), HTTP),
+            ("--streams", self.streams.is_some(), HTTP),
+            ("--no-keepalive", self.no_keepalive, HTTP),
+            ("--requests", self.requests.is_some(), HTTP),
+            ("--rate", self.rate.is_some(), HTTP),
+            ("--ramp", self.ramp.is_some(), HTTP),
+            ("--timeout", self.timeout.is_some(), HTTP),
+        ];
+        set.into_iter().filter(|(_, on, _)| *on).map(|(f, _, k)| (f, k)).collect()
+    }
+
+    /// Whether no flag is set.
+    pub fn is_empty(&self) -> bool {
+        *self == Overrides::default()
+    }
+
+    /// Applies the flags to `p`. A flag of another kind is an error naming it. When anything
+    /// changed, the description is rewritten from the result, naming `origin`.
+    pub fn apply(&self, p: &mut Profile, origin: &str) -> Result<(), SpecError> {
+        let flag_err =
+            |flag: &str, message: String| SpecError::Flag { flag: flag.to_string(), message: message.to_string() };
+        let kind = p.kind();
+        if let Some((flag, kinds)) = self.kind_flags().into_iter().find(|(_, kinds)| !kinds.contains(&kind)) {
+            let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+            return Err(flag_err(
+                flag,
+                format!("applies to {} tests; this profile's kind is {}", names.join(" and "), kind.name()),
+            ));
+        }
+        if self.is_empty() {
+            return Ok(());
+        }
+        let run = &mut p.run;
+        set_some(&mut run.duration, self.duration);
+        set_some(&mut run.interval, self.interval);
+        set_some(&mut run.cpus, self.cpus.clone());
+        let tcp = &mut p.tcp;
+        set_some(&mut tcp.window, self.window);
+        set_some(&mut tcp.sndbuf, self.sndbuf);
+        set_some(&mut tcp.rcvbuf, self.rcvbuf);
+        set_some(&mut tcp.mss, self.mss);
+        set_some(&mut tcp.congestion, self.congestion.clone());
+        if self.nodelay {
+            tcp.nodelay = Some(true);
+        }
+        match &mut p.workload {
+            Workload::Bulk(b) => {
+                set(&mut b.flows, self.flows);
+                if let Some(n) = self.bytes {
+                    b.bytes = Some(n);
+                    if self.duration.is_none() {
+                        // As iperf3 -n: the byte count is the bound; the time cap still applies.
+                        p.run.duration = None;
+                    }
+                }
+                if self.reverse {
+                    b.direction = Direction::Reverse;
+                }
+                if self.bidir {
+                    b.direction = Direction::Bidir;
+                }
+                set(&mut b.block_bytes, self.block);
+                set(&mut b.send_mode, self.send_mode);
+            }
+            Workload::Msgrate(m) => {
+                if self.flows.is_some() {
+                    m.flows = self.flows;
+                }
+                set(&mut m.msg_bytes, self.msg_size);
+                set(&mut m.batch, self.batch);
+                if self.udp {
+                    m.protocol = Protocol::Udp;
+                }
+                if self.server_cpus.is_some() {
+                    m.server_cpus = self.server_cpus.clone();
+                }
+            }
+            Workload::Rr(r) => {
+                set(&mut r.flows, self.flows);
+                set(&mut r.req_bytes, self.req_size);
+                set(&mut r.resp_bytes, self.resp_size);
+                if self.udp {
+                    r.protocol = Protocol::Udp;
+                }
+                set(&mut r.wait, self.wait);
+                if self.busy_poll.is_some() {
+                    r.busy_poll_us = self.busy_poll;
+                }
+                if self.server_cpus.is_some() {
+                    r.server_cpus = self.server_cpus.clone();
+                }
+            }
+            Workload::Http(h) => {
+                if !self.urls.is_empty() {
+                    h.urls = self.urls.clone();
+                    h.weights = None;
+                }
+                if let Some(m) = &self.method {
+                    h.method = m.to_ascii_uppercase();
+                }
+                h.headers.extend(self.headers.iter().cloned());
+                if self.body.is_some() {
+                    h.body = self.body.clone();
+                    h.body_file = None;
+                }
+                if self.body_file.is_some() {
+                    h.body_file = self.body_file.clone();
+                    h.body = None;
+                }
+                set(&mut h.version, self.http_version);
+                h.tls |= self.tls;
+                h.insecure |= self.insecure;
+                if self.cacert.is_some() {
+                    h.cacert = self.cacert.clone();
+                }
+                if self.sni.is_some() {
+                    h.sni = self.sni.clone();
+                }
+                set(&mut h.connections, self.connections);
+                set(&mut h.streams, self.streams);
+                if self.no_keepalive {
+                    h.keepalive = false;
+                }
+                if let Some(n) = self.requests {
+                    h.requests = Some(n);
+                    if self.duration.is_none() {
+                        // As hey -n: the request count is the bound; the time cap still applies.
+                        p.run.duration = None;
+                    }
+                }
+                if let Some(r) = &self.rate {
+                    let (from, to) = parse_rate_range(r).map_err(|e| flag_err("--rate", e))?;
+                    h.steps.clear();
+                    h.rate = Some(from);
+                    h.rate_to = to;
+                }
+                if self.ramp.is_some() {
+                    h.ramp = self.ramp;
+                }
+                if self.timeout.is_some() {
+                    h.timeout = self.timeout;
+                }
+            }
+        }
+        p.description = format!("{} ({origin} with command-line overrides)", p.workload.describe(&p.run));
+        Ok(())
+    }
+}
+
+fn set_some<T>(field: &mut Option<T>, v: Option<T>) {
+    if v.is_some() {
+        *field = v;
+    }
+}
+
+fn set<T>(field: &mut T, v: Option<T>) {
+    if let Some(v) = v {
+        *field = v;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn description_follows_the_flags() {
+        let (mut p, origin) = Profile::load("bulk-1flow").unwrap();
+        let o = Overrides { flows: Some(64), duration: Some("3s".parse().unwrap()), ..Default::default() };
+        o.apply(&mut p, &origin).unwrap();
+        p.validate("x").unwrap();
+        assert!(p.description.contains("64 TCP flows") && p.description.contains("3s"), "{}", p.description);
+        assert!(p.description.contains("bulk-1flow"), "{}", p.description);
+    }
+
+    #[test]
+    fn flags_of_another_kind_name_the_flag() {
+        let (mut p, origin) = Profile::load("bulk-1flow").unwrap();
+        let o = Overrides { wait: Some(WaitMode::Spin), ..Default::default() };
+        let e = o.apply(&mut p, &origin).unwrap_err().to_string();
+        assert!(e.contains("--wait") && e.contains("rr") && e.contains("bulk"), "{e}");
+        let o = Overrides { rate: Some("5000".into()), ..Default::default() };
+        assert!(o.apply(&mut p, &origin).unwrap_err().to_string().contains("--rate"));
+    }
+
+    #[test]
+    fn no_flags_keep_the_description() {
+        let (mut p, origin) = Profile::load("bulk-1flow").unwrap();
+        let before = p.description.clone();
+        Overrides::default().apply(&mut p, &origin).unwrap();
+        assert_eq!(p.description, before);
+    }
+
+    #[test]
+    fn rates_and_ramps_parse() {
+        let (a, b) = parse_rate_range("1000..20k").unwrap();
+        assert_eq!((a.per_second(), b.unwrap().per_second()), (1000.0, 20000.0));
+        assert!(parse_rate_range("fast").is_err());
+    }
+}

@@ -157,17 +157,42 @@ pub async fn serve(
     }
 }
 
-fn query(req: &Request<Incoming>) -> Vec<(String, String)> {
-    req.uri()
-        .query()
-        .unwrap_or("")
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| match p.split_once('=') {
-            Some((k, v)) => (k.to_string(), v.to_string()),
-            None => (p.to_string(), String::new()),
-        })
-        .collect()
+/// What a request's query string asks of the response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// Body size, bytes.
+    pub size: u64,
+    /// Wait before answering (the last `delay=` given; at most [`MAX_DELAY`]).
+    pub delay: Duration,
+    /// Status code.
+    pub status: u16,
+    /// Close the connection mid-body.
+    pub abort: bool,
+}
+
+/// Reads a query string (`size=1MiB&delay=5ms..20ms&status=503&abort=1`); unknown keys are
+/// ignored, a bad value is an error naming it (answered with 400).
+pub fn shape(query: &str, default_size: u64) -> Result<Shape, String> {
+    let mut out = Shape { size: default_size, delay: Duration::ZERO, status: 200, abort: false };
+    for p in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = p.split_once('=').unwrap_or((p, ""));
+        match k {
+            "size" => match v.parse::<ByteSize>() {
+                Ok(s) if s.bytes() <= MAX_SIZE => out.size = s.bytes(),
+                Ok(s) => return Err(format!("size {s} is over the 1GiB limit")),
+                Err(e) => return Err(e.to_string()),
+            },
+            // Not additive: a request naming delay a hundred times waits once.
+            "delay" => out.delay = parse_delay(v)?,
+            "status" => match v.parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok()) {
+                Some(c) => out.status = c.as_u16(),
+                None => return Err(format!("invalid status {:?}", v.chars().take(20).collect::<String>())),
+            },
+            "abort" => out.abort = v != "0",
+            _ => {}
+        }
+    }
+    Ok(out)
 }
 
 fn plain(status: StatusCode, text: String) -> Response<Body> {
@@ -214,7 +239,7 @@ fn parse_delay(v: &str) -> Result<Duration, String> {
 }
 
 async fn respond(req: Request<Incoming>, st: Arc<State>) -> Result<Response<Body>, Infallible> {
-    let q = query(&req);
+    let asked = shape(req.uri().query().unwrap_or(""), st.cfg.default_size);
     // Drain the request body (POST/PUT floods), counting nothing.
     let mut body = req.into_body();
     while let Some(frame) = body.frame().await {
@@ -225,28 +250,14 @@ async fn respond(req: Request<Incoming>, st: Arc<State>) -> Result<Response<Body
     if let Some(until) = st.cfg.pause.until() {
         tokio::time::sleep_until(until.into()).await;
     }
-    let mut size = st.cfg.default_size;
-    let mut status = StatusCode::OK;
-    let mut abort = false;
-    for (k, v) in &q {
-        match k.as_str() {
-            "size" => match v.parse::<ByteSize>() {
-                Ok(s) if s.bytes() <= MAX_SIZE => size = s.bytes(),
-                Ok(s) => return Ok(plain(StatusCode::BAD_REQUEST, format!("size {s} is over the 1GiB limit\n"))),
-                Err(e) => return Ok(plain(StatusCode::BAD_REQUEST, format!("{e}\n"))),
-            },
-            "delay" => match parse_delay(v) {
-                Ok(d) => precise_sleep(d).await,
-                Err(e) => return Ok(plain(StatusCode::BAD_REQUEST, format!("{e}\n"))),
-            },
-            "status" => match v.parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok()) {
-                Some(c) => status = c,
-                None => return Ok(plain(StatusCode::BAD_REQUEST, format!("invalid status {v:?}\n"))),
-            },
-            "abort" => abort = v != "0",
-            _ => {}
-        }
+    let Shape { size, delay, status, abort } = match asked {
+        Ok(s) => s,
+        Err(e) => return Ok(plain(StatusCode::BAD_REQUEST, format!("{e}\n"))),
+    };
+    if !delay.is_zero() {
+        precise_sleep(delay).await;
     }
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
     let body: Body = if abort {
         // Promise the whole body, deliver half, then fail: the connection is closed mid-response.
         let half = st.data.slice(0..((size / 2) as usize).min(st.data.len()));
@@ -286,5 +297,63 @@ impl hyper::body::Body for Frames {
         _: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         std::task::Poll::Ready(self.0.pop_front())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    #[test]
+    fn queries_shape_the_response() {
+        let s = shape("size=1KiB&delay=5ms&status=503&abort=1&x=y", 45).unwrap();
+        assert_eq!(s, Shape { size: 1024, delay: Duration::from_millis(5), status: 503, abort: true });
+        assert_eq!(shape("", 45).unwrap().size, 45);
+        assert_eq!(shape(&"delay=10s&".repeat(100), 45).unwrap().delay, Duration::from_secs(10), "not additive");
+        assert!(shape("delay=11s", 45).unwrap_err().contains("limit"));
+        assert!(shape("size=2GiB", 45).unwrap_err().contains("1GiB"));
+        assert!(shape("status=9999", 45).is_err());
+    }
+
+    fn shape_prop(cases: u32) {
+        let q = prop_oneof![
+            "[a-z=&.0-9%]{0,64}",
+            proptest::collection::vec(
+                (
+                    prop_oneof![
+                        Just("size".to_string()),
+                        Just("delay".to_string()),
+                        Just("status".to_string()),
+                        Just("abort".to_string()),
+                        "[a-z]{1,4}"
+                    ],
+                    "[0-9a-zA-Z.%-]{0,12}"
+                ),
+                0..8
+            )
+            .prop_map(|kv| kv.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&")),
+        ];
+        TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() })
+            .run(&q, |q| {
+                if let Ok(s) = shape(&q, 45) {
+                    prop_assert!(s.size <= MAX_SIZE && s.delay <= MAX_DELAY);
+                    prop_assert!(StatusCode::from_u16(s.status).is_ok());
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn any_query_is_bounded_or_refused() {
+        shape_prop(100_000);
+    }
+
+    #[test]
+    #[ignore = "long fuzzing run"]
+    fn any_query_is_bounded_or_refused_long() {
+        shape_prop(10_000_000);
     }
 }

@@ -25,10 +25,10 @@ pub struct RunOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The plan could not be made (target, CPUs).
-    #[error("{0}")]
+    #[error(transparent)]
     Plan(#[from] PlanError),
     /// The start instant cannot be used (`--start-at` in the past, or too far ahead).
-    #[error("{0}")]
+    #[error(transparent)]
     Start(#[from] clock::StartError),
     /// TCP connect failed.
     #[error("cannot connect to {peer}: {why}")]

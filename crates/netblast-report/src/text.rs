@@ -3,7 +3,7 @@
 
 use netblast_spec::hist::LatencySummary;
 use netblast_spec::profile::{Kind, Profile, Way, Workload};
-use netblast_spec::result::{Interval, RunResult, StreamInfo, WaySummary};
+use netblast_spec::result::{Interval, RunResult, StreamInfo, Summary, WaySummary};
 use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_ns, fmt_per_s};
 use std::fmt::Write;
 
@@ -489,10 +489,90 @@ fn p50_p99_max(l: &LatencySummary) -> String {
     format!("p50 {} p99 {} max {}", fmt_ns(l.p50_ns as f64), fmt_ns(l.p99_ns as f64), fmt_ns(l.max_ns as f64))
 }
 
+/// The headline figures of a summary on one line: rate per way (and latency or messages for
+/// the kinds that have them), or requests for http.
+pub fn headline(sum: &Summary) -> String {
+    if let Some(h) = &sum.http {
+        return format!(
+            "{} responses, {}, p50 {} p99 {}",
+            h.completed,
+            fmt_per_s(h.responses_per_s),
+            fmt_ns(h.latency.p50_ns as f64),
+            fmt_ns(h.latency.p99_ns as f64)
+        );
+    }
+    let parts: Vec<String> = sum
+        .ways
+        .iter()
+        .map(|w| {
+            let way = match w.way {
+                Way::Up => "up",
+                Way::Down => "down",
+            };
+            let rate = w.receiver.map(|r| r.bits_per_s).unwrap_or(w.sender.bits_per_s);
+            let mut t = format!("{way} {}", fmt_bits_per_s(rate));
+            if let Some(m) = &w.msgs {
+                let _ = write!(t, " {}", fmt_per_s(m.sent_per_s));
+            }
+            if let Some(l) = &w.latency {
+                let _ = write!(t, " p50 {} p99 {}", fmt_ns(l.p50_ns as f64), fmt_ns(l.p99_ns as f64));
+            }
+            t
+        })
+        .collect();
+    parts.join(", ")
+}
+
+/// The parts and agents of a merged or fleet result.
+fn parts_and_agents(s: &mut String, r: &RunResult) {
+    if r.parts.is_empty() {
+        return;
+    }
+    let agents = r.agents.iter().filter(|a| a.role == "client").count();
+    let servers = r.agents.iter().filter(|a| a.role == "server").count();
+    let _ =
+        write!(s, "Merged {} tests from {agents} client agent{}", r.parts.len(), if agents == 1 { "" } else { "s" });
+    if servers > 0 {
+        let _ = write!(s, " and {servers} server agent{}", if servers == 1 { "" } else { "s" });
+    }
+    let _ = writeln!(s, ", intervals from {}:", r.started_at);
+    for (i, p) in r.parts.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "  [{i:>3}] {} {} -> {}  streams {}..{}  from interval {}{}  {}",
+            if p.agent.hostname.is_empty() { "?" } else { p.agent.hostname.as_str() },
+            p.agent.address,
+            p.peer,
+            p.first_stream,
+            p.first_stream + p.streams.max(1) - 1,
+            p.interval_offset,
+            if p.complete { "" } else { "  INCOMPLETE" },
+            headline(&p.summary)
+        );
+    }
+    let starts: Vec<u64> = r.agents.iter().filter_map(|a| a.actual_start_unix_ns).collect();
+    if let (Some(lo), Some(hi)) = (starts.iter().min(), starts.iter().max()) {
+        let _ =
+            writeln!(s, "Start skew between agents: {} (latest minus earliest actual start)", fmt_ns((hi - lo) as f64));
+    }
+    for a in r.agents.iter().filter(|a| a.status != "ok") {
+        let _ = writeln!(
+            s,
+            "  {} {} ({}): {}{}",
+            a.role,
+            a.agent.address,
+            a.agent.hostname,
+            a.status,
+            a.why.as_deref().map(|w| format!(": {w}")).unwrap_or_default()
+        );
+    }
+}
+
 /// The summary block printed at the end.
 pub fn summary(r: &RunResult) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "- - - - - - - - - - - - - - - - - - - - - - - - -");
+    parts_and_agents(&mut s, r);
     if r.plan.profile.kind() == Kind::Http {
         http_summary(&mut s, r);
         tcp_cpu_and_errors(&mut s, r);

@@ -524,11 +524,22 @@ fn merge_way_summary(
     };
     let retransmits: u64 = parts.iter().map(|(_, w)| w.retransmits).sum();
     let segs_out: u64 = streams.iter().filter(|s| s.way == way).filter_map(|s| s.tcp).map(|t| t.segs_out).sum();
-    let rtt = srtt.h.as_ref().filter(|h| !h.is_empty()).map(|h| RttSummary {
-        min_us: parts.iter().filter_map(|(_, w)| w.rtt.map(|r| r.min_us)).min().unwrap_or(0),
-        mean_us: h.mean() / 1000.0,
-        max_us: (h.max() / 1000) as u32,
-        samples: h.len(),
+    let rtt = srtt.h.as_ref().filter(|h| !h.is_empty()).map(|h| {
+        // The inputs' exact means, weighted by their sample counts (the histogram's mean is
+        // within 0.1%).
+        let rtts: Vec<RttSummary> = parts.iter().filter_map(|(_, w)| w.rtt).collect();
+        let n: u64 = rtts.iter().map(|r| r.samples).sum();
+        let mean_us = if n == h.len() {
+            rtts.iter().map(|r| r.mean_us * r.samples as f64).sum::<f64>() / n as f64
+        } else {
+            h.mean() / 1000.0
+        };
+        RttSummary {
+            min_us: rtts.iter().map(|r| r.min_us).min().unwrap_or(0),
+            mean_us,
+            max_us: rtts.iter().map(|r| r.max_us).max().unwrap_or((h.max() / 1000) as u32),
+            samples: h.len(),
+        }
     });
     let msgs = {
         let m: Vec<&MsgTotals> = parts.iter().filter_map(|(_, w)| w.msgs.as_ref()).collect();

@@ -381,11 +381,15 @@ pub fn parse_instant(s: &str, now_ns: u64) -> Result<u64, UnitError> {
         let d: Dur = rel.parse().map_err(|_| err())?;
         return Ok(now_ns.saturating_add(d.get().as_nanos() as u64));
     }
-    if let Ok(secs) = t.parse::<f64>() {
-        if !(0.0..1e11).contains(&secs) {
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        // Exact to the nanosecond: whole seconds and up to nine fraction digits, no float.
+        let (whole, frac) = t.split_once('.').unwrap_or((t, ""));
+        if whole.is_empty() || whole.len() > 11 || frac.len() > 9 || frac.contains('.') {
             return Err(err());
         }
-        return Ok((secs * 1e9).round() as u64);
+        let secs: u64 = whole.parse().map_err(|_| err())?;
+        let ns: u64 = if frac.is_empty() { 0 } else { format!("{frac:0<9}").parse().map_err(|_| err())? };
+        return Ok(secs * 1_000_000_000 + ns);
     }
     let at = humantime::parse_rfc3339_weak(t).map_err(|_| err())?;
     at.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).map_err(|_| err())
@@ -400,6 +404,7 @@ mod tests {
         assert_eq!(parse_instant("2026-11-23T10:00:00Z", 0).unwrap(), 1_795_428_000_000_000_000);
         assert_eq!(parse_instant("2026-11-23T10:00:00.5Z", 0).unwrap(), 1_795_428_000_500_000_000);
         assert_eq!(parse_instant("1795428000", 0).unwrap(), 1_795_428_000_000_000_000);
+        assert_eq!(parse_instant("1795428000.223", 0).unwrap(), 1_795_428_000_223_000_000, "exact, no float");
         assert_eq!(parse_instant("+2s", 10).unwrap(), 2_000_000_010);
         assert!(parse_instant("tomorrow", 0).unwrap_err().to_string().contains("RFC 3339"));
         assert!(parse_instant("-5", 0).is_err());

@@ -737,8 +737,15 @@ pub mod blocking {
 
     fn read_body<R: Read, T: for<'de> Deserialize<'de>>(r: &mut R, prefix: [u8; 4]) -> io::Result<T> {
         let n = frame_len(prefix).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        let mut body = vec![0u8; n];
-        r.read_exact(&mut body)?;
+        // Grown as bytes arrive: a peer announcing a large frame and sending little costs little.
+        let mut body = Vec::new();
+        r.take(n as u64).read_to_end(&mut body)?;
+        if body.len() < n {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("a {n}-byte frame ended after {}", body.len()),
+            ));
+        }
         decode_body(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 

@@ -4,6 +4,7 @@
 //! - `bulk`: TCP bulk streams end to end (accounting, directions, concurrency, failures).
 //! - `cli`: the command line: bad input gets a clear error and exit status 2.
 //! - `http`: HTTP floods against the built-in responder and nginx.
+//! - `merge`: results of concurrent runs merged, and reports of old results.
 //! - `msg`: msgrate and rr end to end.
 //! - `probe`: the eBPF probe (root only; SKIP otherwise).
 //! - `protocol`: protocol v2: versions, authentication, stream tags, hostile peers.
@@ -13,6 +14,7 @@
 mod bulk;
 mod cli;
 mod http;
+mod merge;
 mod msg;
 mod probe;
 mod protocol;

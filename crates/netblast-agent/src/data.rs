@@ -8,16 +8,15 @@
 use crate::registry::{Registry, TestEntry};
 use crate::{Access, ServeStats};
 use netblast_engine::end::{self, Conn, Ctx, Side, Timing};
-use netblast_engine::gather::Gather;
+use netblast_spec::gather::Gather;
 use netblast_engine::sockopt;
 use netblast_engine::sys;
 use netblast_engine::worker::{Event, EventTx, RunFlags, StartGate};
 use netblast_probe::Probe;
-use netblast_spec::auth::{NONCE_LEN, PROOF_LEN};
 use netblast_spec::profile::Way;
 use netblast_spec::result::CpuUsage;
 use netblast_spec::wire::{
-    self, Admit, ClientMsg, Header, Refusal, Role, ServerMsg, ServerSample, ServerStreamFinal, Session, StreamAck,
+    self, ClientMsg, Header, Refusal, Role, ServerMsg, ServerSample, ServerStreamFinal, Session, StreamAck,
     TestId, TestSetup, HEADER_LEN, STREAM_TAG_LEN,
 };
 use socket2::SockRef;
@@ -108,7 +107,7 @@ pub async fn handle(mut conn: TcpStream, peer: SocketAddr, shared: Arc<Shared>, 
 
 /// The listening side of the handshake: the dialing side's nonce, the hello, its proof.
 /// `None` when the peer was refused (already answered, logged and counted).
-async fn handshake(
+pub async fn handshake(
     conn: &mut TcpStream,
     peer: SocketAddr,
     header: &Header,
@@ -116,47 +115,21 @@ async fn handshake(
     allowed: bool,
     shared: &Shared,
 ) -> Option<Session> {
-    let mut nonce = [0u8; NONCE_LEN];
-    if tokio::time::timeout(HANDSHAKE_TIMEOUT, conn.read_exact(&mut nonce)).await.map_or(true, |r| r.is_err()) {
-        shared.stats.refuse(peer, Refusal::Invalid, "no nonce after the header");
-        return None;
-    }
+    let not_allowed = (!allowed).then(|| shared.access.refusal());
     let token = shared.access.token.as_ref();
-    let (hello, auth) = match wire::admit(header, hdr, &nonce, token) {
-        Admit::Refuse { reply, why } => {
-            shared.stats.refuse(peer, Refusal::Version, &why);
-            let _ = conn.write_all(&reply).await;
-            return None;
+    match tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        wire::nonblocking::server_handshake(conn, header, hdr, token, not_allowed),
+    )
+    .await
+    {
+        Ok(Ok(s)) => Some(s),
+        Ok(Err(r)) => {
+            shared.stats.refuse(peer, r.reason, &r.why);
+            None
         }
-        Admit::Proceed { hello, auth } => (hello, auth),
-    };
-    if !allowed {
-        // Said after the hello, so the peer reads it as a refusal and not as garbage.
-        let mut refused = wire::ServerHello::decode(&hello).expect("our own hello decodes");
-        refused.status = wire::ServerHello::REFUSED;
-        let mut reply = refused.encode().to_vec();
-        reply.extend_from_slice(&wire::refusal(Refusal::NotAllowed, shared.access.refusal().to_string()));
-        shared.stats.refuse(peer, Refusal::NotAllowed, shared.access.refusal());
-        let _ = conn.write_all(&reply).await;
-        return None;
-    }
-    if conn.write_all(&hello).await.is_err() {
-        return None;
-    }
-    let mut proof = [0u8; PROOF_LEN];
-    let got = if auth.needs_proof() {
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, conn.read_exact(&mut proof)).await {
-            Ok(Ok(_)) => Some(&proof[..]),
-            _ => None,
-        }
-    } else {
-        None
-    };
-    match auth.check(got) {
-        Ok(s) => Some(s),
-        Err(reply) => {
-            shared.stats.refuse(peer, Refusal::Auth, "authentication failed (wrong or missing token)");
-            let _ = conn.write_all(&reply).await;
+        Err(_) => {
+            shared.stats.refuse(peer, Refusal::Invalid, "handshake not completed in time");
             None
         }
     }
@@ -222,20 +195,7 @@ async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: Header, shar
 
 /// Reads one control frame.
 async fn read_frame(conn: &mut tokio::net::tcp::OwnedReadHalf) -> Result<Option<ClientMsg>, String> {
-    let mut prefix = [0u8; 4];
-    match conn.read_exact(&mut prefix).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.to_string()),
-    }
-    let n = wire::frame_len(prefix).map_err(|e| e.to_string())?;
-    // Grown as bytes arrive: a peer that announces a large frame and stalls holds no memory.
-    let mut body = Vec::new();
-    (&mut *conn).take(n as u64).read_to_end(&mut body).await.map_err(|e| e.to_string())?;
-    if body.len() < n {
-        return Err(format!("connection closed after {} of a {n}-byte frame", body.len()));
-    }
-    wire::decode_body(&body).map(Some).map_err(|e| e.to_string())
+    wire::nonblocking::read_frame(conn).await.map_err(|e| e.to_string())
 }
 
 fn check_setup(setup: &TestSetup) -> Result<(), String> {

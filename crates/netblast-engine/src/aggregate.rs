@@ -11,7 +11,7 @@
 //! Latency histograms are added, never averaged: per interval over the streams of a way, and
 //! over all intervals for the totals.
 
-use crate::gather::Gather;
+use netblast_spec::gather::Gather;
 use crate::worker::{Event, FlowEnd, FlowSample};
 use hdrhistogram::Histogram;
 use netblast_spec::hist::{self, EncodedHistogram, LatencySummary};

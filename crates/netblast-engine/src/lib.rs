@@ -16,7 +16,6 @@
 //! - [`client`]: a data-port test: connects to a `netblast serve`, runs the workers, gathers
 //!   the server's view, and returns one [`netblast_spec::RunResult`].
 //! - [`aggregate`]: turns worker events and server reports into intervals and a summary.
-//! - [`gather`]: releases each interval once every reporter has reported it.
 //! - [`clock`]: the wall clock and the common start instant.
 //! - [`sys`]: affinity, CPU time, host facts, descriptor limits.
 
@@ -28,7 +27,6 @@ pub mod bulk;
 pub mod client;
 pub mod clock;
 pub mod end;
-pub mod gather;
 pub mod http;
 pub mod meter;
 pub mod msgrate;

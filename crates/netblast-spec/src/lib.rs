@@ -9,6 +9,8 @@
 //! - [`plan`]: a profile and a target resolved into a plan; the streams of a plan.
 //! - [`result`]: the versioned [`result::RunResult`] and the resolved [`result::Plan`].
 //! - [`merge`]: results of concurrent tests merged into one, exactly.
+//! - [`gather`]: releases each interval once every reporter has reported it.
+//! - [`fleet`]: the messages between a fleet coordinator and its agents.
 //! - [`hist`]: latency histograms: standard configuration, lossless codec, exact merging.
 //! - [`wire`]: the data-port protocol (connection header, handshake, control frames).
 //! - [`auth`]: the token, and the HMAC proofs and stream tags made from it.
@@ -19,6 +21,8 @@
 
 pub mod auth;
 pub mod error;
+pub mod fleet;
+pub mod gather;
 pub mod hist;
 pub mod merge;
 pub mod plan;

@@ -368,6 +368,68 @@ pub fn fmt_ns(ns: f64) -> String {
     }
 }
 
+/// A network: an address and a prefix length (`10.0.0.0/8`, `fd00::/8`; a bare address is a
+/// network of one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Cidr {
+    /// The network's address (host bits cleared).
+    pub addr: std::net::IpAddr,
+    /// Prefix length.
+    pub prefix: u8,
+}
+
+impl Cidr {
+    /// The network of `addr` with `prefix` bits (clamped to the family's width).
+    pub fn new(addr: std::net::IpAddr, prefix: u8) -> Cidr {
+        let prefix = prefix.min(if addr.is_ipv4() { 32 } else { 128 });
+        Cidr { addr: mask(addr, prefix), prefix }
+    }
+
+    /// Whether `ip` is inside (an IPv4-mapped IPv6 address counts as its IPv4 address).
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        let ip = match ip {
+            std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map(std::net::IpAddr::V4).unwrap_or(ip),
+            v4 => v4,
+        };
+        ip.is_ipv4() == self.addr.is_ipv4() && mask(ip, self.prefix) == self.addr
+    }
+}
+
+fn mask(ip: std::net::IpAddr, prefix: u8) -> std::net::IpAddr {
+    use std::net::IpAddr;
+    match ip {
+        IpAddr::V4(a) => {
+            let m = if prefix == 0 { 0 } else { u32::MAX << (32 - prefix as u32) };
+            IpAddr::V4((u32::from(a) & m).into())
+        }
+        IpAddr::V6(a) => {
+            let m = if prefix == 0 { 0 } else { u128::MAX << (128 - prefix as u32) };
+            IpAddr::V6((u128::from(a) & m).into())
+        }
+    }
+}
+
+impl FromStr for Cidr {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || UnitError { what: "network", value: s.to_string(), expected: "ADDRESS/PREFIX, e.g. 10.0.0.0/8" };
+        let (a, p) = s.trim().split_once('/').unwrap_or((s.trim(), ""));
+        let addr: std::net::IpAddr = a.parse().map_err(|_| err())?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = if p.is_empty() { max } else { p.parse::<u8>().map_err(|_| err())? };
+        if prefix > max {
+            return Err(err());
+        }
+        Ok(Cidr::new(addr, prefix))
+    }
+}
+
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
 /// Parses an instant: RFC 3339 (`2026-11-23T10:00:00Z`, fractions allowed), Unix seconds
 /// (`1795000000`, `1795000000.5`), or `+DURATION` from `now_ns` (`+5s`). Returns UTC ns.
 pub fn parse_instant(s: &str, now_ns: u64) -> Result<u64, UnitError> {
@@ -398,6 +460,24 @@ pub fn parse_instant(s: &str, now_ns: u64) -> Result<u64, UnitError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn networks_contain_their_addresses() {
+        let n: Cidr = "10.1.2.3/16".parse().unwrap();
+        assert_eq!(n.to_string(), "10.1.0.0/16");
+        assert!(n.contains("10.1.200.9".parse().unwrap()));
+        assert!(!n.contains("10.2.0.1".parse().unwrap()));
+        assert!(n.contains("::ffff:10.1.0.7".parse().unwrap()), "IPv4-mapped");
+        let one: Cidr = "127.0.0.1".parse().unwrap();
+        assert!(one.contains("127.0.0.1".parse().unwrap()) && !one.contains("127.0.0.2".parse().unwrap()));
+        let v6: Cidr = "fd00::/8".parse().unwrap();
+        assert!(v6.contains("fd12::1".parse().unwrap()) && !v6.contains("fe80::1".parse().unwrap()));
+        let all: Cidr = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains("8.8.8.8".parse().unwrap()) && !all.contains("::1".parse().unwrap()));
+        for bad in ["10.0.0.0/33", "x/8", "10.0.0.0/y"] {
+            assert!(bad.parse::<Cidr>().is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn instants_parse_three_ways() {

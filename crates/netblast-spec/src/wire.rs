@@ -790,6 +790,130 @@ pub mod blocking {
     }
 }
 
+/// The same helpers over tokio streams (feature `tokio`): for `serve` and the coordinator.
+#[cfg(feature = "tokio")]
+pub mod nonblocking {
+    use super::*;
+    use std::io;
+    use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+    /// Writes one frame.
+    pub async fn write_frame<W: AsyncWrite + Unpin, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()> {
+        w.write_all(&encode_frame(msg)).await
+    }
+
+    /// Reads one frame's bytes (grown as they arrive); `Ok(None)` on a clean EOF first.
+    pub async fn read_frame_bytes<R: AsyncRead + Unpin>(r: &mut R) -> io::Result<Option<Vec<u8>>> {
+        let mut prefix = [0u8; 4];
+        match r.read_exact(&mut prefix).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        let n = frame_len(prefix).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let mut body = Vec::new();
+        (&mut *r).take(n as u64).read_to_end(&mut body).await?;
+        if body.len() < n {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("connection closed after {} of a {n}-byte frame", body.len()),
+            ));
+        }
+        Ok(Some(body))
+    }
+
+    /// Reads and decodes one frame; `Ok(None)` on a clean EOF first.
+    pub async fn read_frame<R: AsyncRead + Unpin, T: for<'de> Deserialize<'de>>(r: &mut R) -> io::Result<Option<T>> {
+        match read_frame_bytes(r).await? {
+            Some(b) => decode_body(&b).map(Some).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
+            None => Ok(None),
+        }
+    }
+
+    /// Runs the dialing side of a handshake over `s` (a timeout is the caller's).
+    pub async fn client_handshake<S: AsyncRead + AsyncWrite + Unpin>(
+        s: &mut S,
+        hs: &ClientHandshake,
+    ) -> Result<Session, HandshakeFailure> {
+        s.write_all(&hs.hello()).await?;
+        let mut b = [0u8; SERVER_HELLO_LEN];
+        s.read_exact(&mut b[..4]).await?;
+        let refusal = |m: io::Result<Option<ServerMsg>>| match m {
+            Ok(Some(ServerMsg::Refused { message, .. })) => HandshakeError::Refused(message),
+            Ok(Some(other)) => HandshakeError::NotNetblast(format!("unexpected {other:?}")),
+            Ok(None) => HandshakeError::Refused("the peer closed the connection".into()),
+            Err(e) => HandshakeError::NotNetblast(e.to_string()),
+        };
+        if b[..4] != MAGIC {
+            let n = frame_len([b[0], b[1], b[2], b[3]]).map_err(|e| HandshakeError::NotNetblast(e.to_string()))?;
+            let mut body = Vec::new();
+            (&mut *s).take(n as u64).read_to_end(&mut body).await?;
+            return Err(refusal(decode_body(&body).map(Some).map_err(io::Error::other)).into());
+        }
+        s.read_exact(&mut b[4..]).await?;
+        let hello = ServerHello::decode(&b).ok_or_else(|| HandshakeError::NotNetblast("malformed hello".into()))?;
+        match hs.finish(&hello) {
+            Ok((proof, session)) => {
+                s.write_all(&proof).await?;
+                Ok(session)
+            }
+            Err(HandshakeError::Refused(_)) => Err(refusal(read_frame(s).await).into()),
+            Err(e @ HandshakeError::Version(_)) => Err(e.into()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A peer refused by the listening side: the class and the words (already answered).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Refused {
+        /// Why, as a class.
+        pub reason: Refusal,
+        /// Why, in words.
+        pub why: String,
+    }
+
+    /// Runs the listening side of a handshake on a header already read: the nonce, the hello,
+    /// the proof. `not_allowed`: the words to refuse a peer this side does not take at all.
+    /// A refused peer has been answered; the caller logs and closes.
+    pub async fn server_handshake<S: AsyncRead + AsyncWrite + Unpin>(
+        s: &mut S,
+        header: &Header,
+        header_bytes: &[u8; HEADER_LEN],
+        token: Option<&Token>,
+        not_allowed: Option<&str>,
+    ) -> Result<Session, Refused> {
+        let refused = |reason, why: &str| Refused { reason, why: why.to_string() };
+        let mut nonce = [0u8; NONCE_LEN];
+        s.read_exact(&mut nonce).await.map_err(|_| refused(Refusal::Invalid, "no nonce after the header"))?;
+        let (hello, auth) = match admit(header, header_bytes, &nonce, token) {
+            Admit::Refuse { reply, why } => {
+                let _ = s.write_all(&reply).await;
+                return Err(refused(Refusal::Version, &why));
+            }
+            Admit::Proceed { hello, auth } => (hello, auth),
+        };
+        if let Some(why) = not_allowed {
+            // Said after a hello, so the peer reads it as a refusal and not as garbage.
+            let mut h = ServerHello::decode(&hello).expect("our own hello decodes");
+            h.status = ServerHello::REFUSED;
+            let mut reply = h.encode().to_vec();
+            reply.extend_from_slice(&refusal(Refusal::NotAllowed, why.to_string()));
+            let _ = s.write_all(&reply).await;
+            return Err(refused(Refusal::NotAllowed, why));
+        }
+        s.write_all(&hello).await.map_err(|e| refused(Refusal::Invalid, &e.to_string()))?;
+        let mut proof = [0u8; PROOF_LEN];
+        let got = if auth.needs_proof() { s.read_exact(&mut proof).await.ok().map(|_| &proof[..]) } else { None };
+        match auth.check(got) {
+            Ok(session) => Ok(session),
+            Err(reply) => {
+                let _ = s.write_all(&reply).await;
+                Err(refused(Refusal::Auth, "authentication failed (wrong or missing token)"))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

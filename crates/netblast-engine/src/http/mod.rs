@@ -29,7 +29,7 @@ pub mod tls;
 pub mod worker;
 
 use crate::api::{ClientError, Envelope, Live, Measured, RunOptions};
-use crate::gather::Gather;
+use netblast_spec::gather::Gather;
 use crate::sys::{self, CpuMark};
 use crate::worker::{RunFlags, StartGate};
 use bytes::Bytes;

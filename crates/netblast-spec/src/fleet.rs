@@ -1,0 +1,215 @@
+//! The fleet session: what a coordinator and an agent say to each other once a fleet or
+//! register connection is authenticated (the handshake of [`crate::wire`], with the token
+//! required on both sides).
+//!
+//! ```text
+//! agent        -> Hello (who, where its ports are, its allowlist)
+//! coordinator  -> ClockProbe t1           agent -> ClockReply t1 t2 t3     (8 or more times)
+//! coordinator  -> Order (profile, target, start instant on the agent's clock)
+//! agent        -> Accepted | Refused      (the allowlist, the profile, the agent's limits)
+//! agent        -> Started (its real start) ; Interval ... (as each is released) ; Final | Failed
+//! coordinator  -> Cancel (stop now, keep what was measured) ; Bye (the session ends)
+//! ```
+//!
+//! Who dialed does not matter after the handshake: a coordinator dials agents it was given
+//! (role `fleet`), agents started with `serve --register` dial the coordinator (role
+//! `register`) and then wait for orders the same way. An agent whose coordinator connection is
+//! gone stops the traffic it originates.
+
+use crate::profile::Profile;
+use crate::result::{AgentInfo, ClockInfo, HostInfo, Interval, RunResult};
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+
+/// An agent introduces itself (first frame after the handshake).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentHello {
+    /// Who it is.
+    pub agent: AgentInfo,
+    /// Its host.
+    pub host: HostInfo,
+    /// Its data port (where tests of other agents reach it).
+    pub data_port: u16,
+    /// Its HTTP responder's port, if it runs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_port: Option<u16>,
+    /// Its HTTPS responder's port, if it runs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub https_port: Option<u16>,
+    /// The addresses of its interfaces, loopback last.
+    pub addresses: Vec<IpAddr>,
+    /// The group it registered in (`serve --group`), for `registered:GROUP:N` lists.
+    #[serde(default)]
+    pub group: String,
+    /// The networks it may send traffic to (`serve --allow`), in words.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Its netblast version.
+    pub version: String,
+}
+
+/// An order to originate one test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Order {
+    /// The coordinator's number for it; every answer names it.
+    pub id: u32,
+    /// The test (validated again by the agent).
+    pub profile: Profile,
+    /// Where: a server agent's data port `HOST:PORT`, or for http the authority paths go to
+    /// (absolute URLs in the profile carry their own).
+    pub target: String,
+    /// The common start instant on the agent's own clock (UTC ns).
+    pub start_at_unix_ns: u64,
+    /// The agent's clock against the coordinator's, recorded in its result.
+    pub clock: ClockInfo,
+    /// A label for logs and results (e.g. `client 3 -> server 1`).
+    #[serde(default)]
+    pub label: String,
+}
+
+/// Frames from a coordinator to an agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum CoordMsg {
+    /// A clock exchange: `t1` is the coordinator's clock when it sent this.
+    ClockProbe {
+        /// Send time, coordinator clock (UTC ns).
+        t1: u64,
+    },
+    /// Originate a test.
+    Order(Box<Order>),
+    /// Stop the test now, keeping what was measured.
+    Cancel {
+        /// Why, for the agent's log.
+        reason: String,
+    },
+    /// The session is over.
+    Bye,
+}
+
+/// Frames from an agent to a coordinator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentMsg {
+    /// The first frame.
+    Hello(Box<AgentHello>),
+    /// The answer to a clock probe.
+    ClockReply {
+        /// The probe's send time (coordinator clock).
+        t1: u64,
+        /// When the agent read the probe (agent clock).
+        t2: u64,
+        /// When the agent sent this reply (agent clock).
+        t3: u64,
+    },
+    /// The order is valid and allowed: set-up has begun.
+    Accepted {
+        /// The order.
+        id: u32,
+    },
+    /// The order is refused (target outside the allowlist, invalid profile, a limit).
+    Refused {
+        /// The order.
+        id: u32,
+        /// Why.
+        reason: String,
+    },
+    /// The test started.
+    Started {
+        /// The order.
+        id: u32,
+        /// The start instant intervals count from (agent clock, UTC ns).
+        start_unix_ns: u64,
+        /// When the start gate really opened (agent clock, UTC ns).
+        actual_start_unix_ns: u64,
+    },
+    /// One interval, as the agent's client released it (both ends, histograms).
+    Interval {
+        /// The order.
+        id: u32,
+        /// The interval.
+        interval: Box<Interval>,
+    },
+    /// The test's whole result.
+    Final {
+        /// The order.
+        id: u32,
+        /// The result.
+        result: Box<RunResult>,
+    },
+    /// The test could not be run.
+    Failed {
+        /// The order.
+        id: u32,
+        /// Why.
+        error: String,
+    },
+}
+
+/// One four-timestamp clock exchange: `t1` coordinator sends, `t2` agent receives, `t3` agent
+/// replies, `t4` coordinator receives (each on its own clock, UTC ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockSample {
+    /// Coordinator send.
+    pub t1: u64,
+    /// Agent receive.
+    pub t2: u64,
+    /// Agent send.
+    pub t3: u64,
+    /// Coordinator receive.
+    pub t4: u64,
+}
+
+impl ClockSample {
+    /// Round trip less the agent's own time: what the network took, ns.
+    pub fn delay(&self) -> u64 {
+        (self.t4 as i128 - self.t1 as i128 - (self.t3 as i128 - self.t2 as i128)).max(0) as u64
+    }
+
+    /// The agent's clock minus the coordinator's, assuming both ways took as long, ns.
+    pub fn offset(&self) -> i64 {
+        (((self.t2 as i128 - self.t1 as i128) + (self.t3 as i128 - self.t4 as i128)) / 2) as i64
+    }
+}
+
+/// Least clock exchanges per agent.
+pub const MIN_CLOCK_SAMPLES: usize = 8;
+
+/// The clock of an agent from its exchanges: the least-delay sample's offset, within half its
+/// delay (the true offset lies within that whatever the two directions took).
+pub fn clock_of(samples: &[ClockSample]) -> Option<ClockInfo> {
+    let best = samples.iter().min_by_key(|s| s.delay())?;
+    Some(ClockInfo {
+        source: crate::result::ClockSource::Coordinator,
+        offset_ns: best.offset(),
+        error_ns: best.delay().div_ceil(2),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_least_delay_sample_sets_the_clock() {
+        // Agent clock 1 ms ahead; the second exchange waited 3 ms on the way back.
+        let s = [
+            ClockSample { t1: 0, t2: 1_000_100, t3: 1_000_200, t4: 300 },
+            ClockSample { t1: 10_000, t2: 1_010_100, t3: 1_010_200, t4: 3_010_300 },
+        ];
+        assert_eq!(s[0].delay(), 200);
+        assert_eq!(s[0].offset(), 1_000_000);
+        let c = clock_of(&s).unwrap();
+        assert_eq!((c.offset_ns, c.error_ns), (1_000_000, 100));
+        assert!(clock_of(&[]).is_none());
+    }
+
+    #[test]
+    fn messages_roundtrip_and_tolerate_new_fields() {
+        let m = AgentMsg::ClockReply { t1: 1, t2: 2, t3: 3 };
+        let j = serde_json::to_string(&m).unwrap();
+        assert_eq!(serde_json::from_str::<AgentMsg>(&j).unwrap(), m);
+        let m: CoordMsg = serde_json::from_str(r#"{"type":"cancel","reason":"x","later":true}"#).unwrap();
+        assert_eq!(m, CoordMsg::Cancel { reason: "x".into() });
+    }
+}

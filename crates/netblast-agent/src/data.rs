@@ -8,16 +8,16 @@
 use crate::registry::{Registry, TestEntry};
 use crate::{Access, ServeStats};
 use netblast_engine::end::{self, Conn, Ctx, Side, Timing};
-use netblast_spec::gather::Gather;
 use netblast_engine::sockopt;
 use netblast_engine::sys;
 use netblast_engine::worker::{Event, EventTx, RunFlags, StartGate};
 use netblast_probe::Probe;
+use netblast_spec::gather::Gather;
 use netblast_spec::profile::Way;
 use netblast_spec::result::CpuUsage;
 use netblast_spec::wire::{
-    self, ClientMsg, Header, Refusal, Role, ServerMsg, ServerSample, ServerStreamFinal, Session, StreamAck,
-    TestId, TestSetup, HEADER_LEN, STREAM_TAG_LEN,
+    self, ClientMsg, Header, Refusal, Role, ServerMsg, ServerSample, ServerStreamFinal, Session, StreamAck, TestId,
+    TestSetup, HEADER_LEN, STREAM_TAG_LEN,
 };
 use socket2::SockRef;
 use std::collections::{HashMap, HashSet};
@@ -48,6 +48,8 @@ pub struct Shared {
     pub access: Access,
     /// Counters of refusals.
     pub stats: Arc<ServeStats>,
+    /// How this serve takes fleet orders.
+    pub agent: crate::fleet::AgentConfig,
 }
 
 /// Handles one accepted connection to the data port.
@@ -96,9 +98,20 @@ pub async fn handle(mut conn: TcpStream, peer: SocketAddr, shared: Arc<Shared>, 
                 tracing::info!(%peer, test = %header.test_id, "control connection ended: {e}");
             }
         }
-        Role::Fleet | Role::Register => {
+        Role::Fleet => {
+            let Some(session) = handshake(&mut conn, peer, &header, &hdr, allowed, &shared).await else { return };
+            if !session.authenticated {
+                let m = "orders need the token: this serve runs without --token-file".to_string();
+                shared.stats.refuse(peer, Refusal::Auth, &m);
+                let _ = conn.write_all(&wire::refusal(Refusal::Auth, m)).await;
+                return;
+            }
+            conn.set_nodelay(true).ok();
+            crate::fleet::session(conn, peer, shared.clone(), stop).await;
+        }
+        Role::Register => {
             let Some(_session) = handshake(&mut conn, peer, &header, &hdr, allowed, &shared).await else { return };
-            let m = format!("{} connections are for fleet agents; this server takes tests only", header.role.name());
+            let m = "this is an agent, not a coordinator: register with `netblast fleet --listen`".to_string();
             shared.stats.refuse(peer, Refusal::Invalid, &m);
             let _ = conn.write_all(&wire::refusal(Refusal::Invalid, m)).await;
         }

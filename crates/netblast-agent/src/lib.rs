@@ -8,12 +8,15 @@
 //! - [`serve`]: the accept loop, taking an already-bound listener and a shutdown future.
 //! - [`Background`]: a server on its own thread and runtime, for tests and benches.
 //! - [`data`]: one connection: handshake, control of a test, running its streams.
+//! - [`fleet`]: `serve` as a fleet agent: authenticated orders to originate tests, the
+//!   allowlist, registering with a coordinator.
 //! - [`registry`]: tests waiting for their streams.
 //! - [`http`]: the built-in HTTP/HTTPS responder (`--http`, `--https`).
 
 #![warn(missing_docs)]
 
 pub mod data;
+pub mod fleet;
 pub mod http;
 pub mod registry;
 
@@ -112,6 +115,10 @@ pub struct ServeConfig {
     pub access: Access,
     /// Refusal counters (shared with whoever started the server).
     pub stats: Arc<ServeStats>,
+    /// How it takes fleet orders (its data port is filled in by [`serve`]).
+    pub agent: fleet::AgentConfig,
+    /// A coordinator to dial and take orders from (`--register HOST:PORT`).
+    pub register: Option<String>,
 }
 
 impl Default for ServeConfig {
@@ -121,6 +128,8 @@ impl Default for ServeConfig {
             max_pending_tests: 1024,
             access: Access::default(),
             stats: Arc::default(),
+            agent: fleet::AgentConfig::default(),
+            register: None,
         }
     }
 }
@@ -135,14 +144,20 @@ pub async fn serve(listener: TcpListener, cfg: ServeConfig, shutdown: impl Futur
     if let Err(e) = cfg.probe.watch_port(listener.local_addr()?.port()) {
         tracing::warn!("eBPF probe: {e}; server-side TCP statistics will be missing");
     }
+    let mut agent = cfg.agent;
+    agent.data_port = listener.local_addr()?.port();
     let shared = Arc::new(data::Shared {
         reg: Arc::new(Registry::new(cfg.max_pending_tests)),
         probe: cfg.probe,
         access: cfg.access,
         stats: cfg.stats,
+        agent,
     });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
+    if let Some(coord) = cfg.register {
+        tasks.spawn(fleet::register(coord, shared.clone(), stop_rx.clone()));
+    }
     tokio::pin!(shutdown);
     loop {
         tokio::select! {

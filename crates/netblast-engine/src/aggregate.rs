@@ -11,9 +11,9 @@
 //! Latency histograms are added, never averaged: per interval over the streams of a way, and
 //! over all intervals for the totals.
 
-use netblast_spec::gather::Gather;
 use crate::worker::{Event, FlowEnd, FlowSample};
 use hdrhistogram::Histogram;
+use netblast_spec::gather::Gather;
 use netblast_spec::hist::{self, EncodedHistogram, LatencySummary};
 use netblast_spec::profile::{Kind, Protocol, Way, Workload};
 use netblast_spec::result::{

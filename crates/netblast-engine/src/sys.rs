@@ -92,6 +92,57 @@ pub fn host_info() -> HostInfo {
     }
 }
 
+/// The addresses of this host's interfaces with their prefix lengths (`getifaddrs`), loopback
+/// last.
+pub fn interfaces() -> io::Result<Vec<(std::net::IpAddr, u8)>> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    fn addr_of(sa: *const libc::sockaddr) -> Option<IpAddr> {
+        if sa.is_null() {
+            return None;
+        }
+        // SAFETY: `sa` points at a sockaddr of the list getifaddrs built (valid until
+        // freeifaddrs); it is read by the layout its family names.
+        unsafe {
+            match (*sa).sa_family as i32 {
+                libc::AF_INET => {
+                    let a = &*(sa as *const libc::sockaddr_in);
+                    Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr))))
+                }
+                libc::AF_INET6 => {
+                    let a = &*(sa as *const libc::sockaddr_in6);
+                    Some(IpAddr::V6(Ipv6Addr::from(a.sin6_addr.s6_addr)))
+                }
+                _ => None,
+            }
+        }
+    }
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list head that is freed with freeifaddrs below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut out = Vec::new();
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs built.
+        let ifa = unsafe { &*cur };
+        if let (Some(addr), Some(mask)) = (addr_of(ifa.ifa_addr), addr_of(ifa.ifa_netmask)) {
+            let prefix = match mask {
+                IpAddr::V4(m) => u32::from(m).count_ones(),
+                IpAddr::V6(m) => u128::from(m).count_ones(),
+            } as u8;
+            if !out.contains(&(addr, prefix)) {
+                out.push((addr, prefix));
+            }
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: `head` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(head) };
+    out.sort_by_key(|(a, _)| a.is_loopback());
+    Ok(out)
+}
+
 /// The open-files limit (soft, hard).
 pub fn nofile_limit() -> (u64, u64) {
     // SAFETY: rlimit is plain data; getrlimit fills it.
@@ -142,6 +193,13 @@ pub fn now_rfc3339() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn interfaces_include_loopback_last() {
+        let ifs = interfaces().unwrap();
+        assert!(ifs.iter().any(|(a, p)| a.is_loopback() && *p > 0), "{ifs:?}");
+        assert!(ifs.last().unwrap().0.is_loopback());
+    }
 
     #[test]
     fn pinning_is_visible_in_affinity() {

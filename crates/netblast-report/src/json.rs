@@ -46,8 +46,13 @@ pub struct PartialLog {
 impl PartialLog {
     /// The partial-log path for a final output path.
     pub fn path_for(output: &Path) -> PathBuf {
+        Self::path_for_suffix(output, ".partial.jsonl")
+    }
+
+    /// `output` with `suffix` appended (a companion file beside it).
+    pub fn path_for_suffix(output: &Path, suffix: &str) -> PathBuf {
         let mut p = output.as_os_str().to_owned();
-        p.push(".partial.jsonl");
+        p.push(suffix);
         PathBuf::from(p)
     }
 

@@ -186,6 +186,67 @@ pub fn clock_of(samples: &[ClockSample]) -> Option<ClockInfo> {
     })
 }
 
+/// The first record of a fleet log: who takes part and what runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogHeader {
+    /// The common start instant, coordinator clock (UTC ns).
+    pub t0_unix_ns: u64,
+    /// The profile every test ran (tests of a `spread` fleet divide its flows).
+    pub profile: Profile,
+    /// Every agent.
+    pub agents: Vec<LogAgent>,
+    /// Every test: its order id is its index.
+    pub tests: Vec<LogTest>,
+}
+
+/// An agent in a fleet log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogAgent {
+    /// `client` or `server`.
+    pub role: String,
+    /// Where the coordinator reached it.
+    pub address: String,
+    /// Its host name.
+    pub hostname: String,
+    /// Its clock against the coordinator's.
+    pub clock: ClockInfo,
+}
+
+/// A test in a fleet log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogTest {
+    /// Index of the client agent.
+    pub client: usize,
+    /// Index of the server agent (none: the profile's URLs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<usize>,
+}
+
+/// One line of a fleet log (JSON lines, appended as frames arrive, so a coordinator that dies
+/// loses nothing it received).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogRecord {
+    /// The fleet: first line.
+    Fleet(Box<LogHeader>),
+    /// A frame from an agent.
+    Frame {
+        /// Index of the agent.
+        agent: usize,
+        /// Arrival, coordinator clock (UTC ns).
+        at_ns: u64,
+        /// The frame.
+        msg: Box<AgentMsg>,
+    },
+    /// An agent the coordinator gave up on.
+    Failed {
+        /// Index of the agent.
+        agent: usize,
+        /// Why.
+        why: String,
+    },
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

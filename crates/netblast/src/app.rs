@@ -1,6 +1,6 @@
 //! The subcommands: load and resolve, call the engine or the agent, render, pick the exit code.
 
-use crate::cli::{Cli, Command, MergeArgs, ReportArgs, RunArgs, ServeArgs};
+use crate::cli::{Cli, Command, FleetArgs, MergeArgs, ProfileArgs, ReportArgs, RunArgs, ServeArgs};
 use anyhow::Context;
 use netblast_engine::api::{ClientError, Live, RunOptions};
 use netblast_engine::worker::RunFlags;
@@ -19,6 +19,8 @@ pub enum Outcome {
     Complete,
     /// The run finished but is partial (errors, interrupted); the result says why.
     Incomplete,
+    /// A fleet finished without some of its agents (they failed or never came): exit 3.
+    Partial,
 }
 
 /// A failure, with the exit code it maps to.
@@ -57,6 +59,7 @@ pub fn dispatch(cli: Cli) -> Result<Outcome, AppError> {
         }
         Command::Report(a) => report(&a),
         Command::Merge(a) => merge(&a),
+        Command::Fleet(a) => fleet(&a),
         Command::Doctor => {
             print_stdout(&doctor());
             Ok(Outcome::Complete)
@@ -105,12 +108,18 @@ pub fn load_token(file: Option<&Path>) -> Result<Option<Token>, AppError> {
     }
 }
 
-fn run(a: &RunArgs) -> Result<Outcome, AppError> {
-    let (mut profile, origin) = Profile::load(&a.profile).map_err(AppError::input)?;
-    let overrides = a.overrides();
+/// The profile named by the flags, with the flags applied and validated, and its origin.
+fn load_profile(t: &ProfileArgs) -> Result<(Profile, String), AppError> {
+    let (mut profile, origin) = Profile::load(&t.profile).map_err(AppError::input)?;
+    let overrides = t.overrides();
     overrides.apply(&mut profile, &origin).map_err(AppError::input)?;
     let origin = if overrides.is_empty() { origin } else { format!("{origin} (with command-line overrides)") };
     profile.validate(&origin).map_err(AppError::input)?;
+    Ok((profile, origin))
+}
+
+fn run(a: &RunArgs) -> Result<Outcome, AppError> {
+    let (profile, origin) = load_profile(&a.test)?;
     let target = match (&a.target, profile.workload.is_http()) {
         (Some(t), _) => t.clone(),
         (None, true) => String::new(),
@@ -124,8 +133,8 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     let allowed = netblast_engine::sys::allowed_cpus()
         .context("cannot read this process's CPU affinity")
         .map_err(AppError::run)?;
-    let (mut plan, peer) =
-        netblast_spec::plan::plan(profile, origin, &target, &allowed, a.cpus.is_some()).map_err(AppError::input)?;
+    let (mut plan, peer) = netblast_spec::plan::plan(profile, origin, &target, &allowed, a.test.cpus.is_some())
+        .map_err(AppError::input)?;
     if let Some(at) = &a.start_at {
         let ns = netblast_spec::units::parse_instant(at, netblast_engine::clock::now_unix_ns())
             .map_err(|e| AppError::input(anyhow::anyhow!("--start-at: {e}")))?;
@@ -292,6 +301,7 @@ fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
         .map_err(AppError::run)?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let http = start_http(&a, stop_rx.clone())?;
+    let (http_port, https_port) = http.as_ref().map_or((None, None), |h| (h.http_port, h.https_port));
     let addr = std::net::SocketAddr::new(a.bind, a.port);
     let outcome = rt.block_on(async move {
         let listener = bind(addr).with_context(|| format!("cannot listen on {addr}")).map_err(AppError::run)?;
@@ -306,7 +316,22 @@ fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
         );
         let access = netblast_agent::Access { token, open: a.open };
         eprintln!("netblast serve: accepting {}", access.describe());
-        let cfg = netblast_agent::ServeConfig { probe, access, ..Default::default() };
+        let agent = netblast_agent::fleet::AgentConfig {
+            allow: a.allow.clone(),
+            group: a.group.clone(),
+            http_port,
+            https_port,
+            ..Default::default()
+        };
+        let networks: Vec<String> = agent.allowlist().iter().map(|c| c.to_string()).collect();
+        if access.token.is_some() {
+            eprintln!("netblast serve: fleet orders from a coordinator with the token, toward {}", networks.join(", "));
+        }
+        if let Some(c) = &a.register {
+            eprintln!("netblast serve: registering with the coordinator at {c} (group {})", a.group);
+        }
+        let cfg =
+            netblast_agent::ServeConfig { probe, access, agent, register: a.register.clone(), ..Default::default() };
         let shutdown = async move {
             shutdown_signal().await;
             let _ = stop_tx.send(true);
@@ -314,8 +339,8 @@ fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
         netblast_agent::serve(listener, cfg, shutdown).await.context("server failed").map_err(AppError::run)?;
         Ok(Outcome::Complete)
     });
-    if let Some(t) = http {
-        let _ = t.join();
+    if let Some(h) = http {
+        let _ = h.thread.join();
     }
     eprintln!("netblast serve: stopped");
     outcome
@@ -323,13 +348,18 @@ fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
 
 /// Starts the HTTP/HTTPS responders, if asked, on their own runtime and thread (the data
 /// port's control runtime stays small and undisturbed). They stop when `stop` turns true.
-fn start_http(
-    a: &ServeArgs,
-    stop: tokio::sync::watch::Receiver<bool>,
-) -> Result<Option<std::thread::JoinHandle<()>>, AppError> {
+/// The responders `serve` started: their thread and the ports they listen on.
+struct Responders {
+    thread: std::thread::JoinHandle<()>,
+    http_port: Option<u16>,
+    https_port: Option<u16>,
+}
+
+fn start_http(a: &ServeArgs, stop: tokio::sync::watch::Receiver<bool>) -> Result<Option<Responders>, AppError> {
     if a.http.is_none() && a.https.is_none() {
         return Ok(None);
     }
+    let (mut http_port, mut https_port) = (None, None);
     let threads = netblast_engine::sys::allowed_cpus().map(|c| c.len()).unwrap_or(2).max(1);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
@@ -348,6 +378,7 @@ fn start_http(
             .with_context(|| format!("cannot listen on {addr} for HTTP{}", if secure { "S" } else { "" }))
             .map_err(AppError::run)?;
         let bound = l.local_addr().unwrap_or(addr);
+        *(if secure { &mut https_port } else { &mut http_port }) = Some(bound.port());
         let tls = if secure {
             let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
             if !a.bind.is_unspecified() {
@@ -391,7 +422,7 @@ fn start_http(
         })
         .context("cannot start the HTTP thread")
         .map_err(AppError::run)?;
-    Ok(Some(handle))
+    Ok(Some(Responders { thread: handle, http_port, https_port }))
 }
 
 /// Binds a listener; `::` also accepts IPv4 (dual stack).
@@ -422,4 +453,113 @@ pub async fn shutdown_signal() {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
+}
+
+fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
+    use netblast_coord::{agents, FleetConfig, FleetError, FleetEvent};
+    use netblast_spec::units::{fmt_bits_per_s, fmt_ns, fmt_per_s};
+    let input = |e: String| AppError::input(anyhow::anyhow!(e));
+    let (profile, origin) = load_profile(&a.test)?;
+    let token = load_token(a.token_file.as_deref())?.ok_or_else(|| {
+        input(
+            "a fleet needs the agents' token: --token-file FILE or NETBLAST_TOKEN (agents take orders only from a \
+             coordinator that proves it)"
+                .into(),
+        )
+    })?;
+    let clients = agents::parse(&a.clients, "--clients").map_err(input)?;
+    let servers = a.servers.as_deref().map(|s| agents::parse(s, "--servers")).transpose().map_err(input)?;
+    let log =
+        a.frames.clone().or_else(|| a.output.as_ref().map(|o| json::PartialLog::path_for_suffix(o, ".fleet.jsonl")));
+    let log = log.unwrap_or_else(|| {
+        std::path::PathBuf::from(format!(
+            "netblast-fleet-{}.jsonl",
+            netblast_engine::clock::now_unix_ns() / 1_000_000_000
+        ))
+    });
+    let human = !a.json;
+    if human {
+        println!("netblast fleet: {}; agents' frames logged to {}", profile.description, log.display());
+    }
+    let cfg = FleetConfig {
+        clients,
+        servers: servers.unwrap_or_default(),
+        pairing: a.pairing,
+        profile,
+        origin,
+        token,
+        wait_agents: a.wait_agents.get(),
+        lead: a.lead.get(),
+        log: Some(log),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("netblast-coord")
+        .enable_all()
+        .build()
+        .context("cannot start the coordinator's runtime")
+        .map_err(AppError::run)?;
+    let outcome = rt.block_on(async {
+        let listener = match a.listen {
+            Some(addr) => {
+                let l = bind(addr).with_context(|| format!("cannot listen on {addr}")).map_err(AppError::run)?;
+                if human {
+                    println!("netblast fleet: taking registrations on {}", l.local_addr().unwrap_or(addr));
+                }
+                Some(l)
+            }
+            None => None,
+        };
+        let mut live = |ev: FleetEvent<'_>| {
+            if !human {
+                return;
+            }
+            let line = match ev {
+                FleetEvent::AgentReady { role, address, hostname, clock } => format!(
+                    "{role} {address} ({hostname}) ready: clock {:+} ± {}\n",
+                    fmt_ns(clock.offset_ns as f64),
+                    fmt_ns(clock.error_ns as f64)
+                ),
+                FleetEvent::AgentFailed { role, address, why } => format!("{role} {address} FAILED: {why}\n"),
+                FleetEvent::Starting { t0_unix_ns, tests, clients, servers } => format!(
+                    "{tests} test(s) on {clients} client and {servers} server agent(s) start together at {}\n",
+                    netblast_engine::clock::rfc3339(t0_unix_ns)
+                ),
+                FleetEvent::Interval(iv) => {
+                    let rate = match iv.responses_per_s {
+                        Some(r) => format!("{} ({})", fmt_per_s(r), fmt_bits_per_s(iv.bits_per_s)),
+                        None => fmt_bits_per_s(iv.bits_per_s),
+                    };
+                    let slowest = iv
+                        .slowest
+                        .as_ref()
+                        .map(|(who, r)| {
+                            let r = if iv.responses_per_s.is_some() { fmt_per_s(*r) } else { fmt_bits_per_s(*r) };
+                            format!("  slowest {who} {r}")
+                        })
+                        .unwrap_or_default();
+                    format!(
+                        "[FLEET] {:>6.2}-{:<6.2} sec  {rate:>16}  {}/{} tests reporting{slowest}\n",
+                        iv.start_s, iv.end_s, iv.reporting, iv.running
+                    )
+                }
+            };
+            print_stdout(&line);
+        };
+        netblast_coord::run(cfg, listener, shutdown_signal(), &mut live).await.map_err(|e| match e {
+            FleetError::Config(_) => AppError::input(e),
+            _ => AppError::run(e),
+        })
+    })?;
+    if let Some(path) = &a.output {
+        json::write_atomic(path, json::to_string(&outcome).as_bytes())
+            .with_context(|| format!("cannot write the fleet's result to {}", path.display()))
+            .map_err(AppError::run)?;
+    }
+    if a.json {
+        print_stdout(&format!("{}\n", json::to_string(&outcome)));
+    } else {
+        print_stdout(&text::summary(&outcome));
+    }
+    Ok(if outcome.complete { Outcome::Complete } else { Outcome::Partial })
 }

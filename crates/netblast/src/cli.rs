@@ -31,6 +31,8 @@ pub enum Command {
     Report(ReportArgs),
     /// Merge results of tests that ran at the same time (on one host or many) into one.
     Merge(MergeArgs),
+    /// Run one profile on many agents (`netblast serve` elsewhere) at once, merged exactly.
+    Fleet(Box<FleetArgs>),
     /// Say what this host supports: privilege, BTF, cgroup v2, eBPF probe, CPUs, fd limit.
     Doctor,
 }
@@ -51,6 +53,17 @@ pub struct ServeArgs {
     /// Without a token, accept peers that are not on loopback too (no authentication at all).
     #[arg(long, conflicts_with = "token_file")]
     pub open: bool,
+    /// As a fleet agent: networks orders may send traffic to (repeatable; default: the
+    /// networks of this host's interfaces and loopback).
+    #[arg(long = "allow", value_name = "CIDR")]
+    pub allow: Vec<netblast_spec::units::Cidr>,
+    /// As a fleet agent: dial this coordinator (`netblast fleet --listen`) and wait for its
+    /// orders, dialing again whenever the session ends (needs --token-file).
+    #[arg(long, value_name = "HOST:PORT", requires = "token_file")]
+    pub register: Option<String>,
+    /// As a registering agent: the group it joins (`--clients registered:GROUP:N`).
+    #[arg(long, default_value = "default", requires = "register")]
+    pub group: String,
     /// Source of TCP statistics for the server's sockets: auto (eBPF, else TCP_INFO), ebpf,
     /// tcpinfo or off.
     #[arg(long, default_value = "auto")]
@@ -81,12 +94,9 @@ pub enum ZeroCopy {
     Msg,
 }
 
-/// `netblast run`.
+/// The profile and the flags that change it (shared by `run` and `fleet`).
 #[derive(Debug, Args)]
-pub struct RunArgs {
-    /// The server: HOST, HOST:PORT or `[IPv6]:PORT` (http: where paths in the profile go).
-    #[arg(long)]
-    pub target: Option<String>,
+pub struct ProfileArgs {
     /// Built-in profile name or path to a TOML profile (default: bulk-1flow).
     #[arg(long, short = 'P', default_value = "bulk-1flow")]
     pub profile: String,
@@ -214,6 +224,17 @@ pub struct RunArgs {
     /// http: per-request timeout (default 30s).
     #[arg(long)]
     pub timeout: Option<Dur>,
+}
+
+/// `netblast run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The server: HOST, HOST:PORT or `[IPv6]:PORT` (http: where paths in the profile go).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// The test: the profile and the flags that change it.
+    #[command(flatten)]
+    pub test: ProfileArgs,
     /// File holding the token the server asks for (default: the NETBLAST_TOKEN variable).
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
@@ -235,6 +256,49 @@ pub struct RunArgs {
     /// FILE.partial.jsonl while the run lasts).
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
+}
+
+/// `netblast fleet`.
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    /// Client agents (they originate the tests): HOST[:PORT],... ; @FILE; dns:NAME[:PORT]
+    /// (every address the name has); registered:GROUP:N (wait for N agents of GROUP).
+    #[arg(long, value_name = "LIST")]
+    pub clients: String,
+    /// Server agents (the peers): the same forms. Not needed for http against --url.
+    #[arg(long, value_name = "LIST")]
+    pub servers: Option<String>,
+    /// Which client tests against which server: one-to-one (client i against server i mod S),
+    /// spread (every server, the flows divided), mesh (every server, the whole profile each).
+    #[arg(long, default_value = "one-to-one")]
+    pub pairing: netblast_coord::pairing::Pairing,
+    /// The test: the profile and the flags that change it.
+    #[command(flatten)]
+    pub test: ProfileArgs,
+    /// File holding the fleet's token (default: the NETBLAST_TOKEN variable): agents must
+    /// prove it and the coordinator proves it to them.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Take registrations of agents (`serve --register`) on this address.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// How long to wait for agents to connect and register.
+    #[arg(long, default_value = "60s")]
+    pub wait_agents: Dur,
+    /// Least time from the orders to the common start (every test is set up in it).
+    #[arg(long, default_value = "2s")]
+    pub lead: Dur,
+    /// Print the JSON result instead of the human report.
+    #[arg(long, short = 'J')]
+    pub json: bool,
+    /// Write the fleet's result to this file (atomically); every frame the agents send is
+    /// appended to FILE.fleet.jsonl as it arrives.
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+    /// Where to append the agents' frames (default: beside --output, else
+    /// ./netblast-fleet-UNIXTIME.jsonl); `netblast report FILE` renders it.
+    #[arg(long, value_name = "FILE")]
+    pub frames: Option<PathBuf>,
 }
 
 /// rr wait modes.
@@ -267,7 +331,7 @@ pub struct MergeArgs {
     pub json: bool,
 }
 
-impl RunArgs {
+impl ProfileArgs {
     /// The flags that change the profile.
     pub fn overrides(&self) -> netblast_spec::profile::Overrides {
         use netblast_spec::profile::{HttpVersion, SendMode, WaitMode};
@@ -323,5 +387,16 @@ impl RunArgs {
             ramp: self.ramp,
             timeout: self.timeout,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
     }
 }

@@ -1,6 +1,6 @@
 //! The `netblast` binary: parses the command line, sets up logging, calls the library, prints
 //! the error chain once and maps the outcome to the exit status (0 complete, 1 run failed or
-//! incomplete, 2 bad input).
+//! incomplete, 2 bad input, 3 a fleet without some of its agents).
 
 use clap::Parser;
 use netblast::app::{dispatch, Outcome};
@@ -14,6 +14,7 @@ fn main() -> ExitCode {
     match dispatch(cli) {
         Ok(Outcome::Complete) => ExitCode::SUCCESS,
         Ok(Outcome::Incomplete) => ExitCode::from(1),
+        Ok(Outcome::Partial) => ExitCode::from(3),
         Err(e) => {
             eprintln!("netblast: {:#}", e.error);
             ExitCode::from(e.code)

@@ -29,13 +29,13 @@ pub mod tls;
 pub mod worker;
 
 use crate::api::{ClientError, Envelope, Live, Measured, RunOptions};
-use netblast_spec::gather::Gather;
 use crate::sys::{self, CpuMark};
 use crate::worker::{RunFlags, StartGate};
 use bytes::Bytes;
 use conn::Endpoint;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
 use netblast_probe::Probe;
+use netblast_spec::gather::Gather;
 use netblast_spec::hist::{EncodedHistogram, LatencySummary};
 use netblast_spec::plan::split_budget;
 use netblast_spec::profile::{HttpSection, HttpVersion};

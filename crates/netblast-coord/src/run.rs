@@ -380,7 +380,8 @@ pub async fn run(
         a.status = Status::Failed(format!("not ready within {:?}", cfg.wait_agents));
         a.cmds = None;
     }
-    agents.retain(|a| !a.role.is_empty());
+    // Registrations that were not needed keep their place (sessions know agents by index)
+    // with no role; they take no part and are left out of the result.
 
     // 2. Pairing over the agents that are ready.
     let ready = |role: &str| -> Vec<usize> {
@@ -643,6 +644,7 @@ pub async fn run(
     result.agents = agents
         .iter()
         .enumerate()
+        .filter(|(_, a)| !a.role.is_empty())
         .map(|(i, a)| {
             let mine: Vec<usize> = tests
                 .iter()

@@ -33,6 +33,23 @@ struct IntervalAcc {
     server: HashMap<u32, ServerSample>,
 }
 
+/// What one end counted for a stream in an interval.
+#[derive(Debug, Clone, Copy, Default)]
+struct MeterPart {
+    bytes: u64,
+    msgs: u64,
+}
+
+impl MeterPart {
+    fn of(f: &FlowSample) -> MeterPart {
+        MeterPart { bytes: f.bytes, msgs: f.msgs }
+    }
+
+    fn of_server(s: &ServerSample) -> MeterPart {
+        MeterPart { bytes: s.bytes, msgs: s.msgs }
+    }
+}
+
 /// Last cumulative kernel counters seen per stream, to turn them into interval deltas.
 #[derive(Debug, Default)]
 struct Prev {
@@ -245,26 +262,21 @@ impl Aggregator {
         let mut streams = Vec::with_capacity(self.streams.len());
         let mut way_hists: HashMap<Way, Option<Histogram<u64>>> = HashMap::new();
         let mut problems = Vec::new();
+        // A released interval has every reporter's part: a stream missing from an end that
+        // reported (its worker had finished) moved nothing in it. Only an end that reported
+        // nothing at all (a server gone without its final report) leaves its figures unknown.
+        let server_knows = acc.server_span.is_some() || self.server_final.is_some();
+        let zero = MeterPart::default();
         for s in &self.streams {
-            let c = acc.client.get(&s.id);
-            let sv = acc.server.get(&s.id);
+            let c = acc.client.get(&s.id).map(MeterPart::of).unwrap_or(zero);
+            let sv = acc.server.get(&s.id).map(MeterPart::of_server).or(server_knows.then_some(zero));
+            let c_tcp = acc.client.get(&s.id).and_then(|x| x.tcp);
+            let sv_tcp = acc.server.get(&s.id).and_then(|x| x.tcp);
             let (sent, recv, tcp, sent_msgs, recv_msgs) = match s.way {
-                Way::Up => (
-                    c.map(|x| x.bytes),
-                    sv.map(|x| x.bytes),
-                    c.and_then(|x| x.tcp),
-                    c.map(|x| x.msgs),
-                    sv.map(|x| x.msgs),
-                ),
-                Way::Down => (
-                    sv.map(|x| x.bytes),
-                    c.map(|x| x.bytes),
-                    sv.and_then(|x| x.tcp),
-                    sv.map(|x| x.msgs),
-                    c.map(|x| x.msgs),
-                ),
+                Way::Up => (Some(c.bytes), sv.map(|x| x.bytes), c_tcp, Some(c.msgs), sv.map(|x| x.msgs)),
+                Way::Down => (sv.map(|x| x.bytes), Some(c.bytes), sv_tcp, sv.map(|x| x.msgs), Some(c.msgs)),
             };
-            let hist = c.and_then(|x| x.hist.as_deref());
+            let hist = acc.client.get(&s.id).and_then(|x| x.hist.as_deref());
             if let Some(h) = hist {
                 let mut total = self.totals.latency.remove(&s.id);
                 let way = way_hists.entry(s.way).or_default();
@@ -697,7 +709,18 @@ mod tests {
         let live = a.on_server_interval(0, 0.0, 1.0, vec![server(0, 1, None), server(99, 7, None)]);
         assert_eq!(live.len(), 1);
         assert_eq!(live[0].sums[0].sent_bytes, 2);
-        assert_eq!(live[0].sums[0].received_bytes, None, "stream 1 has no receiver figure; stream 99 is unknown");
+        assert_eq!(
+            live[0].sums[0].received_bytes,
+            Some(1),
+            "the server reported the interval without stream 1: it read nothing of it; stream 99 is not ours"
+        );
+        // An interval the server never reported (its connection lost, no final report) is
+        // unknown on its side, not zero.
+        a.on_worker(0, Event::Interval { index: 1, start_s: 1.0, end_s: 2.0, flows: vec![sample(0, 5, None)] });
+        a.on_worker(1, Event::Interval { index: 1, start_s: 1.0, end_s: 2.0, flows: vec![sample(1, 5, None)] });
+        let live = a.server_gone();
+        assert_eq!(live.len(), 1);
+        assert_eq!((live[0].sums[0].sent_bytes, live[0].sums[0].received_bytes), (10, None));
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub fn next_boundary(after_ns: u64, interval: Duration) -> u64 {
 
 /// RFC 3339 (UTC, to the nanosecond) of an instant in ns since the Unix epoch.
 pub fn rfc3339(unix_ns: u64) -> String {
-    humantime::format_rfc3339_nanos(UNIX_EPOCH + Duration::from_nanos(unix_ns)).to_string()
+    netblast_spec::units::fmt_rfc3339(unix_ns)
 }
 
 /// Why a start instant cannot be used.

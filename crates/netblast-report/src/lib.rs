@@ -2,10 +2,12 @@
 //!
 //! # Layout
 //! - [`text`]: the human report (iperf3-like interval lines and summary).
+//! - [`fleet`]: a fleet's frame log, rendered (what a coordinator that died leaves).
 //! - [`json`]: the machine-readable document, and writing it to a file atomically.
 
 #![warn(missing_docs)]
 
+pub mod fleet;
 pub mod json;
 pub mod text;
 

@@ -318,8 +318,7 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
         schema: SCHEMA.to_string(),
         netblast_version: env!("CARGO_PKG_VERSION").to_string(),
         test_id: format!("merge-of-{}-{}", inputs.len(), first.test_id),
-        started_at: humantime::format_rfc3339_nanos(std::time::UNIX_EPOCH + std::time::Duration::from_nanos(t0_ns))
-            .to_string(),
+        started_at: crate::units::fmt_rfc3339(t0_ns),
         start_unix_ns: Some(t0_ns),
         clock: Some(ClockInfo { source, offset_ns: 0, error_ns: 0 }),
         agent: None,

@@ -430,6 +430,11 @@ impl fmt::Display for Cidr {
     }
 }
 
+/// RFC 3339 (UTC, to the nanosecond) of an instant in ns since the Unix epoch.
+pub fn fmt_rfc3339(unix_ns: u64) -> String {
+    humantime::format_rfc3339_nanos(std::time::UNIX_EPOCH + Duration::from_nanos(unix_ns)).to_string()
+}
+
 /// Parses an instant: RFC 3339 (`2026-11-23T10:00:00Z`, fractions allowed), Unix seconds
 /// (`1795000000`, `1795000000.5`), or `+DURATION` from `now_ns` (`+5s`). Returns UTC ns.
 pub fn parse_instant(s: &str, now_ns: u64) -> Result<u64, UnitError> {

@@ -258,6 +258,15 @@ pub fn doctor() -> String {
 }
 
 fn report(a: &ReportArgs) -> Result<Outcome, AppError> {
+    let text = std::fs::read_to_string(&a.file)
+        .with_context(|| format!("cannot read {}", a.file.display()))
+        .map_err(AppError::input)?;
+    if netblast_report::fleet::is_log(&text) {
+        let out = netblast_report::fleet::render(&text)
+            .map_err(|e| AppError::input(anyhow::anyhow!("{}: {e}", a.file.display())))?;
+        print_stdout(&out);
+        return Ok(Outcome::Complete);
+    }
     let r = json::read(&a.file)
         .with_context(|| format!("cannot read result {}", a.file.display()))
         .map_err(AppError::input)?;

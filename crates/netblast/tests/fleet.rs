@@ -1,0 +1,268 @@
+//! `netblast fleet` over agents in network namespaces (`scripts/testbed.sh`, root only), and
+//! over agents that register on loopback.
+
+use crate::util::{self, KillOnDrop};
+use netblast_spec::RunResult;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// A testbed made by `scripts/testbed.sh up`, removed on drop.
+struct Testbed {
+    id: u32,
+    token: PathBuf,
+    agents: Vec<String>,
+}
+
+fn script() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/testbed.sh"))
+}
+
+impl Testbed {
+    /// `None` (after printing why) when namespaces cannot be made here.
+    fn up(test: &str, id: u32, n: usize) -> Option<Testbed> {
+        if !util::netns_or_skip(test) {
+            return None;
+        }
+        let out = Command::new(script())
+            .args(["up", &n.to_string(), "--id", &id.to_string()])
+            .env("NETBLAST", env!("CARGO_BIN_EXE_netblast"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "testbed up: {}{}", text, String::from_utf8_lossy(&out.stderr));
+        let token = PathBuf::from(text.lines().find_map(|l| l.strip_prefix("token: ")).expect("token line"));
+        let agents: Vec<String> = text.lines().filter_map(|l| l.strip_prefix("agent: ")).map(String::from).collect();
+        assert_eq!(agents.len(), n);
+        Some(Testbed { id, token, agents })
+    }
+
+    fn ns(&self, i: usize) -> String {
+        format!("nbtb{}a{}", self.id, i + 1)
+    }
+
+    /// Bytes received and sent by agent `i`'s interface.
+    fn eth0(&self, i: usize) -> (u64, u64) {
+        let out = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", self.ns(i)))
+            .args(["cat", "/proc/net/dev"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text.lines().find(|l| l.trim_start().starts_with("eth0:")).expect("eth0 counters");
+        let f: Vec<u64> = line.split(':').nth(1).unwrap().split_whitespace().map(|v| v.parse().unwrap()).collect();
+        (f[0], f[8])
+    }
+
+    fn pid(&self, i: usize) -> i32 {
+        let pids = std::fs::read_to_string(format!("/tmp/netblast-testbed-{}/pids", self.id)).unwrap();
+        pids.lines().nth(i).unwrap().trim().parse().unwrap()
+    }
+
+    fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(format!("/tmp/netblast-testbed-{}/agent{}.log", self.id, i + 1)).unwrap_or_default()
+    }
+
+    fn fleet(&self) -> Command {
+        let mut c = util::bin();
+        c.args(["fleet", "--token-file"]).arg(&self.token);
+        c
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        let _ = Command::new(script()).args(["down", "--id", &self.id.to_string()]).status();
+    }
+}
+
+fn result_of(out: &Output) -> RunResult {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    })
+}
+
+fn skew_ns(r: &RunResult) -> u64 {
+    let starts: Vec<u64> = r.agents.iter().filter_map(|a| a.actual_start_unix_ns).collect();
+    starts.iter().max().unwrap() - starts.iter().min().unwrap()
+}
+
+#[test]
+fn bulk_fleet_merges_exactly_and_agrees_with_the_servers_interfaces() {
+    let Some(tb) = Testbed::up("bulk_fleet_merges_exactly", 11, 4) else { return };
+    let before: Vec<(u64, u64)> = (0..4).map(|i| tb.eth0(i)).collect();
+    let out = tb
+        .fleet()
+        .args(["--clients", &format!("{},{}", tb.agents[0], tb.agents[1])])
+        .args(["--servers", &format!("{},{}", tb.agents[2], tb.agents[3])])
+        .args(["-t", "2", "--flows", "2", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = result_of(&out);
+    assert!(r.complete, "{:?}", r.errors);
+    assert_eq!(r.parts.len(), 2);
+    assert_eq!(r.agents.len(), 4);
+    assert_eq!(r.agents.iter().filter(|a| a.role == "client").count(), 2);
+    assert!(r.agents.iter().all(|a| a.status == "ok"), "{:?}", r.agents);
+    // Merged bytes are the agents' own counts, added exactly.
+    let way = &r.summary.ways[0];
+    let parts_recv: u64 = r.parts.iter().map(|p| p.summary.ways[0].receiver.unwrap().bytes).sum();
+    let parts_sent: u64 = r.parts.iter().map(|p| p.summary.ways[0].sender.bytes).sum();
+    assert_eq!(way.receiver.unwrap().bytes, parts_recv);
+    assert_eq!(way.sender.bytes, parts_sent);
+    assert_eq!(parts_sent, parts_recv, "every byte sent was received");
+    let iv_recv: u64 = r.intervals.iter().map(|i| i.sums[0].received_bytes.unwrap()).sum();
+    assert_eq!(iv_recv, parts_recv, "the merged intervals add up to the totals");
+    // The servers' interfaces saw those bytes plus the headers of the packets that carried them.
+    let server_rx: u64 = (2..4).map(|i| tb.eth0(i).0 - before[i].0).sum();
+    assert!(server_rx >= parts_recv, "interfaces {server_rx} < payload {parts_recv}");
+    assert!(server_rx as f64 <= parts_recv as f64 * 1.08 + 4e6, "interfaces {server_rx} vs payload {parts_recv}");
+    // Four agents on one host started together.
+    assert!(skew_ns(&r) <= 5_000_000, "start skew {} ns", skew_ns(&r));
+}
+
+#[test]
+fn rr_and_http_fleets_add_their_histograms_exactly() {
+    let Some(tb) = Testbed::up("rr_and_http_fleets", 12, 4) else { return };
+    let count = |h: &Option<netblast_spec::hist::EncodedHistogram>| h.as_ref().unwrap().decode().unwrap().len();
+    let run = |extra: &[&str]| {
+        let out = tb
+            .fleet()
+            .args(["--clients", &format!("{},{}", tb.agents[0], tb.agents[1])])
+            .args(["--servers", &format!("{},{}", tb.agents[2], tb.agents[3])])
+            .args(["-t", "2", "--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let r = result_of(&out);
+        assert!(r.complete && skew_ns(&r) <= 5_000_000, "{:?}", r.errors);
+        r
+    };
+    let r = run(&["--profile", "latency"]);
+    let merged = count(&r.summary.ways[0].latency_hist);
+    let parts: u64 = r.parts.iter().map(|p| count(&p.summary.ways[0].latency_hist)).sum();
+    assert!(merged > 100);
+    assert_eq!(merged, parts, "every round trip of every agent, once");
+    let per_interval: u64 = r.intervals.iter().map(|i| count(&i.sums[0].latency_hist)).sum();
+    assert_eq!(per_interval, merged);
+
+    let r = run(&["--profile", "http-max", "-c", "4"]);
+    let h = r.summary.http.as_ref().unwrap();
+    let parts: u64 = r.parts.iter().map(|p| p.summary.http.as_ref().unwrap().completed).sum();
+    assert!(h.completed > 100);
+    assert_eq!(h.completed, parts);
+    assert_eq!(h.status_codes.get("200").copied(), Some(h.completed));
+    assert_eq!(count(&h.latency_hist), h.completed);
+}
+
+#[test]
+fn a_killed_agent_gives_a_partial_result_naming_it() {
+    let Some(tb) = Testbed::up("a_killed_agent", 13, 4) else { return };
+    let out_file = std::env::temp_dir().join(format!("nb-fleet-kill-{}.json", std::process::id()));
+    let fleet = tb
+        .fleet()
+        .args(["--clients", &format!("{},{}", tb.agents[0], tb.agents[1])])
+        .args(["--servers", &format!("{},{}", tb.agents[2], tb.agents[3])])
+        .args(["-t", "6", "-i", "500ms", "-o"])
+        .arg(&out_file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Two seconds into the test (after the lead), agent 0 (a client) dies.
+    std::thread::sleep(Duration::from_secs(4));
+    // SAFETY: kill has no memory-safety preconditions; the pid is the testbed's agent.
+    unsafe { libc::kill(tb.pid(0), libc::SIGKILL) };
+    let out = util::wait_output(fleet, Duration::from_secs(90));
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: RunResult = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
+    assert!(!r.complete);
+    let dead = r.agents.iter().find(|a| a.agent.address == tb.agents[0]).unwrap();
+    assert_eq!(dead.status, "failed");
+    assert!(r.errors.iter().any(|e| e.source.contains(&tb.agents[0])), "{:?}", r.errors);
+    // The other client's test is whole.
+    assert_eq!(r.parts.len(), 1);
+    let p = &r.parts[0];
+    assert!(p.complete);
+    let w = &p.summary.ways[0];
+    assert_eq!(Some(w.sender.bytes), w.receiver.map(|x| x.bytes));
+    assert!(p.summary.duration_s >= 5.9, "it ran to its bound: {}", p.summary.duration_s);
+    // Every frame the coordinator received is in its log, and the report renders the log.
+    let log = netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl");
+    let rep = util::bin().arg("report").arg(&log).output().unwrap();
+    let text = String::from_utf8_lossy(&rep.stdout);
+    assert!(text.contains("fleet log") && text.contains(&tb.agents[0]), "{text}");
+    let _ = std::fs::remove_file(out_file);
+    let _ = std::fs::remove_file(log);
+}
+
+#[test]
+fn wrong_tokens_and_targets_outside_the_allowlist_are_refused_with_no_traffic() {
+    let Some(tb) = Testbed::up("wrong_tokens_and_targets", 14, 2) else { return };
+    let before: Vec<(u64, u64)> = (0..2).map(|i| tb.eth0(i)).collect();
+    let wrong = util::token_file("fleet-wrong", "not-the-testbed-token-at-all");
+    let out = util::bin()
+        .args(["fleet", "--token-file"])
+        .arg(&wrong)
+        .args(["--clients", &tb.agents[0], "--servers", &tb.agents[1], "-t", "2", "--wait-agents", "5s"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no client agent is ready") && err.contains("authentication"), "{err}");
+    for (i, (rx0, tx0)) in before.iter().enumerate() {
+        let (rx, tx) = tb.eth0(i);
+        assert!(rx - rx0 < 16 * 1024 && tx - tx0 < 16 * 1024, "agent {i} moved traffic");
+        assert!(tb.log(i).contains("refused connection"), "the refusal is logged: {}", tb.log(i));
+    }
+    // A server the client agent may not reach: a netblast serve on the host's loopback.
+    let (server, addr) = util::spawn_server_with(&["--probe", "tcpinfo", "--token-file", tb.token.to_str().unwrap()]);
+    let _server = KillOnDrop(server);
+    let before = tb.eth0(0);
+    let out =
+        tb.fleet().args(["--clients", &tb.agents[0], "--servers", &addr.to_string(), "-t", "2"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("outside this agent's allowlist"), "{err}");
+    assert!(tb.log(0).contains("refused fleet order"), "{}", tb.log(0));
+    assert!(tb.eth0(0).1 - before.1 < 16 * 1024, "no test traffic left the agent");
+    let _ = std::fs::remove_file(wrong);
+}
+
+/// Agents that dial the coordinator (`serve --register`), on loopback: no namespaces needed.
+#[test]
+fn registered_agents_take_part_by_group() {
+    let token = util::token_file("register", "a-token-for-registered-agents");
+    let coord = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = coord.local_addr().unwrap().port();
+    drop(coord);
+    let agent = |group: &str| {
+        KillOnDrop(
+            util::bin()
+                .args(["serve", "--bind", "127.0.0.1", "--port", "0", "--probe", "tcpinfo", "--token-file"])
+                .arg(&token)
+                .args(["--register", &format!("127.0.0.1:{port}"), "--group", group])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let _agents = [agent("c"), agent("c"), agent("s"), agent("spare")];
+    let out = util::bin()
+        .args(["fleet", "--token-file"])
+        .arg(&token)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--clients", "registered:c:2", "--servers", "registered:s:1", "--wait-agents", "30s"])
+        .args(["-t", "1", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = result_of(&out);
+    assert!(r.complete, "{:?}", r.errors);
+    assert_eq!(r.parts.len(), 2, "two clients, each against the one server");
+    assert_eq!(r.agents.len(), 3, "the spare group was sent away");
+    let _ = std::fs::remove_file(token);
+}

@@ -3,6 +3,8 @@
 
 #![warn(missing_docs)]
 
+pub mod fleet_sim;
+
 use netblast_probe::Probe;
 use netblast_spec::{Profile, RunResult};
 use std::net::SocketAddr;

@@ -235,8 +235,69 @@ fn histogram_merge() {
     figure("hist.encoded_bytes", bytes as f64 / 16.0, "bytes", "V2+DEFLATE+base64 size of one histogram");
 }
 
+/// The fleet coordinator against simulated agents (`NETBLAST_BENCH_FLEET_AGENTS`, default
+/// 1000): its CPU while every agent streams an interval frame per second.
+fn fleet_scale(server: &LocalServer) -> Result<(), String> {
+    // The coordinator's last step: folding each agent's final result into the fleet's.
+    let p = profile("latency", |p| {
+        p.run.duration = Some(Dur(Duration::from_secs(3)));
+    })?;
+    let one = run(server.addr, p)?;
+    let folds = 50;
+    let t = Instant::now();
+    let mut acc = netblast_spec::merge::merge(&[("0", &one)]).map_err(|e| e.to_string())?;
+    for _ in 1..folds {
+        acc = netblast_spec::merge::merge(&[("acc", &acc), ("next", &one)]).map_err(|e| e.to_string())?;
+    }
+    figure(
+        "fleet.merge_per_result_ms",
+        t.elapsed().as_secs_f64() / folds as f64 * 1e3,
+        "ms",
+        &format!("fold one agent's final result ({} intervals, rr) into the fleet's", one.intervals.len()),
+    );
+    let agents: usize = std::env::var("NETBLAST_BENCH_FLEET_AGENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let secs = secs().as_secs().max(12);
+    let r = netblast_benches::fleet_sim::run(agents, secs)?;
+    figure(
+        &format!("fleet.coordinator_cpu_{agents}_agents"),
+        r.coordinator_cpus * 100.0,
+        "% of a CPU",
+        &format!(
+            "{:.0} interval frames/s ({:.1} MB/s) streamed by {agents} agents, logged and counted; target < 10%",
+            r.frames as f64 / r.window_s,
+            r.frame_bytes as f64 / r.window_s / 1e6
+        ),
+    );
+    figure(
+        "fleet.coordinator_cpu_per_frame",
+        r.coordinator_cpus * r.window_s / r.frames.max(1) as f64 * 1e6,
+        "us",
+        "coordinator CPU per interval frame (read, decode, log, live totals)",
+    );
+    figure(
+        "fleet.rss_growth_while_streaming",
+        r.rss_growth as f64 / 1e6,
+        "MB",
+        &format!("process memory growth over {:.0} s of streaming (bounded: near 0)", r.window_s),
+    );
+    figure(
+        "fleet.setup_s",
+        r.setup_s,
+        "s",
+        &format!("{agents} registrations, 16 clock exchanges each, orders, 2 s lead"),
+    );
+    Ok(())
+}
+
 fn main() {
-    // `cargo bench -- <filter>` passes arguments; `--bench` is always there. Run everything.
+    // `cargo bench -- <section>...` runs only those sections (bulk, msgrate, http, probe,
+    // histogram, fleet); `--bench` is always passed and ignored.
+    let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let want = |section: &str| only.is_empty() || only.iter().any(|o| section.starts_with(o.as_str()));
+    if !only.is_empty() && !["bulk", "msgrate", "http", "probe", "histogram", "fleet"].iter().any(|s| want(s)) {
+        eprintln!("no section matches {only:?}: sections are bulk, msgrate, http, probe, histogram, fleet");
+        std::process::exit(2);
+    }
     let cpus = netblast_engine::sys::allowed_cpus().map(|c| c.len()).unwrap_or(1) as u32;
     println!("netblast self-check on loopback ({cpus} CPUs, client and server on the same host)");
     let server = match LocalServer::start() {
@@ -247,26 +308,42 @@ fn main() {
         }
     };
     let mut failed = false;
-    for flows in [1, cpus.max(2)] {
-        if let Err(e) = bulk(&server, flows) {
-            eprintln!("bulk {flows} flows: {e}");
-            failed = true;
+    if want("bulk") {
+        for flows in [1, cpus.max(2)] {
+            if let Err(e) = bulk(&server, flows) {
+                eprintln!("bulk {flows} flows: {e}");
+                failed = true;
+            }
         }
     }
     let cpu_list = netblast_engine::sys::allowed_cpus().unwrap_or_default();
-    if let Err(e) = msgrate(&server, &cpu_list) {
-        eprintln!("msgrate/rr: {e}");
-        failed = true;
+    if want("msgrate") {
+        if let Err(e) = msgrate(&server, &cpu_list) {
+            eprintln!("msgrate/rr: {e}");
+            failed = true;
+        }
     }
-    if let Err(e) = http_figures(cpu_list.len()) {
-        eprintln!("http: {e}");
-        failed = true;
+    if want("http") {
+        if let Err(e) = http_figures(cpu_list.len()) {
+            eprintln!("http: {e}");
+            failed = true;
+        }
     }
-    if let Err(e) = probe_overhead(&server) {
-        eprintln!("probe: {e}");
-        failed = true;
+    if want("probe") {
+        if let Err(e) = probe_overhead(&server) {
+            eprintln!("probe: {e}");
+            failed = true;
+        }
     }
-    histogram_merge();
+    if want("histogram") {
+        histogram_merge();
+    }
+    if want("fleet") {
+        if let Err(e) = fleet_scale(&server) {
+            eprintln!("fleet: {e}");
+            failed = true;
+        }
+    }
     drop(server);
     if failed {
         std::process::exit(1);

@@ -42,6 +42,20 @@ pub struct FleetConfig {
     pub log: Option<PathBuf>,
 }
 
+impl FleetConfig {
+    /// How many agents the fleet names (dialed, and registrations waited for).
+    pub fn agent_count(&self) -> usize {
+        self.clients
+            .iter()
+            .chain(&self.servers)
+            .map(|s| match s {
+                AgentSource::Dial(_) => 1,
+                AgentSource::Registered { count, .. } => *count,
+            })
+            .sum()
+    }
+}
+
 /// Why a fleet could not run at all.
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {

@@ -501,6 +501,9 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
         lead: a.lead.get(),
         log: Some(log),
     };
+    // One session per agent, and a registration may come and go before it is needed.
+    netblast_engine::sys::ensure_fds(cfg.agent_count() as u64 * 2 + 256)
+        .map_err(|e| AppError::run(anyhow::anyhow!(e)))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("netblast-coord")

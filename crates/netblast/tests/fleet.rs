@@ -266,3 +266,82 @@ fn registered_agents_take_part_by_group() {
     assert_eq!(r.agents.len(), 3, "the spare group was sent away");
     let _ = std::fs::remove_file(token);
 }
+
+/// Two token agents on loopback: (client address, server address, their processes).
+fn loopback_pair(token: &std::path::Path) -> (String, String, [KillOnDrop; 2]) {
+    let spawn = || {
+        let (child, addr) = util::spawn_server_with(&["--probe", "tcpinfo", "--token-file", token.to_str().unwrap()]);
+        (KillOnDrop(child), addr.to_string())
+    };
+    let ((c, ca), (s, sa)) = (spawn(), spawn());
+    (ca, sa, [c, s])
+}
+
+/// Established TCP connections to or from `port` on this host.
+fn established(port: u16) -> usize {
+    let out = Command::new("ss").args(["-Htn", "state", "established"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains(&format!(":{port} "))).count()
+}
+
+#[test]
+fn ctrl_c_cancels_every_test_and_keeps_what_was_measured() {
+    let token = util::token_file("ctrl-c", "a-token-for-the-ctrl-c-test");
+    let (client, server, _agents) = loopback_pair(&token);
+    let out_file = std::env::temp_dir().join(format!("nb-fleet-int-{}.json", std::process::id()));
+    let fleet = util::bin()
+        .args(["fleet", "--token-file"])
+        .arg(&token)
+        .args(["--clients", &client, "--servers", &server, "-t", "60", "-o"])
+        .arg(&out_file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
+    unsafe { libc::kill(fleet.id() as i32, libc::SIGINT) };
+    let out = util::wait_output(fleet, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(3));
+    let r: RunResult = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
+    assert!(!r.complete && r.errors.iter().any(|e| e.message.contains("interrupted")), "{:?}", r.errors);
+    assert_eq!(r.parts.len(), 1, "what the agent measured is kept");
+    let w = &r.parts[0].summary.ways[0];
+    assert!(w.sender.bytes > 0 && w.sender.seconds < 10.0, "stopped early: {:?}", w.sender);
+    let port: u16 = server.rsplit(':').next().unwrap().parse().unwrap();
+    assert_eq!(established(port), 0, "no test connection is left");
+    let _ = std::fs::remove_file(&out_file);
+    let _ = std::fs::remove_file(netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl"));
+    let _ = std::fs::remove_file(token);
+}
+
+#[test]
+fn a_dead_coordinator_leaves_no_traffic_running() {
+    let token = util::token_file("dead-coord", "a-token-for-the-dead-coordinator");
+    let (client, server, _agents) = loopback_pair(&token);
+    let log = std::env::temp_dir().join(format!("nb-fleet-dead-{}.jsonl", std::process::id()));
+    let mut fleet = util::bin()
+        .args(["fleet", "--token-file"])
+        .arg(&token)
+        .args(["--clients", &client, "--servers", &server, "-t", "60", "--frames"])
+        .arg(&log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let port: u16 = server.rsplit(':').next().unwrap().parse().unwrap();
+    let t = std::time::Instant::now();
+    while established(port) < 2 && t.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(established(port) >= 2, "the test is running");
+    fleet.kill().unwrap();
+    let _ = fleet.wait();
+    // The client agent stops its test (the server's end follows): well before the 60 s bound.
+    let t = std::time::Instant::now();
+    while established(port) > 0 && t.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(established(port), 0, "traffic still runs {:?} after the coordinator died", t.elapsed());
+    let _ = std::fs::remove_file(log);
+    let _ = std::fs::remove_file(token);
+}

@@ -691,9 +691,13 @@ pub async fn run(
                 status: status.into(),
                 why,
                 parts: mine.iter().filter_map(|k| part_of.get(k).copied()).collect(),
+                summary: None,
             }
         })
         .collect();
+    if let Err(e) = merge::fill_agent_summaries(&mut result) {
+        errors.push(RunError { at_s: 0.0, source: "coordinator".into(), message: format!("agents' own totals: {e}") });
+    }
     result.plan.origin = cfg.origin.clone();
     result.plan.notes.push(format!(
         "fleet: {} client agent(s), {} server agent(s), {} test(s), pairing {:?}; every test started at T0 on the coordinator's clock",

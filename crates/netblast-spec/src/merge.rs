@@ -295,6 +295,7 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
                     status: status.into(),
                     why: (!r.complete).then(|| format!("{name}: incomplete run")),
                     parts: vec![p.first_part],
+                    summary: None,
                 }),
             }
         } else {
@@ -314,7 +315,7 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
         ClockSource::Coordinator
     };
     let t0_ns = u64::try_from(t0).unwrap_or(0);
-    Ok(RunResult {
+    let mut out = RunResult {
         schema: SCHEMA.to_string(),
         netblast_version: env!("CARGO_PKG_VERSION").to_string(),
         test_id: format!("merge-of-{}-{}", inputs.len(), first.test_id),
@@ -335,7 +336,26 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
         summary,
         parts,
         agents,
-    })
+    };
+    fill_agent_summaries(&mut out)?;
+    Ok(out)
+}
+
+/// Gives every agent of a merged result without one its own summary: the merge of its parts.
+pub fn fill_agent_summaries(r: &mut RunResult) -> Result<(), MergeError> {
+    let mut sums = Vec::with_capacity(r.agents.len());
+    for a in &r.agents {
+        sums.push(match &a.summary {
+            Some(_) => None,
+            None => parts_summary(r, &a.parts)?,
+        });
+    }
+    for (a, s) in r.agents.iter_mut().zip(sums) {
+        if s.is_some() {
+            a.summary = s;
+        }
+    }
+    Ok(())
 }
 
 fn merge_intervals(inputs: &[Input<'_>], places: &[Place]) -> Result<Vec<Interval>, MergeError> {
@@ -438,6 +458,30 @@ fn merge_http_interval(
         latency_hist: lat.encoded(),
         status,
     })
+}
+
+/// The totals of some parts of a merged result, merged as `merge` merges whole results (the
+/// summary of one agent's tests, say). `part_indices` index `r.parts`; their streams keep the
+/// merged result's ids.
+pub fn parts_summary(r: &RunResult, part_indices: &[u32]) -> Result<Option<Summary>, MergeError> {
+    let interval_s = r.plan.profile.run.interval().as_secs_f64();
+    let chosen: Vec<&Part> = part_indices.iter().filter_map(|&k| r.parts.get(k as usize)).collect();
+    if chosen.is_empty() {
+        return Ok(None);
+    }
+    let names: Vec<String> = chosen.iter().map(|p| format!("test {} ({})", p.test_id, p.agent.address)).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let sums: Vec<&Summary> = chosen.iter().map(|p| &p.summary).collect();
+    let places: Vec<Place> = chosen
+        .iter()
+        .map(|p| Place {
+            offset: p.interval_offset,
+            shift_s: p.interval_offset as f64 * interval_s,
+            first_stream: p.first_stream,
+            first_part: 0,
+        })
+        .collect();
+    merge_summaries(&names, &sums, &places).map(Some)
 }
 
 fn merge_summaries(names: &[&str], sums: &[&Summary], places: &[Place]) -> Result<Summary, MergeError> {
@@ -1034,6 +1078,8 @@ mod tests {
         assert_eq!(m.summary.ways[0].receiver, None);
         assert_eq!(m.intervals[0].sums[0].received_bytes, None);
         assert_eq!(m.agents.len(), 2);
+        let own = |i: usize| m.agents[i].summary.as_ref().unwrap().ways[0].sender.bytes;
+        assert_eq!((own(0), own(1)), (5, 7), "each agent carries its own totals");
         assert_eq!(m.streams.iter().map(|s| (s.id, s.part)).collect::<Vec<_>>(), [(0, Some(0)), (1, Some(1))]);
     }
 }

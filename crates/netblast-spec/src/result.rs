@@ -716,6 +716,9 @@ pub struct AgentStatus {
     /// Indices in `parts` of the tests it ran (clients) or served (servers).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<u32>,
+    /// Its own totals: the merge of those tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Summary>,
 }
 
 /// The whole result of one run.

@@ -105,6 +105,12 @@ fn bulk_fleet_merges_exactly_and_agrees_with_the_servers_interfaces() {
     assert_eq!(r.agents.len(), 4);
     assert_eq!(r.agents.iter().filter(|a| a.role == "client").count(), 2);
     assert!(r.agents.iter().all(|a| a.status == "ok"), "{:?}", r.agents);
+    for a in &r.agents {
+        // Each agent's own totals: the tests it ran (client) or served (server).
+        let own = a.summary.as_ref().expect("an agent's own summary").ways[0].sender.bytes;
+        let of_parts: u64 = a.parts.iter().map(|&k| r.parts[k as usize].summary.ways[0].sender.bytes).sum();
+        assert_eq!(own, of_parts, "{} {}", a.role, a.agent.address);
+    }
     // Merged bytes are the agents' own counts, added exactly.
     let way = &r.summary.ways[0];
     let parts_recv: u64 = r.parts.iter().map(|p| p.summary.ways[0].receiver.unwrap().bytes).sum();

@@ -270,14 +270,16 @@ pub fn run(
     drop(tx);
 
     let cpu_mark = CpuMark::thread();
+    // The workers start at the instant; the server starts when `Start` reaches it (its
+    // intervals count from then, and are matched to ours by index).
     crate::clock::sleep_until(start);
+    gate.open(start);
+    live(Live::Started { plan, test_id: &test_id_s, server: &server_host, streams: &infos, start_unix_ns });
     if let Err(e) = blocking::write_frame(&mut control, &ClientMsg::Start) {
         abandon(handles, &control);
         let _ = reader.join();
         return Err(ClientError::Io { what: format!("cannot start the test ({peer})"), source: e });
     }
-    gate.open(start);
-    live(Live::Started { plan, test_id: &test_id_s, server: &server_host, streams: &infos, start_unix_ns });
 
     // 4. Aggregate until every worker is done and the server has reported.
     let mut agg = Aggregator::new(infos.clone(), handles.len(), KindInfo::of(&profile.workload));

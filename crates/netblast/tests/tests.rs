@@ -3,18 +3,17 @@
 //! - `util`: in-process servers on ephemeral ports, in-process runs, the real binary.
 //! - `bulk`: TCP bulk streams end to end (accounting, directions, concurrency, failures).
 //! - `cli`: the command line: bad input gets a clear error and exit status 2.
-//! - `fleet`: `netblast fleet` over namespaced agents (root) and registered agents.
 //! - `http`: HTTP floods against the built-in responder and nginx.
 //! - `merge`: results of concurrent runs merged, and reports of old results.
 //! - `msg`: msgrate and rr end to end.
 //! - `probe`: the eBPF probe (root only; SKIP otherwise).
 //! - `protocol`: protocol v2: versions, authentication, stream tags, hostile peers.
 //!
-//! Tests run on loopback with short bounded durations; none asserts a speed.
+//! Tests run on loopback with short bounded durations; none asserts a speed. Fleets have a
+//! binary of their own (`fleet_main.rs`).
 
 mod bulk;
 mod cli;
-mod fleet;
 mod http;
 mod merge;
 mod msg;

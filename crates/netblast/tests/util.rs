@@ -230,6 +230,13 @@ impl NetnsPair {
     }
 }
 
+/// Packets the kernel dropped because a CPU's input backlog was full, over all CPUs and
+/// namespaces (/proc/net/softnet_stat, second column).
+pub fn softnet_drops() -> u64 {
+    let text = std::fs::read_to_string("/proc/net/softnet_stat").unwrap_or_default();
+    text.lines().filter_map(|l| l.split_whitespace().nth(1)).filter_map(|h| u64::from_str_radix(h, 16).ok()).sum()
+}
+
 /// Whether tests that make network namespaces can run here (root); prints why not.
 pub fn netns_or_skip(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.

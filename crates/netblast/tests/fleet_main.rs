@@ -1,0 +1,7 @@
+//! Fleet tests: `netblast fleet` over agents in network namespaces (root) and over agents on
+//! loopback. A binary of their own, so nothing else runs beside them.
+
+mod fleet;
+// Shared with the integration binary; this one uses part of it.
+#[allow(dead_code)]
+mod util;

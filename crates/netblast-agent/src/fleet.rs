@@ -243,11 +243,9 @@ where
             let opts = RunOptions { token, clock: order.clock };
             let mut live = |ev: Live<'_>| {
                 let msg = match ev {
-                    Live::Started { start_unix_ns, .. } => AgentMsg::Started {
-                        id,
-                        start_unix_ns,
-                        actual_start_unix_ns: netblast_engine::clock::now_unix_ns(),
-                    },
+                    Live::Started { start_unix_ns, actual_start_unix_ns, .. } => {
+                        AgentMsg::Started { id, start_unix_ns, actual_start_unix_ns }
+                    }
                     Live::Interval(iv) => AgentMsg::Interval { id, interval: Box::new(iv.clone()) },
                 };
                 if tx.try_send(msg).is_err() {

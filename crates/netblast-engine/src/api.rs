@@ -130,6 +130,9 @@ pub enum Live<'a> {
         streams: &'a [StreamInfo],
         /// The common start instant, UTC ns.
         start_unix_ns: u64,
+        /// When the start gate really opened, UTC ns (read just before it opened: woken
+        /// workers may take this thread's CPU right after).
+        actual_start_unix_ns: u64,
     },
     /// One interval, complete: both ends' counters and its histograms, exactly as the result
     /// will hold it.

@@ -273,8 +273,16 @@ pub fn run(
     // The workers start at the instant; the server starts when `Start` reaches it (its
     // intervals count from then, and are matched to ours by index).
     crate::clock::sleep_until(start);
+    let actual_start_unix_ns = crate::clock::now_unix_ns();
     gate.open(start);
-    live(Live::Started { plan, test_id: &test_id_s, server: &server_host, streams: &infos, start_unix_ns });
+    live(Live::Started {
+        plan,
+        test_id: &test_id_s,
+        server: &server_host,
+        streams: &infos,
+        start_unix_ns,
+        actual_start_unix_ns,
+    });
     if let Err(e) = blocking::write_frame(&mut control, &ClientMsg::Start) {
         abandon(handles, &control);
         let _ = reader.join();

@@ -330,9 +330,10 @@ pub fn run(
     };
     let cpu_mark = CpuMark::thread();
     crate::clock::sleep_until(start);
+    let actual_start_unix_ns = crate::clock::now_unix_ns();
     gate.open(start);
     let server = HostInfo::default();
-    live(Live::Started { plan, test_id: &test_id, server: &server, streams: &[], start_unix_ns });
+    live(Live::Started { plan, test_id: &test_id, server: &server, streams: &[], start_unix_ns, actual_start_unix_ns });
 
     let mut gather: Gather<Acc> = Gather::new(workers as usize);
     let mut intervals: Vec<Interval> = Vec::new();

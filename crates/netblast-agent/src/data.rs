@@ -14,10 +14,10 @@ use netblast_engine::worker::{Event, EventTx, RunFlags, StartGate};
 use netblast_probe::Probe;
 use netblast_spec::gather::Gather;
 use netblast_spec::profile::Way;
-use netblast_spec::result::CpuUsage;
+use netblast_spec::result::{CpuUsage, MAX_STREAM_DETAIL};
 use netblast_spec::wire::{
-    self, ClientMsg, Header, Refusal, Role, ServerMsg, ServerSample, ServerStreamFinal, Session, StreamAck, TestId,
-    TestSetup, HEADER_LEN, STREAM_TAG_LEN,
+    self, ClientMsg, Header, Refusal, Role, ServerMsg, ServerSample, ServerStreamFinal, ServerWaySample, Session,
+    StreamAck, TestId, TestSetup, HEADER_LEN, STREAM_TAG_LEN,
 };
 use socket2::SockRef;
 use std::collections::{HashMap, HashSet};
@@ -237,6 +237,45 @@ fn check_setup(setup: &TestSetup) -> Result<(), String> {
     Ok(())
 }
 
+/// Way sums of a large test's interval reports: the kernel counters the server reads are
+/// cumulative per stream, so the last value of each is kept to turn them into deltas.
+#[derive(Default)]
+struct WaySums {
+    retrans: HashMap<u32, u64>,
+    segs: HashMap<u32, u64>,
+}
+
+impl WaySums {
+    fn sums(&mut self, streams: &[ServerSample], ways: &HashMap<u32, Way>) -> Vec<ServerWaySample> {
+        let mut out: Vec<ServerWaySample> = Vec::new();
+        for s in streams {
+            let Some(&way) = ways.get(&s.id) else { continue };
+            let i = match out.iter().position(|w| w.way == way) {
+                Some(i) => i,
+                None => {
+                    out.push(ServerWaySample { way, bytes: 0, msgs: 0, retransmits: 0, segs_out: None });
+                    out.len() - 1
+                }
+            };
+            let w = &mut out[i];
+            w.bytes += s.bytes;
+            w.msgs += s.msgs;
+            if let Some(t) = s.tcp {
+                let delta = |m: &mut HashMap<u32, u64>, now: u64| now.saturating_sub(m.insert(s.id, now).unwrap_or(0));
+                w.retransmits += delta(&mut self.retrans, t.retrans_segs);
+                *w.segs_out.get_or_insert(0) += delta(&mut self.segs, t.segs_out);
+            }
+        }
+        // Every way of the test is reported, with zeros where nothing moved.
+        for way in ways.values() {
+            if !out.iter().any(|w| w.way == *way) {
+                out.push(ServerWaySample { way: *way, bytes: 0, msgs: 0, retransmits: 0, segs_out: None });
+            }
+        }
+        out
+    }
+}
+
 /// One interval of the server's workers, gathered into one frame.
 #[derive(Default)]
 struct ServerInterval {
@@ -414,6 +453,8 @@ async fn run_test(
     let mut finals: Vec<ServerStreamFinal> = Vec::new();
     let mut cpu = CpuUsage::default();
     let mut gather: Gather<ServerInterval> = Gather::new(handles.len());
+    let mut coarse = WaySums::default();
+    let mut sampled = netblast_engine::worker::Sampled::default();
     let mut client_gone = false;
     let mut problem: Option<String> = None;
     while !gather.all_done() {
@@ -423,7 +464,12 @@ async fn run_test(
                     // One frame per interval, once every worker of this test reported it.
                     let part = gather.part(w, index);
                     part.span = Some(part.span.map_or((start_s, end_s), |(a, b)| (a.min(start_s), b.max(end_s))));
-                    part.streams.extend(flows.into_iter().map(|f| ServerSample { id: f.id, bytes: f.bytes, msgs: f.msgs, tcp: f.tcp }));
+                    // Kernel statistics matter where the server sends (`down` streams); the
+                    // client has its own where it sends.
+                    part.streams.extend(flows.into_iter().map(|f| {
+                        let tcp = f.tcp.filter(|_| ways.get(&f.id) == Some(&Way::Down));
+                        ServerSample { id: f.id, bytes: f.bytes, msgs: f.msgs, tcp }
+                    }));
                 }
                 Some((_, Event::FlowDone(f))) => finals.push(ServerStreamFinal {
                     id: f.id,
@@ -438,10 +484,11 @@ async fn run_test(
                     note: notes.remove(&f.id),
                     error: f.error,
                 }),
-                Some((w, Event::WorkerDone { cpu: c, pin_error, .. })) => {
+                Some((w, Event::WorkerDone { cpu: c, pin_error, tcp_samples, .. })) => {
                     if let Some(e) = pin_error {
                         tracing::warn!("{e}");
                     }
+                    sampled.add(tcp_samples);
                     cpu.user_s += c.user_s;
                     cpu.system_s += c.system_s;
                     gather.done(w);
@@ -468,7 +515,12 @@ async fn run_test(
         }
         for (index, part) in gather.ready() {
             let (start_s, end_s) = part.span.unwrap_or((0.0, 0.0));
-            let msg = ServerMsg::Interval { index, start_s, end_s, streams: part.streams };
+            let msg = if ways.len() > MAX_STREAM_DETAIL {
+                let ways = coarse.sums(&part.streams, ways);
+                ServerMsg::Interval { index, start_s, end_s, streams: Vec::new(), ways }
+            } else {
+                ServerMsg::Interval { index, start_s, end_s, streams: part.streams, ways: Vec::new() }
+            };
             if !client_gone && wr.write_all(&wire::encode_frame(&msg)).await.is_err() {
                 client_gone = true;
                 flags.stop();
@@ -481,7 +533,8 @@ async fn run_test(
     cpu.wall_s = start.elapsed().as_secs_f64();
     finals.sort_by_key(|f| f.id);
     if !client_gone {
-        let msg = ServerMsg::Final { streams: finals, cpu };
+        let tcp_samples = (sampled.read < sampled.wanted).then_some([sampled.read, sampled.wanted]);
+        let msg = ServerMsg::Final { streams: finals, cpu, tcp_samples };
         if let Err(e) = wr.write_all(&wire::encode_frame(&msg)).await {
             return Some(format!("cannot send the final report: {e}"));
         }

@@ -18,9 +18,9 @@ use netblast_spec::hist::{self, EncodedHistogram, LatencySummary};
 use netblast_spec::profile::{Kind, Protocol, Way, Workload};
 use netblast_spec::result::{
     CpuSummary, CpuUsage, Interval, MsgTotals, RttSummary, RunError, SideTotal, StreamInfo, StreamInterval,
-    StreamSummary, Summary, WayInterval, WaySummary,
+    StreamSummary, Summary, WayInterval, WaySummary, MAX_STREAM_DETAIL,
 };
-use netblast_spec::wire::{ServerSample, ServerStreamFinal};
+use netblast_spec::wire::{ServerSample, ServerStreamFinal, ServerWaySample};
 use std::collections::HashMap;
 
 /// One interval's parts from both ends.
@@ -31,6 +31,8 @@ struct IntervalAcc {
     server_span: Option<(f64, f64)>,
     client: HashMap<u32, FlowSample>,
     server: HashMap<u32, ServerSample>,
+    /// A large test's server reports way sums instead of streams.
+    server_ways: Vec<ServerWaySample>,
 }
 
 /// What one end counted for a stream in an interval.
@@ -130,6 +132,7 @@ pub struct Aggregator {
     /// Warnings seen so far (they do not).
     pub warnings: Vec<RunError>,
     worker_cpu: Vec<CpuUsage>,
+    sampled: crate::worker::Sampled,
 }
 
 impl Aggregator {
@@ -150,6 +153,7 @@ impl Aggregator {
             errors: Vec::new(),
             warnings: Vec::new(),
             worker_cpu: Vec::new(),
+            sampled: Default::default(),
         }
     }
 
@@ -186,10 +190,11 @@ impl Aggregator {
                 }
                 self.ends.insert(end.id, end);
             }
-            Event::WorkerDone { cpu, pinned: _, pin_error } => {
+            Event::WorkerDone { cpu, pinned: _, pin_error, tcp_samples } => {
                 if let Some(e) = pin_error {
                     self.error(0.0, format!("worker {w}"), e);
                 }
+                self.sampled.add(tcp_samples);
                 self.gather.done(w);
                 self.worker_cpu.push(cpu);
             }
@@ -197,13 +202,15 @@ impl Aggregator {
         self.release()
     }
 
-    /// Takes one server interval report (the server's workers, gathered into one).
+    /// Takes one server interval report (the server's workers, gathered into one): per stream,
+    /// or for a large test per way.
     pub fn on_server_interval(
         &mut self,
         index: u32,
         start_s: f64,
         end_s: f64,
         streams: Vec<ServerSample>,
+        ways: Vec<ServerWaySample>,
     ) -> Vec<Interval> {
         let known: Vec<ServerSample> = streams.into_iter().filter(|s| self.ways.contains_key(&s.id)).collect();
         let acc = self.gather.part(self.workers, index);
@@ -211,6 +218,7 @@ impl Aggregator {
         for s in known {
             acc.server.insert(s.id, s);
         }
+        acc.server_ways = ways;
         self.release()
     }
 
@@ -330,13 +338,18 @@ impl Aggregator {
             (_, _, Some((a, b))) => (a, b),
             _ => (0.0, 0.0),
         };
-        let sums = self.way_sums(&streams, &way_hists, end_s - start_s);
+        let sums = self.way_sums(&streams, &acc.server_ways, &way_hists, end_s - start_s);
+        // A large test's intervals keep the way sums only (its summary keeps every stream).
+        if self.streams.len() > MAX_STREAM_DETAIL {
+            streams = Vec::new();
+        }
         Interval { index, start_s, end_s, streams, sums, http: None }
     }
 
     fn way_sums(
         &self,
         streams: &[StreamInterval],
+        server_ways: &[ServerWaySample],
         hists: &HashMap<Way, Option<Histogram<u64>>>,
         secs: f64,
     ) -> Vec<WayInterval> {
@@ -348,15 +361,31 @@ impl Aggregator {
             if of_way.is_empty() {
                 continue;
             }
-            let sent: u64 = of_way.iter().map(|x| x.sent_bytes).sum();
-            let received: Option<u64> = of_way.iter().map(|x| x.received_bytes).sum();
-            let sent_msgs: Option<u64> = if msgs { of_way.iter().map(|x| x.sent_msgs).sum() } else { None };
-            let received_msgs: Option<u64> = if msgs { of_way.iter().map(|x| x.received_msgs).sum() } else { None };
-            let segs: Option<u64> = if msgs && of_way.iter().any(|x| x.segs_out.is_some()) {
+            let mut sent: u64 = of_way.iter().map(|x| x.sent_bytes).sum();
+            let mut received: Option<u64> = of_way.iter().map(|x| x.received_bytes).sum();
+            let mut sent_msgs: Option<u64> = if msgs { of_way.iter().map(|x| x.sent_msgs).sum() } else { None };
+            let mut received_msgs: Option<u64> = if msgs { of_way.iter().map(|x| x.received_msgs).sum() } else { None };
+            let mut segs: Option<u64> = if msgs && of_way.iter().any(|x| x.segs_out.is_some()) {
                 Some(of_way.iter().filter_map(|x| x.segs_out).sum())
             } else {
                 None
             };
+            let mut retransmits: u64 = of_way.iter().map(|x| x.retransmits).sum();
+            // A large test's server reported the way, not its streams: its side of the sums.
+            if let Some(sw) = server_ways.iter().find(|w| w.way == way) {
+                match way {
+                    Way::Up => {
+                        received = Some(sw.bytes);
+                        received_msgs = msgs.then_some(sw.msgs);
+                    }
+                    Way::Down => {
+                        sent = sw.bytes;
+                        sent_msgs = msgs.then_some(sw.msgs);
+                        retransmits = sw.retransmits;
+                        segs = if msgs { sw.segs_out } else { None };
+                    }
+                }
+            }
             let merged = hists.get(&way).and_then(|h| h.as_ref());
             sums.push(WayInterval {
                 way,
@@ -364,7 +393,7 @@ impl Aggregator {
                 sent_bits_per_s: per_s(sent as f64 * 8.0),
                 received_bytes: received,
                 received_bits_per_s: received.map(|b| per_s(b as f64 * 8.0)),
-                retransmits: of_way.iter().map(|x| x.retransmits).sum(),
+                retransmits,
                 sent_msgs,
                 sent_msgs_per_s: sent_msgs.map(|m| per_s(m as f64)),
                 received_msgs,
@@ -386,6 +415,9 @@ impl Aggregator {
     pub fn finish(&mut self, control_cpu: CpuUsage) -> (Vec<Interval>, Summary) {
         for r in 0..=self.workers {
             self.gather.done(r);
+        }
+        if let Some(n) = self.sampled.note("client") {
+            self.warn(0.0, "client", n);
         }
         let last = self.release();
         let summary = self.summary(control_cpu);
@@ -660,7 +692,7 @@ mod tests {
             },
         );
         assert!(live.is_empty(), "interval 0 waits for the server's view");
-        let live = a.on_server_interval(0, 0.0, 1.0, vec![server(0, 990, None), server(1, 500, tcp(1, 300))]);
+        let live = a.on_server_interval(0, 0.0, 1.0, vec![server(0, 990, None), server(1, 500, tcp(1, 300))], vec![]);
         assert_eq!(live.len(), 1, "both ends reported interval 0");
         assert_eq!(live[0].streams[0].received_bytes, Some(990), "the live interval holds the server's view");
         a.on_worker(0, Event::FlowDone(end(0, 1000, 1.0, tcp(3, 100))));
@@ -671,6 +703,7 @@ mod tests {
                 cpu: CpuUsage { user_s: 0.1, system_s: 0.4, wall_s: 1.0 },
                 pinned: Some(0),
                 pin_error: None,
+                tcp_samples: Default::default(),
             },
         );
         a.on_server_final(
@@ -706,7 +739,7 @@ mod tests {
         let iv = |id| Event::Interval { index: 0, start_s: 0.0, end_s: 1.0, flows: vec![sample(id, 1, None)] };
         assert!(a.on_worker(0, iv(0)).is_empty());
         assert!(a.on_worker(1, iv(1)).is_empty(), "and for the server");
-        let live = a.on_server_interval(0, 0.0, 1.0, vec![server(0, 1, None), server(99, 7, None)]);
+        let live = a.on_server_interval(0, 0.0, 1.0, vec![server(0, 1, None), server(99, 7, None)], vec![]);
         assert_eq!(live.len(), 1);
         assert_eq!(live[0].sums[0].sent_bytes, 2);
         assert_eq!(

@@ -14,7 +14,9 @@
 //! (`send(MSG_ZEROCOPY)`, completions drained from the error queue).
 
 use crate::sys::CpuMark;
-use crate::worker::{Deadlines, Event, EventTx, FlowEnd, FlowSample, Pinning, RunFlags, StartGate, Ticker, Timing};
+use crate::worker::{
+    Deadlines, Event, EventTx, FlowEnd, FlowSample, Pinning, RunFlags, Sampled, StartGate, Ticker, Timing,
+};
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};
 use netblast_probe::{FlowWatch, Probe};
@@ -68,6 +70,10 @@ const BURST: usize = 16;
 pub const SETTLE: Duration = Duration::from_secs(2);
 /// Longest sleep in `epoll_wait`, so run flags are seen promptly.
 const MAX_WAIT: Duration = Duration::from_millis(50);
+/// Share of an interval a worker may spend reading kernel TCP statistics at a tick. With more
+/// flows than fit in it, flows are read in turn over several ticks (each tick reads at least
+/// one), so the loop never falls behind its ticks.
+pub const SAMPLE_SHARE: f64 = 0.05;
 
 struct Flow {
     id: u32,
@@ -247,8 +253,10 @@ pub fn run_worker(
     };
     let cpu = pinned.as_ref().ok().copied().flatten();
     let pin_error = pinned.err();
-    let finish_worker =
-        |pin_error: Option<String>| send(Event::WorkerDone { cpu: cpu_mark.usage(), pinned: cpu, pin_error });
+    let mut sampled = Sampled::default();
+    let finish_worker = |pin_error: Option<String>, tcp_samples: Sampled| {
+        send(Event::WorkerDone { cpu: cpu_mark.usage(), pinned: cpu, pin_error, tcp_samples })
+    };
     let ids: Vec<u32> = flows.iter().map(|f| f.id).collect();
     let setup = || -> io::Result<(Poll, Vec<Flow>, Sender)> {
         let poll = Poll::new()?;
@@ -301,7 +309,7 @@ pub fn run_worker(
                     ..Default::default()
                 }));
             }
-            finish_worker(pin_error);
+            finish_worker(pin_error, sampled);
             return;
         }
     };
@@ -319,7 +327,7 @@ pub fn run_worker(
                 ..Default::default()
             }));
         }
-        finish_worker(pin_error);
+        finish_worker(pin_error, sampled);
         return;
     };
     let Deadlines { send_until, give_up: give_up_at } = cfg.timing.after(start);
@@ -344,23 +352,38 @@ pub fn run_worker(
         f.error = error;
     };
 
+    let budget = cfg.interval.mul_f64(SAMPLE_SHARE);
+    let mut cursor = 0usize;
     loop {
         let now = Instant::now();
         while let Some((index, end)) = ticker.due(now) {
             let end_s = (end - start).as_secs_f64();
-            let samples = flows
+            let mut samples: Vec<FlowSample> = flows
                 .iter_mut()
                 .map(|f| {
-                    let s = FlowSample {
-                        id: f.id,
-                        bytes: f.total - f.at_tick,
-                        tcp: if f.done { None } else { f.watch.sample() },
-                        ..Default::default()
-                    };
+                    let s = FlowSample { id: f.id, bytes: f.total - f.at_tick, ..Default::default() };
                     f.at_tick = f.total;
                     s
                 })
                 .collect();
+            // Kernel statistics of the live flows, in turn from where the last tick stopped,
+            // within the budget.
+            let live = flows.iter().filter(|f| !f.done).count();
+            let until = Instant::now() + budget;
+            let mut read = 0usize;
+            for k in 0..flows.len() {
+                let i = (cursor + k) % flows.len();
+                if flows[i].done {
+                    continue;
+                }
+                if read > 0 && read % 8 == 0 && Instant::now() >= until {
+                    cursor = i;
+                    break;
+                }
+                samples[i].tcp = flows[i].watch.sample();
+                read += 1;
+            }
+            sampled.add(Sampled { read: read as u64, wanted: live as u64 });
             send(Event::Interval { index, start_s: last_tick_s, end_s, flows: samples });
             last_tick_s = end_s;
         }
@@ -522,7 +545,7 @@ pub fn run_worker(
             tcp_info: f.watch.tcp_info_check(),
         }));
     }
-    finish_worker(pin_error);
+    finish_worker(pin_error, sampled);
 }
 
 /// Words a socket error the way users read it (reset, broken pipe, timeout).

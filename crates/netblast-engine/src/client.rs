@@ -323,14 +323,18 @@ pub fn run(
         };
         let released = match rx.recv_timeout(wait) {
             Ok(Incoming::Worker(w, ev)) => agg.on_worker(w, ev),
-            Ok(Incoming::Server(ServerMsg::Interval { index, start_s, end_s, streams })) => {
-                agg.on_server_interval(index, start_s, end_s, streams)
+            Ok(Incoming::Server(ServerMsg::Interval { index, start_s, end_s, streams, ways })) => {
+                agg.on_server_interval(index, start_s, end_s, streams, ways)
             }
-            Ok(Incoming::Server(ServerMsg::Final { streams, cpu })) => {
+            Ok(Incoming::Server(ServerMsg::Final { streams, cpu, tcp_samples })) => {
                 for s in &streams {
                     if let Some(n) = &s.note {
                         agg.warn(0.0, format!("server stream {}", s.id), escape(n));
                     }
+                }
+                let read = tcp_samples.map(|[read, wanted]| crate::worker::Sampled { read, wanted });
+                if let Some(n) = read.and_then(|r| r.note("server")) {
+                    agg.warn(0.0, "server", n);
                 }
                 agg.on_server_final(streams, cpu)
             }

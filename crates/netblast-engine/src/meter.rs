@@ -180,7 +180,8 @@ pub fn run_single(
             }),
         ),
     }
-    tx(worker, Event::WorkerDone { cpu: cpu_mark.usage(), pinned: cpu, pin_error });
+    // One flow per worker: its statistics are read at every tick.
+    tx(worker, Event::WorkerDone { cpu: cpu_mark.usage(), pinned: cpu, pin_error, tcp_samples: Default::default() });
 }
 
 /// Why a loop stopped waiting: the flags or a deadline.

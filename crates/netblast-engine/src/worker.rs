@@ -234,7 +234,42 @@ pub enum Event {
         pinned: Option<usize>,
         /// Why pinning failed, if it did.
         pin_error: Option<String>,
+        /// Kernel TCP statistics read at the ticks, and the reads the ticks asked for (a worker
+        /// with more flows than it can read in its per-tick budget reads them in turn).
+        tcp_samples: Sampled,
     },
+}
+
+/// Kernel statistics read at interval ticks: how many were read, of how many asked for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sampled {
+    /// Flow-ticks whose statistics were read.
+    pub read: u64,
+    /// Flow-ticks of live flows.
+    pub wanted: u64,
+}
+
+impl Sampled {
+    /// Adds another count.
+    pub fn add(&mut self, o: Sampled) {
+        self.read += o.read;
+        self.wanted += o.wanted;
+    }
+
+    /// The note a result carries when not every flow was read at every tick.
+    pub fn note(&self, side: &str) -> Option<String> {
+        (self.read < self.wanted).then(|| {
+            format!(
+                "{side}: kernel TCP statistics read for {:.1}% of flow-intervals ({} of {}): reading every flow at \
+                 every tick would take more than {:.0}% of the interval, so flows were read in turn (a longer \
+                 interval or fewer flows reads them all)",
+                self.read as f64 * 100.0 / self.wanted as f64,
+                self.read,
+                self.wanted,
+                crate::bulk::SAMPLE_SHARE * 100.0
+            )
+        })
+    }
 }
 
 /// Where workers deliver their events, tagged with the worker index. A closure, so the client

@@ -22,7 +22,7 @@ use aya::programs::{CgroupAttachMode, SockOps};
 use aya::Ebpf;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 
 /// The compiled kernel object; empty when the build had no clang.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/netblast.bpf.o"));
@@ -64,7 +64,9 @@ pub fn cgroup2_root() -> Option<PathBuf> {
 /// A loaded and attached probe. Dropping it detaches everything.
 pub struct EbpfProbe {
     stats: Option<std::os::fd::OwnedFd>,
-    flows: Mutex<HashMap<MapData, u64, NbFlow>>,
+    /// Read by every worker at its ticks (shared), written only when a socket is registered or
+    /// forgotten: workers never wait on each other to read.
+    flows: RwLock<HashMap<MapData, u64, NbFlow>>,
     ports: Mutex<HashMap<MapData, u16, u8>>,
     cgroup: PathBuf,
     // Owns the program and its link; declared last so the maps above are closed first.
@@ -143,7 +145,7 @@ impl EbpfProbe {
         } else {
             None
         };
-        Ok(EbpfProbe { stats, flows: Mutex::new(flows), ports: Mutex::new(ports), cgroup, _ebpf: ebpf })
+        Ok(EbpfProbe { stats, flows: RwLock::new(flows), ports: Mutex::new(ports), cgroup, _ebpf: ebpf })
     }
 
     /// The program's own cost so far: (run time in ns, runs), when statistics are enabled.
@@ -167,7 +169,7 @@ impl EbpfProbe {
     /// Registers a socket: from now on the kernel program records it. Returns its cookie.
     pub fn register(&self, fd: RawFd) -> Result<u64, ProbeError> {
         let cookie = socket_cookie(fd).map_err(|e| ProbeError::Map(format!("SO_COOKIE: {e}")))?;
-        let mut f = self.flows.lock().unwrap_or_else(|e| e.into_inner());
+        let mut f = self.flows.write().unwrap_or_else(|e| e.into_inner());
         f.insert(cookie, NbFlow::zeroed().as_ref(), 0)
             .map_err(|e| ProbeError::Map(format!("cannot register socket: {e}")))?;
         Ok(cookie)
@@ -175,19 +177,19 @@ impl EbpfProbe {
 
     /// The kernel's figures for a registered socket.
     pub fn read(&self, cookie: u64) -> Option<Box<NbFlow>> {
-        let f = self.flows.lock().unwrap_or_else(|e| e.into_inner());
+        let f = self.flows.read().unwrap_or_else(|e| e.into_inner());
         f.get(&cookie, 0).ok().map(Box::new)
     }
 
     /// Forgets a socket.
     pub fn unregister(&self, cookie: u64) {
-        let mut f = self.flows.lock().unwrap_or_else(|e| e.into_inner());
+        let mut f = self.flows.write().unwrap_or_else(|e| e.into_inner());
         let _ = f.remove(&cookie);
     }
 
     /// Number of sockets registered (for tests and `doctor`).
     pub fn registered(&self) -> usize {
-        let f = self.flows.lock().unwrap_or_else(|e| e.into_inner());
+        let f = self.flows.read().unwrap_or_else(|e| e.into_inner());
         f.keys().count()
     }
 }

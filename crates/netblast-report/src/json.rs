@@ -37,10 +37,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 }
 
 /// Appends interval records as JSON lines while a run is in progress, so a crash keeps what
-/// was measured (`<output>.partial.jsonl`, removed once the final result is written).
+/// was measured (`<output>.partial.jsonl`, removed once the final result is written). It stops
+/// growing at [`PartialLog::MAX_BYTES`] and says so in a last record.
 pub struct PartialLog {
     path: PathBuf,
     file: std::fs::File,
+    written: u64,
+    full: bool,
 }
 
 impl PartialLog {
@@ -56,19 +59,38 @@ impl PartialLog {
         PathBuf::from(p)
     }
 
+    /// Largest partial log: beyond it intervals are no longer appended (the final result
+    /// still holds them all).
+    pub const MAX_BYTES: u64 = 256 << 20;
+
     /// Creates (truncates) the partial log beside `output`.
     pub fn create(output: &Path) -> io::Result<PartialLog> {
         let path = Self::path_for(output);
         let file = std::fs::File::create(&path)?;
-        Ok(PartialLog { path, file })
+        Ok(PartialLog { path, file, written: 0, full: false })
     }
 
-    /// Appends one record and flushes it.
-    pub fn append<T: serde::Serialize>(&mut self, record: &T) -> io::Result<()> {
+    /// Appends one record and flushes it. Returns `Ok(false)` once the log is full (the record
+    /// was not written; a note saying so was, once).
+    pub fn append<T: serde::Serialize>(&mut self, record: &T) -> io::Result<bool> {
+        if self.full {
+            return Ok(false);
+        }
         let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
         line.push(b'\n');
+        if self.written + line.len() as u64 > Self::MAX_BYTES {
+            self.full = true;
+            let note = format!(
+                "{{\"note\":\"the partial log stopped at {} bytes; the final result holds every interval\"}}\n",
+                self.written
+            );
+            self.file.write_all(note.as_bytes())?;
+            return Ok(false);
+        }
         self.file.write_all(&line)?;
-        self.file.flush()
+        self.written += line.len() as u64;
+        self.file.flush()?;
+        Ok(true)
     }
 
     /// Removes the log (after the final result is safely written).

@@ -19,6 +19,11 @@ pub fn schema_readable(schema: &str) -> bool {
     schema == SCHEMA || schema == SCHEMA_V1
 }
 
+/// Most streams whose figures every interval carries. A test with more carries only the way
+/// sums in its intervals (and its server reports way sums), so a result's size and the work per
+/// interval stay bounded; every stream's totals stay in the summary.
+pub const MAX_STREAM_DETAIL: usize = 256;
+
 /// A resolved test plan: the validated profile plus what was resolved against the machine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {

@@ -594,6 +594,24 @@ pub struct ServerSample {
     pub tcp: Option<TcpStats>,
 }
 
+/// The server's view of one way during one interval, summed over its streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerWaySample {
+    /// Which way.
+    pub way: Way,
+    /// Bytes the server sent or received on the way's streams.
+    pub bytes: u64,
+    /// Messages the server received or answered (message kinds).
+    #[serde(default)]
+    pub msgs: u64,
+    /// Segments the server retransmitted (where it sends).
+    #[serde(default)]
+    pub retransmits: u64,
+    /// Segments the server sent (where it sends, message kinds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segs_out: Option<u64>,
+}
+
 /// The server's totals for one stream.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServerStreamFinal {
@@ -656,8 +674,11 @@ pub enum ServerMsg {
         start_s: f64,
         /// End, seconds since the server saw `Start`.
         end_s: f64,
-        /// Per stream.
+        /// Per stream (tests of at most [`crate::result::MAX_STREAM_DETAIL`] streams).
         streams: Vec<ServerSample>,
+        /// Per way, summed over the streams (larger tests, instead of `streams`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ways: Vec<ServerWaySample>,
     },
     /// The server's totals; the last frame of a test.
     Final {
@@ -665,6 +686,10 @@ pub enum ServerMsg {
         streams: Vec<ServerStreamFinal>,
         /// CPU used by the server threads that carried this test.
         cpu: CpuUsage,
+        /// When the server read kernel statistics of only some flows at each tick (too many
+        /// for its per-tick budget), what it read: `[read, wanted]` flow-ticks.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tcp_samples: Option<[u64; 2]>,
     },
 }
 

@@ -103,6 +103,7 @@ fn frames() -> impl Strategy<Value = Vec<u8>> {
             start_s: 1.0,
             end_s: 2.0,
             streams: vec![wire::ServerSample { id: 1, bytes: 9, msgs: 2, tcp: None }],
+            ways: vec![],
         }),
         br#"{"type":"setup","client_version":"x","profile":{"description":"d","run":{"kind":"bulk","duration":"1s"},"bulk":{"flows":2}},"time_bound":"1s","streams":[{"id":0,"way":"up"}]}"#.to_vec(),
     ];

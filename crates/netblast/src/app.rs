@@ -155,6 +155,7 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     };
     let human = !a.json;
     let mut streams = Vec::new();
+    let mut log_full = false;
     let profile = plan.profile.clone();
     let mut live = |ev: Live<'_>| match ev {
         Live::Started { plan, test_id, server, streams: s, .. } => {
@@ -171,8 +172,17 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
         }
         Live::Interval(iv) => {
             if let Some(p) = partial.as_mut() {
-                if let Err(e) = p.append(iv) {
-                    eprintln!("netblast: cannot append to the partial log: {e}");
+                match p.append(iv) {
+                    Ok(true) => {}
+                    Ok(false) if !log_full => {
+                        log_full = true;
+                        eprintln!(
+                            "netblast: the partial log reached {} MiB: it stops here (the result will hold every interval)",
+                            json::PartialLog::MAX_BYTES >> 20
+                        );
+                    }
+                    Ok(false) => {}
+                    Err(e) => eprintln!("netblast: cannot append to the partial log: {e}"),
                 }
             }
             if human {
@@ -184,6 +194,12 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     let outcome = netblast_engine::runner::run(&plan, peer, &probe, &flags, &opts, &mut live);
     if let Some(h) = sig {
         h.close();
+    }
+    if outcome.is_err() {
+        // Nothing was measured: no partial log stays behind.
+        if let Some(p) = partial.take() {
+            let _ = p.remove();
+        }
     }
     let result = outcome.map_err(|e: ClientError| {
         // A URL, header, body file, TLS file, token or start time that does not work is bad input.

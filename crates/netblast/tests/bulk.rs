@@ -179,3 +179,74 @@ fn killed_server_gives_a_partial_result_and_nonzero_exit() {
     assert!(!netblast_report::json::PartialLog::path_for(&out).exists(), "partial log removed after the final write");
     let _ = std::fs::remove_file(&out);
 }
+
+#[test]
+fn large_tests_keep_way_sums_per_interval_and_every_stream_in_the_summary() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let n = netblast_spec::result::MAX_STREAM_DETAIL as u32 + 44;
+    let r = util::run(
+        srv.addr,
+        util::profile(|p| {
+            p.workload.bulk_mut().unwrap().flows = n;
+            p.workload.bulk_mut().unwrap().direction = Direction::Bidir;
+            p.run.interval = Some("100ms".parse().unwrap());
+        }),
+    );
+    assert!(r.complete, "{:?}", r.errors);
+    assert_eq!(r.summary.streams.len(), 2 * n as usize, "every stream's totals");
+    assert!(r.intervals.iter().all(|i| i.streams.is_empty()), "intervals carry way sums only");
+    for w in &r.summary.ways {
+        let sent: u64 = r.intervals.iter().flat_map(|i| &i.sums).filter(|s| s.way == w.way).map(|s| s.sent_bytes).sum();
+        let recv: u64 = r
+            .intervals
+            .iter()
+            .flat_map(|i| &i.sums)
+            .filter(|s| s.way == w.way)
+            .map(|s| s.received_bytes.expect("the receiver's sum"))
+            .sum();
+        assert_eq!(sent, w.sender.bytes, "{:?}: the intervals add up to the sender's total", w.way);
+        assert_eq!(recv, w.receiver.unwrap().bytes, "{:?}: and to the receiver's", w.way);
+        assert_eq!(w.sender.bytes, w.receiver.unwrap().bytes);
+    }
+}
+
+/// Issue 13: thousands of flows with a 10 ms interval used to livelock both ends (sampling
+/// every socket at every tick); now the tick's work is bounded, sampling goes in turn and the
+/// result says so, and both ends end within the bound plus the documented grace.
+#[test]
+fn thousands_of_flows_at_short_intervals_end_on_time_and_say_how_they_sampled() {
+    let (server, addr) = util::spawn_server();
+    let mut server = util::KillOnDrop(server);
+    let t = std::time::Instant::now();
+    let out = util::run_cmd()
+        .args(["--target", &addr.to_string(), "--flows", "3000", "-i", "10ms", "-t", "1", "--json"])
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: RunResult = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r.complete, "{:?}", r.errors);
+    // Set-up of 3000 connections, the bound, then at most the drain grace and the settle time.
+    let limit = Duration::from_secs(5) + Duration::from_secs(1) + netblast_engine::client::DRAIN_GRACE;
+    assert!(took < limit, "took {took:?}");
+    assert!(r.summary.duration_s < 1.0 + netblast_engine::client::DRAIN_GRACE.as_secs_f64());
+    assert!(r.intervals.iter().all(|i| i.streams.is_empty()), "3000 streams: way sums only");
+    assert!(
+        r.warnings.iter().any(|w| w.message.contains("kernel TCP statistics read for")),
+        "the result says that flows were sampled in turn: {:?}",
+        r.warnings
+    );
+    // The server went back to idle: no worker still spinning over the test's sockets.
+    std::thread::sleep(Duration::from_millis(500));
+    let cpu = |pid: u32| -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let f: Vec<u64> =
+            stat.rsplit_once(')').unwrap().1.split_whitespace().skip(11).take(2).map(|v| v.parse().unwrap()).collect();
+        f[0] + f[1]
+    };
+    let before = cpu(server.0.id());
+    std::thread::sleep(Duration::from_secs(1));
+    let ticks = cpu(server.0.id()) - before;
+    assert!(ticks <= 5, "the server used {ticks} clock ticks in the second after the test");
+    let _ = server.0.kill();
+}

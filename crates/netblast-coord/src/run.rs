@@ -66,12 +66,12 @@ pub enum FleetError {
     #[error("no client agent is ready: {0}")]
     NoAgents(String),
     /// The log could not be written.
-    #[error("cannot write the fleet log {path}: {source}")]
+    #[error("cannot write the fleet log {path}: {error}")]
     Log {
         /// The file.
         path: String,
-        /// Why.
-        source: std::io::Error,
+        /// Why (in the message, not chained: it would print twice).
+        error: std::io::Error,
     },
 }
 
@@ -432,8 +432,7 @@ pub async fn run(
     let t0 = (now_ns() + lead.as_nanos() as u64).div_ceil(interval_ns) * interval_ns;
     let mut log = match &cfg.log {
         Some(p) => Some(Log {
-            file: std::fs::File::create(p)
-                .map_err(|source| FleetError::Log { path: p.display().to_string(), source })?,
+            file: std::fs::File::create(p).map_err(|error| FleetError::Log { path: p.display().to_string(), error })?,
             path: p.display().to_string(),
         }),
         None => None,
@@ -454,7 +453,7 @@ pub async fn run(
     };
     if let Some(l) = log.as_mut() {
         l.record(&LogRecord::Fleet(Box::new(header)))
-            .map_err(|source| FleetError::Log { path: l.path.clone(), source })?;
+            .map_err(|error| FleetError::Log { path: l.path.clone(), error })?;
     }
     let mut state: Vec<TestState> = vec![TestState::Ordered; tests.len()];
     for (id, t) in tests.iter().enumerate() {

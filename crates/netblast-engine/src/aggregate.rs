@@ -224,11 +224,26 @@ impl Aggregator {
 
     /// Takes the server's final report: the server reports nothing more.
     pub fn on_server_final(&mut self, streams: Vec<ServerStreamFinal>, cpu: CpuUsage) -> Vec<Interval> {
+        // A server's report is checked, not trusted: every stream of the test once, no other.
+        let mut seen = std::collections::HashSet::new();
+        let mut problems = Vec::new();
         for s in &streams {
+            if !self.ways.contains_key(&s.id) {
+                problems.push(format!("the server reported stream {}, which this test does not have", s.id));
+            } else if !seen.insert(s.id) {
+                problems.push(format!("the server reported stream {} twice", s.id));
+            }
             if let Some(e) = &s.error {
-                self.error(s.seconds, format!("server stream {}", s.id), e.clone());
+                self.error(s.seconds, format!("server stream {}", s.id), crate::api::escape(e));
             }
         }
+        for p in problems {
+            self.error(0.0, "server", p);
+        }
+        let streams: Vec<ServerStreamFinal> = {
+            let mut kept = std::collections::HashSet::new();
+            streams.into_iter().filter(|s| self.ways.contains_key(&s.id) && kept.insert(s.id)).collect()
+        };
         self.server_final = Some((streams, cpu));
         self.server_gone()
     }
@@ -511,6 +526,15 @@ impl Aggregator {
                     problems.push(format!("stream {} kernel RTT: {e}", s.id));
                 }
             }
+            // A receiver cannot read more than its sender sent: a report that says so is wrong
+            // (a broken or hostile peer), and the run is not complete.
+            if let Some(r) = receiver.filter(|r| r.bytes > sender.bytes) {
+                let who = if s.way == Way::Up { "server (receiver)" } else { "server (sender)" };
+                problems.push(format!(
+                    "stream {}: the {who} reports {} bytes received of {} sent: the report is wrong",
+                    s.id, r.bytes, sender.bytes
+                ));
+            }
             stream_sums.push(StreamSummary {
                 kernel_rtt: rtt_hist.as_ref().map(LatencySummary::of),
                 kernel_rtt_hist: rtt_hist.as_ref().and_then(|h| EncodedHistogram::encode(h).ok()),
@@ -754,6 +778,22 @@ mod tests {
         let live = a.server_gone();
         assert_eq!(live.len(), 1);
         assert_eq!((live[0].sums[0].sent_bytes, live[0].sums[0].received_bytes), (10, None));
+    }
+
+    #[test]
+    fn a_server_report_that_cannot_be_true_makes_the_run_incomplete() {
+        let mut a = Aggregator::new(vec![info(0, Way::Up)], 1, BULK);
+        a.on_worker(0, Event::FlowDone(end(0, 1000, 1.0, None)));
+        a.on_server_final(
+            vec![server_final(0, u64::MAX, 1.0, None), server_final(0, 5, 1.0, None), server_final(9, 5, 1.0, None)],
+            CpuUsage::default(),
+        );
+        let (_, sum) = a.finish(CpuUsage::default());
+        let msgs: Vec<&str> = a.errors.iter().map(|e| e.message.as_str()).collect();
+        assert!(msgs.iter().any(|m| m.contains("stream 9") && m.contains("does not have")), "{msgs:?}");
+        assert!(msgs.iter().any(|m| m.contains("twice")), "{msgs:?}");
+        assert!(msgs.iter().any(|m| m.contains("the report is wrong")), "{msgs:?}");
+        assert_eq!(sum.streams.len(), 1);
     }
 
     #[test]

@@ -77,12 +77,12 @@ pub enum ClientError {
     #[error("{0}")]
     Http(String),
     /// Any other I/O failure during setup.
-    #[error("{what}: {source}")]
+    #[error("{what}: {error}")]
     Io {
         /// What was being done.
         what: String,
-        /// The error.
-        source: io::Error,
+        /// The error (in the message, not chained: it would print twice).
+        error: io::Error,
     },
 }
 

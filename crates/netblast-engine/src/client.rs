@@ -72,7 +72,7 @@ fn open_stream(
     id: u32,
 ) -> Result<(TcpStream, Option<UdpSocket>), ClientError> {
     let io_err =
-        |what: &'static str| move |source: io::Error| ClientError::Io { what: format!("{what} ({peer})"), source };
+        |what: &'static str| move |error: io::Error| ClientError::Io { what: format!("{what} ({peer})"), error };
     let stream = sockopt::connect(peer, &profile.tcp, profile.workload.nodelay_default(), CONNECT_TIMEOUT)
         .map_err(|e| connect_error(peer, e))?;
     stream.set_read_timeout(Some(REPLY_TIMEOUT)).ok();
@@ -128,7 +128,7 @@ fn set_up(peer: SocketAddr, test_id: TestId, setup: TestSetup, opts: &RunOptions
             ClientError::NotNetblast { peer, why: "it closed the connection during the handshake".into() }
         }
         io::ErrorKind::InvalidData => ClientError::NotNetblast { peer, why: e.to_string() },
-        _ => ClientError::Io { what: format!("handshake with {peer}"), source: e },
+        _ => ClientError::Io { what: format!("handshake with {peer}"), error: e },
     };
     let hs = ClientHandshake::new(Header::new(Role::Control, test_id, 0), opts.token.clone(), false);
     let session = blocking::handshake(&mut control, &hs).map_err(|e| match e {
@@ -136,7 +136,7 @@ fn set_up(peer: SocketAddr, test_id: TestId, setup: TestSetup, opts: &RunOptions
         HandshakeFailure::Handshake(e) => ClientError::of_handshake(peer, e),
     })?;
     blocking::write_frame(&mut control, &ClientMsg::Setup(Box::new(setup)))
-        .map_err(|source| ClientError::Io { what: format!("cannot send the test setup ({peer})"), source })?;
+        .map_err(|error| ClientError::Io { what: format!("cannot send the test setup ({peer})"), error })?;
     let reply: Option<ServerMsg> = blocking::read_frame(&mut control).map_err(no_answer)?;
     match reply {
         Some(ServerMsg::Accepted { server, probe }) => {
@@ -173,7 +173,7 @@ pub fn run(
     if let Err(e) = probe.watch_port(peer.port()) {
         return Err(ClientError::Io {
             what: "cannot set up the eBPF probe".into(),
-            source: io::Error::other(e.to_string()),
+            error: io::Error::other(e.to_string()),
         });
     }
 
@@ -188,7 +188,7 @@ pub fn run(
     let local_address = control.local_addr().map(|a| a.ip().to_string()).unwrap_or_default();
     let io_err = |what: &str| {
         let what = what.to_string();
-        move |source: io::Error| ClientError::Io { what: format!("{what} ({peer})"), source }
+        move |error: io::Error| ClientError::Io { what: format!("{what} ({peer})"), error }
     };
 
     // 2. Streams.
@@ -221,7 +221,7 @@ pub fn run(
     let bulk_workers = plan.client_cpus.len().max(1).min(setups.len()).max(1);
     let bulk_cpus: Vec<Option<usize>> = plan.client_cpus.iter().take(bulk_workers).map(|&c| Some(c)).collect();
     let handles = end::spawn(Side::Client, profile, timing, conns, &bulk_cpus, &ctx)
-        .map_err(|e| ClientError::Io { what: "cannot start worker threads".into(), source: e })?;
+        .map_err(|e| ClientError::Io { what: "cannot start worker threads".into(), error: e })?;
     drop(ctx);
     let abandon = |handles: Vec<std::thread::JoinHandle<()>>, control: &TcpStream| {
         gate.cancel();
@@ -265,7 +265,7 @@ pub fn run(
                     }
                 }
             })
-            .map_err(|e| ClientError::Io { what: "cannot start the control reader".into(), source: e })?
+            .map_err(|e| ClientError::Io { what: "cannot start the control reader".into(), error: e })?
     };
     drop(tx);
 
@@ -286,7 +286,7 @@ pub fn run(
     if let Err(e) = blocking::write_frame(&mut control, &ClientMsg::Start) {
         abandon(handles, &control);
         let _ = reader.join();
-        return Err(ClientError::Io { what: format!("cannot start the test ({peer})"), source: e });
+        return Err(ClientError::Io { what: format!("cannot start the test ({peer})"), error: e });
     }
 
     // 4. Aggregate until every worker is done and the server has reported.

@@ -36,7 +36,7 @@ pub fn plan_and_run(
     opts: &RunOptions,
 ) -> Result<RunResult, ClientError> {
     let allowed = crate::sys::allowed_cpus()
-        .map_err(|e| ClientError::Io { what: "cannot read this process's CPU affinity".into(), source: e })?;
+        .map_err(|e| ClientError::Io { what: "cannot read this process's CPU affinity".into(), error: e })?;
     let (plan, peer) = netblast_spec::plan::plan(profile, origin.to_string(), target, &allowed, false)?;
     run(&plan, peer, probe, &RunFlags::new(), opts, &mut |_| {})
 }

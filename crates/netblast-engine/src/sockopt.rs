@@ -40,6 +40,14 @@ pub fn apply(sock: SockRef<'_>, tcp: &TcpSection, nodelay_default: bool) -> io::
     Ok(())
 }
 
+/// Checks that this host takes the `[tcp]` options (a congestion control that is not loaded,
+/// say) by applying them to a socket that is never connected: a bad option is bad input,
+/// found before anything is sent.
+pub fn check(tcp: &TcpSection, nodelay_default: bool) -> io::Result<()> {
+    let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
+    apply(SockRef::from(&s), tcp, nodelay_default)
+}
+
 /// Opens a TCP connection with the options applied before `connect` (so the SYN already
 /// carries the window scale and MSS they imply).
 pub fn connect(addr: SocketAddr, tcp: &TcpSection, nodelay_default: bool, timeout: Duration) -> io::Result<TcpStream> {

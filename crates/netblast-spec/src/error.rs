@@ -7,12 +7,12 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
     /// The profile file could not be read.
-    #[error("cannot read profile {}: {source}", path.display())]
+    #[error("cannot read profile {}: {error}", path.display())]
     Read {
         /// The file that was asked for.
         path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
+        /// The I/O error (in the message, not chained: it would print twice).
+        error: std::io::Error,
     },
     /// The TOML is malformed or has an unknown field or a value of the wrong type; the message
     /// carries the line, column and field from the TOML parser.

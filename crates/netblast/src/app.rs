@@ -120,6 +120,10 @@ fn load_profile(t: &ProfileArgs) -> Result<(Profile, String), AppError> {
 
 fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     let (profile, origin) = load_profile(&a.test)?;
+    if !profile.workload.is_http() {
+        netblast_engine::sockopt::check(&profile.tcp, profile.workload.nodelay_default())
+            .map_err(|e| AppError::input(anyhow::anyhow!("{e}")))?;
+    }
     let target = match (&a.target, profile.workload.is_http()) {
         (Some(t), _) => t.clone(),
         (None, true) => String::new(),

@@ -95,7 +95,22 @@ fn prepare(h: &HttpSection, target: &str) -> Result<(Vec<Prepared>, bool), Clien
         any_tls |= https;
         let authority = uri.authority().ok_or_else(|| bad(format!("URL {full:?} has no host")))?.clone();
         let host = authority.host().trim_start_matches('[').trim_end_matches(']').to_string();
-        let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
+        // The authority's own text: a port the URL parser cannot read as a u16 (99999) would
+        // otherwise read as "no port" and go to 80.
+        let written = authority.as_str().rsplit_once(':').map(|(_, p)| p).filter(|p| !p.contains(']'));
+        let port = match written {
+            None | Some("") => {
+                if https {
+                    443
+                } else {
+                    80
+                }
+            }
+            Some(p) => match p.parse::<u32>() {
+                Ok(n @ 1..=65535) => n as u16,
+                _ => return Err(bad(format!("URL {full:?}: port {p} is outside 1..65535"))),
+            },
+        };
         let addr = (host.as_str(), port)
             .to_socket_addrs()
             .map_err(|e| bad(format!("cannot resolve {host}: {e}")))?
@@ -268,7 +283,7 @@ pub fn run(
     for port in requests.iter().map(|r| r.endpoint.addr.port()).collect::<std::collections::BTreeSet<_>>() {
         probe.watch_port(port).map_err(|e| ClientError::Io {
             what: "cannot set up the eBPF probe".into(),
-            source: std::io::Error::other(e.to_string()),
+            error: std::io::Error::other(e.to_string()),
         })?;
     }
     let local_address = requests
@@ -314,7 +329,7 @@ pub fn run(
         let cpu = plan.client_cpus.get(w).copied();
         handles.push(
             crate::worker::spawn(w, cpu, move |pinned| worker::run_worker(w, pinned, my, job, gate, flags, tx))
-                .map_err(|e| ClientError::Io { what: "cannot start worker threads".into(), source: e })?,
+                .map_err(|e| ClientError::Io { what: "cannot start worker threads".into(), error: e })?,
         );
     }
     drop(tx);
@@ -452,7 +467,21 @@ pub fn run(
         },
         tcp: probe.collects().then(|| http_tcp(&total_run.tcp)),
     };
-    // Failed requests are results, not run errors; a run is incomplete when it was cut short.
+    // Failed requests are results, not run errors; but a run in which not one request got a
+    // response measured nothing of the server, and is a failed run.
+    if total.completed == 0 {
+        let why: Vec<String> =
+            http_summary.errors.iter().map(|e| format!("{} {} (e.g. {})", e.kind, e.count, e.sample)).collect();
+        errors.push(RunError {
+            at_s: seconds,
+            source: "client".into(),
+            message: if why.is_empty() {
+                "no request got a response".into()
+            } else {
+                format!("every request failed: {}", why.join("; "))
+            },
+        });
+    }
     let complete = errors.is_empty();
     let bits = (total.bytes_sent + total.bytes_received) as f64 * 8.0;
     let envelope = Envelope {
@@ -518,6 +547,12 @@ mod tests {
         assert!(tls);
         assert_eq!(p[0].uri.to_string(), "https://localhost:8443/y?size=1");
         assert!(p[0].endpoint.tls_name.is_some());
+        for url in ["http://127.0.0.1:99999/", "http://127.0.0.1:0/"] {
+            let h = HttpSection { urls: vec![url.into()], ..Default::default() };
+            assert!(prepare(&h, "").unwrap_err().to_string().contains("outside 1..65535"), "{url}");
+        }
+        let v6 = HttpSection { urls: vec!["http://[::1]/".into()], ..Default::default() };
+        assert_eq!(prepare(&v6, "").unwrap().0[0].endpoint.addr.port(), 80);
         let bad_header = HttpSection { headers: vec!["no colon".into()], ..Default::default() };
         assert!(prepare(&bad_header, "127.0.0.1:1").is_err());
     }

@@ -158,8 +158,7 @@ pub const MAX_PROFILE_BYTES: u64 = 1 << 20;
 impl Profile {
     /// Parses a profile from TOML text; `origin` names the file in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Profile, SpecError> {
-        toml::from_str(text)
-            .map_err(|e| SpecError::Parse { origin: origin.to_string(), message: e.to_string().trim_end().to_string() })
+        toml::from_str(text).map_err(|e| SpecError::Parse { origin: origin.to_string(), message: toml_message(&e) })
     }
 
     /// Loads a built-in profile by name, or a file when `name_or_path` is a path.
@@ -266,10 +265,25 @@ impl Profile {
     }
 }
 
+/// The parser's message without the quoted source line: the line and column and what is wrong
+/// (a file that is not a profile, say /etc/shadow, is not echoed).
+fn toml_message(e: &toml::de::Error) -> String {
+    let text = e.to_string();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            let t = l.trim_start();
+            !(t.starts_with('|')
+                || t.split_once(" |").is_some_and(|(n, _)| n.trim().chars().all(|c| c.is_ascii_digit())))
+        })
+        .collect();
+    lines.join(": ").trim().to_string()
+}
+
 /// Reads a profile file, refusing anything that is not a regular file of sane size (a device
 /// such as /dev/zero would never end) and never quoting a file that is not valid UTF-8 TOML.
 fn read_bounded(path: &Path) -> Result<String, SpecError> {
-    let read_err = |source: std::io::Error| SpecError::Read { path: path.to_path_buf(), source };
+    let read_err = |error: std::io::Error| SpecError::Read { path: path.to_path_buf(), error };
     let meta = std::fs::metadata(path).map_err(read_err)?;
     if !meta.is_file() {
         return Err(read_err(std::io::Error::other("not a regular file")));
@@ -384,6 +398,12 @@ block_bytes = "128KiB"
             assert!(json.contains(&format!("\"kind\":\"{}\"", p.kind().name())), "{json}");
             assert_eq!(serde_json::from_str::<Profile>(&json).unwrap(), p);
         }
+    }
+
+    #[test]
+    fn parse_errors_name_the_line_without_quoting_it() {
+        let e = Profile::from_toml("root:*:20228:0:99999:7:::\n", "/etc/shadow").unwrap_err().to_string();
+        assert!(e.contains("line 1") && !e.contains("20228"), "{e}");
     }
 
     #[test]

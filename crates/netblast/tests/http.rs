@@ -41,6 +41,13 @@ fn http(r: &RunResult) -> &netblast_spec::result::HttpSummary {
     r.summary.http.as_ref().expect("http summary")
 }
 
+/// The summary of a run in which every request failed: incomplete, and saying why.
+fn all_failed(r: &RunResult) -> &netblast_spec::result::HttpSummary {
+    assert!(!r.complete, "a run without one response is not complete");
+    assert!(r.errors.iter().any(|e| e.message.starts_with("every request failed")), "{:?}", r.errors);
+    r.summary.http.as_ref().expect("http summary")
+}
+
 fn status(r: &RunResult, code: &str) -> u64 {
     http(r).status_codes.get(code).copied().unwrap_or(0)
 }
@@ -187,7 +194,7 @@ fn untrusted_certificate_is_a_tls_error() {
             h.tls = true;
         }),
     );
-    let h = http(&r);
+    let h = all_failed(&r);
     assert_eq!(h.completed, 0);
     assert_eq!(h.errors.iter().find(|e| e.kind == "tls").map(|e| e.count), Some(20), "{:?}", h.errors);
 }
@@ -288,7 +295,7 @@ fn a_server_closing_mid_response_gives_counted_errors() {
             h.urls = vec!["/?abort=1&size=100000".into()];
         }),
     );
-    let h = http(&r);
+    let h = all_failed(&r);
     assert_eq!(h.sent, 100);
     assert_eq!(h.completed, 0);
     let errors: u64 = h.errors.iter().map(|e| e.count).sum();
@@ -307,7 +314,7 @@ fn refused_connections_are_counted_not_hung() {
             h.connections = 2;
         }),
     );
-    let h = http(&r);
+    let h = all_failed(&r);
     assert_eq!(h.completed, 0);
     assert!(h.errors.iter().any(|e| e.kind == "refused" && e.count > 0), "{:?}", h.errors);
     assert_eq!(h.connections.established, 0);

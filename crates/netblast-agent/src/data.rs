@@ -22,6 +22,7 @@ use netblast_spec::wire::{
 use socket2::SockRef;
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -50,6 +51,67 @@ pub struct Shared {
     pub stats: Arc<ServeStats>,
     /// How this serve takes fleet orders.
     pub agent: crate::fleet::AgentConfig,
+    /// What a peer or test may take.
+    pub limits: crate::Limits,
+    /// What the running tests hold.
+    pub held: crate::Held,
+}
+
+/// Resources a test holds while it runs, given back on drop.
+struct Holding<'a> {
+    held: &'a crate::Held,
+    fds: u64,
+    spinning: u64,
+}
+
+impl Holding<'_> {
+    /// The streams are connected: their descriptors are open and counted as such now.
+    fn streams_open(&mut self) {
+        self.held.fds.fetch_sub(self.fds, Ordering::Relaxed);
+        self.fds = 0;
+    }
+}
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        self.held.fds.fetch_sub(self.fds, Ordering::Relaxed);
+        self.held.spinning.fetch_sub(self.spinning, Ordering::Relaxed);
+    }
+}
+
+/// Takes what a set-up asks of this server's resources, or says which limit refuses it.
+fn hold<'a>(shared: &'a Shared, setup: &TestSetup) -> Result<Holding<'a>, String> {
+    let l = &shared.limits;
+    let per_stream = if setup.profile.workload.uses_udp() { 2 } else { 1 };
+    let fds = setup.streams.len() as u64 * per_stream;
+    let (soft, _) = netblast_engine::sys::nofile_limit();
+    let open = std::fs::read_dir("/proc/self/fd").map(|d| d.count() as u64).unwrap_or(0);
+    let promised = shared.held.fds.load(Ordering::Relaxed);
+    let free = soft.saturating_sub(l.fd_headroom + open + promised);
+    if fds > free {
+        return Err(format!(
+            "the test needs {fds} descriptors and this server has {free} free (limit {soft}, {open} open, \
+             {promised} promised to tests being set up, {} kept for connections)",
+            l.fd_headroom
+        ));
+    }
+    let spinning = match &setup.profile.workload {
+        netblast_spec::profile::Workload::Rr(r) if r.wait == netblast_spec::profile::WaitMode::Spin => {
+            setup.streams.len() as u64
+        }
+        _ => 0,
+    };
+    let busy = shared.held.spinning.load(Ordering::Relaxed);
+    if spinning > 0 && busy + spinning > l.spinning as u64 {
+        return Err(format!(
+            "wait = spin asks for {spinning} busy-polling flow(s); {busy} run already and this server takes {} \
+             at most (one CPU each): use --wait block, or fewer flows",
+            l.spinning
+        ));
+    }
+    shared.held.fds.fetch_add(fds, Ordering::Relaxed);
+    shared.held.spinning.fetch_add(spinning, Ordering::Relaxed);
+    Ok(Holding { held: &shared.held, fds, spinning })
 }
 
 /// Handles one accepted connection to the data port.
@@ -322,11 +384,18 @@ async fn control_conn(
         let _ = wr.write_all(&refused(Refusal::Invalid, m.clone())).await;
         return Err(format!("refused setup: {m}"));
     }
+    let mut holding = match hold(shared, &setup) {
+        Ok(h) => h,
+        Err(m) => {
+            let _ = wr.write_all(&refused(Refusal::Limit, m.clone())).await;
+            return Err(format!("refused setup: {m}"));
+        }
+    };
     let (stream_tx, mut stream_rx) = mpsc::unbounded_channel();
     let ways: HashMap<u32, Way> = setup.streams.iter().map(|s| (s.id, s.way)).collect();
     let udp = setup.profile.workload.uses_udp();
-    let registered = match shared.reg.insert(test_id, TestEntry::new(ways.clone(), udp, session.stream_key, stream_tx))
-    {
+    let entry = TestEntry::new(ways.clone(), udp, session.stream_key, stream_tx);
+    let registered = match shared.reg.insert(test_id, peer.ip(), entry) {
         Ok(r) => r,
         Err(m) => {
             let _ = wr.write_all(&refused(Refusal::Limit, m.clone())).await;
@@ -372,6 +441,7 @@ async fn control_conn(
         }
     }
     drop(registered);
+    holding.streams_open();
     while let Ok((id, s, u)) = stream_rx.try_recv() {
         sockets.insert(id, (s, u));
     }
@@ -383,7 +453,18 @@ async fn control_conn(
     }
 
     // Run.
-    let outcome = run_test(&setup, sockets, &ways, &shared.probe, &mut wr, &mut ctl_rx, &mut stop).await;
+    let outcome = run_test(
+        &setup,
+        sockets,
+        &ways,
+        &shared.probe,
+        shared.limits.control_write_timeout,
+        &mut wr,
+        &mut ctl_rx,
+        &mut stop,
+    )
+    .await;
+    drop(holding);
     reader.abort();
     tracing::info!(%peer, test = %test_id, "test finished: {}", outcome.as_deref().unwrap_or("ok"));
     outcome.map_or(Ok(()), Err)
@@ -394,10 +475,24 @@ async fn run_test(
     mut sockets: HashMap<u32, (std::net::TcpStream, Option<std::net::UdpSocket>)>,
     ways: &HashMap<u32, Way>,
     probe: &Probe,
+    write_timeout: Duration,
     wr: &mut tokio::net::tcp::OwnedWriteHalf,
     ctl_rx: &mut mpsc::UnboundedReceiver<Ctl>,
     stop: &mut watch::Receiver<bool>,
 ) -> Option<String> {
+    // A report the client does not take within the timeout ends its test: the reports would
+    // otherwise pile up in this server's memory.
+    async fn send_report(
+        wr: &mut tokio::net::tcp::OwnedWriteHalf,
+        bytes: &[u8],
+        timeout: Duration,
+    ) -> Result<(), String> {
+        match tokio::time::timeout(timeout, wr.write_all(bytes)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("cannot write to the client: {e}")),
+            Err(_) => Err(format!("the client did not read its reports for {}s", timeout.as_secs())),
+        }
+    }
     let profile = &setup.profile;
     let usable = sys::allowed_cpus().unwrap_or_default();
     let mut notes: HashMap<u32, String> = HashMap::new();
@@ -521,9 +616,12 @@ async fn run_test(
             } else {
                 ServerMsg::Interval { index, start_s, end_s, streams: part.streams, ways: Vec::new() }
             };
-            if !client_gone && wr.write_all(&wire::encode_frame(&msg)).await.is_err() {
-                client_gone = true;
-                flags.stop();
+            if !client_gone {
+                if let Err(e) = send_report(wr, &wire::encode_frame(&msg), write_timeout).await {
+                    client_gone = true;
+                    flags.abort();
+                    problem = Some(e);
+                }
             }
         }
     }
@@ -535,7 +633,7 @@ async fn run_test(
     if !client_gone {
         let tcp_samples = (sampled.read < sampled.wanted).then_some([sampled.read, sampled.wanted]);
         let msg = ServerMsg::Final { streams: finals, cpu, tcp_samples };
-        if let Err(e) = wr.write_all(&wire::encode_frame(&msg)).await {
+        if let Err(e) = send_report(wr, &wire::encode_frame(&msg), write_timeout).await {
             return Some(format!("cannot send the final report: {e}"));
         }
         let _ = wr.shutdown().await;

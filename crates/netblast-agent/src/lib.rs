@@ -104,13 +104,54 @@ impl ServeStats {
     }
 }
 
+/// The resources one peer or test may take from a server; a set-up beyond them is refused
+/// with the limit named. The defaults keep a small host (2 cores) serving while tests and
+/// strangers come and go.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Tests set up and waiting for their streams at once.
+    pub pending: usize,
+    /// Of those, from one peer address.
+    pub pending_per_peer: usize,
+    /// Descriptors kept free for what is not a test's stream (control connections, accepts).
+    pub fd_headroom: u64,
+    /// A client that does not read its control connection for this long is dropped (its test
+    /// stopped): its reports would pile up in memory otherwise.
+    pub control_write_timeout: Duration,
+    /// Server flows that may busy-poll (rr `wait = spin`) at once, over all tests: each takes
+    /// a CPU.
+    pub spinning: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        let cpus = netblast_engine::sys::allowed_cpus().map(|c| c.len()).unwrap_or(1);
+        Limits {
+            pending: 256,
+            pending_per_peer: 16,
+            fd_headroom: 256,
+            control_write_timeout: Duration::from_secs(10),
+            spinning: cpus.saturating_sub(1).max(1),
+        }
+    }
+}
+
+/// Resources held by the tests a server runs now.
+#[derive(Debug, Default)]
+pub struct Held {
+    /// Descriptors promised to tests set up but not started (their streams are still coming).
+    pub fds: AtomicU64,
+    /// Server flows busy-polling now.
+    pub spinning: AtomicU64,
+}
+
 /// Settings of a server.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
     /// Source of TCP statistics for the server's sockets.
     pub probe: Probe,
-    /// Most tests that may be set up and waiting for their streams at once.
-    pub max_pending_tests: usize,
+    /// What a peer or test may take.
+    pub limits: Limits,
     /// Who may connect.
     pub access: Access,
     /// Refusal counters (shared with whoever started the server).
@@ -125,7 +166,7 @@ impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig {
             probe: Probe::tcp_info(),
-            max_pending_tests: 1024,
+            limits: Limits::default(),
             access: Access::default(),
             stats: Arc::default(),
             agent: fleet::AgentConfig::default(),
@@ -146,8 +187,15 @@ pub async fn serve(listener: TcpListener, cfg: ServeConfig, shutdown: impl Futur
     }
     let mut agent = cfg.agent;
     agent.data_port = listener.local_addr()?.port();
+    // As many descriptors as this process may have: each stream is one (two for UDP).
+    let (_, hard) = netblast_engine::sys::nofile_limit();
+    if let Err(e) = netblast_engine::sys::ensure_fds(hard) {
+        tracing::warn!("{e}");
+    }
     let shared = Arc::new(data::Shared {
-        reg: Arc::new(Registry::new(cfg.max_pending_tests)),
+        reg: Arc::new(Registry::new(cfg.limits.pending, cfg.limits.pending_per_peer)),
+        limits: cfg.limits,
+        held: Held::default(),
         probe: cfg.probe,
         access: cfg.access,
         stats: cfg.stats,

@@ -4,6 +4,7 @@ use netblast_spec::auth::StreamKey;
 use netblast_spec::profile::Way;
 use netblast_spec::wire::{StreamAck, TestId};
 use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
 use std::sync::Mutex;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -45,23 +46,31 @@ pub struct Offer {
 /// The tests of one server. Locked only on connection setup, never on the data path.
 #[derive(Debug)]
 pub struct Registry {
-    tests: Mutex<HashMap<TestId, TestEntry>>,
+    tests: Mutex<HashMap<TestId, (TestEntry, IpAddr)>>,
     max_pending: usize,
+    max_per_peer: usize,
 }
 
 impl Registry {
-    /// An empty registry that holds at most `max_pending` tests waiting to start.
-    pub fn new(max_pending: usize) -> Registry {
-        Registry { tests: Mutex::new(HashMap::new()), max_pending }
+    /// An empty registry that holds at most `max_pending` tests waiting to start, at most
+    /// `max_per_peer` of them from one peer address.
+    pub fn new(max_pending: usize, max_per_peer: usize) -> Registry {
+        Registry { tests: Mutex::new(HashMap::new()), max_pending, max_per_peer }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TestId, TestEntry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TestId, (TestEntry, IpAddr)>> {
         self.tests.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a test; refuses a duplicate id or too many waiting tests. The entry lives
-    /// as long as the returned guard: only the connection that set a test up can forget it.
-    pub fn insert(self: &std::sync::Arc<Self>, id: TestId, entry: TestEntry) -> Result<Registered, String> {
+    /// Registers a test of `peer`; refuses a duplicate id, too many waiting tests, or too many
+    /// from that peer. The entry lives as long as the returned guard: only the connection that
+    /// set a test up can forget it.
+    pub fn insert(
+        self: &std::sync::Arc<Self>,
+        id: TestId,
+        peer: IpAddr,
+        entry: TestEntry,
+    ) -> Result<Registered, String> {
         let mut t = self.lock();
         if t.contains_key(&id) {
             return Err(format!("test id {id} is already in use"));
@@ -69,7 +78,13 @@ impl Registry {
         if t.len() >= self.max_pending {
             return Err(format!("server busy: {} tests are waiting to start (limit {})", t.len(), self.max_pending));
         }
-        t.insert(id, entry);
+        let mine = t.values().filter(|(_, p)| *p == peer).count();
+        if mine >= self.max_per_peer {
+            return Err(format!(
+                "{mine} tests from {peer} are waiting to start: the most one peer may set up at once (--max-pending-per-peer)"
+            ));
+        }
+        t.insert(id, (entry, peer));
         Ok(Registered { reg: self.clone(), id })
     }
 
@@ -83,7 +98,7 @@ impl Registry {
     pub fn offer_stream(&self, id: &TestId, stream: u32, tag: &[u8]) -> Offer {
         let mut t = self.lock();
         let refuse = |ack| Offer { ack, tx: None, udp: false };
-        let Some(entry) = t.get_mut(id) else { return refuse(StreamAck::UnknownTest) };
+        let Some((entry, _)) = t.get_mut(id) else { return refuse(StreamAck::UnknownTest) };
         if !entry.key.verify(&id.0, stream, tag) {
             return refuse(StreamAck::BadTag);
         }
@@ -115,23 +130,28 @@ mod tests {
     #[test]
     fn streams_match_their_test_once_and_only_with_its_tag() {
         use netblast_spec::auth::Transcript;
-        let r = std::sync::Arc::new(Registry::new(2));
+        let r = std::sync::Arc::new(Registry::new(3, 2));
+        let me: IpAddr = "127.0.0.1".parse().unwrap();
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let key = Transcript { header: [0; 32], client_nonce: [1; 32], server_nonce: [2; 32] }.stream_key(None);
         let other = Transcript { header: [0; 32], client_nonce: [3; 32], server_nonce: [2; 32] }.stream_key(None);
         let id = TestId([1; 16]);
         let entry = |tx| TestEntry::new(HashMap::from([(0, Way::Up)]), false, key, tx);
-        let guard = r.insert(id, entry(tx.clone())).unwrap();
-        assert!(r.insert(id, entry(tx.clone())).is_err(), "a second set-up with the same id is refused");
+        let guard = r.insert(id, me, entry(tx.clone())).unwrap();
+        assert!(r.insert(id, me, entry(tx.clone())).is_err(), "a second set-up with the same id is refused");
         assert_eq!(r.pending(), 1, "and the refused one did not remove the first");
         assert_eq!(r.offer_stream(&id, 0, &other.tag(&id.0, 0)).ack, StreamAck::BadTag);
         assert_eq!(r.offer_stream(&id, 0, &key.tag(&id.0, 0)).ack, StreamAck::Ok);
         assert_eq!(r.offer_stream(&id, 0, &key.tag(&id.0, 0)).ack, StreamAck::UnknownStream, "a stream connects once");
         assert_eq!(r.offer_stream(&id, 7, &key.tag(&id.0, 7)).ack, StreamAck::UnknownStream);
         assert_eq!(r.offer_stream(&TestId([2; 16]), 0, &[0; 16]).ack, StreamAck::UnknownTest);
-        let _g3 = r.insert(TestId([3; 16]), entry(tx.clone())).unwrap();
-        assert!(r.insert(TestId([4; 16]), entry(tx)).unwrap_err().contains("busy"));
+        let _g3 = r.insert(TestId([3; 16]), me, entry(tx.clone())).unwrap();
+        let e = r.insert(TestId([4; 16]), me, entry(tx.clone())).unwrap_err();
+        assert!(e.contains("127.0.0.1") && e.contains("one peer"), "{e}");
+        let other: IpAddr = "127.0.0.2".parse().unwrap();
+        let _g5 = r.insert(TestId([5; 16]), other, entry(tx.clone())).unwrap();
+        assert!(r.insert(TestId([6; 16]), other, entry(tx)).unwrap_err().contains("busy"));
         drop(guard);
-        assert_eq!(r.pending(), 1);
+        assert_eq!(r.pending(), 2);
     }
 }

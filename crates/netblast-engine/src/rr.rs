@@ -136,6 +136,43 @@ fn recv_exact(fd: RawFd, buf: &mut [u8], wait: WaitMode, flags: &RunFlags, give_
     Ok(())
 }
 
+/// Largest buffer a TCP rr flow holds for a message, whatever the message size: larger
+/// requests and responses are sent from, and read into, this much memory in turn, so memory
+/// follows what the peer actually sends, not what it announced.
+pub const MAX_MSG_BUF: usize = 64 * 1024;
+
+/// Reads exactly `n` bytes, keeping none of them (into `scratch`, in turn).
+fn recv_count(
+    fd: RawFd,
+    mut n: usize,
+    scratch: &mut [u8],
+    wait: WaitMode,
+    flags: &RunFlags,
+    give_up: Instant,
+) -> Result<(), Stop> {
+    let mut first = true;
+    while n > 0 {
+        let k = n.min(scratch.len());
+        match recv_exact(fd, &mut scratch[..k], wait, flags, give_up) {
+            Err(Stop::Eof) if !first => return Err(Stop::Failed("peer closed in the middle of a message".into())),
+            r => r?,
+        }
+        first = false;
+        n -= k;
+    }
+    Ok(())
+}
+
+/// Sends `n` bytes of `pattern`, repeated.
+fn send_count(fd: RawFd, mut n: usize, pattern: &[u8], flags: &RunFlags, give_up: Instant) -> Result<(), Stop> {
+    while n > 0 {
+        let k = n.min(pattern.len());
+        send_all(fd, &pattern[..k], flags, give_up)?;
+        n -= k;
+    }
+    Ok(())
+}
+
 fn send_all(fd: RawFd, mut buf: &[u8], flags: &RunFlags, give_up: Instant) -> Result<(), Stop> {
     while !buf.is_empty() {
         match net::send(fd, buf, 0) {
@@ -160,18 +197,18 @@ fn stop_msg(s: Stop, what: &str) -> String {
 
 fn tcp_client(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: Deadlines) -> Result<(), String> {
     let fd = s.as_raw_fd();
-    let req = vec![0x11u8; cfg.req_bytes];
-    let mut resp = vec![0u8; cfg.resp_bytes];
+    let req = vec![0x11u8; cfg.req_bytes.min(MAX_MSG_BUF)];
+    let mut resp = vec![0u8; cfg.resp_bytes.min(MAX_MSG_BUF)];
     let result = loop {
         let t0 = Instant::now();
         m.tick(t0);
         if should_stop(flags, t0, ends.send_until) {
             break Ok(());
         }
-        if let Err(e) = send_all(fd, &req, flags, ends.give_up) {
+        if let Err(e) = send_count(fd, cfg.req_bytes, &req, flags, ends.give_up) {
             break Err(stop_msg(e, "sending a request"));
         }
-        if let Err(e) = recv_exact(fd, &mut resp, cfg.wait, flags, ends.give_up) {
+        if let Err(e) = recv_count(fd, cfg.resp_bytes, &mut resp, cfg.wait, flags, ends.give_up) {
             break Err(stop_msg(e, "waiting for a response"));
         }
         let t1 = Instant::now();
@@ -186,15 +223,15 @@ fn tcp_client(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, en
 
 fn tcp_server(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: Deadlines) -> Result<(), String> {
     let fd = s.as_raw_fd();
-    let mut req = vec![0u8; cfg.req_bytes];
-    let resp = vec![0x22u8; cfg.resp_bytes];
+    let mut req = vec![0u8; cfg.req_bytes.min(MAX_MSG_BUF)];
+    let resp = vec![0x22u8; cfg.resp_bytes.min(MAX_MSG_BUF)];
     loop {
-        match recv_exact(fd, &mut req, cfg.wait, flags, ends.give_up) {
+        match recv_count(fd, cfg.req_bytes, &mut req, cfg.wait, flags, ends.give_up) {
             Ok(()) => {}
             Err(Stop::Eof) => return Ok(()),
             Err(e) => return Err(stop_msg(e, "waiting for a request")),
         }
-        send_all(fd, &resp, flags, ends.give_up).map_err(|e| stop_msg(e, "sending a response"))?;
+        send_count(fd, cfg.resp_bytes, &resp, flags, ends.give_up).map_err(|e| stop_msg(e, "sending a response"))?;
         let now = Instant::now();
         m.msgs += 1;
         m.bytes += cfg.req_bytes as u64;

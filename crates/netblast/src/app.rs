@@ -359,8 +359,19 @@ fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
         if let Some(c) = &a.register {
             eprintln!("netblast serve: registering with the coordinator at {c} (group {})", a.group);
         }
-        let cfg =
-            netblast_agent::ServeConfig { probe, access, agent, register: a.register.clone(), ..Default::default() };
+        let mut limits =
+            netblast_agent::Limits { pending_per_peer: a.max_pending_per_peer.max(1), ..Default::default() };
+        if let Some(n) = a.max_spinning {
+            limits.spinning = n;
+        }
+        let cfg = netblast_agent::ServeConfig {
+            probe,
+            access,
+            agent,
+            limits,
+            register: a.register.clone(),
+            ..Default::default()
+        };
         let shutdown = async move {
             shutdown_signal().await;
             let _ = stop_tx.send(true);

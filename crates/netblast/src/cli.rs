@@ -61,6 +61,13 @@ pub struct ServeArgs {
     /// orders, dialing again whenever the session ends (needs --token-file).
     #[arg(long, value_name = "HOST:PORT", requires = "token_file")]
     pub register: Option<String>,
+    /// Tests one peer address may have set up and waiting at once.
+    #[arg(long, default_value_t = 16)]
+    pub max_pending_per_peer: usize,
+    /// Server flows that may busy-poll (rr --wait spin) at once, each taking a CPU
+    /// (default: usable CPUs - 1).
+    #[arg(long)]
+    pub max_spinning: Option<usize>,
     /// As a registering agent: the group it joins (`--clients registered:GROUP:N`).
     #[arg(long, default_value = "default", requires = "register")]
     pub group: String,

@@ -36,9 +36,10 @@ fn two_concurrent_runs_merge_exactly() {
             .spawn()
             .unwrap()
     };
-    // Two rr tests (latency histograms in every interval) from two processes.
-    let ca = spawn(&a, &["--profile", "latency", "--flows", "1"]);
-    let cb = spawn(&b, &["--profile", "latency", "--flows", "1", "--req-size", "100"]);
+    // Two rr tests (latency histograms in every interval) from two processes; blocking waits,
+    // as two busy-polling flows at once are more than a 2-CPU server takes.
+    let ca = spawn(&a, &["--profile", "latency", "--flows", "1", "--wait", "block"]);
+    let cb = spawn(&b, &["--profile", "latency", "--flows", "1", "--req-size", "100", "--wait", "block"]);
     for c in [ca, cb] {
         let out = util::wait_output(c, Duration::from_secs(30));
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -1,0 +1,183 @@
+//! Issue 13: `serve` against clients that take more than their share. Each limit refuses the
+//! set-up that would pass it, naming the limit, and the server goes on serving others.
+
+use crate::util::{self, Server};
+use netblast_agent::{Limits, ServeConfig};
+use netblast_spec::profile::{Profile, WaitMode, Way};
+use netblast_spec::wire::{
+    self, blocking, ClientHandshake, ClientMsg, Header, Role, ServerMsg, StreamAck, StreamSetup, TestId, TestSetup,
+};
+use netblast_spec::RunResult;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// A test set up by hand, its streams connected by hand: a client that does what it likes.
+struct RawTest {
+    control: TcpStream,
+    key: netblast_spec::auth::StreamKey,
+    id: TestId,
+    addr: SocketAddr,
+}
+
+impl RawTest {
+    /// Sets a test up; `Err` carries the server's refusal.
+    fn set_up(addr: SocketAddr, profile: Profile, ways: &[Way]) -> Result<RawTest, String> {
+        let id = TestId::random();
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let hs = ClientHandshake::new(Header::new(Role::Control, id, 0), None, false);
+        let session = blocking::handshake(&mut c, &hs).map_err(|e| e.to_string())?;
+        let streams =
+            ways.iter().enumerate().map(|(i, &way)| StreamSetup { id: i as u32, way, server_cpu: None }).collect();
+        let setup = TestSetup {
+            client_version: "hostile".into(),
+            time_bound: netblast_spec::units::Dur(profile.time_bound()),
+            profile,
+            streams,
+        };
+        blocking::write_frame(&mut c, &ClientMsg::Setup(Box::new(setup))).unwrap();
+        match blocking::read_frame::<_, ServerMsg>(&mut c).unwrap() {
+            Some(ServerMsg::Accepted { .. }) => Ok(RawTest { control: c, key: session.stream_key, id, addr }),
+            Some(ServerMsg::Refused { message, .. }) => Err(message),
+            other => panic!("unexpected answer {other:?}"),
+        }
+    }
+
+    /// Connects stream `i` (TCP streams only).
+    fn stream(&self, i: u32) -> TcpStream {
+        let mut s = TcpStream::connect(self.addr).unwrap();
+        s.write_all(&wire::stream_preamble(&Header::new(Role::Stream, self.id, i), &self.key)).unwrap();
+        let mut ack = [0u8; 1];
+        s.read_exact(&mut ack).unwrap();
+        assert_eq!(StreamAck::from_byte(ack[0]), Some(StreamAck::Ok));
+        s
+    }
+
+    fn start(&mut self) {
+        blocking::write_frame(&mut self.control, &ClientMsg::Start).unwrap();
+    }
+}
+
+fn bulk(secs: u64, interval: &str) -> Profile {
+    util::profile(|p| {
+        p.run.duration = Some(netblast_spec::units::Dur(Duration::from_secs(secs)));
+        p.run.interval = Some(interval.parse().unwrap());
+    })
+}
+
+fn rr(edit: impl FnOnce(&mut netblast_spec::profile::RrSection)) -> Profile {
+    let (mut p, _) = Profile::load("latency").unwrap();
+    p.run.duration = Some("5s".parse().unwrap());
+    edit(p.workload.rr_mut().unwrap());
+    p.validate("test").unwrap();
+    p
+}
+
+fn good_run(addr: SocketAddr) -> RunResult {
+    let r = util::run(addr, util::profile(|_| {}));
+    assert!(r.complete, "{:?}", r.errors);
+    r
+}
+
+fn server(limits: Limits) -> Server {
+    Server::start_cfg("127.0.0.1:0", ServeConfig { limits, ..Default::default() }).unwrap()
+}
+
+#[test]
+fn one_peer_may_hold_only_so_many_tests_waiting_to_start() {
+    let srv = server(Limits { pending_per_peer: 2, ..Default::default() });
+    let a = RawTest::set_up(srv.addr, bulk(1, "1s"), &[Way::Up]).unwrap();
+    let _b = RawTest::set_up(srv.addr, bulk(1, "1s"), &[Way::Up]).unwrap();
+    let e = RawTest::set_up(srv.addr, bulk(1, "1s"), &[Way::Up]).err().expect("the third is refused");
+    assert!(e.contains("127.0.0.1") && e.contains("max-pending-per-peer"), "{e}");
+    // Its own tests leave with their connections, and the peer is served again.
+    drop(a);
+    std::thread::sleep(Duration::from_millis(200));
+    good_run(srv.addr);
+}
+
+#[test]
+fn a_test_needing_more_descriptors_than_are_free_is_refused() {
+    let (soft, _) = netblast_engine::sys::nofile_limit();
+    // Keep all but 50 descriptors for connections: a 100-stream test cannot fit, a 1-stream one can.
+    let srv = server(Limits { fd_headroom: soft.saturating_sub(50 + 64), ..Default::default() });
+    let e = RawTest::set_up(srv.addr, bulk(1, "1s"), &[Way::Up; 100]).err().expect("refused");
+    assert!(e.contains("descriptors") && e.contains("100"), "{e}");
+    good_run(srv.addr);
+}
+
+#[test]
+fn busy_polling_flows_are_limited() {
+    let srv = server(Limits { spinning: 1, ..Default::default() });
+    let spin = rr(|r| {
+        r.flows = 2;
+        r.wait = WaitMode::Spin;
+    });
+    let e = RawTest::set_up(srv.addr, spin, &[Way::Up; 2]).err().expect("refused");
+    assert!(e.contains("spin") && e.contains("at most"), "{e}");
+    let one = rr(|r| r.wait = WaitMode::Spin);
+    let _ok = RawTest::set_up(srv.addr, one, &[Way::Up]).expect("one busy-polling flow fits");
+    good_run(srv.addr);
+}
+
+#[test]
+fn rr_buffers_follow_what_the_peer_sends_not_what_it_announces() {
+    let (serve, addr) = util::spawn_server();
+    let serve = util::KillOnDrop(serve);
+    let rss = |pid: u32| -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+    };
+    let before = rss(serve.0.id());
+    // 64 flows of 16 MiB requests and responses, blocking waits, and the client sends nothing:
+    // 2 GiB if buffers were sized from the announcement.
+    let big = rr(|r| {
+        r.flows = 64;
+        r.wait = WaitMode::Block;
+        r.req_bytes = netblast_spec::units::ByteSize(16 << 20);
+        r.resp_bytes = netblast_spec::units::ByteSize(16 << 20);
+    });
+    let mut t = RawTest::set_up(addr, big, &[Way::Up; 64]).unwrap();
+    let streams: Vec<TcpStream> = (0..64).map(|i| t.stream(i)).collect();
+    t.start();
+    std::thread::sleep(Duration::from_secs(1));
+    let grown = rss(serve.0.id()).saturating_sub(before);
+    assert!(grown < 128 << 20, "serve grew {} MiB for a peer that sent nothing", grown >> 20);
+    drop(streams);
+}
+
+#[test]
+fn a_client_that_stops_reading_its_reports_is_dropped() {
+    let srv = server(Limits { control_write_timeout: Duration::from_secs(1), ..Default::default() });
+    // 200 streams the server sends on, reported every 10 ms: its reports fill the control
+    // connection's buffers within seconds when nobody reads them.
+    let mut reverse = bulk(30, "10ms");
+    let b = reverse.workload.bulk_mut().unwrap();
+    b.direction = netblast_spec::profile::Direction::Reverse;
+    b.flows = 200;
+    let mut t = RawTest::set_up(srv.addr, reverse, &[Way::Down; 200]).unwrap_or_else(|e| panic!("{e}"));
+    let streams: Vec<TcpStream> = (0..200).map(|i| t.stream(i)).collect();
+    t.start();
+    // We read nothing. Within the write timeout after the buffers filled, the server ends the
+    // test: it shuts its streams down, long before the 30 s bound.
+    let started = Instant::now();
+    let mut s0 = streams[0].try_clone().unwrap();
+    s0.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    let ended = loop {
+        match s0.read(&mut buf) {
+            Ok(0) => break true,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            _ => {}
+        }
+        if started.elapsed() > Duration::from_secs(25) {
+            break false;
+        }
+    };
+    assert!(ended, "the server kept sending to a client that reads no report");
+    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+    drop(streams);
+    good_run(srv.addr);
+}

@@ -470,6 +470,7 @@ async fn control_conn(
     outcome.map_or(Ok(()), Err)
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_test(
     setup: &TestSetup,
     mut sockets: HashMap<u32, (std::net::TcpStream, Option<std::net::UdpSocket>)>,

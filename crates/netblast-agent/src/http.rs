@@ -17,7 +17,7 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::{Frame, Incoming};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use netblast_spec::units::{ByteSize, Dur};
 use rustls::pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
 use std::convert::Infallible;
@@ -40,13 +40,30 @@ pub struct ResponderConfig {
     pub default_size: u64,
     /// A handle that stalls every request while held.
     pub pause: Arc<Pause>,
+    /// Most connections open at once; more are closed as they are accepted.
+    pub max_connections: usize,
+    /// How long a connection may take to send its first byte, an HTTP/1.1 request its
+    /// headers, and how long an HTTP/1.1 connection may sit idle between requests.
+    pub header_timeout: Duration,
 }
 
 impl Default for ResponderConfig {
     fn default() -> Self {
-        ResponderConfig { default_size: 45, pause: Arc::default() }
+        ResponderConfig {
+            default_size: 45,
+            pause: Arc::default(),
+            max_connections: MAX_CONNECTIONS,
+            header_timeout: HEADER_TIMEOUT,
+        }
     }
 }
+
+/// Default cap on open connections (the process's descriptor limit lowers it).
+pub const MAX_CONNECTIONS: usize = 16_384;
+/// Default first-byte, header-read and HTTP/1.1 idle timeout.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(15);
+/// Descriptors the responder leaves to the rest of the process when it sizes its cap.
+const FD_HEADROOM: u64 = 1024;
 
 /// Stalls a responder: every request arriving before the pause ends waits for its end.
 #[derive(Debug, Default)]
@@ -118,8 +135,13 @@ pub async fn serve(
         x ^= x << 17;
         chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
     }
+    let (soft, _) = netblast_engine::sys::nofile_limit();
+    let cap = cfg.max_connections.min(soft.saturating_sub(FD_HEADROOM).max(64) as usize);
+    let header_timeout = cfg.header_timeout;
     let state = Arc::new(State { cfg, data: Bytes::from(data) });
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    let slots = Arc::new(tokio::sync::Semaphore::new(cap));
+    let mut turned_away: u64 = 0;
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -133,14 +155,36 @@ pub async fn serve(
                 }
             },
         };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            // At the cap: this connection is closed at once (its descriptor freed), and the
+            // ones already open go on.
+            turned_away += 1;
+            if turned_away.is_power_of_two() {
+                tracing::warn!(%peer, "HTTP connection cap ({cap}) reached: {turned_away} connection(s) turned away so far");
+            }
+            continue;
+        };
         let _ = tcp.set_nodelay(true);
         let state = state.clone();
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
+            let _slot = slot;
+            // A connection that sends nothing is not kept (hyper's own timer starts only after
+            // it has picked the protocol).
+            let mut first = [0u8; 1];
+            if !matches!(tokio::time::timeout(header_timeout, tcp.peek(&mut first)).await, Ok(Ok(n)) if n > 0) {
+                return;
+            }
             let svc = hyper::service::service_fn(move |req| respond(req, state.clone()));
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder.http1().timer(TokioTimer::new()).header_read_timeout(header_timeout);
+            builder
+                .http2()
+                .timer(TokioTimer::new())
+                .keep_alive_interval(Some(Duration::from_secs(30)))
+                .keep_alive_timeout(Duration::from_secs(10));
             let result = match acceptor {
-                Some(a) => match tokio::time::timeout(Duration::from_secs(10), a.accept(tcp)).await {
+                Some(a) => match tokio::time::timeout(header_timeout, a.accept(tcp)).await {
                     Ok(Ok(tls)) => builder.serve_connection(TokioIo::new(tls), svc).await,
                     Ok(Err(e)) => {
                         tracing::debug!(%peer, "TLS handshake failed: {e}");

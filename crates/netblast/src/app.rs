@@ -408,7 +408,12 @@ fn start_http(a: &ServeArgs, stop: tokio::sync::watch::Receiver<bool>) -> Result
         .build()
         .context("cannot start the HTTP runtime")
         .map_err(AppError::run)?;
-    let cfg = netblast_agent::http::ResponderConfig { default_size: a.http_size.bytes(), ..Default::default() };
+    let cfg = netblast_agent::http::ResponderConfig {
+        default_size: a.http_size.bytes(),
+        max_connections: a.http_max_connections.max(1),
+        header_timeout: a.http_timeout.get(),
+        ..Default::default()
+    };
     let mut listeners = Vec::new();
     for (port, secure) in [(a.http, false), (a.https, true)] {
         let Some(port) = port else { continue };

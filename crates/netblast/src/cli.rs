@@ -90,6 +90,14 @@ pub struct ServeArgs {
     /// Response body size when a request does not ask (`?size=`).
     #[arg(long, default_value = "45")]
     pub http_size: ByteSize,
+    /// Most HTTP connections open at once (more are closed as they come; the descriptor
+    /// limit lowers it).
+    #[arg(long, default_value_t = netblast_agent::http::MAX_CONNECTIONS)]
+    pub http_max_connections: usize,
+    /// How long an HTTP connection may take to send its first byte or a request's headers,
+    /// and may sit idle between requests.
+    #[arg(long, default_value = "15s")]
+    pub http_timeout: Dur,
 }
 
 /// How `--zerocopy` sends.

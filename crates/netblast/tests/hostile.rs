@@ -181,3 +181,68 @@ fn a_client_that_stops_reading_its_reports_is_dropped() {
     drop(streams);
     good_run(srv.addr);
 }
+
+/// The built-in responder with a short header timeout and a small cap, on loopback.
+fn responder(header_timeout: Duration, max_connections: usize) -> netblast_agent::Background {
+    let cfg = netblast_agent::http::ResponderConfig { header_timeout, max_connections, ..Default::default() };
+    netblast_agent::Background::http(std::net::TcpListener::bind("127.0.0.1:0").unwrap(), None, cfg, 2).unwrap()
+}
+
+/// Whether the server closes `c` within `within` (its read ends).
+fn closed_within(c: &mut TcpStream, within: Duration) -> bool {
+    c.set_read_timeout(Some(within)).unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[test]
+fn the_responder_closes_silent_slow_and_idle_connections() {
+    let r = responder(Duration::from_secs(1), 1000);
+    let mut silent = TcpStream::connect(r.addr()).unwrap();
+    let mut partial = TcpStream::connect(r.addr()).unwrap();
+    partial.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ").unwrap();
+    let mut idle = TcpStream::connect(r.addr()).unwrap();
+    idle.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let t = Instant::now();
+    for (what, c) in [("silent", &mut silent), ("partial headers", &mut partial), ("idle keep-alive", &mut idle)] {
+        assert!(closed_within(c, Duration::from_secs(5)), "{what}: still open after {:?}", t.elapsed());
+    }
+    assert!(t.elapsed() < Duration::from_secs(4), "took {:?}", t.elapsed());
+}
+
+#[test]
+fn the_responder_turns_away_connections_beyond_its_cap_and_serves_again_after() {
+    let r = responder(Duration::from_secs(2), 20);
+    let held: Vec<TcpStream> = (0..20)
+        .map(|_| {
+            let mut c = TcpStream::connect(r.addr()).unwrap();
+            c.write_all(b"G").unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut extra = TcpStream::connect(r.addr()).unwrap();
+    assert!(closed_within(&mut extra, Duration::from_secs(1)), "the 21st connection is closed at once");
+    drop(held);
+    // The held connections' tasks see them closed and give their places back.
+    let t = Instant::now();
+    let out = loop {
+        let mut c = TcpStream::connect(r.addr()).unwrap();
+        c.write_all(b"GET /?size=5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        // The body is random bytes: read bytes, not text.
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        if !out.is_empty() || t.elapsed() > Duration::from_secs(5) {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(out.starts_with(b"HTTP/1.1 200"), "{:?} after {:?}", String::from_utf8_lossy(&out), t.elapsed());
+}

@@ -10,6 +10,7 @@ use netblast_spec::wire::{
 use netblast_spec::RunResult;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// A test set up by hand, its streams connected by hand: a client that does what it likes.
@@ -99,12 +100,19 @@ fn one_peer_may_hold_only_so_many_tests_waiting_to_start() {
 
 #[test]
 fn a_test_needing_more_descriptors_than_are_free_is_refused() {
-    let (soft, _) = netblast_engine::sys::nofile_limit();
-    // Keep all but 50 descriptors for connections: a 100-stream test cannot fit, a 1-stream one can.
-    let srv = server(Limits { fd_headroom: soft.saturating_sub(50 + 64), ..Default::default() });
-    let e = RawTest::set_up(srv.addr, bulk(1, "1s"), &[Way::Up; 100]).err().expect("refused");
-    assert!(e.contains("descriptors") && e.contains("100"), "{e}");
-    good_run(srv.addr);
+    // A serve allowed 400 descriptors keeps 256 for connections: a 200-stream test cannot fit.
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(format!(
+        "ulimit -n 400 && exec {} serve --bind 127.0.0.1 --port 0 --probe tcpinfo",
+        env!("CARGO_BIN_EXE_netblast")
+    ));
+    let (serve, addr) = util::spawn_server_from(c);
+    let _serve = util::KillOnDrop(serve);
+    let mut p = bulk(1, "1s");
+    p.workload.bulk_mut().unwrap().flows = 200;
+    let e = RawTest::set_up(addr, p, &[Way::Up; 200]).err().expect("refused");
+    assert!(e.contains("descriptors") && e.contains("200"), "{e}");
+    good_run(addr);
 }
 
 #[test]

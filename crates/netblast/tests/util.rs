@@ -81,9 +81,14 @@ pub fn spawn_server() -> (Child, SocketAddr) {
 
 /// As [`spawn_server`], with extra `serve` arguments.
 pub fn spawn_server_with(extra: &[&str]) -> (Child, SocketAddr) {
-    let mut child = bin()
-        .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
-        .args(extra)
+    let mut c = bin();
+    c.args(["serve", "--bind", "127.0.0.1", "--port", "0"]).args(extra);
+    spawn_server_from(c)
+}
+
+/// Starts `netblast serve` as `command` says (it must bind 127.0.0.1:0 and print its address).
+pub fn spawn_server_from(mut command: Command) -> (Child, SocketAddr) {
+    let mut child = command
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -88,11 +88,7 @@ pub fn spawn_server_with(extra: &[&str]) -> (Child, SocketAddr) {
 
 /// Starts `netblast serve` as `command` says (it must bind 127.0.0.1:0 and print its address).
 pub fn spawn_server_from(mut command: Command) -> (Child, SocketAddr) {
-    let mut child = command
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let stderr = child.stderr.take().unwrap();
     // Keep reading the server's stderr for its whole life: a closed pipe would make its later
     // messages fail.

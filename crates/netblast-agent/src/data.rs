@@ -65,7 +65,15 @@ struct Holding<'a> {
 }
 
 impl Holding<'_> {
-    /// The streams are connected: their descriptors are open and counted as such now.
+    /// One stream connected: its descriptors are open and counted as such now, no longer
+    /// promised.
+    fn stream_open(&mut self, fds: u64) {
+        let fds = fds.min(self.fds);
+        self.held.fds.fetch_sub(fds, Ordering::Relaxed);
+        self.fds -= fds;
+    }
+
+    /// Every stream is connected: nothing stays promised.
     fn streams_open(&mut self) {
         self.held.fds.fetch_sub(self.fds, Ordering::Relaxed);
         self.fds = 0;
@@ -117,7 +125,26 @@ fn hold<'a>(shared: &'a Shared, setup: &TestSetup) -> Result<Holding<'a>, String
 /// Handles one accepted connection to the data port.
 pub async fn handle(mut conn: TcpStream, peer: SocketAddr, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
     let mut hdr = [0u8; HEADER_LEN];
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, conn.read_exact(&mut hdr)).await {
+    // The magic first: a peer that is not netblast (an HTTP client, a port scanner) is turned
+    // away as soon as its first bytes arrive, not when the handshake times out.
+    let (magic, rest) = hdr.split_at_mut(wire::MAGIC.len());
+    let read = async {
+        conn.read_exact(magic).await?;
+        if *magic != wire::MAGIC {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "not a netblast peer"));
+        }
+        conn.read_exact(rest).await
+    };
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, read).await {
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+            let what = if hdr[..4].iter().all(|b| b.is_ascii_uppercase()) {
+                "not a netblast peer (it speaks text: an HTTP client on the data port?)"
+            } else {
+                "not a netblast peer (bad magic)"
+            };
+            shared.stats.refuse(peer, Refusal::Invalid, what);
+            return;
+        }
         Ok(Ok(_)) => {}
         Ok(Err(_)) => {
             shared.stats.refuse(peer, Refusal::Invalid, "closed before a full netblast handshake");
@@ -285,6 +312,17 @@ fn check_setup(setup: &TestSetup) -> Result<(), String> {
     if setup.streams.len() > max {
         return Err(format!("{} streams is more than the {max} one test may open", setup.streams.len()));
     }
+    // The profile says how many streams its test has (msgrate without a flow count: one per
+    // client CPU, which only the client knows); a setup naming more would hold more than it runs.
+    let w = &setup.profile.workload;
+    let per_cpu = matches!(w, netblast_spec::profile::Workload::Msgrate(m) if m.flows.is_none());
+    if !per_cpu && setup.streams.len() != w.stream_count(1) {
+        return Err(format!(
+            "the setup names {} streams and its profile has {}",
+            setup.streams.len(),
+            w.stream_count(1)
+        ));
+    }
     let mut seen = HashSet::new();
     if !setup.streams.iter().all(|s| seen.insert(s.id)) {
         return Err("stream ids repeat".into());
@@ -424,7 +462,10 @@ async fn control_conn(
     let deadline = tokio::time::Instant::now() + SETUP_TIMEOUT;
     loop {
         tokio::select! {
-            Some((id, s, u)) = stream_rx.recv() => { sockets.insert(id, (s, u)); }
+            Some((id, s, u)) = stream_rx.recv() => {
+                holding.stream_open(1 + u64::from(u.is_some()));
+                sockets.insert(id, (s, u));
+            }
             msg = ctl_rx.recv() => match msg {
                 Some(Ctl::Frame(Ok(Some(ClientMsg::Start)))) => break,
                 Some(Ctl::Frame(Ok(Some(other)))) => {

@@ -26,7 +26,7 @@ use netblast_spec::wire::Refusal;
 use registry::Registry;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -136,6 +136,29 @@ impl Default for Limits {
     }
 }
 
+/// Connections open in this process, on every port `serve` listens on.
+static OPEN_CONNECTIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// One open connection; when the last one closes the process gives back the memory its
+/// allocator holds free (a flood of connections would otherwise stay in the RSS).
+#[derive(Debug)]
+pub(crate) struct OpenConnection(());
+
+impl OpenConnection {
+    pub(crate) fn new() -> Self {
+        OPEN_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+        OpenConnection(())
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        if OPEN_CONNECTIONS.fetch_sub(1, Ordering::AcqRel) == 1 {
+            netblast_engine::sys::release_free_memory();
+        }
+    }
+}
+
 /// Resources held by the tests a server runs now.
 #[derive(Debug, Default)]
 pub struct Held {
@@ -214,7 +237,10 @@ pub async fn serve(listener: TcpListener, cfg: ServeConfig, shutdown: impl Futur
                 Ok((conn, peer)) => {
                     let shared = shared.clone();
                     let stop = stop_rx.clone();
-                    tasks.spawn(async move { data::handle(conn, peer, shared, stop).await });
+                    tasks.spawn(async move {
+                        let _open = OpenConnection::new();
+                        data::handle(conn, peer, shared, stop).await
+                    });
                 }
                 Err(e) => {
                     // Out of descriptors and similar: log, back off briefly, keep serving.

@@ -116,6 +116,48 @@ fn a_test_needing_more_descriptors_than_are_free_is_refused() {
 }
 
 #[test]
+fn descriptors_promised_to_a_test_are_released_as_its_streams_connect() {
+    // 600 descriptors, 256 kept: about 320 free. A test of 150 streams, all connected and never
+    // started, holds 150 open descriptors and no promise: another test of 150 fits. (Counting
+    // the connected streams both as open and as promised refused it.)
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(format!(
+        "ulimit -n 600 && exec {} serve --bind 127.0.0.1 --port 0 --probe tcpinfo",
+        env!("CARGO_BIN_EXE_netblast")
+    ));
+    let (serve, addr) = util::spawn_server_from(c);
+    let _serve = util::KillOnDrop(serve);
+    let p = || {
+        let mut p = bulk(1, "1s");
+        p.workload.bulk_mut().unwrap().flows = 150;
+        p
+    };
+    let first = RawTest::set_up(addr, p(), &[Way::Up; 150]).unwrap();
+    let _streams: Vec<TcpStream> = (0..150).map(|i| first.stream(i)).collect();
+    let second = RawTest::set_up(addr, p(), &[Way::Up; 150]);
+    assert!(second.is_ok(), "{:?}", second.err());
+}
+
+#[test]
+fn a_setup_naming_more_streams_than_its_profile_runs_is_refused() {
+    let srv = server(Limits::default());
+    // One flow, a thousand streams: before, the server took them all (up to 2 × MAX_FLOWS).
+    let e = RawTest::set_up(srv.addr, bulk(1, "1s"), &[Way::Up; 1000]).err().expect("refused");
+    assert!(e.contains("1000 streams") && e.contains("has 1"), "{e}");
+    good_run(srv.addr);
+}
+
+#[test]
+fn a_peer_that_is_not_netblast_is_dropped_on_its_first_bytes() {
+    let srv = server(Limits::default());
+    let mut c = TcpStream::connect(srv.addr).unwrap();
+    c.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    // Shorter than a header: before, the server waited out the 5 s handshake timeout.
+    assert!(closed_within(&mut c, Duration::from_secs(2)), "still open 2 s after an HTTP request");
+    good_run(srv.addr);
+}
+
+#[test]
 fn busy_polling_flows_are_limited() {
     let srv = server(Limits { spinning: 1, ..Default::default() });
     let spin = rr(|r| {

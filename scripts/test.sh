@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
-# The test suite: formatting, lints, then every crate's unit and integration tests.
+# The test suite: formatting, lints, then every crate's unit and integration tests, then the
+# `azure` feature (Azure discovery against a fake Resource Manager on loopback).
 # Tests that need root (eBPF, network namespaces) print SKIP with the reason when not root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy -p netblast --features azure --all-targets --locked -- -D warnings
+# The default build has no Azure SDK in it.
+if cargo tree -p netblast --locked -e normal | grep -q 'azure_'; then
+  echo "test.sh: the default build of netblast depends on the Azure SDK" >&2
+  exit 1
+fi
 cargo test --workspace --locked
+cargo test -p netblast --features azure --locked --test fleet azure

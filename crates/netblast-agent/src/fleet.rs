@@ -39,6 +39,8 @@ pub struct AgentConfig {
     pub group: String,
     /// This serve's data port.
     pub data_port: u16,
+    /// The one address the data port listens on (`serve --bind ADDR`); `None`: every address.
+    pub data_ip: Option<IpAddr>,
     /// Its HTTP responder's port.
     pub http_port: Option<u16>,
     /// Its HTTPS responder's port.
@@ -101,6 +103,10 @@ where
         .filter(|a| !matches!(a, IpAddr::V6(v6) if (v6.segments()[0] & 0xffc0) == 0xfe80))
         .collect();
     addresses.dedup();
+    // Bound to one address: that is the only one clients can reach it at.
+    if let Some(ip) = cfg.data_ip {
+        addresses = vec![ip];
+    }
     let hello = AgentHello {
         agent: AgentInfo {
             hostname: host.hostname.clone(),

@@ -209,7 +209,9 @@ pub async fn serve(listener: TcpListener, cfg: ServeConfig, shutdown: impl Futur
         tracing::warn!("eBPF probe: {e}; server-side TCP statistics will be missing");
     }
     let mut agent = cfg.agent;
-    agent.data_port = listener.local_addr()?.port();
+    let local = listener.local_addr()?;
+    agent.data_port = local.port();
+    agent.data_ip = Some(local.ip()).filter(|ip| !ip.is_unspecified());
     // As many descriptors as this process may have: each stream is one (two for UDP).
     let (_, hard) = netblast_engine::sys::nofile_limit();
     if let Err(e) = netblast_engine::sys::ensure_fds(hard) {

@@ -5,7 +5,10 @@
 //! - `dns:NAME[:PORT]`: every address the name resolves to (a Kubernetes headless Service
 //!   resolves to one per pod);
 //! - `registered:GROUP:N` (or `registered:N` for the group `default`): wait for N agents of that
-//!   group to register (`serve --register COORD --group GROUP`; the coordinator needs `--listen`).
+//!   group to register (`serve --register COORD --group GROUP`; the coordinator needs `--listen`);
+//! - `azure:vmss=NAME,rg=RG[,subscription=ID][,port=PORT]` and `azure:rg=RG,tag=KEY=VALUE[,...]`:
+//!   the network interfaces of a scale set, or of a resource group by tag, from Azure Resource
+//!   Manager (`netblast-azure`; built with the `azure` feature).
 
 use netblast_spec::plan::{self, DEFAULT_PORT};
 use std::net::SocketAddr;
@@ -27,8 +30,8 @@ pub enum AgentSource {
 /// Parses an agent list; `what` names the flag in errors (`--clients`).
 pub fn parse(list: &str, what: &str) -> Result<Vec<AgentSource>, String> {
     let mut out = Vec::new();
-    for item in list.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        parse_item(item, what, &mut out, 0)?;
+    for item in items(list.split(',')) {
+        parse_item(&item, what, &mut out, 0)?;
     }
     if out.is_empty() {
         return Err(format!("{what}: names no agent"));
@@ -36,7 +39,46 @@ pub fn parse(list: &str, what: &str) -> Result<Vec<AgentSource>, String> {
     Ok(out)
 }
 
+/// The entries of a list: an `azure:` entry goes on over the commas that separate its keys.
+fn items<'a>(tokens: impl Iterator<Item = &'a str>) -> Vec<String> {
+    const AZURE_KEYS: [&str; 5] = ["vmss=", "rg=", "tag=", "subscription=", "port="];
+    let mut out: Vec<String> = Vec::new();
+    let mut in_azure = false;
+    for t in tokens.map(str::trim).filter(|t| !t.is_empty()) {
+        if in_azure && AZURE_KEYS.iter().any(|k| t.starts_with(k)) {
+            if let Some(last) = out.last_mut() {
+                last.push(',');
+                last.push_str(t);
+                continue;
+            }
+        }
+        in_azure = t.starts_with("azure:");
+        out.push(t.to_string());
+    }
+    out
+}
+
+#[cfg(feature = "azure")]
+fn azure(query: &str, what: &str, out: &mut Vec<AgentSource>) -> Result<(), String> {
+    let q = netblast_azure::Query::parse(query).map_err(|e| format!("{what}: {e}"))?;
+    let opts = netblast_azure::Options::from_env().map_err(|e| format!("{what}: {e}"))?;
+    let found = netblast_azure::discover_blocking(&q, &opts).map_err(|e| format!("{what}: {e}"))?;
+    out.extend(found.into_iter().map(AgentSource::Dial));
+    Ok(())
+}
+
+#[cfg(not(feature = "azure"))]
+fn azure(query: &str, what: &str, _out: &mut Vec<AgentSource>) -> Result<(), String> {
+    Err(format!(
+        "{what}: azure:{query}: this netblast was built without Azure discovery; build it with \
+         `cargo build --release -p netblast --features azure`"
+    ))
+}
+
 fn parse_item(item: &str, what: &str, out: &mut Vec<AgentSource>, depth: usize) -> Result<(), String> {
+    if let Some(query) = item.strip_prefix("azure:") {
+        return azure(query, what, out);
+    }
     if let Some(path) = item.strip_prefix('@') {
         if depth > 0 {
             return Err(format!("{what}: {path}: a file may not name another file"));
@@ -44,8 +86,8 @@ fn parse_item(item: &str, what: &str, out: &mut Vec<AgentSource>, depth: usize) 
         let text = std::fs::read_to_string(path).map_err(|e| format!("{what}: cannot read {path}: {e}"))?;
         for line in text.lines() {
             let line = line.split('#').next().unwrap_or("").trim();
-            for entry in line.split([',', ' ', '\t']).filter(|e| !e.is_empty()) {
-                parse_item(entry, &format!("{what} {path}"), out, depth + 1)?;
+            for entry in items(line.split([',', ' ', '\t'])) {
+                parse_item(&entry, &format!("{what} {path}"), out, depth + 1)?;
             }
         }
         return Ok(());
@@ -102,5 +144,23 @@ mod tests {
             assert!(e.starts_with("--clients"), "{bad}: {e}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_azure_entry_keeps_its_keys_across_commas() {
+        let split = |l: &str| items(l.split(','));
+        assert_eq!(
+            split("127.0.0.1,azure:vmss=c,rg=perf,port=7000,10.0.0.1,azure:rg=perf,tag=role=server"),
+            ["127.0.0.1", "azure:vmss=c,rg=perf,port=7000", "10.0.0.1", "azure:rg=perf,tag=role=server"]
+        );
+        // In a file, spaces separate entries too.
+        assert_eq!(items("azure:vmss=c rg=perf  10.0.0.1".split([',', ' '])), ["azure:vmss=c,rg=perf", "10.0.0.1"]);
+    }
+
+    #[cfg(not(feature = "azure"))]
+    #[test]
+    fn without_the_feature_an_azure_list_says_how_to_build_it() {
+        let e = parse("azure:vmss=c,rg=perf", "--clients").unwrap_err();
+        assert!(e.starts_with("--clients: azure:vmss=c,rg=perf") && e.contains("--features azure"), "{e}");
     }
 }

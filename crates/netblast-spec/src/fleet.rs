@@ -36,7 +36,8 @@ pub struct AgentHello {
     /// Its HTTPS responder's port, if it runs one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub https_port: Option<u16>,
-    /// The addresses of its interfaces, loopback last.
+    /// The addresses its data port can be reached at: its interfaces', loopback last, or the one
+    /// it is bound to.
     pub addresses: Vec<IpAddr>,
     /// The group it registered in (`serve --group`), for `registered:GROUP:N` lists.
     #[serde(default)]

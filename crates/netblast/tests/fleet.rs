@@ -372,3 +372,106 @@ fn a_dead_coordinator_leaves_no_traffic_running() {
     let _ = std::fs::remove_file(log);
     let _ = std::fs::remove_file(token);
 }
+
+/// Two token agents bound to 127.0.0.2 and 127.0.0.3 on one port (as two hosts would be).
+fn bound_pair(token: &std::path::Path) -> (u16, [KillOnDrop; 2]) {
+    let port = std::net::TcpListener::bind("127.0.0.2:0").unwrap().local_addr().unwrap().port();
+    let agent = |ip: &str| {
+        let mut c = util::bin();
+        c.args(["serve", "--bind", ip, "--port", &port.to_string(), "--probe", "tcpinfo", "--token-file"]).arg(token);
+        let (child, addr) = util::spawn_server_from(c);
+        assert_eq!(addr.to_string(), format!("{ip}:{port}"));
+        KillOnDrop(child)
+    };
+    (port, [agent("127.0.0.2"), agent("127.0.0.3")])
+}
+
+#[test]
+fn an_agent_bound_to_one_address_is_reached_at_it() {
+    // Its hello names only that address: clients used to be sent to the host's first other
+    // interface address, where nothing listened.
+    let _one = one_fleet();
+    let token = util::token_file("bound", "a-token-for-bound-agents");
+    let (port, _agents) = bound_pair(&token);
+    let out = util::bin()
+        .args(["fleet", "--token-file"])
+        .arg(&token)
+        .args(["--clients", &format!("127.0.0.2:{port}"), "--servers", &format!("127.0.0.3:{port}")])
+        .args(["-t", "1", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = result_of(&out);
+    assert!(r.complete, "{:?}", r.errors);
+    assert_eq!(r.parts[0].peer, format!("127.0.0.3:{port}"));
+    let _ = std::fs::remove_file(token);
+}
+
+/// `--clients azure:vmss=…` and `--servers azure:rg=…,tag=…`: agents found through a fake
+/// Resource Manager on loopback (their "private addresses" are 127.0.0.2 and 127.0.0.3), then
+/// driven like any others.
+#[cfg(feature = "azure")]
+#[test]
+fn agents_found_in_azure_take_part() {
+    use netblast_azure::fake_arm::{nic, page, FakeArm, Reply};
+    let _one = one_fleet();
+    let token = util::token_file("azure", "a-token-for-azure-agents");
+    let (port, _agents) = bound_pair(&token);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let sub = "/subscriptions/sub1/resourceGroups/perf/providers";
+    let arm = rt
+        .block_on(FakeArm::start(vec![
+            (
+                &format!("{sub}/microsoft.Compute/virtualMachineScaleSets/clients/networkInterfaces"),
+                vec![Reply::ok(page(&[nic("c0", "127.0.0.2", true, &[])], None))],
+            ),
+            (
+                &format!("{sub}/Microsoft.Network/networkInterfaces"),
+                vec![Reply::ok(page(
+                    &[
+                        nic("c0", "127.0.0.2", true, &[("role", "client")]),
+                        nic("s0", "127.0.0.3", true, &[("role", "server")]),
+                    ],
+                    None,
+                ))],
+            ),
+        ]))
+        .unwrap();
+    let out = util::bin()
+        .args(["fleet", "--token-file"])
+        .arg(&token)
+        .args(["--clients", &format!("azure:vmss=clients,rg=perf,subscription=sub1,port={port}")])
+        .args(["--servers", &format!("azure:rg=perf,tag=role=server,subscription=sub1,port={port}")])
+        .args(["-t", "1", "--json"])
+        .env("NETBLAST_ARM_ENDPOINT", arm.endpoint())
+        .env("NETBLAST_ARM_TOKEN", "arm-token")
+        .env_remove("AZURE_SUBSCRIPTION_ID")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = result_of(&out);
+    assert!(r.complete, "{:?}", r.errors);
+    assert_eq!(r.agents.len(), 2);
+    assert!(r.summary.ways[0].receiver.as_ref().is_some_and(|t| t.bytes > 0), "{:?}", r.summary.ways);
+    assert_eq!(arm.seen().len(), 2, "one listing per agent list");
+    // A list Resource Manager refuses: bad input naming the list and the credential.
+    drop(arm);
+    let arm = rt
+        .block_on(FakeArm::start(vec![(
+            &format!("{sub}/microsoft.Compute/virtualMachineScaleSets/clients/networkInterfaces"),
+            vec![Reply::error(403, "AuthorizationFailed", "no")],
+        )]))
+        .unwrap();
+    let out = util::bin()
+        .args(["fleet", "--token-file"])
+        .arg(&token)
+        .args(["--clients", "azure:vmss=clients,rg=perf,subscription=sub1", "-t", "1"])
+        .env("NETBLAST_ARM_ENDPOINT", arm.endpoint())
+        .env("NETBLAST_ARM_TOKEN", "arm-token")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--clients") && err.contains("403") && err.contains("NETBLAST_ARM_TOKEN"), "{err}");
+    let _ = std::fs::remove_file(token);
+}

@@ -13,6 +13,7 @@ PKGS=(
   iproute2 nftables                # network namespaces, veth, loss injection in tests
   iperf3 qperf nginx wrk           # anchor tools the comparison scripts run side by side
   procps curl openssl util-linux   # pgrep, curl and nsenter in scripts; certificates for nginx
+  shellcheck python3-yaml          # scripts/check-deploy.sh (Azure and Kubernetes files)
 )
 if command -v apt-get >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive

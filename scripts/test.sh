@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
+scripts/check-deploy.sh
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy -p netblast --features azure --all-targets --locked -- -D warnings
 # The default build has no Azure SDK in it.

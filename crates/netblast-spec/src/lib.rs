@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+pub mod assert;
 pub mod auth;
 pub mod error;
 pub mod fleet;

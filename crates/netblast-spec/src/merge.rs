@@ -735,7 +735,7 @@ fn merge_http_summary(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::profile::Profile;
     use crate::result::{HostInfo, Plan, ProbeInfo, SCHEMA_V1};
@@ -744,13 +744,13 @@ mod tests {
 
     /// One stream in one interval: bytes moved and round-trip samples (ns).
     #[derive(Debug, Clone)]
-    struct Cell {
-        bytes: u64,
-        lat: Vec<u64>,
+    pub(crate) struct Cell {
+        pub(crate) bytes: u64,
+        pub(crate) lat: Vec<u64>,
     }
 
     /// Samples of one test: interval index -> stream id -> cell.
-    type Samples = BTreeMap<u32, BTreeMap<u32, Cell>>;
+    pub(crate) type Samples = BTreeMap<u32, BTreeMap<u32, Cell>>;
 
     const SECOND: u64 = 1_000_000_000;
     const T0: u64 = 1_800_000_000 * SECOND;
@@ -769,7 +769,7 @@ mod tests {
 
     /// A result as the engine would build it from these samples: 1 s intervals from
     /// `start_ns`, every stream up, the receiver reading what was sent.
-    fn build(samples: &Samples, start_ns: u64, agent: &str) -> RunResult {
+    pub(crate) fn build(samples: &Samples, start_ns: u64, agent: &str) -> RunResult {
         let (profile, origin) = Profile::load("latency").unwrap();
         let ids: Vec<u32> = {
             let mut v: Vec<u32> = samples.values().flat_map(|m| m.keys().copied()).collect();

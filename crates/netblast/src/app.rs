@@ -21,6 +21,33 @@ pub enum Outcome {
     Incomplete,
     /// A fleet finished without some of its agents (they failed or never came): exit 3.
     Partial,
+    /// The run completed and an `--assert` failed: exit 4.
+    AssertFailed,
+}
+
+/// Checks `--assert`s on a result, printing each verdict (on stderr beside JSON output).
+/// Returns whether all passed.
+fn assertions_pass(assertions: &[netblast_spec::assert::Assertion], r: &netblast_spec::RunResult, json: bool) -> bool {
+    if assertions.is_empty() {
+        return true;
+    }
+    let (verdicts, ok) = netblast_spec::assert::check_all(assertions, r);
+    let text: String = verdicts.iter().map(|v| format!("assert: {v}\n")).collect();
+    if json {
+        eprint!("{text}");
+    } else {
+        print_stdout(&text);
+    }
+    ok
+}
+
+/// The outcome of a finished run: incomplete first, then the assertions.
+fn judged(complete: bool, asserts_ok: bool) -> Outcome {
+    match (complete, asserts_ok) {
+        (false, _) => Outcome::Incomplete,
+        (true, false) => Outcome::AssertFailed,
+        (true, true) => Outcome::Complete,
+    }
 }
 
 /// A failure, with the exit code it maps to.
@@ -227,7 +254,8 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     } else {
         print_stdout(&text::summary(&result));
     }
-    Ok(if result.complete { Outcome::Complete } else { Outcome::Incomplete })
+    let ok = assertions_pass(&a.assert, &result, a.json);
+    Ok(judged(result.complete, ok))
 }
 
 /// What this host supports, one line per fact (`netblast doctor`).
@@ -291,7 +319,8 @@ fn report(a: &ReportArgs) -> Result<Outcome, AppError> {
         .with_context(|| format!("cannot read result {}", a.file.display()))
         .map_err(AppError::input)?;
     print_stdout(&text::full(&r));
-    Ok(if r.complete { Outcome::Complete } else { Outcome::Incomplete })
+    let ok = assertions_pass(&a.assert, &r, false);
+    Ok(judged(r.complete, ok))
 }
 
 fn merge(a: &MergeArgs) -> Result<Outcome, AppError> {
@@ -609,5 +638,9 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
     } else {
         print_stdout(&text::summary(&outcome));
     }
-    Ok(if outcome.complete { Outcome::Complete } else { Outcome::Partial })
+    let ok = assertions_pass(&a.assert, &outcome, a.json);
+    Ok(match judged(outcome.complete, ok) {
+        Outcome::Incomplete => Outcome::Partial,
+        o => o,
+    })
 }

@@ -244,6 +244,11 @@ pub struct ProfileArgs {
 /// `netblast run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// A threshold on the result, e.g. 'throughput>=9Gbit/s', 'p99<5ms', 'errors==0',
+    /// 'retransmits<0.1%' (repeatable; grammar in docs/metrics.md). Each is printed pass or
+    /// FAIL; any failure exits 4.
+    #[arg(long = "assert", value_name = "EXPR", value_parser = parse_assertion)]
+    pub assert: Vec<netblast_spec::assert::Assertion>,
     /// The server: HOST, HOST:PORT or `[IPv6]:PORT` (http: where paths in the profile go).
     #[arg(long)]
     pub target: Option<String>,
@@ -276,6 +281,11 @@ pub struct RunArgs {
 /// `netblast fleet`.
 #[derive(Debug, Args)]
 pub struct FleetArgs {
+    /// A threshold on the result, e.g. 'throughput>=9Gbit/s', 'p99<5ms', 'errors==0',
+    /// 'retransmits<0.1%' (repeatable; grammar in docs/metrics.md). Each is printed pass or
+    /// FAIL; any failure exits 4.
+    #[arg(long = "assert", value_name = "EXPR", value_parser = parse_assertion)]
+    pub assert: Vec<netblast_spec::assert::Assertion>,
     /// Client agents (they originate the tests): HOST[:PORT],... ; @FILE; dns:NAME[:PORT]
     /// (every address the name has); registered:GROUP:N (wait for N agents of GROUP).
     #[arg(long, value_name = "LIST")]
@@ -328,6 +338,11 @@ pub enum Wait {
 /// `netblast report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
+    /// A threshold on the result, e.g. 'throughput>=9Gbit/s', 'p99<5ms', 'errors==0',
+    /// 'retransmits<0.1%' (repeatable; grammar in docs/metrics.md). Each is printed pass or
+    /// FAIL; any failure exits 4.
+    #[arg(long = "assert", value_name = "EXPR", value_parser = parse_assertion)]
+    pub assert: Vec<netblast_spec::assert::Assertion>,
     /// A result written by `netblast run --output`, `--json` or `netblast merge`.
     pub file: PathBuf,
 }
@@ -403,6 +418,10 @@ impl ProfileArgs {
             timeout: self.timeout,
         }
     }
+}
+
+fn parse_assertion(s: &str) -> Result<netblast_spec::assert::Assertion, String> {
+    netblast_spec::assert::Assertion::parse(s)
 }
 
 #[cfg(test)]

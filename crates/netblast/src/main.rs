@@ -15,6 +15,7 @@ fn main() -> ExitCode {
         Ok(Outcome::Complete) => ExitCode::SUCCESS,
         Ok(Outcome::Incomplete) => ExitCode::from(1),
         Ok(Outcome::Partial) => ExitCode::from(3),
+        Ok(Outcome::AssertFailed) => ExitCode::from(4),
         Err(e) => {
             eprintln!("netblast: {:#}", e.error);
             ExitCode::from(e.code)

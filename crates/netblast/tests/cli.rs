@@ -110,3 +110,46 @@ fn json_output_and_report_render_the_same_result() {
     assert_eq!(tail(&human), tail(&rendered));
     let _ = std::fs::remove_file(&path);
 }
+
+#[test]
+fn assertions_pass_exit_0_fail_exit_4_and_bad_ones_exit_2_naming_the_token() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let path = std::env::temp_dir().join(format!("nb-assert-{}.json", std::process::id()));
+    // A 1 s loopback bulk run moves far more than 1 kbit/s and far less than 1 Pbit/s.
+    let o = util::run_cmd()
+        .args(["--target", &srv.addr.to_string(), "-t", "1", "-o"])
+        .arg(&path)
+        .args(["--assert", "throughput>=1kbit/s", "--assert", "errors==0"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr_of(&o));
+    assert!(out.contains("assert: pass throughput>=1kbit/s: measured") && out.contains("pass errors==0"), "{out}");
+    // The same result, judged again from the file: one threshold it misses, one it cannot check.
+    let r = util::bin()
+        .arg("report")
+        .arg(&path)
+        .args(["--assert", "throughput>=1000Tbit/s", "--assert", "p99<1ms", "--assert", "errors==0"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert_eq!(r.status.code(), Some(4), "{out}");
+    assert!(out.contains("assert: FAIL throughput>=1000Tbit/s: measured"), "{out}");
+    assert!(out.contains("assert: FAIL p99<1ms: measured nothing: this bulk result has no latency"), "{out}");
+    assert!(out.contains("assert: pass errors==0"), "{out}");
+    // With --json the verdicts go to stderr and stdout stays one JSON document.
+    let o = util::run_cmd()
+        .args(["--target", &srv.addr.to_string(), "-t", "1", "--json", "--assert", "throughput<1kbit/s"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4));
+    assert!(serde_json::from_slice::<serde_json::Value>(&o.stdout).is_ok());
+    assert!(stderr_of(&o).contains("assert: FAIL throughput<1kbit/s"), "{}", stderr_of(&o));
+    // A bad expression is bad input, before anything runs.
+    for (bad, names) in [("thruput>1Gbit/s", "\"thruput\""), ("p99<5", "a time"), ("p99 5ms", "no comparison")] {
+        let o = util::run_cmd().args(["--target", &srv.addr.to_string(), "--assert", bad]).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(stderr_of(&o).contains(names), "{bad}: {}", stderr_of(&o));
+    }
+    let _ = std::fs::remove_file(&path);
+}

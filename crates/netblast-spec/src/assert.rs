@@ -1,0 +1,418 @@
+//! Thresholds on a result: `--assert 'throughput>=9Gbit/s' --assert 'p99<5ms'`.
+//!
+//! An assertion is `METRIC OP VALUE`, spaces allowed around the operator. `OP` is one of
+//! `>=`, `<=`, `>`, `<`, `==`, `!=`. Metrics and the units their values take:
+//!
+//! | metric | what | value |
+//! |---|---|---|
+//! | `throughput`, `throughput.up`, `throughput.down` | bits/s received (sent, where no receiver reported), all ways or one | `bit/s`, `kbit/s`, `Mbit/s`, `Gbit/s`, `Tbit/s` (or `bps`, `Kbps`, `Mbps`, `Gbps`) |
+//! | `p50`, `p90`, `p95`, `p99`, `p99.9`, `p99.99`, `latency.min`, `latency.mean`, `latency.max` | latency: HTTP requests, rr round trips, msgrate messages (the worst way) | `ns`, `us`, `ms`, `s` |
+//! | `rtt.p50` … `rtt.p99.99`, `rtt.max` | the kernel's RTT samples (eBPF; the worst way) | as latency |
+//! | `retransmits` | retransmitted segments, all ways; with `%`, retransmitted / sent segments | count, or `%` |
+//! | `errors` | the run's error records (connections lost, streams failed, server reports refused) | count |
+//! | `http.failed` | HTTP requests without a successful response (sent − succeeded) | count, or `%` of sent |
+//! | `rps` | HTTP responses per second | count (`k`, `M`) |
+//! | `msgs` | messages per second received (sent, where no receiver counted) | count (`k`, `M`) |
+//!
+//! A metric the result does not hold (latency of a bulk run, kernel RTT without eBPF) fails
+//! the assertion and says so: a threshold that cannot be checked is not passed.
+
+use crate::hist::LatencySummary;
+use crate::profile::Way;
+use crate::result::RunResult;
+use std::fmt;
+
+/// A comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `>=`
+    Ge,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `<`
+    Lt,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+}
+
+impl Op {
+    const ALL: [(&'static str, Op); 6] =
+        [(">=", Op::Ge), ("<=", Op::Le), ("==", Op::Eq), ("!=", Op::Ne), (">", Op::Gt), ("<", Op::Lt)];
+
+    fn holds(self, a: f64, b: f64) -> bool {
+        match self {
+            Op::Ge => a >= b,
+            Op::Le => a <= b,
+            Op::Gt => a > b,
+            Op::Lt => a < b,
+            Op::Eq => a == b,
+            Op::Ne => a != b,
+        }
+    }
+}
+
+/// What a metric measures, and so which units its value takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dim {
+    BitRate,
+    Time,
+    Count,
+    CountOrPercent,
+}
+
+/// One metric of a result.
+#[derive(Debug, Clone, PartialEq)]
+enum Metric {
+    Throughput(Option<Way>),
+    Latency(Stat),
+    KernelRtt(Stat),
+    Retransmits,
+    Errors,
+    HttpFailed,
+    Rps,
+    Msgs,
+}
+
+/// A statistic of a latency distribution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stat {
+    /// In hundredths of a percent: 9990 is p99.9.
+    Quantile(u32),
+    Min,
+    Mean,
+    Max,
+}
+
+impl Metric {
+    fn parse(name: &str) -> Option<Metric> {
+        let stat = |s: &str| -> Option<Stat> {
+            Some(match s {
+                "min" => Stat::Min,
+                "mean" => Stat::Mean,
+                "max" => Stat::Max,
+                "p50" => Stat::Quantile(5000),
+                "p90" => Stat::Quantile(9000),
+                "p95" => Stat::Quantile(9500),
+                "p99" => Stat::Quantile(9900),
+                "p99.9" => Stat::Quantile(9990),
+                "p99.99" => Stat::Quantile(9999),
+                _ => return None,
+            })
+        };
+        Some(match name {
+            "throughput" => Metric::Throughput(None),
+            "throughput.up" => Metric::Throughput(Some(Way::Up)),
+            "throughput.down" => Metric::Throughput(Some(Way::Down)),
+            "retransmits" => Metric::Retransmits,
+            "errors" => Metric::Errors,
+            "http.failed" => Metric::HttpFailed,
+            "rps" => Metric::Rps,
+            "msgs" => Metric::Msgs,
+            n if n.starts_with("latency.") => Metric::Latency(
+                stat(&n["latency.".len()..]).filter(|s| matches!(s, Stat::Min | Stat::Mean | Stat::Max))?,
+            ),
+            n if n.starts_with("rtt.") => Metric::KernelRtt(stat(&n["rtt.".len()..])?),
+            n if n.starts_with('p') => Metric::Latency(stat(n)?),
+            _ => return None,
+        })
+    }
+
+    fn dim(&self) -> Dim {
+        match self {
+            Metric::Throughput(_) => Dim::BitRate,
+            Metric::Latency(_) | Metric::KernelRtt(_) => Dim::Time,
+            Metric::Retransmits | Metric::HttpFailed => Dim::CountOrPercent,
+            Metric::Errors | Metric::Rps | Metric::Msgs => Dim::Count,
+        }
+    }
+}
+
+/// A parsed assertion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assertion {
+    /// As the user wrote it.
+    pub text: String,
+    metric: Metric,
+    op: Op,
+    /// In the metric's base unit: bit/s, ns, a count, or a fraction (0.01 for 1%).
+    value: f64,
+    percent: bool,
+}
+
+/// The outcome of one assertion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// The assertion as written.
+    pub text: String,
+    /// Whether it holds.
+    pub pass: bool,
+    /// The measured figure (formatted in the assertion's unit), or why there is none.
+    pub measured: String,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: measured {}", if self.pass { "pass" } else { "FAIL" }, self.text, self.measured)
+    }
+}
+
+const METRICS: &str = "throughput[.up|.down], p50..p99.99, latency.min|mean|max, rtt.p50..rtt.max, \
+                       retransmits, errors, http.failed, rps, msgs";
+
+impl Assertion {
+    /// Parses `METRIC OP VALUE`; the error names the part that is wrong.
+    pub fn parse(text: &str) -> Result<Assertion, String> {
+        let t = text.trim();
+        let (at, op_text, op) = Op::ALL
+            .iter()
+            .filter_map(|(s, o)| t.find(s).map(|i| (i, *s, *o)))
+            .min_by_key(|(i, s, _)| (*i, std::cmp::Reverse(s.len())))
+            .ok_or_else(|| format!("assertion {t:?}: no comparison (>=, <=, >, <, ==, !=)"))?;
+        let name = t[..at].trim();
+        let value = t[at + op_text.len()..].trim();
+        let metric = Metric::parse(name)
+            .ok_or_else(|| format!("assertion {t:?}: unknown metric {name:?} (one of {METRICS})"))?;
+        if value.is_empty() {
+            return Err(format!("assertion {t:?}: no value after {op_text}"));
+        }
+        let (value, percent) = parse_value(value, metric.dim()).map_err(|e| format!("assertion {t:?}: {e}"))?;
+        Ok(Assertion { text: t.to_string(), metric, op, value, percent })
+    }
+
+    /// Checks the assertion on a result.
+    pub fn check(&self, r: &RunResult) -> Verdict {
+        let verdict = |pass: bool, measured: String| Verdict { text: self.text.clone(), pass, measured };
+        match self.measure(r) {
+            Ok(v) => verdict(self.op.holds(v, self.value), self.show(v)),
+            Err(why) => verdict(false, format!("nothing: {why}")),
+        }
+    }
+
+    fn show(&self, v: f64) -> String {
+        if self.percent {
+            return format!("{:.4}%", v * 100.0);
+        }
+        match self.metric.dim() {
+            Dim::BitRate => crate::units::fmt_bits_per_s(v),
+            // More digits than the text report: a verdict can hinge on the fourth (percentiles
+            // are the histogram's, within its precision).
+            Dim::Time if v >= 1e9 => format!("{:.4} s", v / 1e9),
+            Dim::Time if v >= 1e6 => format!("{:.3} ms", v / 1e6),
+            Dim::Time if v >= 1e3 => format!("{:.3} us", v / 1e3),
+            Dim::Time => format!("{v:.0} ns"),
+            _ if v.fract() == 0.0 => format!("{v:.0}"),
+            _ => format!("{v:.2}"),
+        }
+    }
+
+    fn measure(&self, r: &RunResult) -> Result<f64, String> {
+        let s = &r.summary;
+        match &self.metric {
+            Metric::Throughput(way) => {
+                let ways: Vec<_> = s.ways.iter().filter(|w| way.is_none_or(|x| w.way == x)).collect();
+                if ways.is_empty() {
+                    return Err(match way {
+                        Some(w) => format!("the result has no {w:?} way"),
+                        None => "the result moved no bytes".into(),
+                    });
+                }
+                Ok(ways.iter().map(|w| w.receiver.as_ref().unwrap_or(&w.sender).bits_per_s).sum())
+            }
+            Metric::Latency(stat) => {
+                let mut sums: Vec<&LatencySummary> = s.ways.iter().filter_map(|w| w.latency.as_ref()).collect();
+                if let Some(h) = &s.http {
+                    sums.push(&h.latency);
+                }
+                worst(&sums, *stat)
+                    .ok_or_else(|| format!("this {} result has no latency", r.plan.profile.kind().name()))
+            }
+            Metric::KernelRtt(stat) => {
+                let sums: Vec<&LatencySummary> = s.ways.iter().filter_map(|w| w.kernel_rtt.as_ref()).collect();
+                worst(&sums, *stat)
+                    .ok_or_else(|| "the result has no kernel RTT samples (they need --probe ebpf)".into())
+            }
+            Metric::Retransmits if self.percent => {
+                let rates: Vec<(f64, u64)> =
+                    s.ways.iter().filter_map(|w| w.retransmit_rate.map(|r| (r, w.retransmits))).collect();
+                if rates.is_empty() {
+                    return Err("the result has no retransmit rate (no segment counts)".into());
+                }
+                // Sent segments per way = retransmits / rate; the overall rate weighs ways by them.
+                let sent: f64 = rates.iter().map(|(r, n)| if *r > 0.0 { *n as f64 / r } else { 0.0 }).sum();
+                let retrans: f64 = rates.iter().map(|(_, n)| *n as f64).sum();
+                Ok(if sent > 0.0 { retrans / sent } else { 0.0 })
+            }
+            Metric::Retransmits => Ok(s.ways.iter().map(|w| w.retransmits as f64).sum()),
+            Metric::Errors => Ok(r.errors.len() as f64),
+            Metric::HttpFailed => {
+                let h = s.http.as_ref().ok_or("not an HTTP result")?;
+                let failed = h.sent.saturating_sub(h.succeeded) as f64;
+                Ok(if self.percent {
+                    if h.sent > 0 {
+                        failed / h.sent as f64
+                    } else {
+                        0.0
+                    }
+                } else {
+                    failed
+                })
+            }
+            Metric::Rps => Ok(s.http.as_ref().ok_or("not an HTTP result")?.responses_per_s),
+            Metric::Msgs => {
+                let msgs: Vec<f64> = s
+                    .ways
+                    .iter()
+                    .filter_map(|w| w.msgs.as_ref().map(|m| m.received_per_s.unwrap_or(m.sent_per_s)))
+                    .collect();
+                if msgs.is_empty() {
+                    return Err(format!("this {} result counts no messages", r.plan.profile.kind().name()));
+                }
+                Ok(msgs.iter().sum())
+            }
+        }
+    }
+}
+
+/// The worst (largest) value of a statistic over several distributions.
+fn worst(sums: &[&LatencySummary], stat: Stat) -> Option<f64> {
+    sums.iter()
+        .filter(|l| l.count > 0)
+        .map(|l| match stat {
+            Stat::Min => l.min_ns as f64,
+            Stat::Mean => l.mean_ns,
+            Stat::Max => l.max_ns as f64,
+            Stat::Quantile(q) => {
+                (match q {
+                    5000 => l.p50_ns,
+                    9000 => l.p90_ns,
+                    9500 => l.p95_ns,
+                    9900 => l.p99_ns,
+                    9990 => l.p999_ns,
+                    _ => l.p9999_ns,
+                }) as f64
+            }
+        })
+        .reduce(f64::max)
+}
+
+/// A value in the metric's base unit, and whether it was a percentage.
+fn parse_value(v: &str, dim: Dim) -> Result<(f64, bool), String> {
+    let split = v.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+')).unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("{v:?} is not a number with a unit"))?;
+    if !n.is_finite() || n < 0.0 {
+        return Err(format!("{v:?} is not a value >= 0"));
+    }
+    let unit = unit.trim();
+    let expect = |what: &str| format!("{v:?}: expected {what}");
+    let scaled = match dim {
+        Dim::BitRate => {
+            let m = match unit {
+                "bit/s" | "bps" | "b/s" => 1.0,
+                "kbit/s" | "Kbit/s" | "kbps" | "Kbps" => 1e3,
+                "Mbit/s" | "Mbps" => 1e6,
+                "Gbit/s" | "Gbps" => 1e9,
+                "Tbit/s" | "Tbps" => 1e12,
+                _ => return Err(expect("a bit rate: bit/s, kbit/s, Mbit/s, Gbit/s, Tbit/s")),
+            };
+            (n * m, false)
+        }
+        Dim::Time => {
+            let m = match unit {
+                "ns" => 1.0,
+                "us" | "µs" => 1e3,
+                "ms" => 1e6,
+                "s" => 1e9,
+                _ => return Err(expect("a time: ns, us, ms, s")),
+            };
+            (n * m, false)
+        }
+        Dim::Count | Dim::CountOrPercent => match unit {
+            "" => (n, false),
+            "k" | "K" => (n * 1e3, false),
+            "M" => (n * 1e6, false),
+            "%" if dim == Dim::CountOrPercent => (n / 100.0, true),
+            _ if dim == Dim::CountOrPercent => return Err(expect("a count (k, M) or a percentage")),
+            _ => return Err(expect("a count (k, M)")),
+        },
+    };
+    Ok(scaled)
+}
+
+/// Checks every assertion; the verdicts in order, and whether all passed.
+pub fn check_all(assertions: &[Assertion], r: &RunResult) -> (Vec<Verdict>, bool) {
+    let v: Vec<Verdict> = assertions.iter().map(|a| a.check(r)).collect();
+    let ok = v.iter().all(|x| x.pass);
+    (v, ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grammar() {
+        let a = Assertion::parse("throughput >= 9Gbit/s").unwrap();
+        assert_eq!((a.metric.clone(), a.op, a.value), (Metric::Throughput(None), Op::Ge, 9e9));
+        let a = Assertion::parse("p99<5ms").unwrap();
+        assert_eq!((a.metric.clone(), a.op, a.value), (Metric::Latency(Stat::Quantile(9900)), Op::Lt, 5e6));
+        let a = Assertion::parse("p99.9<=250us").unwrap();
+        assert_eq!((a.metric.clone(), a.op, a.value), (Metric::Latency(Stat::Quantile(9990)), Op::Le, 250e3));
+        let a = Assertion::parse("retransmits<0.1%").unwrap();
+        assert!(a.percent && (a.value - 0.001).abs() < 1e-12);
+        assert_eq!(Assertion::parse("errors==0").unwrap().op, Op::Eq);
+        assert_eq!(Assertion::parse("rps > 10k").unwrap().value, 1e4);
+        assert_eq!(Assertion::parse("rtt.max != 1s").unwrap().op, Op::Ne);
+        for (bad, names) in [
+            ("throughput 9Gbit/s", "no comparison"),
+            ("thruput>=9Gbit/s", "\"thruput\""),
+            ("p98<5ms", "\"p98\""),
+            ("p99<5", "a time"),
+            ("throughput>=9GB", "bit rate"),
+            ("errors<1%", "a count"),
+            ("p99<", "no value"),
+            ("p99<-1ms", ">= 0"),
+            ("latency.p99<1ms", "\"latency.p99\""),
+        ] {
+            let e = Assertion::parse(bad).unwrap_err();
+            assert!(e.contains(names), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn verdicts_on_a_result() {
+        use crate::merge::tests::{build, Cell, Samples};
+        use crate::result::SideTotal;
+        // One rr stream, one interval: round trips of 1, 2, 3 ms.
+        let mut samples = Samples::new();
+        samples.entry(0).or_default().insert(0, Cell { bytes: 1000, lat: vec![1_000_000, 2_000_000, 3_000_000] });
+        let mut r = build(&samples, 0, "a");
+        let rr =
+            check_all(&[Assertion::parse("p50<=2.1ms").unwrap(), Assertion::parse("latency.max<2.9ms").unwrap()], &r);
+        assert!(rr.0[0].pass && !rr.0[1].pass && !rr.1, "{:?}", rr.0);
+        assert!(Assertion::parse("msgs>=3").unwrap().check(&r).pass);
+        // Two bulk ways: up received 9.5 Gbit/s, down reported by its sender only.
+        let side = |bps: f64| SideTotal { bytes: 1, seconds: 1.0, bits_per_s: bps };
+        let mut up = r.summary.ways[0].clone();
+        (up.sender, up.receiver, up.retransmits, up.latency, up.msgs) = (side(10e9), Some(side(9.5e9)), 5, None, None);
+        let mut down = up.clone();
+        (down.way, down.sender, down.receiver, down.retransmits) = (Way::Down, side(1e9), None, 0);
+        r.summary.ways = vec![up, down];
+        let check = |t: &str| Assertion::parse(t).unwrap().check(&r);
+        assert!(check("throughput>=10Gbit/s").pass, "receivers 9.5 + sender 1 (no receiver)");
+        assert!(!check("throughput.up>=10Gbit/s").pass);
+        assert!(check("throughput.down==1Gbit/s").pass);
+        assert!(check("retransmits<=5").pass && !check("retransmits<5").pass);
+        assert!(check("errors==0").pass);
+        let v = check("p99<5ms");
+        assert!(!v.pass && v.measured.contains("no latency"), "{v}");
+        assert!(!check("msgs>0").pass, "no message counts: cannot pass");
+        let v = check("rtt.p99<5ms");
+        assert!(!v.pass && v.measured.contains("--probe ebpf"), "{v}");
+        assert!(!check("rps>1").pass, "not HTTP: cannot pass");
+    }
+}

@@ -7,6 +7,7 @@
 
 #![warn(missing_docs)]
 
+pub mod csv;
 pub mod fleet;
 pub mod json;
 pub mod text;

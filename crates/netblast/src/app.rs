@@ -318,8 +318,12 @@ fn report(a: &ReportArgs) -> Result<Outcome, AppError> {
     let r = json::read(&a.file)
         .with_context(|| format!("cannot read result {}", a.file.display()))
         .map_err(AppError::input)?;
-    print_stdout(&text::full(&r));
-    let ok = assertions_pass(&a.assert, &r, false);
+    if a.csv {
+        print_stdout(&netblast_report::csv::intervals(&r));
+    } else {
+        print_stdout(&text::full(&r));
+    }
+    let ok = assertions_pass(&a.assert, &r, a.csv);
     Ok(judged(r.complete, ok))
 }
 

@@ -345,6 +345,10 @@ pub struct ReportArgs {
     pub assert: Vec<netblast_spec::assert::Assertion>,
     /// A result written by `netblast run --output`, `--json` or `netblast merge`.
     pub file: PathBuf,
+    /// Print the result's intervals as CSV (one row per interval and way; HTTP: per interval)
+    /// instead of the text report.
+    #[arg(long)]
+    pub csv: bool,
 }
 
 /// `netblast merge`.

@@ -153,3 +153,35 @@ fn assertions_pass_exit_0_fail_exit_4_and_bad_ones_exit_2_naming_the_token() {
     }
     let _ = std::fs::remove_file(&path);
 }
+
+#[test]
+fn report_csv_has_a_row_per_interval_and_way_adding_up_to_the_totals() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let path = std::env::temp_dir().join(format!("nb-csv-{}.json", std::process::id()));
+    let o = util::run_cmd()
+        .args(["--target", &srv.addr.to_string(), "-t", "1", "-i", "250ms", "--bidir", "-o"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    let r: netblast_spec::RunResult = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let out = util::bin().arg("report").arg(&path).arg("--csv").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(header, netblast_report::csv::COLUMNS);
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), r.intervals.len() * 2, "two ways per interval");
+    assert!(rows.iter().all(|row| row.len() == header.len()));
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    for (way, summary) in [("up", &r.summary.ways[0]), ("down", &r.summary.ways[1])] {
+        let sent: u64 = rows
+            .iter()
+            .filter(|row| row[col("way")] == way)
+            .map(|row| row[col("sent_bytes")].parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(sent, summary.sender.bytes, "{way}: the rows add up to the total");
+    }
+    let _ = std::fs::remove_file(&path);
+}

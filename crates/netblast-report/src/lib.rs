@@ -9,6 +9,7 @@
 
 pub mod csv;
 pub mod fleet;
+pub mod hlog;
 pub mod json;
 pub mod text;
 

@@ -41,6 +41,15 @@ fn assertions_pass(assertions: &[netblast_spec::assert::Assertion], r: &netblast
     ok
 }
 
+/// Writes `--hlog FILE` (atomically); the error names the file.
+fn write_hlog(path: &std::path::Path, r: &netblast_spec::RunResult) -> Result<(), AppError> {
+    let (bytes, _) = netblast_report::hlog::write(r)
+        .map_err(|e| AppError::input(anyhow::anyhow!("--hlog {}: {e}", path.display())))?;
+    json::write_atomic(path, &bytes)
+        .with_context(|| format!("cannot write the interval log to {}", path.display()))
+        .map_err(AppError::run)
+}
+
 /// The outcome of a finished run: incomplete first, then the assertions.
 fn judged(complete: bool, asserts_ok: bool) -> Outcome {
     match (complete, asserts_ok) {
@@ -254,6 +263,9 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     } else {
         print_stdout(&text::summary(&result));
     }
+    if let Some(p) = &a.hlog {
+        write_hlog(p, &result)?;
+    }
     let ok = assertions_pass(&a.assert, &result, a.json);
     Ok(judged(result.complete, ok))
 }
@@ -318,6 +330,9 @@ fn report(a: &ReportArgs) -> Result<Outcome, AppError> {
     let r = json::read(&a.file)
         .with_context(|| format!("cannot read result {}", a.file.display()))
         .map_err(AppError::input)?;
+    if let Some(p) = &a.hlog {
+        write_hlog(p, &r)?;
+    }
     if a.csv {
         print_stdout(&netblast_report::csv::intervals(&r));
     } else {

@@ -244,6 +244,10 @@ pub struct ProfileArgs {
 /// `netblast run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// Write the latency histograms of every interval as an HdrHistogram interval log (tags
+    /// up, down, http; values in ns), for HdrHistogram's tools.
+    #[arg(long, value_name = "FILE")]
+    pub hlog: Option<PathBuf>,
     /// A threshold on the result, e.g. 'throughput>=9Gbit/s', 'p99<5ms', 'errors==0',
     /// 'retransmits<0.1%' (repeatable; grammar in docs/metrics.md). Each is printed pass or
     /// FAIL; any failure exits 4.
@@ -349,6 +353,10 @@ pub struct ReportArgs {
     /// instead of the text report.
     #[arg(long)]
     pub csv: bool,
+    /// Write the latency histograms of every interval as an HdrHistogram interval log (tags
+    /// up, down, http; values in ns), for HdrHistogram's tools.
+    #[arg(long, value_name = "FILE")]
+    pub hlog: Option<PathBuf>,
 }
 
 /// `netblast merge`.

@@ -185,3 +185,51 @@ fn report_csv_has_a_row_per_interval_and_way_adding_up_to_the_totals() {
     }
     let _ = std::fs::remove_file(&path);
 }
+
+#[test]
+fn hlog_round_trips_through_the_hdrhistogram_interval_log_reader() {
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    use hdrhistogram::serialization::Deserializer;
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let dir = std::env::temp_dir();
+    let (path, log) =
+        (dir.join(format!("nb-hlog-{}.json", std::process::id())), dir.join(format!("nb-{}.hlog", std::process::id())));
+    let o = util::run_cmd()
+        .args(["--target", &srv.addr.to_string(), "--profile", "latency", "-t", "1", "-i", "250ms", "-o"])
+        .arg(&path)
+        .arg("--hlog")
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    let r: netblast_spec::RunResult = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let bytes = std::fs::read(&log).unwrap();
+    let (mut start, mut histograms, mut samples) = (None, 0, 0u64);
+    for entry in IntervalLogIterator::new(&bytes) {
+        match entry.unwrap() {
+            LogEntry::StartTime(t) => start = Some(t),
+            LogEntry::Interval(h) => {
+                assert_eq!(h.tag().map(|t| t.as_str()), Some("up"));
+                let decoded: hdrhistogram::Histogram<u64> = Deserializer::new()
+                    .deserialize(&mut std::io::Cursor::new(
+                        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, h.encoded_histogram())
+                            .unwrap(),
+                    ))
+                    .unwrap();
+                histograms += 1;
+                samples += decoded.len();
+            }
+            LogEntry::BaseTime(_) => {}
+        }
+    }
+    let start_ns = start.expect("a StartTime header").as_nanos() as u64;
+    assert!(start_ns.abs_diff(r.start_unix_ns.unwrap()) < 1_000_000, "StartTime is the run's start (to the ms)");
+    assert_eq!(histograms, r.intervals.iter().filter(|i| i.sums[0].latency_hist.is_some()).count());
+    assert_eq!(samples, r.summary.ways[0].latency.as_ref().unwrap().count, "every round trip is in the log");
+    // A bulk result has no latency to log: said, exit 2.
+    let o = util::run_cmd().args(["--target", &srv.addr.to_string(), "-t", "1", "--hlog"]).arg(&log).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr_of(&o).contains("no latency histograms"), "{}", stderr_of(&o));
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&log);
+}

@@ -383,6 +383,40 @@ fn pcts(l: &LatencySummary) -> String {
     )
 }
 
+/// Percentiles hey prints in its "Latency distribution".
+const HEY_PERCENTILES: [f64; 8] = [10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9];
+/// Buckets of the response time histogram, and the longest bar.
+const BARS: u64 = 10;
+const BAR_WIDTH: u64 = 40;
+
+/// hey's view of a latency distribution: ten equal-width buckets from the fastest to the
+/// slowest response with a bar each, then the percentiles.
+fn latency_bars(h: &hdrhistogram::Histogram<u64>) -> String {
+    let mut s = String::new();
+    if h.is_empty() {
+        return s;
+    }
+    let (lo, hi) = (h.min(), h.max());
+    let width = ((hi - lo) / BARS).max(1);
+    let mut counts = [0u64; BARS as usize];
+    for v in h.iter_recorded() {
+        let i = ((h.lowest_equivalent(v.value_iterated_to()).max(lo) - lo) / width).min(BARS - 1);
+        counts[i as usize] += v.count_at_value();
+    }
+    let most = counts.iter().copied().max().unwrap_or(1).max(1);
+    let _ = writeln!(s, "  Response time histogram (upper bound of each bucket):");
+    for (i, n) in counts.iter().enumerate() {
+        let upper = if i as u64 == BARS - 1 { hi } else { lo + width * (i as u64 + 1) };
+        let bar = "■".repeat(((n * BAR_WIDTH).div_ceil(most)) as usize);
+        let _ = writeln!(s, "    {:>10} [{n}]\t|{bar}", fmt_ns(upper as f64));
+    }
+    let _ = writeln!(s, "  Latency distribution:");
+    for p in HEY_PERCENTILES {
+        let _ = writeln!(s, "    {p}% in {}", fmt_ns(h.value_at_percentile(p) as f64));
+    }
+    s
+}
+
 fn http_summary(s: &mut String, r: &RunResult) {
     let Some(h) = &r.summary.http else { return };
     let streams = r.plan.profile.workload.http().map_or(1, |x| x.streams);
@@ -431,6 +465,9 @@ fn http_summary(s: &mut String, r: &RunResult) {
     if h.latency.count > 0 {
         let from = if h.mode == "open_loop" { "from the intended send time" } else { "from the send" };
         let _ = writeln!(s, "  Latency ({from}): {}", pcts(&h.latency));
+        if let Some(hist) = h.latency_hist.as_ref().and_then(|e| e.decode().ok()) {
+            s.push_str(&latency_bars(&hist));
+        }
     }
     let phase = |name: &str, l: &Option<LatencySummary>, s: &mut String| {
         if let Some(l) = l {
@@ -744,4 +781,33 @@ pub fn full(r: &RunResult) -> String {
     }
     s.push_str(&summary(r));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_bars_count_every_sample_once_and_list_heys_percentiles() {
+        let mut h = netblast_spec::hist::new_latency_histogram();
+        // 90 fast responses around 1 ms, 10 slow ones at 10 ms.
+        for i in 0..90 {
+            h.record(1_000_000 + i * 1_000).unwrap();
+        }
+        for _ in 0..10 {
+            h.record(10_000_000).unwrap();
+        }
+        let out = latency_bars(&h);
+        let counts: Vec<u64> = out
+            .lines()
+            .filter_map(|l| l.split_once('[').and_then(|(_, r)| r.split_once(']')).map(|(n, _)| n.parse().unwrap()))
+            .collect();
+        assert_eq!(counts.len(), BARS as usize, "{out}");
+        assert_eq!(counts.iter().sum::<u64>(), 100, "{out}");
+        assert_eq!((counts[0], counts[9]), (90, 10), "fast ones in the first bucket, slow in the last: {out}");
+        assert_eq!(out.matches('■').count() as u64, BAR_WIDTH + 5, "the longest bar is full width: {out}");
+        for p in ["10% in", "50% in 1.0", "99% in 10.0", "99.9% in 10.0"] {
+            assert!(out.contains(p), "{p}: {out}");
+        }
+    }
 }

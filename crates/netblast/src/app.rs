@@ -104,7 +104,8 @@ pub fn dispatch(cli: Cli) -> Result<Outcome, AppError> {
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error.
-fn print_stdout(s: &str) {
+/// Writes to stdout and flushes (a closed stdout is not an error).
+pub fn print_stdout(s: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(s.as_bytes()).and_then(|_| out.flush());
 }
@@ -193,7 +194,8 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
         ),
         None => None,
     };
-    let human = !a.json;
+    let human = !a.json && !a.quiet;
+    let mut status = crate::status::Status::new(plan.time_bound.get(), human);
     let mut streams = Vec::new();
     let mut log_full = false;
     let profile = plan.profile.clone();
@@ -207,7 +209,7 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
                     out.push_str(&format!("note: {n}\n"));
                 }
                 out.push_str(&text::interval_header(&plan.profile));
-                print_stdout(&out);
+                status.started(&out);
             }
         }
         Live::Interval(iv) => {
@@ -226,12 +228,14 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
                 }
             }
             if human {
-                print_stdout(&text::interval(iv, &streams, &profile));
+                status.interval(&text::interval(iv, &streams, &profile), iv);
             }
         }
     };
     let opts = RunOptions { token, ..Default::default() };
     let outcome = netblast_engine::runner::run(&plan, peer, &probe, &flags, &opts, &mut live);
+    drop(live);
+    status.finish();
     if let Some(h) = sig {
         h.close();
     }

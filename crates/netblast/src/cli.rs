@@ -244,6 +244,9 @@ pub struct ProfileArgs {
 /// `netblast run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// No interval lines and no status line: only the summary (or the JSON).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
     /// Write the latency histograms of every interval as an HdrHistogram interval log (tags
     /// up, down, http; values in ns), for HdrHistogram's tools.
     #[arg(long, value_name = "FILE")]

@@ -10,5 +10,6 @@
 
 pub mod app;
 pub mod cli;
+pub mod status;
 
 pub use cli::Cli;

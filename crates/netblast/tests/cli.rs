@@ -233,3 +233,25 @@ fn hlog_round_trips_through_the_hdrhistogram_interval_log_reader() {
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_file(&log);
 }
+
+#[test]
+fn a_terminal_gets_a_status_line_a_pipe_gets_interval_lines_and_quiet_gets_the_summary() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let run = format!("{} run --probe tcpinfo --target {} -t 2", env!("CARGO_BIN_EXE_netblast"), srv.addr);
+    // Under a pseudo-terminal (script(1)): the status line is drawn and redrawn in place.
+    let o = std::process::Command::new("script").args(["-qec", &run, "/dev/null"]).output().unwrap();
+    let tty = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{tty}");
+    assert!(tty.contains(" of 2 s [") && tty.contains("\r\u{1b}[2K"), "no status line on a terminal: {tty}");
+    assert!(tty.contains("Gbits/sec (1.00 s ending 1.00 s)") || tty.contains("bits/sec (1.00 s ending"), "{tty}");
+    assert!(tty.contains("0.00-1.00"), "interval lines still print above it: {tty}");
+    // Piped: interval lines, no status line.
+    let o = util::run_cmd().args(["--target", &srv.addr.to_string(), "-t", "2"]).output().unwrap();
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr_of(&o));
+    assert!(out.contains("0.00-1.00") && !err.contains(" of 2 s [") && !out.contains(" of 2 s ["), "{out}{err}");
+    // --quiet: the summary only.
+    let o = util::run_cmd().args(["--target", &srv.addr.to_string(), "-t", "1", "-q"]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && out.contains("receiver"), "{out}");
+    assert!(out.trim_start().starts_with("- - -"), "no start header or interval lines with --quiet: {out}");
+}

@@ -1,0 +1,87 @@
+//! The live status line of a run on a terminal: elapsed of the bound, the latest interval's
+//! rate, and for HTTP its errors, redrawn in place on stderr below the interval lines. Off when
+//! stderr is not a terminal (indicatif draws nothing there) and with `--quiet`.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use netblast_spec::result::Interval;
+use netblast_spec::units::{fmt_bits_per_s, fmt_per_s};
+use std::time::Duration;
+
+/// The status line of one run.
+pub struct Status {
+    bound: Duration,
+    on: bool,
+    bar: Option<ProgressBar>,
+    http_errors: u64,
+}
+
+impl Status {
+    /// A status line for a run of `bound`; draws nothing when `on` is false.
+    pub fn new(bound: Duration, on: bool) -> Status {
+        Status { bound, on, bar: None, http_errors: 0 }
+    }
+
+    /// The test started: prints `header`, then shows the line (its clock starts now).
+    pub fn started(&mut self, header: &str) {
+        super::app::print_stdout(header);
+        if !self.on {
+            return;
+        }
+        let bar = ProgressBar::with_draw_target(
+            Some(self.bound.as_millis().max(1) as u64),
+            ProgressDrawTarget::stderr_with_hz(4),
+        );
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {elapsed_precise} of {len_s} [{wide_bar}] {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .with_key("len_s", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = write!(w, "{:.0} s", s.len().unwrap_or(0) as f64 / 1000.0);
+                })
+                .progress_chars("=> "),
+        );
+        bar.set_message("running");
+        bar.enable_steady_tick(Duration::from_millis(250));
+        self.bar = Some(bar);
+    }
+
+    /// Prints interval lines above the status line, then updates it from the interval.
+    pub fn interval(&mut self, lines: &str, iv: &Interval) {
+        let Some(b) = self.bar.clone() else {
+            return super::app::print_stdout(lines);
+        };
+        b.suspend(|| super::app::print_stdout(lines));
+        b.set_position((iv.end_s * 1000.0) as u64);
+        b.set_message(self.message(iv));
+    }
+
+    fn message(&mut self, iv: &Interval) -> String {
+        let span = (iv.end_s - iv.start_s).max(1e-9);
+        if let Some(h) = &iv.http {
+            self.http_errors += h.errors;
+            return format!(
+                "{} responses, {} errors so far ({:.2}-{:.2} s)",
+                fmt_per_s(h.responses_per_s),
+                self.http_errors,
+                iv.start_s,
+                iv.end_s
+            );
+        }
+        let bits: f64 = iv.sums.iter().map(|w| w.received_bits_per_s.unwrap_or(w.sent_bits_per_s)).sum();
+        let msgs: Option<f64> = iv
+            .sums
+            .iter()
+            .map(|w| w.received_msgs_per_s.or(w.sent_msgs_per_s))
+            .try_fold(0.0, |acc, m| m.map(|m| acc + m));
+        match msgs {
+            Some(m) if m > 0.0 => format!("{} messages ({:.2}-{:.2} s)", fmt_per_s(m), iv.start_s, iv.end_s),
+            _ => format!("{} ({:.2} s ending {:.2} s)", fmt_bits_per_s(bits), span, iv.end_s),
+        }
+    }
+
+    /// Removes the status line (before the summary is printed).
+    pub fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}

@@ -234,7 +234,6 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     };
     let opts = RunOptions { token, ..Default::default() };
     let outcome = netblast_engine::runner::run(&plan, peer, &probe, &flags, &opts, &mut live);
-    drop(live);
     status.finish();
     if let Some(h) = sig {
         h.close();

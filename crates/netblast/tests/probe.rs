@@ -298,8 +298,13 @@ fn induced_loss_is_seen_and_matches_the_kernel() {
         "without loss: {retrans} retransmissions, {dsacked} DSACKed, {dropped} kernel drops, {reported} reported spurious"
     );
     assert!(reported <= retrans);
+    // At the very end a duplicate can reach a receiver that has already closed: it answers
+    // with a reset, not a DSACK, so the last one or two retransmissions of a busy host can go
+    // unexplained (seen once in CI beside a compile: 3 retransmissions, 1 DSACKed). More than
+    // that is a path, or a count, that is wrong.
+    const TAIL: u64 = 2;
     assert!(
-        retrans <= dsacked + dropped,
+        retrans <= dsacked + dropped + TAIL,
         "no loss: {retrans} retransmissions, only {dsacked} reported spurious by the receiver and {dropped} counted dropped"
     );
 }

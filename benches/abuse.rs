@@ -110,6 +110,14 @@ impl Raw {
     fn start(&mut self) -> Result<(), String> {
         blocking::write_frame(&mut self.control, &ClientMsg::Start).map_err(|e| e.to_string())
     }
+
+    /// Sets a test up, connects the streams it can and starts it: the test and its streams.
+    fn started(addr: SocketAddr, profile: Profile, ways: &[Way]) -> Result<(Raw, Vec<TcpStream>), String> {
+        let mut r = Raw::set_up(addr, profile, ways)?;
+        let streams: Vec<TcpStream> = (0..ways.len() as u32).filter_map(|i| r.stream(i).ok()).collect();
+        let _ = r.start();
+        Ok((r, streams))
+    }
 }
 
 fn profile(name: &str, edit: impl FnOnce(&mut Profile)) -> Profile {
@@ -194,10 +202,8 @@ fn run(a: &Args) -> Result<String, String> {
                 r.req_bytes = ByteSize(16 << 20);
                 r.resp_bytes = ByteSize(16 << 20);
             });
-            if let Some(mut r) = t.note(Raw::set_up(a.data, p, &vec![Way::Up; flows])) {
-                let streams: Vec<TcpStream> = (0..flows as u32).filter_map(|i| r.stream(i).ok()).collect();
-                let _ = r.start();
-                held.push(Box::new((r, streams)));
+            if let Some(running) = t.note(Raw::started(a.data, p, &vec![Way::Up; flows])) {
+                held.push(Box::new(running));
             }
             t.line(&format!("rr of {flows} flows of 16 MiB messages, the client sending nothing"))
         }
@@ -209,10 +215,8 @@ fn run(a: &Args) -> Result<String, String> {
                 b.flows = flows as u32;
                 b.direction = Direction::Reverse;
             });
-            if let Some(mut r) = t.note(Raw::set_up(a.data, p, &vec![Way::Down; flows])) {
-                let streams: Vec<TcpStream> = (0..flows as u32).filter_map(|i| r.stream(i).ok()).collect();
-                let _ = r.start();
-                held.push(Box::new((r, streams)));
+            if let Some(running) = t.note(Raw::started(a.data, p, &vec![Way::Down; flows])) {
+                held.push(Box::new(running));
             }
             t.line(&format!("reverse test of {flows} streams whose client never reads its reports"))
         }

@@ -316,12 +316,9 @@ fn check_setup(setup: &TestSetup) -> Result<(), String> {
     // client CPU, which only the client knows); a setup naming more would hold more than it runs.
     let w = &setup.profile.workload;
     let per_cpu = matches!(w, netblast_spec::profile::Workload::Msgrate(m) if m.flows.is_none());
-    if !per_cpu && setup.streams.len() != w.stream_count(1) {
-        return Err(format!(
-            "the setup names {} streams and its profile has {}",
-            setup.streams.len(),
-            w.stream_count(1)
-        ));
+    let runs = w.stream_count(1);
+    if !per_cpu && setup.streams.len() != runs {
+        return Err(format!("the setup names {} streams and its profile has {runs}", setup.streams.len()));
     }
     let mut seen = HashSet::new();
     if !setup.streams.iter().all(|s| seen.insert(s.id)) {

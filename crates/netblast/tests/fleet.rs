@@ -74,9 +74,7 @@ impl Testbed {
     }
 
     fn fleet(&self) -> Command {
-        let mut c = util::bin();
-        c.args(["fleet", "--token-file"]).arg(&self.token);
-        c
+        fleet_cmd(&self.token)
     }
 }
 
@@ -227,9 +225,7 @@ fn wrong_tokens_and_targets_outside_the_allowlist_are_refused_with_no_traffic() 
     let Some(tb) = Testbed::up("wrong_tokens_and_targets", 14, 2) else { return };
     let before: Vec<(u64, u64)> = (0..2).map(|i| tb.eth0(i)).collect();
     let wrong = util::token_file("fleet-wrong", "not-the-testbed-token-at-all");
-    let out = util::bin()
-        .args(["fleet", "--token-file"])
-        .arg(&wrong)
+    let out = fleet_cmd(&wrong)
         .args(["--clients", &tb.agents[0], "--servers", &tb.agents[1], "-t", "2", "--wait-agents", "5s"])
         .output()
         .unwrap();
@@ -285,9 +281,7 @@ fn registered_agents_take_part_by_group() {
         )
     };
     let _agents = [agent("c"), agent("c"), agent("s"), agent("spare")];
-    let out = util::bin()
-        .args(["fleet", "--token-file"])
-        .arg(&token)
+    let out = fleet_cmd(&token)
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--clients", "registered:c:2", "--servers", "registered:s:1", "--wait-agents", "30s"])
         .args(["-t", "1", "--json"])
@@ -299,6 +293,13 @@ fn registered_agents_take_part_by_group() {
     assert_eq!(r.parts.len(), 2, "two clients, each against the one server");
     assert_eq!(r.agents.len(), 3, "the spare group was sent away");
     let _ = std::fs::remove_file(token);
+}
+
+/// `netblast fleet --token-file TOKEN`.
+fn fleet_cmd(token: &std::path::Path) -> Command {
+    let mut c = util::bin();
+    c.args(["fleet", "--token-file"]).arg(token);
+    c
 }
 
 /// Two token agents on loopback: (client address, server address, their processes).
@@ -323,9 +324,7 @@ fn ctrl_c_cancels_every_test_and_keeps_what_was_measured() {
     let token = util::token_file("ctrl-c", "a-token-for-the-ctrl-c-test");
     let (client, server, _agents) = loopback_pair(&token);
     let out_file = std::env::temp_dir().join(format!("nb-fleet-int-{}.json", std::process::id()));
-    let fleet = util::bin()
-        .args(["fleet", "--token-file"])
-        .arg(&token)
+    let fleet = fleet_cmd(&token)
         .args(["--clients", &client, "--servers", &server, "-t", "60", "-o"])
         .arg(&out_file)
         .stdout(Stdio::null())
@@ -355,9 +354,7 @@ fn a_dead_coordinator_leaves_no_traffic_running() {
     let token = util::token_file("dead-coord", "a-token-for-the-dead-coordinator");
     let (client, server, _agents) = loopback_pair(&token);
     let log = std::env::temp_dir().join(format!("nb-fleet-dead-{}.jsonl", std::process::id()));
-    let mut fleet = util::bin()
-        .args(["fleet", "--token-file"])
-        .arg(&token)
+    let mut fleet = fleet_cmd(&token)
         .args(["--clients", &client, "--servers", &server, "-t", "60", "--frames"])
         .arg(&log)
         .stdout(Stdio::null())
@@ -402,9 +399,7 @@ fn an_agent_bound_to_one_address_is_reached_at_it() {
     let _one = one_fleet();
     let token = util::token_file("bound", "a-token-for-bound-agents");
     let (port, _agents) = bound_pair(&token);
-    let out = util::bin()
-        .args(["fleet", "--token-file"])
-        .arg(&token)
+    let out = fleet_cmd(&token)
         .args(["--clients", &format!("127.0.0.2:{port}"), "--servers", &format!("127.0.0.3:{port}")])
         .args(["-t", "1", "--json"])
         .output()
@@ -446,9 +441,7 @@ fn agents_found_in_azure_take_part() {
             ),
         ]))
         .unwrap();
-    let out = util::bin()
-        .args(["fleet", "--token-file"])
-        .arg(&token)
+    let out = fleet_cmd(&token)
         .args(["--clients", &format!("azure:vmss=clients,rg=perf,subscription=sub1,port={port}")])
         .args(["--servers", &format!("azure:rg=perf,tag=role=server,subscription=sub1,port={port}")])
         .args(["-t", "1", "--json"])
@@ -471,9 +464,7 @@ fn agents_found_in_azure_take_part() {
             vec![Reply::error(403, "AuthorizationFailed", "no")],
         )]))
         .unwrap();
-    let out = util::bin()
-        .args(["fleet", "--token-file"])
-        .arg(&token)
+    let out = fleet_cmd(&token)
         .args(["--clients", "azure:vmss=clients,rg=perf,subscription=sub1", "-t", "1"])
         .env("NETBLAST_ARM_ENDPOINT", arm.endpoint())
         .env("NETBLAST_ARM_TOKEN", "arm-token")

@@ -81,6 +81,18 @@ fn good_run(addr: SocketAddr) -> RunResult {
     r
 }
 
+/// The real `netblast serve` allowed `n` open descriptors (a process of its own: the limit is
+/// per process).
+fn serve_with_fd_limit(n: u32) -> (util::KillOnDrop, SocketAddr) {
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(format!(
+        "ulimit -n {n} && exec {} serve --bind 127.0.0.1 --port 0 --probe tcpinfo",
+        env!("CARGO_BIN_EXE_netblast")
+    ));
+    let (serve, addr) = util::spawn_server_from(c);
+    (util::KillOnDrop(serve), addr)
+}
+
 fn server(limits: Limits) -> Server {
     Server::start_cfg("127.0.0.1:0", ServeConfig { limits, ..Default::default() }).unwrap()
 }
@@ -101,13 +113,7 @@ fn one_peer_may_hold_only_so_many_tests_waiting_to_start() {
 #[test]
 fn a_test_needing_more_descriptors_than_are_free_is_refused() {
     // A serve allowed 400 descriptors keeps 256 for connections: a 200-stream test cannot fit.
-    let mut c = Command::new("sh");
-    c.arg("-c").arg(format!(
-        "ulimit -n 400 && exec {} serve --bind 127.0.0.1 --port 0 --probe tcpinfo",
-        env!("CARGO_BIN_EXE_netblast")
-    ));
-    let (serve, addr) = util::spawn_server_from(c);
-    let _serve = util::KillOnDrop(serve);
+    let (_serve, addr) = serve_with_fd_limit(400);
     let mut p = bulk(1, "1s");
     p.workload.bulk_mut().unwrap().flows = 200;
     let e = RawTest::set_up(addr, p, &[Way::Up; 200]).err().expect("refused");
@@ -120,13 +126,7 @@ fn descriptors_promised_to_a_test_are_released_as_its_streams_connect() {
     // 600 descriptors, 256 kept: about 320 free. A test of 150 streams, all connected and never
     // started, holds 150 open descriptors and no promise: another test of 150 fits. (Counting
     // the connected streams both as open and as promised refused it.)
-    let mut c = Command::new("sh");
-    c.arg("-c").arg(format!(
-        "ulimit -n 600 && exec {} serve --bind 127.0.0.1 --port 0 --probe tcpinfo",
-        env!("CARGO_BIN_EXE_netblast")
-    ));
-    let (serve, addr) = util::spawn_server_from(c);
-    let _serve = util::KillOnDrop(serve);
+    let (_serve, addr) = serve_with_fd_limit(600);
     let p = || {
         let mut p = bulk(1, "1s");
         p.workload.bulk_mut().unwrap().flows = 150;

@@ -14,6 +14,7 @@ PKGS=(
   iperf3 qperf nginx wrk           # anchor tools the comparison scripts run side by side
   procps curl openssl util-linux   # pgrep, curl and nsenter in scripts; certificates for nginx
   shellcheck python3-yaml          # scripts/check-deploy.sh (Azure and Kubernetes files)
+  chromium fonts-dejavu-core       # the HTML report's test renders it in headless Chromium
 )
 if command -v apt-get >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive

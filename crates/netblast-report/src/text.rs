@@ -783,6 +783,30 @@ pub fn full(r: &RunResult) -> String {
     s
 }
 
+/// Every headline figure of `now` beside the same figure of `base`, with the change in %.
+pub fn compare(base_name: &str, base: &RunResult, now: &RunResult) -> String {
+    let (b, n) = (netblast_spec::assert::headline(base), netblast_spec::assert::headline(now));
+    let mut s = format!("\nCompared with {base_name} (test {}):\n", base.test_id);
+    let _ = writeln!(s, "  {:<16} {:>18} {:>18} {:>9}", "figure", "base", "this run", "change");
+    let mut names: Vec<&str> = n.iter().chain(&b).map(|f| f.name).collect();
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|x| seen.insert(*x));
+    for name in names {
+        let (fb, fnow) = (b.iter().find(|f| f.name == name), n.iter().find(|f| f.name == name));
+        let show = |f: Option<&netblast_spec::assert::Figure>| f.map(|f| f.shown.clone()).unwrap_or_else(|| "-".into());
+        let change = match (fb, fnow) {
+            (Some(x), Some(y)) => match crate::html::change_percent(x.value, y.value) {
+                Some(p) => format!("{p:+.1}%"),
+                None if y.value == 0.0 => "0".into(),
+                None => "new".into(),
+            },
+            _ => "-".into(),
+        };
+        let _ = writeln!(s, "  {name:<16} {:>18} {:>18} {change:>9}", show(fb), show(fnow));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -236,8 +236,13 @@ impl Assertion {
                     .ok_or_else(|| "the result has no kernel RTT samples (they need --probe ebpf)".into())
             }
             Metric::Retransmits if self.percent => {
-                let rates: Vec<(f64, u64)> =
-                    s.ways.iter().filter_map(|w| w.retransmit_rate.map(|r| (r, w.retransmits))).collect();
+                let http = s.http.as_ref().and_then(|h| h.tcp.as_ref());
+                let rates: Vec<(f64, u64)> = s
+                    .ways
+                    .iter()
+                    .filter_map(|w| w.retransmit_rate.map(|r| (r, w.retransmits)))
+                    .chain(http.and_then(|t| t.retransmit_rate.map(|r| (r, t.retransmits))))
+                    .collect();
                 if rates.is_empty() {
                     return Err("the result has no retransmit rate (no segment counts)".into());
                 }
@@ -246,7 +251,13 @@ impl Assertion {
                 let retrans: f64 = rates.iter().map(|(_, n)| *n as f64).sum();
                 Ok(if sent > 0.0 { retrans / sent } else { 0.0 })
             }
-            Metric::Retransmits => Ok(s.ways.iter().map(|w| w.retransmits as f64).sum()),
+            Metric::Retransmits => {
+                let http = s.http.as_ref().and_then(|h| h.tcp.as_ref()).map(|t| t.retransmits);
+                if s.ways.is_empty() && http.is_none() {
+                    return Err("the result has no TCP figures (--probe off)".into());
+                }
+                Ok((s.ways.iter().map(|w| w.retransmits).sum::<u64>() + http.unwrap_or(0)) as f64)
+            }
             Metric::Errors => Ok(r.errors.len() as f64),
             Metric::HttpFailed => {
                 let h = s.http.as_ref().ok_or("not an HTTP result")?;
@@ -350,6 +361,53 @@ pub fn check_all(assertions: &[Assertion], r: &RunResult) -> (Vec<Verdict>, bool
     (v, ok)
 }
 
+/// One headline figure of a result, as [`headline`] lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    /// The metric's name in the assertion grammar (`throughput`, `p99`, `retransmits%`).
+    pub name: &'static str,
+    /// In the metric's base unit: bit/s, ns, a count or a fraction.
+    pub value: f64,
+    /// Formatted with its unit.
+    pub shown: String,
+    /// Whether a larger value is better (throughput, rates) or worse (latency, errors).
+    pub higher_is_better: bool,
+}
+
+/// The metrics [`headline`] looks up, in order: name, assertion text, higher is better.
+const HEADLINE: [(&str, &str, bool); 17] = [
+    ("throughput", "throughput>=0bit/s", true),
+    ("throughput.up", "throughput.up>=0bit/s", true),
+    ("throughput.down", "throughput.down>=0bit/s", true),
+    ("msgs", "msgs>=0", true),
+    ("rps", "rps>=0", true),
+    ("p50", "p50>=0ns", false),
+    ("p90", "p90>=0ns", false),
+    ("p99", "p99>=0ns", false),
+    ("p99.9", "p99.9>=0ns", false),
+    ("latency.max", "latency.max>=0ns", false),
+    ("rtt.p50", "rtt.p50>=0ns", false),
+    ("rtt.p99", "rtt.p99>=0ns", false),
+    ("retransmits", "retransmits>=0", false),
+    ("retransmits%", "retransmits>=0%", false),
+    ("errors", "errors>=0", false),
+    ("http.failed", "http.failed>=0", false),
+    ("http.failed%", "http.failed>=0%", false),
+];
+
+/// The headline figures a result holds (those it does not hold are left out), measured exactly
+/// as the assertions of the same names measure them: what `report --compare` sets side by side.
+pub fn headline(r: &RunResult) -> Vec<Figure> {
+    HEADLINE
+        .iter()
+        .filter_map(|(name, text, higher_is_better)| {
+            let a = Assertion::parse(text).expect("built-in headline assertions parse");
+            let value = a.measure(r).ok()?;
+            Some(Figure { name, value, shown: a.show(value), higher_is_better: *higher_is_better })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -414,5 +472,9 @@ mod tests {
         let v = check("rtt.p99<5ms");
         assert!(!v.pass && v.measured.contains("--probe ebpf"), "{v}");
         assert!(!check("rps>1").pass, "not HTTP: cannot pass");
+        let h = headline(&r);
+        let names: Vec<&str> = h.iter().map(|f| f.name).collect();
+        assert_eq!(names, ["throughput", "throughput.up", "throughput.down", "retransmits", "errors"]);
+        assert_eq!((h[0].value, h[3].value, h[0].higher_is_better, h[3].higher_is_better), (10.5e9, 5.0, true, false));
     }
 }

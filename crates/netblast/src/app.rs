@@ -336,10 +336,34 @@ fn report(a: &ReportArgs) -> Result<Outcome, AppError> {
     if let Some(p) = &a.hlog {
         write_hlog(p, &r)?;
     }
+    let base = match &a.compare {
+        Some(p) => Some(
+            json::read(p)
+                .with_context(|| format!("--compare: cannot read result {}", p.display()))
+                .map_err(AppError::input)?,
+        ),
+        None => None,
+    };
+    let base_name = a.compare.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+    if let Some(p) = &a.html {
+        let page = netblast_report::html::render(
+            &a.file.display().to_string(),
+            &r,
+            base.as_ref().map(|b| (base_name.as_str(), b)),
+        )
+        .map_err(|e| AppError::input(anyhow::anyhow!("--html {}: {e}", p.display())))?;
+        json::write_atomic(p, page.as_bytes())
+            .with_context(|| format!("cannot write {}", p.display()))
+            .map_err(AppError::run)?;
+        eprintln!("netblast: wrote {}", p.display());
+    }
     if a.csv {
         print_stdout(&netblast_report::csv::intervals(&r));
     } else {
         print_stdout(&text::full(&r));
+        if let Some(b) = &base {
+            print_stdout(&text::compare(&base_name, b, &r));
+        }
     }
     let ok = assertions_pass(&a.assert, &r, a.csv);
     Ok(judged(r.complete, ok))

@@ -360,6 +360,15 @@ pub struct ReportArgs {
     /// up, down, http; values in ns), for HdrHistogram's tools.
     #[arg(long, value_name = "FILE")]
     pub hlog: Option<PathBuf>,
+    /// Write the result as one self-contained HTML page with charts (inline SVG, no script):
+    /// throughput, latency and kernel RTT percentile spectra, retransmits, HTTP rates and
+    /// status codes, and the agents of a fleet result.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Set this result beside a base result: every headline figure with its change in %
+    /// (in the text report, and side by side in the --html page).
+    #[arg(long, value_name = "BASE.json")]
+    pub compare: Option<PathBuf>,
 }
 
 /// `netblast merge`.

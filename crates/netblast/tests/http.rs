@@ -9,13 +9,13 @@ use std::time::Duration;
 
 /// The built-in responder on an ephemeral loopback port (TLS with a self-signed certificate
 /// when `tls`), stopped on drop.
-struct Responder {
-    addr: SocketAddr,
+pub(crate) struct Responder {
+    pub(crate) addr: SocketAddr,
     _bg: netblast_agent::Background,
 }
 
 impl Responder {
-    fn start(tls: bool) -> Responder {
+    pub(crate) fn start(tls: bool) -> Responder {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let tls =
             tls.then(|| netblast_agent::http::tls_config(None, vec!["localhost".into(), "127.0.0.1".into()]).unwrap());

@@ -9,6 +9,7 @@
 //! - `msg`: msgrate and rr end to end.
 //! - `probe`: the eBPF probe (root only; SKIP otherwise).
 //! - `protocol`: protocol v2: versions, authentication, stream tags, hostile peers.
+//! - `report`: the HTML report of real runs, rendered in headless Chromium.
 //!
 //! Tests run on loopback with short bounded durations; none asserts a speed. Fleets have a
 //! binary of their own (`fleet_main.rs`).
@@ -21,4 +22,5 @@ mod merge;
 mod msg;
 mod probe;
 mod protocol;
+mod report;
 mod util;

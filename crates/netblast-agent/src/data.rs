@@ -491,10 +491,13 @@ async fn control_conn(
     }
 
     // Run.
+    let m = &shared.stats.metrics;
+    m.tests_active.inc();
     let outcome = run_test(
         &setup,
         sockets,
         &ways,
+        m,
         &shared.probe,
         shared.limits.control_write_timeout,
         &mut wr,
@@ -504,6 +507,8 @@ async fn control_conn(
     .await;
     drop(holding);
     reader.abort();
+    m.tests_active.dec();
+    m.tests.get_or_create(&crate::metrics::label("result", if outcome.is_none() { "ok" } else { "failed" })).inc();
     tracing::info!(%peer, test = %test_id, "test finished: {}", outcome.as_deref().unwrap_or("ok"));
     outcome.map_or(Ok(()), Err)
 }
@@ -513,6 +518,7 @@ async fn run_test(
     setup: &TestSetup,
     mut sockets: HashMap<u32, (std::net::TcpStream, Option<std::net::UdpSocket>)>,
     ways: &HashMap<u32, Way>,
+    metrics: &crate::metrics::ServeMetrics,
     probe: &Probe,
     write_timeout: Duration,
     wr: &mut tokio::net::tcp::OwnedWriteHalf,
@@ -600,12 +606,29 @@ async fn run_test(
                     part.span = Some(part.span.map_or((start_s, end_s), |(a, b)| (a.min(start_s), b.max(end_s))));
                     // Kernel statistics matter where the server sends (`down` streams); the
                     // client has its own where it sends.
+                    for f in &flows {
+                        let dir = crate::metrics::label("direction", match ways.get(&f.id) {
+                            Some(Way::Down) => "sent",
+                            _ => "received",
+                        });
+                        metrics.bytes.get_or_create(&dir).inc_by(f.bytes);
+                        if f.msgs > 0 {
+                            metrics.messages.get_or_create(&dir).inc_by(f.msgs);
+                        }
+                    }
                     part.streams.extend(flows.into_iter().map(|f| {
                         let tcp = f.tcp.filter(|_| ways.get(&f.id) == Some(&Way::Down));
                         ServerSample { id: f.id, bytes: f.bytes, msgs: f.msgs, tcp }
                     }));
                 }
-                Some((_, Event::FlowDone(f))) => finals.push(ServerStreamFinal {
+                Some((_, Event::FlowDone(f))) => finals.push({
+                    if let (Some(t), Some(Way::Down)) = (&f.tcp, ways.get(&f.id)) {
+                        metrics.retransmits.inc_by(t.retrans_segs);
+                    }
+                    if let Some(h) = f.rtt_hist.as_deref() {
+                        metrics.rtt.add(h);
+                    }
+                    ServerStreamFinal {
                     id: f.id,
                     bytes: f.bytes,
                     msgs: f.msgs,
@@ -617,7 +640,7 @@ async fn run_test(
                     tcp_info: f.tcp_info,
                     note: notes.remove(&f.id),
                     error: f.error,
-                }),
+                }}),
                 Some((w, Event::WorkerDone { cpu: c, pin_error, tcp_samples, .. })) => {
                     if let Some(e) = pin_error {
                         tracing::warn!("{e}");

@@ -45,6 +45,8 @@ pub struct ResponderConfig {
     /// How long a connection may take to send its first byte, an HTTP/1.1 request its
     /// headers, and how long an HTTP/1.1 connection may sit idle between requests.
     pub header_timeout: Duration,
+    /// Where responses are counted (`serve --metrics`).
+    pub metrics: Option<crate::metrics::ServeMetrics>,
 }
 
 impl Default for ResponderConfig {
@@ -54,6 +56,7 @@ impl Default for ResponderConfig {
             pause: Arc::default(),
             max_connections: MAX_CONNECTIONS,
             header_timeout: HEADER_TIMEOUT,
+            metrics: None,
         }
     }
 }
@@ -284,6 +287,26 @@ fn parse_delay(v: &str) -> Result<Duration, String> {
 }
 
 async fn respond(req: Request<Incoming>, st: Arc<State>) -> Result<Response<Body>, Infallible> {
+    let began = Instant::now();
+    let r = respond_as_asked(req, &st).await;
+    if let Some(m) = &st.cfg.metrics {
+        let code = r.status().as_u16();
+        m.http_responses.get_or_create(&crate::metrics::label("code", code)).inc();
+        m.http_latency.record(began.elapsed());
+        let size = r.headers().get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        m.http_bytes.inc_by(size.unwrap_or(0));
+        if code == 400 || r.extensions().get::<Aborting>().is_some() {
+            m.http_errors.inc();
+        }
+    }
+    Ok(r)
+}
+
+/// Marks a response the responder will abort mid-body (`abort=1`).
+#[derive(Clone, Copy)]
+struct Aborting;
+
+async fn respond_as_asked(req: Request<Incoming>, st: &State) -> Response<Body> {
     let asked = shape(req.uri().query().unwrap_or(""), st.cfg.default_size);
     // Drain the request body (POST/PUT floods), counting nothing.
     let mut body = req.into_body();
@@ -297,7 +320,7 @@ async fn respond(req: Request<Incoming>, st: Arc<State>) -> Result<Response<Body
     }
     let Shape { size, delay, status, abort } = match asked {
         Ok(s) => s,
-        Err(e) => return Ok(plain(StatusCode::BAD_REQUEST, format!("{e}\n"))),
+        Err(e) => return plain(StatusCode::BAD_REQUEST, format!("{e}\n")),
     };
     if !delay.is_zero() {
         precise_sleep(delay).await;
@@ -327,7 +350,10 @@ async fn respond(req: Request<Incoming>, st: Arc<State>) -> Result<Response<Body
     *r.status_mut() = status;
     r.headers_mut().insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(size));
     r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/octet-stream"));
-    Ok(r)
+    if abort {
+        r.extensions_mut().insert(Aborting);
+    }
+    r
 }
 
 /// A body made of frames ready in memory: the large and the aborted responses.

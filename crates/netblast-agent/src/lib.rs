@@ -18,6 +18,7 @@
 pub mod data;
 pub mod fleet;
 pub mod http;
+pub mod metrics;
 pub mod registry;
 
 use netblast_probe::Probe;
@@ -79,6 +80,8 @@ pub struct ServeStats {
     version: AtomicU64,
     invalid: AtomicU64,
     limit: AtomicU64,
+    /// What `serve --metrics` exposes.
+    pub metrics: metrics::ServeMetrics,
 }
 
 impl ServeStats {
@@ -95,6 +98,7 @@ impl ServeStats {
     /// Counts and logs a refused peer.
     pub fn refuse(&self, peer: SocketAddr, reason: Refusal, why: &str) {
         let n = self.counter(reason).fetch_add(1, Ordering::Relaxed) + 1;
+        self.metrics.refused.get_or_create(&metrics::label("reason", format!("{reason:?}").to_lowercase())).inc();
         tracing::warn!(%peer, ?reason, refused_so_far = n, "refused connection: {why}");
     }
 

@@ -111,6 +111,13 @@ pub enum FleetEvent<'a> {
     },
     /// One interval, fleet-wide, once every running test reported it.
     Interval(&'a FleetInterval),
+    /// One test's interval, as its client agent reported it (every frame, as it arrives).
+    TestInterval {
+        /// The client agent's address.
+        agent: &'a str,
+        /// Its figures.
+        interval: &'a Interval,
+    },
 }
 
 /// Fleet-wide figures of one interval (from the tests' counters; the exact merge, with
@@ -529,6 +536,7 @@ pub async fn run(
                             a.actual_start = Some(a.actual_start.map_or(reference, |x| x.max(reference)));
                         }
                         AgentMsg::Interval { interval, .. } => {
+                            live(FleetEvent::TestInterval { agent: &agents[agent].address, interval: &interval });
                             gather.part(id, interval.index).add(agent, &interval);
                         }
                         AgentMsg::Final { result, .. } => {

@@ -404,13 +404,24 @@ fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
         .context("cannot start the control runtime")
         .map_err(AppError::run)?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let http = start_http(&a, stop_rx.clone())?;
+    let stats = std::sync::Arc::new(netblast_agent::ServeStats::default());
+    let http = start_http(&a, stats.metrics.clone(), stop_rx.clone())?;
     let (http_port, https_port) = http.as_ref().map_or((None, None), |h| (h.http_port, h.https_port));
     let addr = std::net::SocketAddr::new(a.bind, a.port);
     let outcome = rt.block_on(async move {
         let listener = bind(addr).with_context(|| format!("cannot listen on {addr}")).map_err(AppError::run)?;
         let bound = listener.local_addr().unwrap_or(addr);
         eprintln!("netblast serve: listening on {bound} (data port; Ctrl-C to stop)");
+        if let Some(at) = a.metrics {
+            let l = bind(at).with_context(|| format!("--metrics: cannot listen on {at}")).map_err(AppError::run)?;
+            eprintln!("netblast serve: metrics on http://{}/metrics", l.local_addr().unwrap_or(at));
+            let registry = stats.metrics.registry();
+            let render = std::sync::Arc::new(move || netblast_agent::metrics::encode(&registry));
+            let mut stop = stop_rx.clone();
+            tokio::spawn(netblast_agent::metrics::serve_http(l, render, async move {
+                let _ = stop.wait_for(|s| *s).await;
+            }));
+        }
         let probe = Probe::open(a.probe).map_err(|e| AppError::run(anyhow::anyhow!("--probe ebpf: {e}")))?;
         let info = probe.info();
         eprintln!(
@@ -439,14 +450,7 @@ fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
         if let Some(n) = a.max_spinning {
             limits.spinning = n;
         }
-        let cfg = netblast_agent::ServeConfig {
-            probe,
-            access,
-            agent,
-            limits,
-            register: a.register.clone(),
-            ..Default::default()
-        };
+        let cfg = netblast_agent::ServeConfig { probe, access, agent, limits, register: a.register.clone(), stats };
         let shutdown = async move {
             shutdown_signal().await;
             let _ = stop_tx.send(true);
@@ -470,7 +474,11 @@ struct Responders {
     https_port: Option<u16>,
 }
 
-fn start_http(a: &ServeArgs, stop: tokio::sync::watch::Receiver<bool>) -> Result<Option<Responders>, AppError> {
+fn start_http(
+    a: &ServeArgs,
+    metrics: netblast_agent::metrics::ServeMetrics,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<Option<Responders>, AppError> {
     if a.http.is_none() && a.https.is_none() {
         return Ok(None);
     }
@@ -487,6 +495,7 @@ fn start_http(a: &ServeArgs, stop: tokio::sync::watch::Receiver<bool>) -> Result
         default_size: a.http_size.bytes(),
         max_connections: a.http_max_connections.max(1),
         header_timeout: a.http_timeout.get(),
+        metrics: Some(metrics),
         ..Default::default()
     };
     let mut listeners = Vec::new();
@@ -633,11 +642,49 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
             }
             None => None,
         };
+        let metrics = netblast_agent::metrics::FleetMetrics::default();
+        if let Some(at) = a.metrics {
+            let l = bind(at).with_context(|| format!("--metrics: cannot listen on {at}")).map_err(AppError::run)?;
+            if human {
+                println!("netblast fleet: metrics on http://{}/metrics", l.local_addr().unwrap_or(at));
+            }
+            let registry = metrics.registry();
+            let render = std::sync::Arc::new(move || netblast_agent::metrics::encode(&registry));
+            // Stops with the runtime, when the fleet's result is in.
+            tokio::spawn(netblast_agent::metrics::serve_http(l, render, std::future::pending::<()>()));
+        }
         let mut live = |ev: FleetEvent<'_>| {
+            use netblast_agent::metrics::Labels;
+            let state = |role: &str, state: &str| -> Labels {
+                vec![("role".into(), role.into()), ("state".into(), state.into())]
+            };
+            match &ev {
+                FleetEvent::AgentReady { role, .. } => {
+                    metrics.agents.get_or_create(&state(role, "ready")).inc();
+                }
+                FleetEvent::AgentFailed { role, .. } => {
+                    metrics.agents.get_or_create(&state(role, "failed")).inc();
+                }
+                FleetEvent::Starting { tests, .. } => {
+                    metrics.tests_running.set(*tests as i64);
+                }
+                FleetEvent::Interval(iv) => {
+                    metrics.tests_running.set(iv.running as i64);
+                    metrics.tests_reporting.set(iv.reporting as i64);
+                    metrics.bits_per_second.set(iv.bits_per_s);
+                    metrics.responses_per_second.set(iv.responses_per_s.unwrap_or(0.0));
+                    metrics.intervals.inc();
+                }
+                FleetEvent::TestInterval { interval, .. } => {
+                    metrics.test_interval(interval);
+                    return;
+                }
+            }
             if !human {
                 return;
             }
             let line = match ev {
+                FleetEvent::TestInterval { .. } => return,
                 FleetEvent::AgentReady { role, address, hostname, clock } => format!(
                     "{role} {address} ({hostname}) ready: clock {:+} ± {}\n",
                     fmt_ns(clock.offset_ns as f64),

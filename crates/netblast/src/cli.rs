@@ -43,6 +43,12 @@ pub struct ServeArgs {
     /// Address to listen on; `::` accepts IPv4 and IPv6.
     #[arg(long, default_value = "::")]
     pub bind: IpAddr,
+    /// Serve Prometheus metrics on http://ADDR/metrics (OpenMetrics text): tests running and
+    /// finished, bytes and messages by direction, retransmits, refusals, HTTP responses by
+    /// code, responder latency and kernel RTT histograms. No authentication: bind it to
+    /// loopback or a monitoring network.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// Data port: every test kind shares it.
     #[arg(long, short = 'p', default_value_t = netblast_spec::plan::DEFAULT_PORT)]
     pub port: u16,
@@ -314,6 +320,11 @@ pub struct FleetArgs {
     /// Take registrations of agents (`serve --register`) on this address.
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<std::net::SocketAddr>,
+    /// Serve the coordinator's live fleet-wide figures as Prometheus metrics on
+    /// http://ADDR/metrics while the fleet runs: agents by state, tests running and reporting,
+    /// bits/s and responses/s of the latest interval, bytes, responses, errors, latency.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// How long to wait for agents to connect and register.
     #[arg(long, default_value = "60s")]
     pub wait_agents: Dur,

@@ -475,3 +475,54 @@ fn agents_found_in_azure_take_part() {
     assert!(err.contains("--clients") && err.contains("403") && err.contains("NETBLAST_ARM_TOKEN"), "{err}");
     let _ = std::fs::remove_file(token);
 }
+
+#[test]
+fn fleet_metrics_show_the_live_fleet_and_stay_within_its_result() {
+    let _one = one_fleet();
+    let token = util::token_file("metrics", "a-token-for-the-fleet-metrics-test");
+    let (client, server, _agents) = loopback_pair(&token);
+    let out_file = std::env::temp_dir().join(format!("nb-fleet-metrics-{}.json", std::process::id()));
+    let mut fleet = fleet_cmd(&token)
+        .args(["--clients", &client, "--servers", &server, "--profile", "latency", "--wait", "block"])
+        .args(["-t", "4", "-i", "500ms", "--metrics", "127.0.0.1:0", "-o"])
+        .arg(&out_file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = fleet.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let wait_for = |what: &str| loop {
+        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| panic!("no line with {what}"));
+        if line.contains(what) {
+            return line;
+        }
+    };
+    let line = wait_for("metrics on http://");
+    let at: std::net::SocketAddr =
+        line.split("http://").nth(1).unwrap().trim_end_matches("/metrics").parse().expect("the metrics address");
+    wait_for("[FLEET]");
+    wait_for("[FLEET]");
+    let s = util::scrape(at);
+    let v = |name: &str, labels: &[(&str, &str)]| util::value(&s, name, labels).unwrap_or(-1.0);
+    assert_eq!(v("netblast_fleet_agents", &[("role", "client"), ("state", "ready")]), 1.0);
+    assert_eq!(v("netblast_fleet_agents", &[("role", "server"), ("state", "ready")]), 1.0);
+    assert_eq!((v("netblast_fleet_tests_running", &[]), v("netblast_fleet_tests_reporting", &[])), (1.0, 1.0));
+    assert!(v("netblast_fleet_intervals_total", &[]) >= 2.0);
+    assert!(v("netblast_fleet_bits_per_second", &[]) > 0.0 && v("netblast_fleet_bytes_total", &[]) > 0.0);
+    let live = util::histogram_count(&s, "netblast_fleet_latency_seconds");
+    assert!(live > 0.0, "round trips counted live");
+    let out = util::wait_output(fleet, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(0));
+    let r: RunResult = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
+    let total = r.summary.ways[0].latency.as_ref().unwrap().count as f64;
+    assert!(live < total, "mid-run {live} below the final {total}");
+    let _ = std::fs::remove_file(&out_file);
+    let _ = std::fs::remove_file(netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl"));
+    let _ = std::fs::remove_file(token);
+}

@@ -6,6 +6,7 @@
 //! - `hostile`: `serve` against clients that take more than their share (issue 13).
 //! - `http`: HTTP floods against the built-in responder and nginx.
 //! - `merge`: results of concurrent runs merged, and reports of old results.
+//! - `metrics`: `serve --metrics` scraped during and after runs, parsed as Prometheus text.
 //! - `msg`: msgrate and rr end to end.
 //! - `probe`: the eBPF probe (root only; SKIP otherwise).
 //! - `protocol`: protocol v2: versions, authentication, stream tags, hostile peers.
@@ -19,6 +20,7 @@ mod cli;
 mod hostile;
 mod http;
 mod merge;
+mod metrics;
 mod msg;
 mod probe;
 mod protocol;

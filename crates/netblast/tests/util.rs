@@ -255,3 +255,47 @@ impl Drop for NetnsPair {
         }
     }
 }
+
+/// `GET /metrics`, parsed.
+pub fn scrape(at: SocketAddr) -> prometheus_parse::Scrape {
+    let mut c = std::net::TcpStream::connect(at).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    std::io::Write::write_fmt(&mut c, format_args!("GET /metrics HTTP/1.1\r\nHost: {at}\r\nConnection: close\r\n\r\n"))
+        .unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut c, &mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.to_lowercase().contains("content-type: application/openmetrics-text"), "{head}");
+    // The body may be chunked: keep only the exposition lines.
+    let lines: Vec<std::io::Result<String>> =
+        body.lines().filter(|l| l.starts_with('#') || l.starts_with("netblast_")).map(|l| Ok(l.to_string())).collect();
+    assert!(body.contains("# EOF"), "a whole exposition: {body}");
+    prometheus_parse::Scrape::parse(lines.into_iter()).expect("the exposition parses")
+}
+
+/// The value of the sample `name` whose labels include `labels` (a counter is `NAME_total`).
+pub fn value(s: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    s.samples
+        .iter()
+        .filter(|x| x.metric == name && labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v)))
+        .map(|x| match &x.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => *v,
+            other => panic!("{name}: not a number: {other:?}"),
+        })
+        .next()
+}
+
+/// The `+Inf` bucket (the sample count) of histogram `name`.
+pub fn histogram_count(s: &prometheus_parse::Scrape, name: &str) -> f64 {
+    let h = s.samples.iter().find(|x| x.metric == name).unwrap_or_else(|| panic!("no histogram {name}"));
+    match &h.value {
+        prometheus_parse::Value::Histogram(b) => {
+            assert!(b.windows(2).all(|w| w[0].count <= w[1].count), "{name}: buckets are cumulative");
+            b.iter().find(|c| c.less_than.is_infinite()).expect("+Inf bucket").count
+        }
+        other => panic!("{name}: not a histogram: {other:?}"),
+    }
+}

@@ -606,10 +606,12 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
             netblast_engine::clock::now_unix_ns() / 1_000_000_000
         ))
     });
-    let human = !a.json;
+    let human = !a.json && !a.quiet;
     if human {
         println!("netblast fleet: {}; agents' frames logged to {}", profile.description, log.display());
     }
+    let mut status = crate::status::Status::new(profile.time_bound(), human);
+    let mut failed = 0usize;
     let cfg = FleetConfig {
         clients,
         servers: servers.unwrap_or_default(),
@@ -683,6 +685,9 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
             if !human {
                 return;
             }
+            if let FleetEvent::AgentFailed { .. } = ev {
+                failed += 1;
+            }
             let line = match ev {
                 FleetEvent::TestInterval { .. } => return,
                 FleetEvent::AgentReady { role, address, hostname, clock } => format!(
@@ -708,19 +713,25 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
                             format!("  slowest {who} {r}")
                         })
                         .unwrap_or_default();
-                    format!(
+                    let line = format!(
                         "[FLEET] {:>6.2}-{:<6.2} sec  {rate:>16}  {}/{} tests reporting{slowest}\n",
                         iv.start_s, iv.end_s, iv.reporting, iv.running
-                    )
+                    );
+                    return status.fleet_interval(&line, iv, failed);
                 }
             };
-            print_stdout(&line);
+            if let FleetEvent::Starting { .. } = ev {
+                return status.started(&line);
+            }
+            status.print(&line);
         };
         netblast_coord::run(cfg, listener, shutdown_signal(), &mut live).await.map_err(|e| match e {
             FleetError::Config(_) => AppError::input(e),
             _ => AppError::run(e),
         })
-    })?;
+    });
+    status.finish();
+    let outcome = outcome?;
     if let Some(path) = &a.output {
         json::write_atomic(path, json::to_string(&outcome).as_bytes())
             .with_context(|| format!("cannot write the fleet's result to {}", path.display()))

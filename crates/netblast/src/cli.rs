@@ -334,6 +334,9 @@ pub struct FleetArgs {
     /// Print the JSON result instead of the human report.
     #[arg(long, short = 'J')]
     pub json: bool,
+    /// No agent and interval lines and no status line: only the summary (or the JSON).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
     /// Write the fleet's result to this file (atomically); every frame the agents send is
     /// appended to FILE.fleet.jsonl as it arrives.
     #[arg(long, short = 'o')]

@@ -1,5 +1,6 @@
-//! The live status line of a run on a terminal: elapsed of the bound, the latest interval's
-//! rate, and for HTTP its errors, redrawn in place on stderr below the interval lines. Off when
+//! The live status line of a run or a fleet on a terminal: elapsed of the bound, the latest
+//! interval's rate, for HTTP its errors, for a fleet the tests reporting and agents failed,
+//! redrawn in place on stderr below the interval lines. Off when
 //! stderr is not a terminal (indicatif draws nothing there) and with `--quiet`.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -75,6 +76,32 @@ impl Status {
         match msgs {
             Some(m) if m > 0.0 => format!("{} messages ({:.2}-{:.2} s)", fmt_per_s(m), iv.start_s, iv.end_s),
             _ => format!("{} ({:.2} s ending {:.2} s)", fmt_bits_per_s(bits), span, iv.end_s),
+        }
+    }
+
+    /// Prints a fleet's lines above the status line, then updates it from its latest
+    /// fleet-wide interval: rate, tests reporting, agents failed so far.
+    pub fn fleet_interval(&mut self, lines: &str, iv: &netblast_coord::FleetInterval, failed: usize) {
+        let Some(b) = self.bar.clone() else {
+            return super::app::print_stdout(lines);
+        };
+        b.suspend(|| super::app::print_stdout(lines));
+        b.set_position((iv.end_s * 1000.0) as u64);
+        let rate = match iv.responses_per_s {
+            Some(r) => format!("{} responses", fmt_per_s(r)),
+            None => fmt_bits_per_s(iv.bits_per_s),
+        };
+        b.set_message(format!(
+            "{rate}, {}/{} tests reporting, {failed} agent(s) failed ({:.2}-{:.2} s)",
+            iv.reporting, iv.running, iv.start_s, iv.end_s
+        ));
+    }
+
+    /// Prints lines above the status line (or plainly, when there is none).
+    pub fn print(&self, lines: &str) {
+        match &self.bar {
+            Some(b) => b.suspend(|| super::app::print_stdout(lines)),
+            None => super::app::print_stdout(lines),
         }
     }
 

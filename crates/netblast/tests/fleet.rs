@@ -526,3 +526,33 @@ fn fleet_metrics_show_the_live_fleet_and_stay_within_its_result() {
     let _ = std::fs::remove_file(netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl"));
     let _ = std::fs::remove_file(token);
 }
+
+#[test]
+fn a_fleet_on_a_terminal_gets_a_status_line_with_tests_reporting() {
+    let _one = one_fleet();
+    let token = util::token_file("fleet-tty", "a-token-for-the-fleet-status-test");
+    let (client, server, _agents) = loopback_pair(&token);
+    let frames = std::env::temp_dir().join(format!("nb-fleet-tty-{}.jsonl", std::process::id()));
+    let cmd = format!(
+        "{} fleet --token-file {} --clients {client} --servers {server} -t 2 --frames {}",
+        env!("CARGO_BIN_EXE_netblast"),
+        token.display(),
+        frames.display()
+    );
+    let o = Command::new("script").args(["-qec", &cmd, "/dev/null"]).output().unwrap();
+    let tty = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{tty}");
+    assert!(tty.contains(" of 2 s [") && tty.contains("\r\u{1b}[2K"), "no status line on a terminal: {tty}");
+    assert!(tty.contains("1/1 tests reporting, 0 agent(s) failed"), "{tty}");
+    assert!(tty.contains("[FLEET]"), "interval lines still print above it: {tty}");
+    // --quiet: no agent, interval or status lines.
+    let o = fleet_cmd(&token)
+        .args(["--clients", &client, "--servers", &server, "-t", "1", "-q", "--frames"])
+        .arg(&frames)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && !out.contains("[FLEET]") && !out.contains("ready"), "{out}");
+    let _ = std::fs::remove_file(&frames);
+    let _ = std::fs::remove_file(token);
+}

@@ -264,7 +264,7 @@ async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: Header, shar
         }
         let client_udp = SocketAddr::new(peer.ip(), u16::from_be_bytes(port));
         let opened = conn.local_addr().and_then(|local| {
-            let sock = std::net::UdpSocket::bind(SocketAddr::new(local.ip(), 0))?;
+            let sock = netblast_engine::sockopt::udp_on(local.ip())?;
             sock.connect(client_udp)?;
             Ok(sock)
         });

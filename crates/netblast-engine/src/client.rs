@@ -79,7 +79,7 @@ fn open_stream(
     let mut hello = netblast_spec::wire::stream_preamble(&Header::new(Role::Stream, test_id, id), key);
     let udp_sock = if profile.workload.uses_udp() {
         let local = stream.local_addr().map_err(io_err("cannot read the stream's address"))?;
-        let sock = UdpSocket::bind(SocketAddr::new(local.ip(), 0)).map_err(io_err("cannot open a UDP socket"))?;
+        let sock = sockopt::udp_on(local.ip()).map_err(io_err("cannot open a UDP socket"))?;
         let port = sock.local_addr().map_err(io_err("cannot read the UDP port"))?.port();
         hello.extend_from_slice(&port.to_be_bytes());
         Some(sock)
@@ -116,7 +116,7 @@ struct Control {
 
 /// Connects, shakes hands and sets the test up.
 fn set_up(peer: SocketAddr, test_id: TestId, setup: TestSetup, opts: &RunOptions) -> Result<Control, ClientError> {
-    let mut control = TcpStream::connect_timeout(&peer, CONNECT_TIMEOUT).map_err(|e| connect_error(peer, e))?;
+    let mut control = sockopt::connect_plain(peer, CONNECT_TIMEOUT).map_err(|e| connect_error(peer, e))?;
     control.set_nodelay(true).ok();
     control.set_read_timeout(Some(REPLY_TIMEOUT)).ok();
     let no_answer = |e: io::Error| match e.kind() {

@@ -42,18 +42,151 @@ pub fn apply(sock: SockRef<'_>, tcp: &TcpSection, nodelay_default: bool) -> io::
 
 /// Checks that this host takes the `[tcp]` options (a congestion control that is not loaded,
 /// say) by applying them to a socket that is never connected: a bad option is bad input,
-/// found before anything is sent.
-pub fn check(tcp: &TcpSection, nodelay_default: bool) -> io::Result<()> {
+/// found before anything is sent. Returns what the kernel made of the buffer sizes asked for:
+/// one line each, saying so when it clamped them.
+pub fn check(tcp: &TcpSection, nodelay_default: bool) -> io::Result<Vec<Applied>> {
     let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
-    apply(SockRef::from(&s), tcp, nodelay_default)
+    let r = SockRef::from(&s);
+    apply(r, tcp, nodelay_default)?;
+    let r = SockRef::from(&s);
+    let mut out = Vec::new();
+    for (option, asked, got, sysctl) in [
+        ("SO_SNDBUF", tcp.sndbuf(), r.send_buffer_size()?, "net.core.wmem_max"),
+        ("SO_RCVBUF", tcp.rcvbuf(), r.recv_buffer_size()?, "net.core.rmem_max"),
+    ] {
+        if let Some(asked) = asked {
+            out.push(Applied::new(option, asked, got as u64, sysctl));
+        }
+    }
+    Ok(out)
+}
+
+/// A socket buffer size asked for, and what the kernel applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// `SO_SNDBUF` or `SO_RCVBUF`.
+    pub option: &'static str,
+    /// Bytes asked for.
+    pub asked: u64,
+    /// What `getsockopt` reports: Linux doubles the value it accepts (the other half is its
+    /// bookkeeping), so the asked size was applied in full when this is twice it.
+    pub reported: u64,
+    /// The sysctl that caps it.
+    pub sysctl: &'static str,
+}
+
+impl Applied {
+    fn new(option: &'static str, asked: u64, reported: u64, sysctl: &'static str) -> Applied {
+        Applied { option, asked, reported, sysctl }
+    }
+
+    /// The size in effect, in the units it was asked in (half what the kernel reports).
+    pub fn applied(&self) -> u64 {
+        self.reported / 2
+    }
+
+    /// Whether the kernel applied less than was asked.
+    pub fn clamped(&self) -> bool {
+        self.applied() < self.asked
+    }
+
+    /// One line for the report: the size in effect, and what to do when it was clamped.
+    pub fn describe(&self) -> String {
+        let b = netblast_spec::units::fmt_bytes;
+        if self.clamped() {
+            let cap = std::fs::read_to_string(format!("/proc/sys/{}", self.sysctl.replace('.', "/")))
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "?".into());
+            format!(
+                "{} asked {}, the kernel applied {} ({} = {cap}; raise it to {} or more, as root, for the size asked)",
+                self.option,
+                b(self.asked),
+                b(self.applied()),
+                self.sysctl,
+                self.asked
+            )
+        } else {
+            format!("{} {} applied (the kernel reports {})", self.option, b(self.asked), b(self.reported))
+        }
+    }
+}
+
+/// Where this process's outgoing connections leave from (`run -B ADDR`, `--bind-dev IFACE`):
+/// set once, at start, for the whole process, as iperf3's `-B` is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Local {
+    /// Source address of every connection and datagram socket.
+    pub addr: Option<std::net::IpAddr>,
+    /// Interface every socket is bound to (SO_BINDTODEVICE).
+    pub device: Option<String>,
+}
+
+static LOCAL: std::sync::OnceLock<Local> = std::sync::OnceLock::new();
+
+/// Sets where outgoing connections leave from, checking the interface exists and the address
+/// is one of this host's (by binding a socket to them); the error names the one that is not.
+pub fn set_local(local: Local) -> io::Result<()> {
+    let probe = Socket::new(
+        if local.addr.is_some_and(|a| a.is_ipv6()) { Domain::IPV6 } else { Domain::IPV4 },
+        Type::STREAM,
+        None,
+    )?;
+    bind_local(&probe, &local)?;
+    LOCAL.set(local).map_err(|_| io::Error::other("the local binding is already set"))
+}
+
+/// The binding set by [`set_local`], if any.
+pub fn local() -> Option<&'static Local> {
+    LOCAL.get()
+}
+
+/// Binds `sock` to `local`'s device and address (port 0).
+pub fn bind_local(sock: &Socket, local: &Local) -> io::Result<()> {
+    if let Some(dev) = &local.device {
+        sock.bind_device(Some(dev.as_bytes())).map_err(|e| {
+            let hint = if e.raw_os_error() == Some(libc::ENODEV) { " (no such interface)" } else { "" };
+            io::Error::new(e.kind(), format!("--bind-dev {dev}: {e}{hint}"))
+        })?;
+    }
+    if let Some(a) = local.addr {
+        sock.bind(&SocketAddr::new(a, 0).into()).map_err(|e| {
+            let hint =
+                if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) { " (not an address of this host)" } else { "" };
+            io::Error::new(e.kind(), format!("-B {a}: {e}{hint}"))
+        })?;
+    }
+    Ok(())
 }
 
 /// Opens a TCP connection with the options applied before `connect` (so the SYN already
-/// carries the window scale and MSS they imply).
+/// carries the window scale and MSS they imply), from the local binding if one is set.
 pub fn connect(addr: SocketAddr, tcp: &TcpSection, nodelay_default: bool, timeout: Duration) -> io::Result<TcpStream> {
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     apply(SockRef::from(&sock), tcp, nodelay_default)?;
+    if let Some(l) = local() {
+        bind_local(&sock, l)?;
+    }
     sock.connect_timeout(&addr.into(), timeout)?;
+    Ok(sock.into())
+}
+
+/// A plain TCP connection (the control connection) from the local binding if one is set.
+pub fn connect_plain(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    if let Some(l) = local() {
+        bind_local(&sock, l)?;
+    }
+    sock.connect_timeout(&addr.into(), timeout)?;
+    Ok(sock.into())
+}
+
+/// A UDP socket on `ip` (port 0), bound to the local binding's device if one is set.
+pub fn udp_on(ip: std::net::IpAddr) -> io::Result<std::net::UdpSocket> {
+    let sock = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), Type::DGRAM, Some(Protocol::UDP))?;
+    if let Some(dev) = local().and_then(|l| l.device.as_ref()) {
+        sock.bind_device(Some(dev.as_bytes()))?;
+    }
+    sock.bind(&SocketAddr::new(ip, 0).into())?;
     Ok(sock.into())
 }
 
@@ -70,6 +203,19 @@ mod tests {
         let r = SockRef::from(&s);
         assert!(r.send_buffer_size().unwrap() >= 1 << 20);
         assert!(r.tcp_nodelay().unwrap());
+    }
+
+    #[test]
+    fn a_buffer_over_the_sysctl_cap_is_reported_clamped() {
+        let cap: u64 = std::fs::read_to_string("/proc/sys/net/core/wmem_max").unwrap().trim().parse().unwrap();
+        let tcp = TcpSection { window: Some(ByteSize(cap * 4)), ..Default::default() };
+        let a = check(&tcp, false).unwrap();
+        assert_eq!(a.len(), 2);
+        let snd = &a[0];
+        assert!(snd.clamped() && snd.applied() == cap, "{snd:?}");
+        assert!(snd.describe().contains("net.core.wmem_max"), "{}", snd.describe());
+        let small = TcpSection { window: Some(ByteSize(64 * 1024)), ..Default::default() };
+        assert!(check(&small, false).unwrap().iter().all(|a| !a.clamped() && a.applied() == 64 * 1024));
     }
 
     #[test]

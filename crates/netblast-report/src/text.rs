@@ -664,6 +664,20 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
             Way::Down => "down",
         };
         let retrans = retransmissions(w.retransmits, w.retransmit_rate, w.spurious_retransmits);
+        // The senders' MSS as the kernel settled it (after -M, the path and the peer's SYN).
+        let mss: Vec<u32> = r
+            .summary
+            .streams
+            .iter()
+            .filter(|st| st.way == w.way)
+            .filter_map(|st| st.tcp.or(st.tcp_info).map(|t| t.mss))
+            .filter(|m| *m > 0)
+            .collect();
+        let retrans = match (mss.iter().min(), mss.iter().max()) {
+            (Some(a), Some(b)) if a == b => format!("MSS {a} bytes, {retrans}"),
+            (Some(a), Some(b)) => format!("MSS {a}-{b} bytes, {retrans}"),
+            _ => retrans,
+        };
         if let Some(k) = &w.kernel_rtt {
             let _ = writeln!(
                 s,

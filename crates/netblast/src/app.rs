@@ -146,9 +146,33 @@ pub fn load_token(file: Option<&Path>) -> Result<Option<Token>, AppError> {
 }
 
 /// The profile named by the flags, with the flags applied and validated, and its origin.
-fn load_profile(t: &ProfileArgs) -> Result<(Profile, String), AppError> {
-    let (mut profile, origin) = Profile::load(&t.profile).map_err(AppError::input)?;
-    let overrides = t.overrides();
+/// Whether a target is a URL (`http://…`, `https://…`): the test is then an HTTP one.
+fn is_url(target: &str) -> bool {
+    let t = target.to_ascii_lowercase();
+    t.starts_with("http://") || t.starts_with("https://")
+}
+
+/// The profile the flags name, with their overrides. Without `--profile`: `http-max` when a
+/// `--url` or a URL target says the test is HTTP, else `bulk-1flow`. A URL target is requested
+/// as a `--url` would be.
+fn load_profile(t: &ProfileArgs, target: Option<&str>) -> Result<(Profile, String), AppError> {
+    let url_target = target.filter(|t| is_url(t));
+    let name = match &t.profile {
+        Some(p) => p.as_str(),
+        None if !t.urls.is_empty() || url_target.is_some() => "http-max",
+        None => "bulk-1flow",
+    };
+    let (mut profile, origin) = Profile::load(name).map_err(AppError::input)?;
+    let mut overrides = t.overrides();
+    if let Some(u) = url_target {
+        if !profile.workload.is_http() {
+            return Err(AppError::input(anyhow::anyhow!(
+                "--target {u} is a URL, but profile {name} is a {} test: name an http profile, or give HOST[:PORT]",
+                profile.kind().name()
+            )));
+        }
+        overrides.urls.insert(0, u.to_string());
+    }
     overrides.apply(&mut profile, &origin).map_err(AppError::input)?;
     let origin = if overrides.is_empty() { origin } else { format!("{origin} (with command-line overrides)") };
     profile.validate(&origin).map_err(AppError::input)?;
@@ -156,12 +180,16 @@ fn load_profile(t: &ProfileArgs) -> Result<(Profile, String), AppError> {
 }
 
 fn run(a: &RunArgs) -> Result<Outcome, AppError> {
-    let (profile, origin) = load_profile(&a.test)?;
-    if !profile.workload.is_http() {
+    let (profile, origin) = load_profile(&a.test, a.target.as_deref())?;
+    let buffers = if profile.workload.is_http() {
+        Vec::new()
+    } else {
         netblast_engine::sockopt::check(&profile.tcp, profile.workload.nodelay_default())
-            .map_err(|e| AppError::input(anyhow::anyhow!("{e}")))?;
-    }
+            .map_err(|e| AppError::input(anyhow::anyhow!("{e}")))?
+    };
     let target = match (&a.target, profile.workload.is_http()) {
+        // A URL target is requested as a --url; the peer comes from it.
+        (Some(t), true) if is_url(t) => String::new(),
         (Some(t), _) => t.clone(),
         (None, true) => String::new(),
         (None, false) => {
@@ -171,11 +199,21 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
         }
     };
     let token = load_token(a.token_file.as_deref())?;
+    if a.bind.is_some() || a.bind_dev.is_some() {
+        let local = netblast_engine::sockopt::Local { addr: a.bind, device: a.bind_dev.clone() };
+        netblast_engine::sockopt::set_local(local).map_err(|e| AppError::input(anyhow::anyhow!("{e}")))?;
+    }
     let allowed = netblast_engine::sys::allowed_cpus()
         .context("cannot read this process's CPU affinity")
         .map_err(AppError::run)?;
     let (mut plan, peer) = netblast_spec::plan::plan(profile, origin, &target, &allowed, a.test.cpus.is_some())
         .map_err(AppError::input)?;
+    for b in &buffers {
+        if b.clamped() {
+            eprintln!("netblast: warning: {}", b.describe());
+        }
+        plan.notes.push(format!("client socket buffer: {}", b.describe()));
+    }
     if let Some(at) = &a.start_at {
         let ns = netblast_spec::units::parse_instant(at, netblast_engine::clock::now_unix_ns())
             .map_err(|e| AppError::input(anyhow::anyhow!("--start-at: {e}")))?;
@@ -392,6 +430,11 @@ fn merge(a: &MergeArgs) -> Result<Outcome, AppError> {
 }
 
 fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
+    if let Some(dev) = &a.bind_dev {
+        let local = netblast_engine::sockopt::Local { addr: None, device: Some(dev.clone()) };
+        netblast_engine::sockopt::set_local(local).map_err(|e| AppError::input(anyhow::anyhow!("{e}")))?;
+        eprintln!("netblast serve: only on interface {dev}");
+    }
     let token = match &a.token_file {
         Some(f) => Some(Token::from_file(f).map_err(|e| AppError::input(anyhow::anyhow!(e)))?),
         None => None,
@@ -413,7 +456,7 @@ fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
         let bound = listener.local_addr().unwrap_or(addr);
         eprintln!("netblast serve: listening on {bound} (data port; Ctrl-C to stop)");
         if let Some(at) = a.metrics {
-            let l = bind(at).with_context(|| format!("--metrics: cannot listen on {at}")).map_err(AppError::run)?;
+            let l = bind_any(at).with_context(|| format!("--metrics: cannot listen on {at}")).map_err(AppError::run)?;
             eprintln!("netblast serve: metrics on http://{}/metrics", l.local_addr().unwrap_or(at));
             let registry = stats.metrics.registry();
             let render = std::sync::Arc::new(move || netblast_agent::metrics::encode(&registry));
@@ -554,11 +597,23 @@ fn start_http(
     Ok(Some(Responders { thread: handle, http_port, https_port }))
 }
 
-/// Binds a listener; `::` also accepts IPv4 (dual stack).
+/// Binds a listener; `::` also accepts IPv4 (dual stack); on the `--bind-dev` interface if set.
 pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    bind_on(addr, netblast_engine::sockopt::local().and_then(|l| l.device.as_deref()))
+}
+
+/// Binds a listener on any interface (the metrics endpoint: monitoring is not test traffic).
+pub fn bind_any(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    bind_on(addr, None)
+}
+
+fn bind_on(addr: std::net::SocketAddr, device: Option<&str>) -> std::io::Result<tokio::net::TcpListener> {
     use socket2::{Domain, Socket, Type};
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     s.set_reuse_address(true)?;
+    if let Some(dev) = device {
+        s.bind_device(Some(dev.as_bytes()))?;
+    }
     if addr.is_ipv6() {
         s.set_only_v6(false)?;
     }
@@ -588,7 +643,7 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
     use netblast_coord::{agents, FleetConfig, FleetError, FleetEvent};
     use netblast_spec::units::{fmt_bits_per_s, fmt_ns, fmt_per_s};
     let input = |e: String| AppError::input(anyhow::anyhow!(e));
-    let (profile, origin) = load_profile(&a.test)?;
+    let (profile, origin) = load_profile(&a.test, None)?;
     let token = load_token(a.token_file.as_deref())?.ok_or_else(|| {
         input(
             "a fleet needs the agents' token: --token-file FILE or NETBLAST_TOKEN (agents take orders only from a \
@@ -646,7 +701,7 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
         };
         let metrics = netblast_agent::metrics::FleetMetrics::default();
         if let Some(at) = a.metrics {
-            let l = bind(at).with_context(|| format!("--metrics: cannot listen on {at}")).map_err(AppError::run)?;
+            let l = bind_any(at).with_context(|| format!("--metrics: cannot listen on {at}")).map_err(AppError::run)?;
             if human {
                 println!("netblast fleet: metrics on http://{}/metrics", l.local_addr().unwrap_or(at));
             }

@@ -41,8 +41,12 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address to listen on; `::` accepts IPv4 and IPv6.
-    #[arg(long, default_value = "::")]
+    #[arg(long, short = 'B', default_value = "::")]
     pub bind: IpAddr,
+    /// Take connections and datagrams only on this interface (SO_BINDTODEVICE), e.g. a VXLAN
+    /// interface.
+    #[arg(long, value_name = "IFACE")]
+    pub bind_dev: Option<String>,
     /// Serve Prometheus metrics on http://ADDR/metrics (OpenMetrics text): tests running and
     /// finished, bytes and messages by direction, retransmits, refusals, HTTP responses by
     /// code, responder latency and kernel RTT histograms. No authentication: bind it to
@@ -118,11 +122,12 @@ pub enum ZeroCopy {
 /// The profile and the flags that change it (shared by `run` and `fleet`).
 #[derive(Debug, Args)]
 pub struct ProfileArgs {
-    /// Built-in profile name or path to a TOML profile (default: bulk-1flow).
-    #[arg(long, short = 'P', default_value = "bulk-1flow")]
-    pub profile: String,
-    /// Parallel flows (bulk: per direction; msgrate and rr: one per pinned CPU).
+    /// Built-in profile name or path to a TOML profile (default: bulk-1flow; http-max when
+    /// a --url or an http:// or https:// target is given).
     #[arg(long)]
+    pub profile: Option<String>,
+    /// Parallel flows, as iperf3 -P (bulk: per direction; msgrate and rr: one per pinned CPU).
+    #[arg(long, short = 'P', visible_alias = "parallel")]
     pub flows: Option<u32>,
     /// Test length, e.g. 10s, 1m.
     #[arg(long, short = 't')]
@@ -253,6 +258,12 @@ pub struct RunArgs {
     /// No interval lines and no status line: only the summary (or the JSON).
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Source address of every connection (iperf3 -B).
+    #[arg(long, short = 'B', value_name = "ADDR")]
+    pub bind: Option<IpAddr>,
+    /// Send and receive only through this interface (SO_BINDTODEVICE), e.g. a VXLAN interface.
+    #[arg(long, value_name = "IFACE")]
+    pub bind_dev: Option<String>,
     /// Write the latency histograms of every interval as an HdrHistogram interval log (tags
     /// up, down, http; values in ns), for HdrHistogram's tools.
     #[arg(long, value_name = "FILE")]

@@ -255,3 +255,70 @@ fn a_terminal_gets_a_status_line_a_pipe_gets_interval_lines_and_quiet_gets_the_s
     assert!(o.status.success() && out.contains("receiver"), "{out}");
     assert!(out.trim_start().starts_with("- - -"), "no start header or interval lines with --quiet: {out}");
 }
+
+/// A responder for the iperf3-habit tests: the built-in one, on an ephemeral port.
+fn responder() -> crate::http::Responder {
+    crate::http::Responder::start(false)
+}
+
+#[test]
+fn iperf3_habits_p_is_parallel_flows_and_a_url_means_http() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let json = |args: &[&str]| -> netblast_spec::RunResult {
+        let o = util::run_cmd().args(args).args(["-t", "1", "--json"]).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr_of(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    // -P 4: four flows, as iperf3 -P 4 (and --parallel spelled out).
+    let r = json(&["--target", &srv.addr.to_string(), "-P", "4"]);
+    assert_eq!(r.streams.len(), 4);
+    assert_eq!(json(&["--target", &srv.addr.to_string(), "--parallel", "2"]).streams.len(), 2);
+    // A --url alone, or a URL as the target: an HTTP test with http-max.
+    let web = responder();
+    let url = format!("http://{}/", web.addr);
+    for args in [["--url", url.as_str()], ["--target", url.as_str()]] {
+        let r = json(&args);
+        let h = r.summary.http.as_ref().unwrap_or_else(|| panic!("{args:?}: not an HTTP result"));
+        assert!(h.completed > 0 && r.plan.origin.contains("http-max"), "{args:?}: {}", r.plan.origin);
+    }
+    // A URL target with a profile of another kind: bad input naming both.
+    let o = util::run_cmd().args(["--target", &url, "--profile", "bulk-1flow"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr_of(&o).contains("is a URL") && stderr_of(&o).contains("bulk"), "{}", stderr_of(&o));
+}
+
+#[test]
+fn a_window_over_the_kernel_cap_warns_and_reports_what_was_applied() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let cap: u64 = std::fs::read_to_string("/proc/sys/net/core/wmem_max").unwrap().trim().parse().unwrap();
+    let asked = (cap * 4).to_string();
+    let o = util::run_cmd().args(["--target", &srv.addr.to_string(), "-t", "1", "-w", &asked]).output().unwrap();
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr_of(&o));
+    let applied = netblast_spec::units::fmt_bytes(cap);
+    assert!(err.contains("warning: SO_SNDBUF") && err.contains(&format!("applied {applied}")), "{err}");
+    assert!(err.contains("net.core.wmem_max") && err.contains("net.core.rmem_max"), "{err}");
+    assert!(out.contains("note: client socket buffer: SO_SNDBUF"), "the report keeps it: {out}");
+    assert!(out.contains("MSS "), "the effective MSS is reported: {out}");
+}
+
+#[test]
+fn bind_and_bind_dev_choose_where_connections_leave_from() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let target = srv.addr.to_string();
+    let o = util::run_cmd().args(["--target", &target, "-t", "1", "--json", "-B", "127.0.0.2"]).output().unwrap();
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    let r: netblast_spec::RunResult = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(r.streams.iter().all(|s| s.local.starts_with("127.0.0.2:")), "{:?}", r.streams);
+    let o = util::run_cmd().args(["--target", &target, "-t", "1", "-q", "--bind-dev", "lo"]).output().unwrap();
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    // Wrong ones are bad input, named, before anything is sent (documentation addresses only).
+    for (flag, value, says) in
+        [("--bind-dev", "nosuch0", "no such interface"), ("-B", "198.51.100.7", "not an address of this host")]
+    {
+        let o = util::run_cmd().args(["--target", &target, "-t", "1", flag, value]).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}");
+        let e = stderr_of(&o);
+        assert!(e.contains(value) && e.contains(says), "{e}");
+    }
+}

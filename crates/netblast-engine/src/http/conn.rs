@@ -162,6 +162,19 @@ fn io_failure(e: &io::Error, what: &str) -> Failure {
     (ErrorKind::of_io(e), format!("{what}: {e}"))
 }
 
+/// A TCP connection to `addr`, from the process's local binding (`-B`, `--bind-dev`) if set.
+async fn connect_tcp(addr: std::net::SocketAddr) -> std::io::Result<TcpStream> {
+    let Some(local) = crate::sockopt::local() else { return TcpStream::connect(addr).await };
+    let sock = if addr.is_ipv6() { tokio::net::TcpSocket::new_v6()? } else { tokio::net::TcpSocket::new_v4()? };
+    if let Some(dev) = &local.device {
+        sock.bind_device(Some(dev.as_bytes()))?;
+    }
+    if let Some(a) = local.addr {
+        sock.bind(std::net::SocketAddr::new(a, 0))?;
+    }
+    sock.connect(addr).await
+}
+
 /// Opens a connection to `ep` and performs the HTTP handshake.
 pub async fn open(
     ep: &Endpoint,
@@ -170,7 +183,7 @@ pub async fn open(
     meters: &Meters,
 ) -> Result<(Sender, OpenTimes), Failure> {
     let t0 = Instant::now();
-    let tcp = TcpStream::connect(ep.addr).await.map_err(|e| {
+    let tcp = connect_tcp(ep.addr).await.map_err(|e| {
         let (kind, msg) = io_failure(&e, &format!("connect to {}", ep.addr));
         (if kind == ErrorKind::Refused { kind } else { ErrorKind::Connect }, msg)
     })?;

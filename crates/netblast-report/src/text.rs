@@ -84,6 +84,18 @@ fn span(a: f64, b: f64) -> String {
     format!("{a:>6.2}-{b:<6.2} sec")
 }
 
+/// An interval's span: to a tenth of a millisecond when it is a short tail (under a tenth of the
+/// reporting interval, the last bytes after the last tick), so its rate is read over its real
+/// length rather than over an apparent "3.00-3.00".
+fn iv_span(iv: &Interval, profile: &Profile) -> String {
+    let nominal = profile.run.interval().as_secs_f64();
+    if iv.end_s - iv.start_s < nominal * 0.1 {
+        format!("{:>6.4}-{:<6.4} sec", iv.start_s, iv.end_s)
+    } else {
+        span(iv.start_s, iv.end_s)
+    }
+}
+
 fn count(n: u64) -> String {
     let v = n as f64;
     if v >= 1e6 {
@@ -121,19 +133,19 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
         match (kind, is_udp) {
             (Kind::Rr, _) => format!(
                 "[{label}] {}  {:>12}  {}\n",
-                span(iv.start_s, iv.end_s),
+                iv_span(iv, profile),
                 per(sent),
                 lat.map(lat_cols).unwrap_or_default()
             ),
             (_, true) => format!(
                 "[{label}] {}  {:>12}  {:>12}\n",
-                span(iv.start_s, iv.end_s),
+                iv_span(iv, profile),
                 per(sent),
                 recv.map(per).unwrap_or_else(|| "-".into())
             ),
             _ => format!(
                 "[{label}] {}  {:>10}  {:>12}  {:>12} {:>4}\n",
-                span(iv.start_s, iv.end_s),
+                iv_span(iv, profile),
                 count(sent),
                 per(sent),
                 segs.map(per).unwrap_or_default(),
@@ -166,12 +178,12 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
     s
 }
 
-fn http_interval(iv: &Interval) -> String {
+fn http_interval(iv: &Interval, profile: &Profile) -> String {
     let Some(h) = &iv.http else { return String::new() };
     let lat = |f: fn(&LatencySummary) -> u64| h.latency.as_ref().map(|l| fmt_ns(f(l) as f64)).unwrap_or_default();
     format!(
         "[SUM] {}  {:>12}  {:>12}  {:>9}  {:>9}  {:>9}  {:>6}  {:>4}\n",
-        span(iv.start_s, iv.end_s),
+        iv_span(iv, profile),
         fmt_per_s(h.sent_per_s),
         fmt_per_s(h.responses_per_s),
         lat(|l| l.p50_ns),
@@ -185,7 +197,7 @@ fn http_interval(iv: &Interval) -> String {
 /// One interval as text: per-stream lines (when few), then one line per way.
 pub fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String {
     if profile.kind() == Kind::Http {
-        return http_interval(iv);
+        return http_interval(iv, profile);
     }
     if profile.kind() != Kind::Bulk {
         return msg_interval(iv, streams, profile);
@@ -193,28 +205,46 @@ pub fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
     let mut s = String::new();
     let secs = (iv.end_s - iv.start_s).max(1e-9);
     let ways = iv.sums.len();
+    // One side per way and interval, the same for its stream lines and its sum: the sender's
+    // counts while it sent, the receiver's (marked so) for an interval only a receiver counted.
+    let way_of = |id: u32| streams.iter().find(|st| st.id == id).map(|st| st.way);
+    let sender_side: Vec<(Way, bool)> = iv
+        .sums
+        .iter()
+        .map(|w| {
+            (w.way, w.sent_bytes > 0 || iv.streams.iter().any(|x| way_of(x.id) == Some(w.way) && x.sent_bytes > 0))
+        })
+        .collect();
+    let side_of = |way: Option<Way>| sender_side.iter().find(|(w, _)| Some(*w) == way).is_none_or(|(_, s)| *s);
+    let mark = |sender: bool| if sender { "" } else { "  receiver" };
     if streams.len() > 1 && streams.len() <= MAX_STREAM_LINES {
         for st in &iv.streams {
-            let bytes = st.received_bytes.filter(|_| st.sent_bytes == 0).unwrap_or(st.sent_bytes);
+            let sender = side_of(way_of(st.id));
+            let bytes = if sender { st.sent_bytes } else { st.received_bytes.unwrap_or(0) };
             let (cwnd, rtt) =
                 st.tcp.map(|t| (fmt_bytes(t.cwnd_bytes()), format!("{} us", t.rtt_us))).unwrap_or_default();
             let _ = writeln!(
                 s,
-                "[{}] {}  {:>11}  {:>15} {:>4}  {:>11}  {:>9}",
+                "[{}] {}  {:>11}  {:>15} {:>4}  {:>11}  {:>9}{}",
                 id_col(st.id),
-                span(iv.start_s, iv.end_s),
+                iv_span(iv, profile),
                 fmt_bytes(bytes),
                 fmt_bits_per_s(bytes as f64 * 8.0 / secs),
                 st.retransmits,
                 cwnd,
-                rtt
+                rtt,
+                mark(sender)
             );
         }
     }
     for w in &iv.sums {
-        let of_way: Vec<_> =
-            iv.streams.iter().filter(|x| streams.iter().any(|st| st.id == x.id && st.way == w.way)).collect();
-        let bytes = if w.sent_bytes > 0 { w.sent_bytes } else { w.received_bytes.unwrap_or(0) };
+        let of_way: Vec<_> = iv.streams.iter().filter(|x| way_of(x.id) == Some(w.way)).collect();
+        let sender = side_of(Some(w.way));
+        let bytes = if sender {
+            w.sent_bytes.max(of_way.iter().map(|x| x.sent_bytes).sum())
+        } else {
+            w.received_bytes.unwrap_or(0).max(of_way.iter().filter_map(|x| x.received_bytes).sum())
+        };
         let rtts: Vec<u32> = of_way.iter().filter_map(|x| x.tcp).map(|t| t.rtt_us).filter(|r| *r > 0).collect();
         let rtt = if rtts.is_empty() {
             String::new()
@@ -224,14 +254,15 @@ pub fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
         let cwnd = of_way.iter().filter_map(|x| x.tcp).map(|t| t.cwnd_bytes()).max();
         let _ = writeln!(
             s,
-            "[{}] {}  {:>11}  {:>15} {:>4}  {:>11}  {:>9}",
+            "[{}] {}  {:>11}  {:>15} {:>4}  {:>11}  {:>9}{}",
             label(w.way, ways),
-            span(iv.start_s, iv.end_s),
+            iv_span(iv, profile),
             fmt_bytes(bytes),
             fmt_bits_per_s(bytes as f64 * 8.0 / secs),
             w.retransmits,
             cwnd.map(fmt_bytes).unwrap_or_default(),
-            rtt
+            rtt,
+            mark(sender)
         );
     }
     s
@@ -334,10 +365,16 @@ fn msg_summary(s: &mut String, r: &RunResult) {
                         count(m.sent_per_s.round() as u64),
                         count(segs.round() as u64),
                         if segs > 0.0 { m.sent_per_s / segs } else { 0.0 },
-                        if profile.tcp.nodelay == Some(true) {
-                            ""
-                        } else {
-                            "; Nagle coalesces them (--nodelay for one segment per send)"
+                        match (profile.tcp.nodelay == Some(true), segs > 0.0 && m.sent_per_s / segs > 1.5) {
+                            (_, false) => "",
+                            (false, true) => {
+                                "; Nagle and the kernel's autocorking join sends into segments (--nodelay stops \
+                                 Nagle only; net.ipv4.tcp_autocorking=0 stops autocorking)"
+                            }
+                            (true, true) => {
+                                "; with --nodelay the kernel's autocorking still joins sends queued behind a \
+                                 segment in flight (net.ipv4.tcp_autocorking=0 stops it)"
+                            }
                         }
                     );
                 }
@@ -824,6 +861,77 @@ pub fn compare(base_name: &str, base: &RunResult, now: &RunResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use netblast_spec::result::{StreamInterval, WayInterval};
+
+    fn bulk_interval(start_s: f64, end_s: f64, sent: u64, received: u64) -> (Interval, Vec<StreamInfo>, Profile) {
+        let (profile, _) = Profile::load("bulk-1flow").unwrap();
+        let streams: Vec<StreamInfo> = (0..4)
+            .map(|id| StreamInfo {
+                id,
+                way: Way::Up,
+                local: String::new(),
+                remote: String::new(),
+                client_cpu: 0,
+                server_cpu: None,
+                part: None,
+            })
+            .collect();
+        let iv = Interval {
+            index: 3,
+            start_s,
+            end_s,
+            streams: (0..4)
+                .map(|id| StreamInterval { id, sent_bytes: sent, received_bytes: Some(received), ..Default::default() })
+                .collect(),
+            sums: vec![WayInterval {
+                way: Way::Up,
+                sent_bytes: 0,
+                sent_bits_per_s: 0.0,
+                received_bytes: None,
+                received_bits_per_s: None,
+                retransmits: 0,
+                sent_msgs: None,
+                sent_msgs_per_s: None,
+                received_msgs: None,
+                received_msgs_per_s: None,
+                segs_out: None,
+                segs_out_per_s: None,
+                latency: None,
+                latency_hist: None,
+            }],
+            http: None,
+        };
+        (iv, streams, profile)
+    }
+
+    #[test]
+    fn stream_lines_and_their_sum_count_the_same_side_and_say_which() {
+        // Found in a run: four streams received 3.12 MBytes each in an interval where nothing
+        // was sent, and [SUM] said 0 Bytes (it took the sender's count).
+        let (iv, streams, profile) = bulk_interval(3.0, 4.0, 0, 3_271_557);
+        let out = interval(&iv, &streams, &profile);
+        let sum = out.lines().find(|l| l.starts_with("[SUM]")).unwrap();
+        assert!(sum.contains("12.5 MBytes") && sum.ends_with("receiver"), "{out}");
+        assert_eq!(out.lines().filter(|l| l.contains("3.12 MBytes") && l.ends_with("receiver")).count(), 4, "{out}");
+        // While the sender sends, every line is the sender's, unmarked.
+        let (iv, streams, profile) = bulk_interval(1.0, 2.0, 1 << 20, 1000);
+        let out = interval(&iv, &streams, &profile);
+        assert!(out.lines().all(|l| l.contains("1.00 MBytes") || l.contains("4.00 MBytes")), "{out}");
+        assert!(!out.contains("receiver"), "{out}");
+    }
+
+    #[test]
+    fn a_short_tail_interval_shows_its_real_length() {
+        // Found in a run: "3.00-3.00 sec 2.30 MBytes 72.02 Gbits/sec".
+        let (iv, streams, profile) = bulk_interval(3.0, 3.0003, 600_000, 600_000);
+        let out = interval(&iv, &streams, &profile);
+        assert!(out.lines().all(|l| l.contains("3.0000-3.0003 ")), "{out}");
+        let (iv, streams, profile) = bulk_interval(3.0, 3.004, 600_000, 600_000);
+        assert!(interval(&iv, &streams, &profile).contains("3.0000-3.0040 "));
+        let (iv, streams, profile) = bulk_interval(2.0, 3.0, 600_000, 600_000);
+        assert!(interval(&iv, &streams, &profile).contains("  2.00-3.00   sec"));
+    }
 
     #[test]
     fn latency_bars_count_every_sample_once_and_list_heys_percentiles() {

@@ -507,8 +507,12 @@ async fn control_conn(
     .await;
     drop(holding);
     reader.abort();
+    let (outcome, totals) = outcome;
     m.tests_active.dec();
     m.tests.get_or_create(&crate::metrics::label("result", if outcome.is_none() { "ok" } else { "failed" })).inc();
+    if shared.stats.print_tests.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("{}", totals.line(peer, &test_id, &setup, outcome.as_deref()));
+    }
     tracing::info!(%peer, test = %test_id, "test finished: {}", outcome.as_deref().unwrap_or("ok"));
     outcome.map_or(Ok(()), Err)
 }
@@ -524,7 +528,7 @@ async fn run_test(
     wr: &mut tokio::net::tcp::OwnedWriteHalf,
     ctl_rx: &mut mpsc::UnboundedReceiver<Ctl>,
     stop: &mut watch::Receiver<bool>,
-) -> Option<String> {
+) -> (Option<String>, TestTotals) {
     // A report the client does not take within the timeout ends its test: the reports would
     // otherwise pile up in this server's memory.
     async fn send_report(
@@ -549,7 +553,7 @@ async fn run_test(
         if let Err(e) = sockopt::apply(SockRef::from(&tcp), &profile.tcp, profile.workload.nodelay_default()) {
             let m = format!("cannot apply socket options: {e}");
             let _ = wr.write_all(&wire::refusal(Refusal::Invalid, m.clone())).await;
-            return Some(m);
+            return (Some(m), TestTotals::default());
         }
         // Pin where asked and possible; say so where not.
         let cpu = st.server_cpu.filter(|c| {
@@ -583,7 +587,7 @@ async fn run_test(
             gate.cancel();
             let m = format!("cannot start worker threads: {e}");
             let _ = wr.write_all(&wire::refusal(Refusal::Limit, m.clone())).await;
-            return Some(m);
+            return (Some(m), TestTotals::default());
         }
     };
     drop(ctx);
@@ -692,13 +696,68 @@ async fn run_test(
     }
     cpu.wall_s = start.elapsed().as_secs_f64();
     finals.sort_by_key(|f| f.id);
+    let mut totals = TestTotals { streams: finals.len(), ..Default::default() };
+    for f in &finals {
+        let sent = ways.get(&f.id) == Some(&Way::Down);
+        *(if sent { &mut totals.sent } else { &mut totals.received }) += f.bytes;
+        *(if sent { &mut totals.msgs_sent } else { &mut totals.msgs_received }) += f.msgs;
+        totals.seconds = totals.seconds.max(f.seconds);
+    }
     if !client_gone {
         let tcp_samples = (sampled.read < sampled.wanted).then_some([sampled.read, sampled.wanted]);
         let msg = ServerMsg::Final { streams: finals, cpu, tcp_samples };
         if let Err(e) = send_report(wr, &wire::encode_frame(&msg), write_timeout).await {
-            return Some(format!("cannot send the final report: {e}"));
+            return (Some(format!("cannot send the final report: {e}")), totals);
         }
         let _ = wr.shutdown().await;
     }
-    problem
+    (problem, totals)
+}
+
+/// What one test moved through this server, for its line on `serve`'s stderr.
+#[derive(Debug, Default)]
+struct TestTotals {
+    streams: usize,
+    received: u64,
+    sent: u64,
+    msgs_received: u64,
+    msgs_sent: u64,
+    seconds: f64,
+}
+
+impl TestTotals {
+    /// `PEER KIND test ID, N streams: received … (rate), sent … (rate) in S s: ok|failed: why`.
+    fn line(&self, peer: SocketAddr, test_id: &TestId, setup: &TestSetup, problem: Option<&str>) -> String {
+        use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_per_s};
+        let secs = self.seconds.max(1e-9);
+        let mut parts = Vec::new();
+        for (what, bytes, msgs) in
+            [("received", self.received, self.msgs_received), ("sent", self.sent, self.msgs_sent)]
+        {
+            if bytes == 0 && msgs == 0 {
+                continue;
+            }
+            let mut p = format!("{what} {} ({})", fmt_bytes(bytes), fmt_bits_per_s(bytes as f64 * 8.0 / secs));
+            if msgs > 0 {
+                p.push_str(&format!(", {msgs} messages ({})", fmt_per_s(msgs as f64 / secs)));
+            }
+            parts.push(p);
+        }
+        if parts.is_empty() {
+            parts.push("nothing moved".into());
+        }
+        let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
+        format!(
+            "netblast serve: {peer} {} test {test_id}, {} stream{}: {} in {:.2} s: {}",
+            setup.profile.kind().name(),
+            self.streams,
+            if self.streams == 1 { "" } else { "s" },
+            parts.join(", "),
+            self.seconds,
+            match problem {
+                None => "ok".to_string(),
+                Some(p) => format!("failed: {p}"),
+            }
+        )
+    }
 }

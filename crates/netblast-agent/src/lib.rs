@@ -27,7 +27,7 @@ use netblast_spec::wire::Refusal;
 use registry::Registry;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -82,6 +82,8 @@ pub struct ServeStats {
     limit: AtomicU64,
     /// What `serve --metrics` exposes.
     pub metrics: metrics::ServeMetrics,
+    /// Print one line per finished test on stderr (`netblast serve`, as `iperf3 -s` does).
+    pub print_tests: AtomicBool,
 }
 
 impl ServeStats {

@@ -448,6 +448,7 @@ fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
         .map_err(AppError::run)?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stats = std::sync::Arc::new(netblast_agent::ServeStats::default());
+    stats.print_tests.store(true, std::sync::atomic::Ordering::Relaxed);
     let http = start_http(&a, stats.metrics.clone(), stop_rx.clone())?;
     let (http_port, https_port) = http.as_ref().map_or((None, None), |h| (h.http_port, h.https_port));
     let addr = std::net::SocketAddr::new(a.bind, a.port);

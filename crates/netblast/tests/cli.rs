@@ -322,3 +322,37 @@ fn bind_and_bind_dev_choose_where_connections_leave_from() {
         assert!(e.contains(value) && e.contains(says), "{e}");
     }
 }
+
+#[test]
+fn serve_prints_one_line_per_test_like_iperf3_s() {
+    let log = std::env::temp_dir().join(format!("nb-serve-lines-{}.log", std::process::id()));
+    let file = std::fs::File::create(&log).unwrap();
+    let mut c = util::bin();
+    c.args(["serve", "--bind", "127.0.0.1", "--port", "0", "--probe", "tcpinfo"]);
+    // The address line is read from a second handle on the same file.
+    let child = c.stdout(std::process::Stdio::null()).stderr(file).spawn().unwrap();
+    let _serve = util::KillOnDrop(child);
+    let addr = (0..100)
+        .find_map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let text = std::fs::read_to_string(&log).unwrap();
+            text.lines()
+                .find(|l| l.contains("data port"))
+                .and_then(|l| l.split_whitespace().find_map(|w| w.parse::<std::net::SocketAddr>().ok()))
+        })
+        .expect("serve printed its address");
+    let run = |args: &[&str]| {
+        let o = util::run_cmd().args(["--target", &addr.to_string(), "-t", "1", "-q"]).args(args).output().unwrap();
+        assert!(o.status.success(), "{}", stderr_of(&o));
+    };
+    run(&[]);
+    run(&["-R", "-P", "2"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(" test ")).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].contains("127.0.0.1:") && lines[0].contains("bulk test"), "{}", lines[0]);
+    assert!(lines[0].contains("1 stream: received ") && lines[0].ends_with(": ok"), "{}", lines[0]);
+    assert!(lines[1].contains("2 streams: sent ") && lines[1].contains("bits/sec) in 1.0"), "{}", lines[1]);
+    let _ = std::fs::remove_file(&log);
+}

@@ -220,6 +220,24 @@ fn open_loop_rate_is_accurate() {
 }
 
 #[test]
+fn a_slow_open_loop_with_idle_connections_sends_nothing_late() {
+    // Found in a run: 50/s over 50 idle connections reported "1 sent late (no free
+    // connection)": the first request was due before any connection had said it was free.
+    let srv = Responder::start(false);
+    let r = util::run(
+        srv.addr,
+        profile(|p, h| {
+            p.run.duration = Some(Dur(Duration::from_secs(2)));
+            h.rate = Some(Rate(50.0));
+            h.connections = 50;
+        }),
+    );
+    let h = http(&r);
+    assert!(h.sent >= 99, "{} sent", h.sent);
+    assert_eq!(h.late, 0, "{} of {} sent late with {} connections", h.late, h.sent, h.connections.configured);
+}
+
+#[test]
 fn a_20ms_delay_shows_up_as_20ms() {
     let srv = Responder::start(false);
     let r = util::run(

@@ -189,6 +189,9 @@ pub fn run_worker(
                         let (job_tx, job_rx) = amsc::unbounded_channel::<(u64, Instant)>();
                         slot_txs.push(job_tx);
                         let (job, free_tx, conn) = (job.clone(), free_tx.clone(), conn_of(*k));
+                        // Free from the start, before its task first runs: the first request
+                        // due at the start must find it (it was counted late otherwise).
+                        let _ = free_tx.send(i);
                         handles.push(tokio::task::spawn_local(open_slot(i, job_rx, free_tx, conn, job)));
                     }
                     drop(free_tx);
@@ -364,7 +367,6 @@ async fn open_slot(
     conn: Rc<Conn>,
     job: Arc<Job>,
 ) {
-    let _ = free.send(id);
     while let Some((j, intended)) = jobs.recv().await {
         let lag = Instant::now().saturating_duration_since(intended);
         hist::record_ns(&mut conn.state.borrow_mut().run.send_lag, lag.as_nanos() as u64);

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Runs netblast and qperf back to back on loopback with the same pinning (client CPU 0, server
 # CPU 1), interleaved, several rounds, and prints median ratios:
-#   - message rate: `qperf -m 1 tcp_bw` msg_rate vs netblast msgrate, 1 flow, 1-byte messages
+#   - message rate, 1 flow of 1-byte TCP messages, against `qperf -m 1 tcp_bw`, in two modes:
+#       pps-8core as shipped (one send, one segment and one read per message: TCP_NODELAY,
+#       batch 1, recv each): application messages/s AND wire packets/s, both ways, from the
+#       loopback interface's packet counters around each run (qperf's too);
+#       batched (sendmmsg of 64, reads of what has arrived): messages/s only, the receiver's
+#       work differs from qperf's (it reads many messages per call), said so;
 #   - latency: `qperf tcp_lat` (one-way = round trip / 2) vs netblast rr, one-way = mean RTT / 2
 # plus netblast's UDP datagrams/s with one flow per CPU.
 #
@@ -28,22 +33,29 @@ taskset -c "$SCPU" qperf -lp "$PORT_QP" >"$WORK/qp-serve.log" 2>&1 &
 SERVERS+=($!)
 sleep 0.5
 
+LO=/sys/class/net/lo/statistics/tx_packets
 qp() { # name test [options...]
   local name=$1 test=$2; shift 2
+  local a; a=$(cat "$LO")
   taskset -c "$CCPU" qperf -lp "$PORT_QP" -t "$SECS" -v "$@" 127.0.0.1 "$test" >"$WORK/$name.txt" 2>&1 || { cat "$WORK/$name.txt" >&2; exit 1; }
+  echo $(( $(cat "$LO") - a )) >"$WORK/$name.lo"
   sleep 0.3
 }
 nb() { # name args...
   local name=$1; shift
+  local a; a=$(cat "$LO")
   "$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --json "$@" >"$WORK/$name.json" || { echo "netblast $* failed" >&2; exit 1; }
+  echo $(( $(cat "$LO") - a )) >"$WORK/$name.lo"
   sleep 0.3
 }
 
 for r in $(seq 1 "$ROUNDS"); do
   if (( r % 2 )); then
     qp "qbw-$r" tcp_bw -m 1; nb "nbw-$r" --profile pps-8core --flows 1
+    nb "nbb-$r" --profile pps-8core --flows 1 --batch 64 --recv batch
     qp "qlat-$r" tcp_lat; nb "nlat-$r" --profile latency; nb "nlatb-$r" --profile latency --wait block
   else
+    nb "nbb-$r" --profile pps-8core --flows 1 --batch 64 --recv batch
     nb "nbw-$r" --profile pps-8core --flows 1; qp "qbw-$r" tcp_bw -m 1
     nb "nlatb-$r" --profile latency --wait block; nb "nlat-$r" --profile latency; qp "qlat-$r" tcp_lat
   fi
@@ -69,18 +81,32 @@ def nb(name):
     return d["summary"]["ways"][0]
 med = statistics.median
 R = range(1, rounds + 1)
+def lo(name):
+    return int(open(os.path.join(work, name + ".lo")).read())
 q_rate = [qval("qbw-%d" % r, "msg_rate") for r in R]
+q_pkts = [lo("qbw-%d" % r) / float(secs) for r in R]
 n_rate = [nb("nbw-%d" % r)["msgs"]["sent_per_s"] for r in R]
-n_segs = [nb("nbw-%d" % r)["msgs"]["segs_out_per_s"] for r in R]
+n_wire = [nb("nbw-%d" % r)["msgs"]["wire_packets_per_s"] for r in R]
+n_lo = [lo("nbw-%d" % r) / nb("nbw-%d" % r)["sender"]["seconds"] for r in R]
+n_count = [nb("nbw-%d" % r)["msgs"]["wire_packets"] / lo("nbw-%d" % r) for r in R]
+b_rate = [nb("nbb-%d" % r)["msgs"]["sent_per_s"] for r in R]
+b_segs = [nb("nbb-%d" % r)["msgs"]["segs_out_per_s"] for r in R]
 q_lat = [qval("qlat-%d" % r, "latency") for r in R]
 n_lat = [nb("nlat-%d" % r)["latency"]["mean_ns"] / 2e9 for r in R]
 n_latb = [nb("nlatb-%d" % r)["latency"]["mean_ns"] / 2e9 for r in R]
 n_p50 = [nb("nlat-%d" % r)["latency"]["p50_ns"] / 2e9 for r in R]
 print("netblast vs qperf on loopback, %d rounds x %s s, client CPU %s, server CPU %s, medians"
       % (rounds, secs, os.environ.get("CCPU", "0"), os.environ.get("SCPU", "1")))
-print("msgs/s, 1 flow, 1-byte TCP messages: netblast %.3f M/s, qperf %.3f M/s, ratio %.3f (target >= 1.2)"
+print("1 flow of 1-byte TCP messages, pps-8core as shipped (one send, segment and read per message):")
+print("    wire packets/s (loopback counter, both ways): netblast %.0f k/s, qperf %.0f k/s, ratio %.3f (target >= 1.0)"
+      % (med(n_lo) / 1e3, med(q_pkts) / 1e3, med([a / b for a, b in zip(n_lo, q_pkts)])))
+print("    netblast's own wire packets/s (segments out + in): %.0f k/s, %.3f of the loopback counter (target within 5%%)"
+      % (med(n_wire) / 1e3, med(n_count)))
+print("    application messages/s: netblast %.3f M/s, qperf %.3f M/s, ratio %.3f"
       % (med(n_rate) / 1e6, med(q_rate) / 1e6, med([a / b for a, b in zip(n_rate, q_rate)])))
-print("    netblast put %.0f TCP segments/s on the wire for those messages (Nagle coalescing)" % med(n_segs))
+print("1 flow of 1-byte TCP messages, batched (sendmmsg of 64, reads of what has arrived: not qperf's receiver work):")
+print("    application messages/s: netblast %.3f M/s, qperf %.3f M/s, ratio %.3f; %.0f TCP segments/s"
+      % (med(b_rate) / 1e6, med(q_rate) / 1e6, med([a / b for a, b in zip(b_rate, q_rate)]), med(b_segs)))
 print("one-way latency (RTT/2), 1-byte TCP: netblast %.2f us (spin; p50 %.2f us), qperf %.2f us, ratio %.3f (target <= 1.0)"
       % (med(n_lat) * 1e6, med(n_p50) * 1e6, med(q_lat) * 1e6, med([a / b for a, b in zip(n_lat, q_lat)])))
 print("    netblast with --wait block (qperf's blocking method): %.2f us, ratio %.3f"

@@ -494,6 +494,7 @@ impl Aggregator {
                     _ => None,
                 };
                 let segs = last_tcp.map(|t| t.segs_out);
+                let wire = last_tcp.map(|t| t.segs_out + t.segs_in);
                 let kernel_drops = match s.way {
                     Way::Up => theirs.and_then(|e| e.kernel_drops),
                     Way::Down => mine.and_then(|e| e.kernel_drops),
@@ -507,6 +508,8 @@ impl Aggregator {
                     lost,
                     segs_out: segs,
                     segs_out_per_s: segs.map(|n| rate(n as f64, sender.seconds)),
+                    wire_packets: wire,
+                    wire_packets_per_s: wire.map(|n| rate(n as f64, sender.seconds)),
                 }
             });
             // Kernel RTT histogram and TCP_INFO cross-check of the sending socket.
@@ -583,6 +586,7 @@ impl Aggregator {
                 let received: Option<u64> = m.iter().map(|x| x.received).sum();
                 let lost: Option<u64> = m.iter().map(|x| x.lost).sum();
                 let segs: Option<u64> = m.iter().map(|x| x.segs_out).sum();
+                let wire: Option<u64> = m.iter().map(|x| x.wire_packets).sum();
                 let recv_s = receiver.map(|r| r.seconds).unwrap_or(0.0);
                 MsgTotals {
                     kernel_drops: m.iter().map(|x| x.kernel_drops).sum(),
@@ -593,6 +597,8 @@ impl Aggregator {
                     lost,
                     segs_out: segs,
                     segs_out_per_s: segs.map(|n| rate(n as f64, sent_s)),
+                    wire_packets: wire,
+                    wire_packets_per_s: wire.map(|n| rate(n as f64, sent_s)),
                 }
             });
             let merged = way_lat.get(&way).and_then(|h| h.as_ref());

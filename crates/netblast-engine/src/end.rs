@@ -118,6 +118,7 @@ pub fn spawn(
             let cfg = Arc::new(MsgConfig {
                 msg_bytes: m.msg_bytes.bytes() as usize,
                 batch: m.batch as usize,
+                recv_each: m.recv == netblast_spec::profile::RecvMode::Each,
                 interval,
                 timing,
             });

@@ -8,7 +8,8 @@
 //!   on (the default, as qperf) the kernel coalesces them into fewer segments; `tcpi_segs_out`
 //!   tells how many, and the report puts segments/s beside messages/s.
 //! - TCP receiver: reads up to 256 KiB per call with `SO_RCVLOWAT` = 4 KiB, so it wakes for
-//!   batches of messages rather than each one; messages = bytes / message size.
+//!   batches of messages rather than each one; messages = bytes / message size. With
+//!   `recv = "each"` it reads one message per call instead, as qperf's receiver does.
 //! - UDP sender: `sendmmsg`, one datagram per message. UDP receiver: `recvmmsg`, counting
 //!   datagrams; after the anchor's end of file it drains what is queued, then stops.
 //!
@@ -62,6 +63,8 @@ pub struct MsgConfig {
     pub msg_bytes: usize,
     /// Messages per `sendmmsg` (1: one `send` per message).
     pub batch: usize,
+    /// TCP receivers read one message per call (qperf's receiver) instead of what has arrived.
+    pub recv_each: bool,
     /// Reporting interval.
     pub interval: Duration,
     /// When senders stop and receivers give up.
@@ -176,9 +179,15 @@ fn tcp_recv(s: &TcpStream, cfg: &MsgConfig, m: &mut Meter, flags: &RunFlags, giv
     let fd = s.as_raw_fd();
     s.set_nonblocking(false).map_err(|e| io_msg(&e))?;
     net::set_timeouts(fd, WAKE).map_err(|e| io_msg(&e))?;
-    // Wake for a batch of messages, not each one; the end of file and timeouts still return less.
-    let _ = net::set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, RCVLOWAT as libc::c_int);
-    let mut buf = vec![0u8; 256 * 1024];
+    let mut buf = if cfg.recv_each {
+        // One message per call: a read costs what it costs qperf's receiver.
+        vec![0u8; cfg.msg_bytes.max(1)]
+    } else {
+        // Wake for a batch of messages, not each one; the end of file and timeouts still
+        // return less.
+        let _ = net::set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, RCVLOWAT as libc::c_int);
+        vec![0u8; 256 * 1024]
+    };
     let msg = cfg.msg_bytes as u64;
     loop {
         let r = net::recv(fd, &mut buf, 0);

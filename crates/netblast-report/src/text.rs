@@ -359,9 +359,18 @@ fn msg_summary(s: &mut String, r: &RunResult) {
                     let _ = writeln!(s, "      lost {lost} of {} datagrams ({pct:.2}%){drops}", m.sent);
                 }
                 if let Some(segs) = m.segs_out_per_s {
+                    let wire = m
+                        .wire_packets_per_s
+                        .map(|w| {
+                            format!(
+                                "; {} wire packets/s both ways (data segments and the receivers' ACKs)",
+                                count(w.round() as u64)
+                            )
+                        })
+                        .unwrap_or_default();
                     let _ = writeln!(
                         s,
-                        "On the wire: {} messages/s left as {} TCP segments/s ({:.1} messages per segment){}",
+                        "On the wire: {} application messages/s left as {} TCP data segments/s ({:.1} messages per segment){wire}{}",
                         count(m.sent_per_s.round() as u64),
                         count(segs.round() as u64),
                         if segs > 0.0 { m.sent_per_s / segs } else { 0.0 },

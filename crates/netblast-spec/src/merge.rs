@@ -590,6 +590,7 @@ fn merge_way_summary(
             let sent = m.iter().map(|x| x.sent).sum::<u64>();
             let received = sum_all(m.iter().map(|x| x.received));
             let segs = sum_all(m.iter().map(|x| x.segs_out));
+            let wire = sum_all(m.iter().map(|x| x.wire_packets));
             let recv_s = receiver.map(|r| r.seconds).unwrap_or(0.0);
             MsgTotals {
                 sent,
@@ -600,6 +601,8 @@ fn merge_way_summary(
                 segs_out: segs,
                 segs_out_per_s: segs.map(|n| rate(n as f64, sent_s)),
                 kernel_drops: sum_all(m.iter().map(|x| x.kernel_drops)),
+                wire_packets: wire,
+                wire_packets_per_s: wire.map(|n| rate(n as f64, sent_s)),
             }
         })
     };

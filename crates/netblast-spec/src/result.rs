@@ -593,6 +593,14 @@ pub struct MsgTotals {
     /// (/proc/net/udp); on a host-local test this accounts for every lost datagram.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_drops: Option<u64>,
+    /// TCP: packets on the wire, both ways: the senders' segments out (data) plus their
+    /// segments in (the receivers' ACKs), from the kernel's counters (`tcpi_segs_out`,
+    /// `tcpi_segs_in`). What an interface's packet counters see of the test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_packets: Option<u64>,
+    /// `wire_packets` per second of the senders' time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_packets_per_s: Option<f64>,
 }
 
 /// Totals of one way (summed over its streams).

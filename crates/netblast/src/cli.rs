@@ -110,6 +110,15 @@ pub struct ServeArgs {
     pub http_timeout: Dur,
 }
 
+/// `--recv`: how TCP message receivers read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RecvArg {
+    /// What has arrived, up to 256 KiB per call.
+    Batch,
+    /// One message per call (qperf's receiver).
+    Each,
+}
+
 /// How `--zerocopy` sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ZeroCopy {
@@ -177,6 +186,10 @@ pub struct ProfileArgs {
     /// msgrate: messages per sendmmsg call (1: one send per message).
     #[arg(long)]
     pub batch: Option<u32>,
+    /// msgrate over TCP: how receivers read: batch (what has arrived, up to 256 KiB) or each
+    /// (one message per call, as qperf's receiver: the work qperf -m 1 tcp_bw measures).
+    #[arg(long, value_enum)]
+    pub recv: Option<RecvArg>,
     /// rr: request size (default 1).
     #[arg(long)]
     pub req_size: Option<ByteSize>,
@@ -435,6 +448,10 @@ impl ProfileArgs {
             }),
             msg_size: self.msg_size,
             batch: self.batch,
+            recv: self.recv.map(|r| match r {
+                RecvArg::Batch => netblast_spec::profile::RecvMode::Batch,
+                RecvArg::Each => netblast_spec::profile::RecvMode::Each,
+            }),
             req_size: self.req_size,
             resp_size: self.resp_size,
             udp: self.udp,

@@ -194,3 +194,39 @@ fn pps_8core_runs_here_and_says_how_many_flows() {
     assert!(out.contains("Per client CPU") || n == 1, "{out}");
     assert!(out.contains("segments/s"), "{out}");
 }
+
+#[test]
+fn pps_8core_counts_wire_packets_as_the_interface_does() {
+    // pps-8core reports application messages/s and wire packets/s (both ways, from the
+    // kernel's segment counters); held against the loopback counter of a namespace that
+    // carries nothing else.
+    if !util::netns_or_skip("pps_8core_counts_wire_packets_as_the_interface_does") {
+        return;
+    }
+    let ns = util::NetnsPair::create();
+    let bin = env!("CARGO_BIN_EXE_netblast");
+    let mut serve = ns.cmd(&ns.b, bin);
+    serve.args(["serve", "--probe", "tcpinfo", "--bind", "127.0.0.1", "--port", "0"]);
+    let (child, addr) = util::spawn_server_from(serve);
+    let _serve = util::KillOnDrop(child);
+    let before = ns.packets(&ns.b, "lo").1;
+    let out = ns
+        .cmd(&ns.b, bin)
+        .args(["run", "--probe", "tcpinfo", "--target", &addr.to_string(), "--profile", "pps-8core"])
+        .args(["--cpus", "0", "--server-cpus", "1", "-t", "2", "--json"])
+        .output()
+        .unwrap();
+    let on_lo = ns.packets(&ns.b, "lo").1 - before;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: RunResult = serde_json::from_slice(&out.stdout).unwrap();
+    let m = r.summary.ways[0].msgs.unwrap();
+    let wire = m.wire_packets.expect("wire packets counted");
+    let ratio = wire as f64 / on_lo as f64;
+    assert!((0.95..=1.05).contains(&ratio), "wire packets {wire}, loopback counter {on_lo}");
+    assert!(m.wire_packets_per_s.unwrap() > 0.0 && m.sent_per_s > 0.0);
+    // One read per message at the server: it does real work, and says so in CPU time.
+    let server = r.summary.cpu.server.unwrap();
+    assert!(server.cpu_s() > 0.1, "the server read every message: {server:?}");
+    let text = netblast_report::text::summary(&r);
+    assert!(text.contains("application messages/s") && text.contains("wire packets/s"), "{text}");
+}

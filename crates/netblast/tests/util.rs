@@ -219,6 +219,16 @@ impl NetnsPair {
         c
     }
 
+    /// Packets received and sent by interface `dev` of namespace `ns` (its /proc/net/dev).
+    pub fn packets(&self, ns: &str, dev: &str) -> (u64, u64) {
+        let out = self.cmd(ns, "cat").arg("/proc/net/dev").output().expect("read /proc/net/dev");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let dev = format!("{dev}:");
+        let line = text.lines().find(|l| l.trim_start().starts_with(&dev)).expect("the interface's counters");
+        let f: Vec<u64> = line.split(':').nth(1).unwrap().split_whitespace().map(|v| v.parse().unwrap()).collect();
+        (f[1], f[9])
+    }
+
     /// Bytes received and sent by namespace `ns`'s veth end (its interface counters, from the
     /// namespace's own /proc/net/dev: /sys would show the mounting namespace's devices).
     pub fn veth_bytes(&self, ns: &str) -> (u64, u64) {

@@ -16,7 +16,7 @@ mod workload;
 
 pub use bulk::{BulkSection, Direction, SendMode, Way};
 pub use http::{HttpSection, HttpVersion, RateStep};
-pub use msgrate::{MsgrateSection, Protocol};
+pub use msgrate::{MsgrateSection, Protocol, RecvMode};
 pub use overrides::Overrides;
 pub use rr::{RrSection, WaitMode};
 pub use run::{Kind, RunSection};

@@ -25,6 +25,29 @@ impl Protocol {
     }
 }
 
+/// How a TCP message receiver reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecvMode {
+    /// Read what has arrived, up to 256 KiB per call (waking for 4 KiB at least): the
+    /// receiver's cost per message is small, and it keeps up with any sender.
+    #[default]
+    Batch,
+    /// Read one message per call, as qperf's receiver does (`qperf -m 1 tcp_bw`): every
+    /// message costs the receiver a system call, which is the work qperf measures.
+    Each,
+}
+
+impl RecvMode {
+    /// The name as written in profiles and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            RecvMode::Batch => "batch",
+            RecvMode::Each => "each",
+        }
+    }
+}
+
 /// The `[msgrate]` section.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -45,6 +68,13 @@ pub struct MsgrateSection {
     /// Server CPUs for the peer flows, flow i on the i-th (wrapping); default: the client's list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpus: Option<CpuList>,
+    /// How TCP receivers read: `batch` (default) or `each` (one message per call, as qperf).
+    #[serde(default, skip_serializing_if = "is_batch")]
+    pub recv: RecvMode,
+}
+
+fn is_batch(r: &RecvMode) -> bool {
+    *r == RecvMode::Batch
 }
 
 fn one_byte() -> ByteSize {
@@ -70,6 +100,7 @@ impl Default for MsgrateSection {
             protocol: Protocol::Tcp,
             batch: MsgrateSection::DEFAULT_BATCH,
             server_cpus: None,
+            recv: RecvMode::Batch,
         }
     }
 }

@@ -46,6 +46,8 @@ pub struct Overrides {
     pub msg_size: Option<ByteSize>,
     /// `--batch` (msgrate).
     pub batch: Option<u32>,
+    /// `--recv` (msgrate).
+    pub recv: Option<super::RecvMode>,
     /// `--req-size` (rr).
     pub req_size: Option<ByteSize>,
     /// `--resp-size` (rr).
@@ -123,6 +125,7 @@ impl Overrides {
             ("--zerocopy", self.send_mode.is_some(), BULK),
             ("--msg-size", self.msg_size.is_some(), MSG),
             ("--batch", self.batch.is_some(), MSG),
+            ("--recv", self.recv.is_some(), MSG),
             ("--req-size", self.req_size.is_some(), RR),
             ("--resp-size", self.resp_size.is_some(), RR),
             ("--wait", self.wait.is_some(), RR),
@@ -209,6 +212,7 @@ impl Overrides {
                 }
                 set(&mut m.msg_bytes, self.msg_size);
                 set(&mut m.batch, self.batch);
+                set(&mut m.recv, self.recv);
                 if self.udp {
                     m.protocol = Protocol::Udp;
                 }

@@ -157,13 +157,14 @@ impl Workload {
                 )
             }
             Workload::Msgrate(m) => format!(
-                "msgrate: {}-byte {} messages, {}, {bound}",
+                "msgrate: {}-byte {} messages, {}{}, {bound}",
                 m.msg_bytes.bytes(),
                 m.protocol.name().to_uppercase(),
                 match m.flows {
                     Some(f) => format!("{f} flow{}", plural(f)),
                     None => "one flow per CPU".to_string(),
-                }
+                },
+                if m.recv == super::RecvMode::Each { ", read one message per call" } else { "" }
             ),
             Workload::Rr(r) => format!(
                 "rr: {}-byte requests, {}-byte responses over {}, {} flow{}, wait {}, {bound}",

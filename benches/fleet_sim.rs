@@ -79,6 +79,7 @@ fn interval_template() -> Interval {
             segs_out_per_s: None,
             latency: Some(LatencySummary::of(&h)),
             latency_hist: EncodedHistogram::encode(&h).ok(),
+            udp: None,
         }],
         http: None,
     }

@@ -622,7 +622,7 @@ async fn run_test(
                     }
                     part.streams.extend(flows.into_iter().map(|f| {
                         let tcp = f.tcp.filter(|_| ways.get(&f.id) == Some(&Way::Down));
-                        ServerSample { id: f.id, bytes: f.bytes, msgs: f.msgs, tcp }
+                        ServerSample { id: f.id, bytes: f.bytes, msgs: f.msgs, tcp, udp: f.udp }
                     }));
                 }
                 Some((_, Event::FlowDone(f))) => finals.push({
@@ -644,6 +644,7 @@ async fn run_test(
                     tcp_info: f.tcp_info,
                     note: notes.remove(&f.id),
                     error: f.error,
+                    udp: f.udp,
                 }}),
                 Some((w, Event::WorkerDone { cpu: c, pin_error, tcp_samples, .. })) => {
                     if let Some(e) = pin_error {

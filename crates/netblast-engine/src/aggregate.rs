@@ -18,7 +18,7 @@ use netblast_spec::hist::{self, EncodedHistogram, LatencySummary};
 use netblast_spec::profile::{Kind, Protocol, Way, Workload};
 use netblast_spec::result::{
     CpuSummary, CpuUsage, Interval, MsgTotals, RttSummary, RunError, SideTotal, StreamInfo, StreamInterval,
-    StreamSummary, Summary, WayInterval, WaySummary, MAX_STREAM_DETAIL,
+    StreamSummary, Summary, UdpQuality, WayInterval, WaySummary, MAX_STREAM_DETAIL,
 };
 use netblast_spec::wire::{ServerSample, ServerStreamFinal, ServerWaySample};
 use std::collections::HashMap;
@@ -188,7 +188,7 @@ impl Aggregator {
                     let way = self.way_of(end.id).map(|w| format!(" ({w:?})").to_lowercase()).unwrap_or_default();
                     self.error(end.seconds, format!("stream {}{way}", end.id), err.clone());
                 }
-                self.ends.insert(end.id, end);
+                self.ends.insert(end.id, *end);
             }
             Event::WorkerDone { cpu, pinned: _, pin_error, tcp_samples } => {
                 if let Some(e) = pin_error {
@@ -342,6 +342,11 @@ impl Aggregator {
                 segs_out: if msgs { segs_out } else { None },
                 latency: hist.map(LatencySummary::of),
                 latency_hist: hist.and_then(|h| EncodedHistogram::encode(h).ok()),
+                // The receiver's account: the server's for up streams, this end's for down.
+                udp: match s.way {
+                    Way::Up => acc.server.get(&s.id).and_then(|x| x.udp),
+                    Way::Down => acc.client.get(&s.id).and_then(|x| x.udp),
+                },
             });
         }
         for p in problems {
@@ -417,6 +422,7 @@ impl Aggregator {
                 segs_out_per_s: segs.map(|m| per_s(m as f64)),
                 latency: merged.map(LatencySummary::of),
                 latency_hist: merged.and_then(|h| EncodedHistogram::encode(h).ok()),
+                udp: UdpQuality::sum(of_way.iter().filter_map(|x| x.udp.as_ref())),
             });
         }
         sums
@@ -510,6 +516,10 @@ impl Aggregator {
                     segs_out_per_s: segs.map(|n| rate(n as f64, sender.seconds)),
                     wire_packets: wire,
                     wire_packets_per_s: wire.map(|n| rate(n as f64, sender.seconds)),
+                    udp: match s.way {
+                        Way::Up => theirs.and_then(|e| e.udp),
+                        Way::Down => mine.and_then(|e| e.udp),
+                    },
                 }
             });
             // Kernel RTT histogram and TCP_INFO cross-check of the sending socket.
@@ -599,6 +609,7 @@ impl Aggregator {
                     segs_out_per_s: segs.map(|n| rate(n as f64, sent_s)),
                     wire_packets: wire,
                     wire_packets_per_s: wire.map(|n| rate(n as f64, sent_s)),
+                    udp: UdpQuality::sum(m.iter().filter_map(|x| x.udp.as_ref())),
                 }
             });
             let merged = way_lat.get(&way).and_then(|h| h.as_ref());
@@ -684,7 +695,7 @@ mod tests {
     }
 
     fn server(id: u32, bytes: u64, tcp: Option<TcpStats>) -> ServerSample {
-        ServerSample { id, bytes, msgs: 0, tcp }
+        ServerSample { id, bytes, msgs: 0, tcp, udp: None }
     }
 
     fn server_final(id: u32, bytes: u64, seconds: f64, tcp: Option<TcpStats>) -> ServerStreamFinal {
@@ -696,8 +707,8 @@ mod tests {
         let with_dsack = |retrans, dsack| tcp(retrans, 100).map(|t| TcpStats { dsack_segs: dsack, ..t });
         let summarize = |second: Option<u64>| {
             let mut a = Aggregator::new(vec![info(0, Way::Up), info(1, Way::Up)], 1, BULK);
-            a.on_worker(0, Event::FlowDone(end(0, 1000, 1.0, with_dsack(5, Some(2)))));
-            a.on_worker(0, Event::FlowDone(end(1, 1000, 1.0, with_dsack(3, second))));
+            a.on_worker(0, Event::FlowDone(Box::new(end(0, 1000, 1.0, with_dsack(5, Some(2))))));
+            a.on_worker(0, Event::FlowDone(Box::new(end(1, 1000, 1.0, with_dsack(3, second)))));
             a.finish(CpuUsage::default()).1
         };
         let sum = summarize(Some(3));
@@ -725,8 +736,8 @@ mod tests {
         let live = a.on_server_interval(0, 0.0, 1.0, vec![server(0, 990, None), server(1, 500, tcp(1, 300))], vec![]);
         assert_eq!(live.len(), 1, "both ends reported interval 0");
         assert_eq!(live[0].streams[0].received_bytes, Some(990), "the live interval holds the server's view");
-        a.on_worker(0, Event::FlowDone(end(0, 1000, 1.0, tcp(3, 100))));
-        a.on_worker(0, Event::FlowDone(end(1, 500, 1.1, None)));
+        a.on_worker(0, Event::FlowDone(Box::new(end(0, 1000, 1.0, tcp(3, 100)))));
+        a.on_worker(0, Event::FlowDone(Box::new(end(1, 500, 1.1, None))));
         a.on_worker(
             0,
             Event::WorkerDone {
@@ -789,7 +800,7 @@ mod tests {
     #[test]
     fn a_server_report_that_cannot_be_true_makes_the_run_incomplete() {
         let mut a = Aggregator::new(vec![info(0, Way::Up)], 1, BULK);
-        a.on_worker(0, Event::FlowDone(end(0, 1000, 1.0, None)));
+        a.on_worker(0, Event::FlowDone(Box::new(end(0, 1000, 1.0, None))));
         a.on_server_final(
             vec![server_final(0, u64::MAX, 1.0, None), server_final(0, 5, 1.0, None), server_final(9, 5, 1.0, None)],
             CpuUsage::default(),
@@ -807,7 +818,7 @@ mod tests {
         let mut a = Aggregator::new(vec![info(0, Way::Up)], 1, BULK);
         let mut e = end(0, 10, 2.5, None);
         e.error = Some("connection reset by peer".into());
-        a.on_worker(0, Event::FlowDone(e));
+        a.on_worker(0, Event::FlowDone(Box::new(e)));
         assert!(!a.all_streams_clean());
         assert_eq!(a.errors[0].source, "stream 0 (up)");
         assert_eq!(a.errors[0].at_s, 2.5);
@@ -829,7 +840,7 @@ mod tests {
         for (w, id, v, n) in [(0usize, 0u32, 10_000u64, 900u64), (1, 1, 1_000_000, 100)] {
             let f = FlowSample { id, msgs: n, hist: hist_of(v, n), ..Default::default() };
             a.on_worker(w, Event::Interval { index: 0, start_s: 0.0, end_s: 1.0, flows: vec![f] });
-            a.on_worker(w, Event::FlowDone(FlowEnd { id, msgs: n, seconds: 1.0, ..Default::default() }));
+            a.on_worker(w, Event::FlowDone(Box::new(FlowEnd { id, msgs: n, seconds: 1.0, ..Default::default() })));
         }
         let (iv, sum) = a.finish(CpuUsage::default());
         let l = iv[0].sums[0].latency.clone().unwrap();
@@ -849,7 +860,10 @@ mod tests {
     fn udp_loss_is_sent_minus_received() {
         let udp = KindInfo { kind: Kind::Msgrate, protocol: Protocol::Udp };
         let mut a = Aggregator::new(vec![info(0, Way::Up)], 1, udp);
-        a.on_worker(0, Event::FlowDone(FlowEnd { id: 0, msgs: 1000, bytes: 1000, seconds: 1.0, ..Default::default() }));
+        a.on_worker(
+            0,
+            Event::FlowDone(Box::new(FlowEnd { id: 0, msgs: 1000, bytes: 1000, seconds: 1.0, ..Default::default() })),
+        );
         a.on_server_final(
             vec![ServerStreamFinal { id: 0, bytes: 990, msgs: 990, seconds: 1.0, ..Default::default() }],
             CpuUsage::default(),

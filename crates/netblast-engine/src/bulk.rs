@@ -297,7 +297,7 @@ pub fn run_worker(
         Err(e) => {
             // Report every flow as failed so the aggregator is not left waiting.
             for id in ids {
-                send(Event::FlowDone(FlowEnd {
+                send(Event::FlowDone(Box::new(FlowEnd {
                     msgs: 0,
                     lost: 0,
                     id,
@@ -307,7 +307,7 @@ pub fn run_worker(
                     error: Some(format!("worker {worker} setup failed: {e}")),
                     cpu,
                     ..Default::default()
-                }));
+                })));
             }
             finish_worker(pin_error, sampled);
             return;
@@ -315,7 +315,7 @@ pub fn run_worker(
     };
     let Some(start) = gate.wait() else {
         for f in &flows {
-            send(Event::FlowDone(FlowEnd {
+            send(Event::FlowDone(Box::new(FlowEnd {
                 msgs: 0,
                 lost: 0,
                 id: f.id,
@@ -325,7 +325,7 @@ pub fn run_worker(
                 error: Some("test cancelled before start".into()),
                 cpu,
                 ..Default::default()
-            }));
+            })));
         }
         finish_worker(pin_error, sampled);
         return;
@@ -531,7 +531,7 @@ pub fn run_worker(
         f.watch.settle(settle_until.saturating_duration_since(Instant::now()));
     }
     for f in &flows {
-        send(Event::FlowDone(FlowEnd {
+        send(Event::FlowDone(Box::new(FlowEnd {
             msgs: 0,
             lost: 0,
             id: f.id,
@@ -543,7 +543,8 @@ pub fn run_worker(
             kernel_drops: None,
             rtt_hist: f.watch.rtt_histogram().map(Box::new),
             tcp_info: f.watch.tcp_info_check(),
-        }));
+            udp: None,
+        })));
     }
     finish_worker(pin_error, sampled);
 }

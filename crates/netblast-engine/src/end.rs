@@ -119,6 +119,9 @@ pub fn spawn(
                 msg_bytes: m.msg_bytes.bytes() as usize,
                 batch: m.batch as usize,
                 recv_each: m.recv == netblast_spec::profile::RecvMode::Each,
+                bitrate: m.bitrate.map(|b| b.bits_per_s()),
+                sequenced: m.protocol == netblast_spec::profile::Protocol::Udp
+                    && m.msg_bytes.bytes() >= netblast_spec::profile::MsgrateSection::SEQ_HEADER,
                 interval,
                 timing,
             });

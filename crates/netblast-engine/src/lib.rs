@@ -4,7 +4,9 @@
 //! - [`worker`]: what all generators share: pinned worker threads, start gate, interval
 //!   ticker, run flags, the events workers send to the aggregator.
 //! - [`bulk`]: TCP bulk streams (send / receive loops), used by both client and server.
-//! - [`msgrate`]: small messages as fast as possible, one pinned flow per worker (TCP, UDP).
+//! - [`msgrate`]: small messages as fast as possible, one pinned flow per worker (TCP, UDP),
+//!   or UDP datagrams paced at a bit rate.
+//! - [`udpseq`]: sequenced UDP datagrams: the header, and loss, reordering, duplicates, jitter.
 //! - [`rr`]: request/response round trips into HDR histograms (TCP, UDP; block or spin).
 //! - [`http`]: HTTP/1.1, HTTP/2 and HTTPS floods (hyper, rustls), closed and open loop.
 //! - [`meter`]: per-flow counters and interval events of the single-flow generators.
@@ -35,4 +37,5 @@ pub mod rr;
 pub mod runner;
 pub mod sockopt;
 pub mod sys;
+pub mod udpseq;
 pub mod worker;

@@ -28,6 +28,9 @@ pub struct Meter {
     watch: Option<FlowWatch>,
     tx: EventTx,
     last_byte: Instant,
+    /// A UDP receiver's sequence account (sequenced datagrams only).
+    pub seq: Option<crate::udpseq::SeqTracker>,
+    at_udp: netblast_spec::result::UdpQuality,
 }
 
 impl Meter {
@@ -57,6 +60,8 @@ impl Meter {
             watch,
             tx,
             last_byte: start,
+            seq: None,
+            at_udp: Default::default(),
         }
     }
 
@@ -80,8 +85,21 @@ impl Meter {
         self.ticker.next()
     }
 
+    /// Nanoseconds since the flow's start.
+    #[inline]
+    pub fn since_start_ns(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.start).as_nanos() as u64
+    }
+
     fn sample(&mut self, tcp: bool) -> FlowSample {
+        let udp = self.seq.as_ref().map(|t| {
+            let total = t.total();
+            let d = crate::udpseq::delta(&total, &self.at_udp);
+            self.at_udp = total;
+            d
+        });
         let s = FlowSample {
+            udp,
             id: self.id,
             bytes: self.bytes - self.at_bytes,
             msgs: self.msgs - self.at_msgs,
@@ -139,8 +157,9 @@ impl Meter {
             kernel_drops,
             rtt_hist: self.watch.as_ref().and_then(|w| w.rtt_histogram()).map(Box::new),
             tcp_info: self.watch.as_ref().and_then(|w| w.tcp_info_check()),
+            udp: self.seq.as_ref().map(|t| t.total()),
         };
-        (self.tx)(self.worker, Event::FlowDone(end));
+        (self.tx)(self.worker, Event::FlowDone(Box::new(end)));
     }
 }
 
@@ -172,12 +191,12 @@ pub fn run_single(
         }
         None => tx(
             worker,
-            Event::FlowDone(FlowEnd {
+            Event::FlowDone(Box::new(FlowEnd {
                 id,
                 error: Some("test cancelled before start".into()),
                 cpu,
                 ..Default::default()
-            }),
+            })),
         ),
     }
     // One flow per worker: its statistics are read at every tick.

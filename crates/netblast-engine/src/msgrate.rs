@@ -10,15 +10,19 @@
 //! - TCP receiver: reads up to 256 KiB per call with `SO_RCVLOWAT` = 4 KiB, so it wakes for
 //!   batches of messages rather than each one; messages = bytes / message size. With
 //!   `recv = "each"` it reads one message per call instead, as qperf's receiver does.
-//! - UDP sender: `sendmmsg`, one datagram per message. UDP receiver: `recvmmsg`, counting
-//!   datagrams; after the anchor's end of file it drains what is queued, then stops.
+//! - UDP sender: `sendmmsg`, one datagram per message; with a bit rate, paced: each datagram
+//!   goes at its due time (to a 50 us grain). Datagrams of 16 bytes or more carry a sequence
+//!   number and send time. UDP receiver: `recvmmsg`, counting datagrams (and accounting
+//!   sequenced ones: loss, reordering, duplicates, jitter); after the anchor's end of file it
+//!   drains what is queued, then stops.
 //!
 //! Metrics: messages and bytes per interval and in total on both ends, TCP statistics of the
 //! sending socket (segments out: packets on the wire).
 
 use crate::bulk::{describe_io, FlowRole};
 use crate::meter::{run_single, should_stop, Meter};
-use crate::net::{self, RecvBatch, SendBatch};
+use crate::net::{self, OwnBatch, RecvBatch, SendBatch};
+use crate::udpseq;
 use crate::worker::{Deadlines, EventTx, Pinning, RunFlags, StartGate, Timing};
 use netblast_probe::Probe;
 use std::io::{self, ErrorKind};
@@ -65,6 +69,10 @@ pub struct MsgConfig {
     pub batch: usize,
     /// TCP receivers read one message per call (qperf's receiver) instead of what has arrived.
     pub recv_each: bool,
+    /// UDP: bits per second each sender paces its datagrams to; `None`: as fast as it can.
+    pub bitrate: Option<f64>,
+    /// UDP: datagrams carry a sequence number and send time ([`crate::udpseq`]).
+    pub sequenced: bool,
     /// Reporting interval.
     pub interval: Duration,
     /// When senders stop and receivers give up.
@@ -93,7 +101,7 @@ pub fn run_worker(
             (MsgSocket::Tcp(s), FlowRole::Send) => tcp_send(s, cfg, m, flags, send_until, give_up).map(|_| None),
             (MsgSocket::Tcp(s), FlowRole::Recv) => tcp_recv(s, cfg, m, flags, give_up).map(|_| None),
             (MsgSocket::Udp { udp, anchor }, FlowRole::Send) => {
-                udp_send(udp, anchor, cfg, m, flags, send_until).map(|_| None)
+                udp_send(udp, anchor, cfg, m, flags, start, send_until).map(|_| None)
             }
             (MsgSocket::Udp { udp, anchor }, FlowRole::Recv) => {
                 udp_recv(udp, anchor, cfg, m, flags, give_up).map(|_| net::udp_drops(udp.as_raw_fd()))
@@ -212,51 +220,84 @@ fn tcp_recv(s: &TcpStream, cfg: &MsgConfig, m: &mut Meter, flags: &RunFlags, giv
     }
 }
 
+/// How far ahead of its due time a paced sender sends: the datagrams due within it go in one
+/// `sendmmsg`, so pacing is even to this grain and never a burst of an interval's budget.
+const PACE_GRAIN: Duration = Duration::from_micros(50);
+
+#[allow(clippy::too_many_arguments)]
 fn udp_send(
     udp: &UdpSocket,
     anchor: &TcpStream,
     cfg: &MsgConfig,
     m: &mut Meter,
     flags: &RunFlags,
+    start: Instant,
     send_until: Instant,
 ) -> Result<(), String> {
     let fd = udp.as_raw_fd();
     udp.set_nonblocking(false).map_err(|e| io_msg(&e))?;
     net::set_timeouts(fd, WAKE).map_err(|e| io_msg(&e))?;
-    let payload = vec![0x5au8; cfg.msg_bytes];
-    let mut batch = SendBatch::new(&payload, cfg.batch.max(1));
+    let n = cfg.batch.max(1);
+    let mut same = SendBatch::new(&vec![0x5au8; cfg.msg_bytes], n);
+    let mut own = (cfg.sequenced || cfg.bitrate.is_some()).then(|| OwnBatch::new(cfg.msg_bytes, n, 0x5a));
+    // Seconds between datagrams at the target rate.
+    let gap_s = cfg.bitrate.map(|b| cfg.msg_bytes as f64 * 8.0 / b);
+    if gap_s.is_some() {
+        // Sleeps end when asked, not up to 50 us later (the default timer slack).
+        // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
+    }
+    let mut seq: u64 = 0;
     let result = loop {
         let now = Instant::now();
         m.tick(now);
         if should_stop(flags, now, send_until) {
             break Ok(());
         }
-        let mut failed = None;
-        for _ in 0..16 {
-            match batch.send(fd) {
-                Ok((n, bytes)) => {
-                    m.msgs += n as u64;
-                    m.bytes += bytes;
+        // How many to send now: a batch, or those due by now plus the grain.
+        let k = match gap_s {
+            None => n,
+            Some(gap) => {
+                let due = start + Duration::from_secs_f64(seq as f64 * gap);
+                if due > now {
+                    let wait = (due - now).min(WAKE).min(send_until.saturating_duration_since(now));
+                    if wait > Duration::from_micros(2) {
+                        std::thread::sleep(wait);
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                    continue;
                 }
-                // The local queue is full: the datagram was not sent, so it is not counted.
-                Err(e)
-                    if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted)
-                        || e.raw_os_error() == Some(libc::ENOBUFS) =>
-                {
-                    break
-                }
-                Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
-                    failed = Some("the server's UDP port is closed (ICMP port unreachable)".to_string());
-                    break;
-                }
-                Err(e) => {
-                    failed = Some(io_msg(&e));
-                    break;
-                }
+                let horizon = (now + PACE_GRAIN).saturating_duration_since(start).as_secs_f64();
+                ((horizon / gap) as u64 + 1).saturating_sub(seq).clamp(1, n as u64) as usize
             }
-        }
-        if let Some(e) = failed {
-            break Err(e);
+        };
+        let sent = match own.as_mut() {
+            Some(b) => {
+                if cfg.sequenced {
+                    let at = m.since_start_ns(now);
+                    for i in 0..k {
+                        udpseq::write_header(b.buf_mut(i), seq + i as u64, at);
+                    }
+                }
+                b.send(fd, k)
+            }
+            None => same.send(fd),
+        };
+        match sent {
+            Ok((done, bytes)) => {
+                seq += done as u64;
+                m.msgs += done as u64;
+                m.bytes += bytes;
+            }
+            // The local queue is full: the datagram was not sent, so it is not counted.
+            Err(e)
+                if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted)
+                    || e.raw_os_error() == Some(libc::ENOBUFS) => {}
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+                break Err("the server's UDP port is closed (ICMP port unreachable)".to_string());
+            }
+            Err(e) => break Err(io_msg(&e)),
         }
     };
     m.moved_at(Instant::now());
@@ -279,12 +320,27 @@ fn udp_recv(
     anchor.set_nonblocking(true).map_err(|e| io_msg(&e))?;
     let mut batch = RecvBatch::new(64, cfg.msg_bytes.max(1) + 1);
     let mut scratch = [0u8; 64];
+    if cfg.sequenced {
+        m.seq = Some(udpseq::SeqTracker::default());
+    }
+    // Accounts the sequenced datagrams of the last batch (one arrival time for the batch).
+    let account = |m: &mut Meter, batch: &RecvBatch, n: usize| {
+        let at = m.since_start_ns(Instant::now());
+        if let Some(t) = m.seq.as_mut() {
+            for i in 0..n {
+                if let Some((seq, sent)) = udpseq::read_header(batch.datagram(i)) {
+                    t.on_datagram(seq, sent, at);
+                }
+            }
+        }
+    };
     loop {
         // Drain what is queued.
         loop {
             match batch.recv(fd) {
                 Ok((0, _)) => break,
                 Ok((n, bytes)) => {
+                    account(m, &batch, n);
                     m.msgs += n as u64;
                     m.bytes += bytes;
                     m.moved_at(Instant::now());
@@ -318,6 +374,7 @@ fn udp_recv(
                                 }
                             }
                             Ok((n, bytes)) => {
+                                account(m, &batch, n);
                                 m.msgs += n as u64;
                                 m.bytes += bytes;
                             }

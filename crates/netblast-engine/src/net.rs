@@ -160,6 +160,51 @@ impl SendBatch {
     }
 }
 
+/// A batch of datagrams for `sendmmsg`, each with a buffer of its own (sequenced datagrams
+/// carry a different header each).
+pub struct OwnBatch {
+    // As in SendBatch: boxed slices that never move or resize after construction.
+    bufs: Box<[u8]>,
+    size: usize,
+    iovs: Box<[libc::iovec]>,
+    hdrs: Box<[libc::mmsghdr]>,
+}
+
+// SAFETY: the raw pointers only refer to the struct's own heap allocations, which move with it.
+unsafe impl Send for OwnBatch {}
+
+impl OwnBatch {
+    /// `n` datagrams of `size` bytes, each filled with `fill`.
+    pub fn new(size: usize, n: usize, fill: u8) -> OwnBatch {
+        let mut bufs: Box<[u8]> = vec![fill; n * size].into();
+        let base = bufs.as_mut_ptr();
+        let mut iovs: Box<[libc::iovec]> = (0..n)
+            // SAFETY: i * size < n * size, inside `bufs`.
+            .map(|i| libc::iovec { iov_base: unsafe { base.add(i * size) }.cast(), iov_len: size })
+            .collect();
+        let hdrs = headers_for(&mut iovs);
+        OwnBatch { bufs, size, iovs, hdrs }
+    }
+
+    /// Datagram `i`'s buffer.
+    pub fn buf_mut(&mut self, i: usize) -> &mut [u8] {
+        &mut self.bufs[i * self.size..(i + 1) * self.size]
+    }
+
+    /// Sends the first `k` datagrams with one `sendmmsg`; returns (datagrams, bytes) sent.
+    pub fn send(&mut self, fd: RawFd, k: usize) -> io::Result<(usize, u64)> {
+        let k = k.min(self.hdrs.len());
+        debug_assert_eq!(self.iovs.len(), self.hdrs.len());
+        // SAFETY: `hdrs[..k]` are valid headers whose iovecs point into `bufs`, which is live.
+        let rc = unsafe { libc::sendmmsg(fd, self.hdrs.as_mut_ptr(), k as u32, libc::MSG_NOSIGNAL) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = rc as usize;
+        Ok((n, self.hdrs[..n].iter().map(|h| h.msg_len as u64).sum()))
+    }
+}
+
 /// Buffers for `recvmmsg`: `n` messages of up to `size` bytes each.
 pub struct RecvBatch {
     bufs: Box<[u8]>,
@@ -201,6 +246,13 @@ impl RecvBatch {
         }
         let n = rc as usize;
         Ok((n, self.hdrs[..n].iter().map(|h| h.msg_len as u64).sum()))
+    }
+
+    /// Datagram `i` of the last [`RecvBatch::recv`] (`i` below the count it returned).
+    pub fn datagram(&self, i: usize) -> &[u8] {
+        let size = self.bufs.len() / self.hdrs.len().max(1);
+        let len = (self.hdrs[i].msg_len as usize).min(size);
+        &self.bufs[i * size..i * size + len]
     }
 }
 

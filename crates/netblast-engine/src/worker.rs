@@ -181,6 +181,8 @@ pub struct FlowSample {
     pub tcp: Option<TcpStats>,
     /// Latency of the interval's transactions (rr client), ns.
     pub hist: Option<Box<Histogram<u64>>>,
+    /// A UDP receiver's account of the interval's sequenced datagrams.
+    pub udp: Option<netblast_spec::result::UdpQuality>,
 }
 
 /// How a flow ended.
@@ -208,6 +210,8 @@ pub struct FlowEnd {
     pub rtt_hist: Option<Box<Histogram<u64>>>,
     /// `TCP_INFO` at the end, as a cross-check when the statistics came from eBPF.
     pub tcp_info: Option<TcpStats>,
+    /// A UDP receiver's account of the flow's sequenced datagrams, in total.
+    pub udp: Option<netblast_spec::result::UdpQuality>,
 }
 
 /// What workers tell the aggregator.
@@ -225,7 +229,7 @@ pub enum Event {
         flows: Vec<FlowSample>,
     },
     /// A flow finished.
-    FlowDone(FlowEnd),
+    FlowDone(Box<FlowEnd>),
     /// The worker has finished all its flows; the last event it sends.
     WorkerDone {
         /// CPU used by the worker thread.

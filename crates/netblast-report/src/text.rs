@@ -71,7 +71,9 @@ pub fn interval_header(profile: &Profile) -> String {
     match (profile.kind(), udp(profile)) {
         (Kind::Bulk, _) => "[ ID] Interval           Transfer     Bitrate         Retr  Cwnd         RTT\n",
         (Kind::Msgrate, false) => "[ ID] Interval           Messages     Msgs/s        Segments/s  Retr\n",
-        (Kind::Msgrate, true) => "[ ID] Interval           Sent/s        Received/s\n",
+        (Kind::Msgrate, true) => {
+            "[ ID] Interval           Sent/s        Bitrate          Received/s    Lost/Total (receiver)  Jitter     Reordered  Dup\n"
+        }
         (Kind::Rr, _) => "[ ID] Interval           Trans/s       RTT p50    p99        p99.9      max\n",
         (Kind::Http, _) => {
             "[ ID] Interval           Sent/s        Responses/s   Lat p50    p99        max        Errors  Late\n"
@@ -129,7 +131,9 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
                 recv: Option<u64>,
                 segs: Option<u64>,
                 retr: u64,
-                lat: Option<&LatencySummary>| {
+                lat: Option<&LatencySummary>,
+                bytes: u64,
+                q: Option<&netblast_spec::result::UdpQuality>| {
         match (kind, is_udp) {
             (Kind::Rr, _) => format!(
                 "[{label}] {}  {:>12}  {}\n",
@@ -138,10 +142,15 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
                 lat.map(lat_cols).unwrap_or_default()
             ),
             (_, true) => format!(
-                "[{label}] {}  {:>12}  {:>12}\n",
+                "[{label}] {}  {:>12}  {:>15}  {:>12}  {:>21}  {:>9}  {:>9}  {:>3}\n",
                 iv_span(iv, profile),
                 per(sent),
-                recv.map(per).unwrap_or_else(|| "-".into())
+                fmt_bits_per_s(bytes as f64 * 8.0 / secs),
+                recv.map(per).unwrap_or_else(|| "-".into()),
+                q.map(lost_of).unwrap_or_else(|| "-".into()),
+                q.map(|q| fmt_ns(q.jitter_ns)).unwrap_or_default(),
+                q.map(|q| q.out_of_order.to_string()).unwrap_or_default(),
+                q.map(|q| q.duplicates.to_string()).unwrap_or_default(),
             ),
             _ => format!(
                 "[{label}] {}  {:>10}  {:>12}  {:>12} {:>4}\n",
@@ -162,20 +171,31 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
                 st.segs_out,
                 st.retransmits,
                 st.latency.as_ref(),
+                st.sent_bytes,
+                st.udp.as_ref(),
             ));
         }
     }
     for w in &iv.sums {
         s.push_str(&line(
-            "SUM".into(),
+            label(w.way, iv.sums.len()).to_string(),
             w.sent_msgs.unwrap_or(0),
             w.received_msgs,
             w.segs_out,
             w.retransmits,
             w.latency.as_ref(),
+            w.sent_bytes,
+            w.udp.as_ref(),
         ));
     }
     s
+}
+
+/// `lost/expected (pct)` of a receiver's account, iperf3's "Lost/Total Datagrams".
+fn lost_of(q: &netblast_spec::result::UdpQuality) -> String {
+    let expected = q.received as i64 + q.lost;
+    let pct = if expected > 0 { q.lost as f64 * 100.0 / expected as f64 } else { 0.0 };
+    format!("{}/{} ({pct:.2}%)", q.lost, expected)
 }
 
 fn http_interval(iv: &Interval, profile: &Profile) -> String {
@@ -336,7 +356,8 @@ fn msg_summary(s: &mut String, r: &RunResult) {
             _ => {
                 let _ = writeln!(
                     s,
-                    "[SUM] {}  {:>10} {unit}  {:>12}  sender",
+                    "[{}] {}  {:>10} {unit}  {:>12}  sender",
+                    label(w.way, r.summary.ways.len()),
                     span(0.0, w.sender.seconds),
                     count(m.sent),
                     fmt_per_s(m.sent_per_s)
@@ -344,7 +365,8 @@ fn msg_summary(s: &mut String, r: &RunResult) {
                 if let (Some(recv), Some(rps), Some(rv)) = (m.received, m.received_per_s, w.receiver) {
                     let _ = writeln!(
                         s,
-                        "[SUM] {}  {:>10} {unit}  {:>12}  receiver",
+                        "[{}] {}  {:>10} {unit}  {:>12}  receiver",
+                        label(w.way, r.summary.ways.len()),
                         span(0.0, rv.seconds),
                         count(recv),
                         fmt_per_s(rps)
@@ -357,6 +379,18 @@ fn msg_summary(s: &mut String, r: &RunResult) {
                         .map(|d| format!("; the receiving sockets' queues overflowed {d} times (kernel drop counter)"))
                         .unwrap_or_default();
                     let _ = writeln!(s, "      lost {lost} of {} datagrams ({pct:.2}%){drops}", m.sent);
+                }
+                if let Some(q) = &m.udp {
+                    let _ = writeln!(
+                        s,
+                        "      receiver (sequence numbers): {} reordered, {} duplicated, jitter {} (RFC 3550); \
+                         sent {}, received {}",
+                        q.out_of_order,
+                        q.duplicates,
+                        fmt_ns(q.jitter_ns),
+                        fmt_bits_per_s(w.sender.bits_per_s),
+                        w.receiver.map(|r| fmt_bits_per_s(r.bits_per_s)).unwrap_or_else(|| "-".into()),
+                    );
                 }
                 if let Some(segs) = m.segs_out_per_s {
                     let wire = m
@@ -908,6 +942,7 @@ mod tests {
                 segs_out_per_s: None,
                 latency: None,
                 latency_hist: None,
+                udp: None,
             }],
             http: None,
         };

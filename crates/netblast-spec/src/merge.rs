@@ -425,6 +425,7 @@ fn merge_way_interval(
         segs_out_per_s: segs.map(per_s),
         latency: lat.summary(),
         latency_hist: lat.encoded(),
+        udp: crate::result::UdpQuality::sum(parts.iter().filter_map(|(_, w)| w.udp.as_ref())),
     })
 }
 
@@ -603,6 +604,7 @@ fn merge_way_summary(
                 kernel_drops: sum_all(m.iter().map(|x| x.kernel_drops)),
                 wire_packets: wire,
                 wire_packets_per_s: wire.map(|n| rate(n as f64, sent_s)),
+                udp: crate::result::UdpQuality::sum(m.iter().filter_map(|x| x.udp.as_ref())),
             }
         })
     };
@@ -821,6 +823,7 @@ pub(crate) mod tests {
                     segs_out_per_s: None,
                     latency: (!h.is_empty()).then(|| LatencySummary::of(&h)),
                     latency_hist: enc(&h),
+                    udp: None,
                 }],
                 http: None,
             });

@@ -197,7 +197,12 @@ pub fn stream_setups(plan: &Plan) -> Vec<StreamSetup> {
         Workload::Bulk(b) => {
             b.direction.ways().iter().flat_map(|&way| std::iter::repeat_n(way, b.flows as usize)).collect()
         }
-        Workload::Msgrate(_) | Workload::Rr(_) => vec![Way::Up; n],
+        Workload::Msgrate(m) => {
+            let ways = m.direction.ways();
+            let per_way = n / ways.len().max(1);
+            ways.iter().flat_map(|&way| std::iter::repeat_n(way, per_way)).collect()
+        }
+        Workload::Rr(_) => vec![Way::Up; n],
         Workload::Http(_) => Vec::new(),
     };
     ways.into_iter()

@@ -219,6 +219,42 @@ pub struct StreamInfo {
     pub part: Option<u32>,
 }
 
+/// What a UDP receiver saw of sequenced datagrams (at least [`crate::profile::MsgrateSection::SEQ_HEADER`]
+/// bytes: each carries its sequence number and send time).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpQuality {
+    /// Datagrams missing: the sequence numbers up to the highest seen, minus those received.
+    /// Per interval it is the change of that count, so a datagram that arrives an interval late
+    /// is lost in one interval and found (negative) in the next; over a whole run it is exact.
+    pub lost: i64,
+    /// Datagrams that arrived after one with a higher sequence number.
+    pub out_of_order: u64,
+    /// Datagrams received more than once.
+    pub duplicates: u64,
+    /// Interarrival jitter as RFC 3550 defines it (the smoothed difference between successive
+    /// datagrams' transit times, gain 1/16), ns, at the end of the interval or run.
+    pub jitter_ns: f64,
+    /// Datagrams received (each sequence number once).
+    pub received: u64,
+}
+
+impl UdpQuality {
+    /// Sums counts; jitter is the mean of the parts' (iperf3's `[SUM]`).
+    pub fn sum<'a>(parts: impl IntoIterator<Item = &'a UdpQuality>) -> Option<UdpQuality> {
+        let mut n = 0usize;
+        let mut out = UdpQuality::default();
+        for p in parts {
+            n += 1;
+            out.lost += p.lost;
+            out.out_of_order += p.out_of_order;
+            out.duplicates += p.duplicates;
+            out.received += p.received;
+            out.jitter_ns += p.jitter_ns;
+        }
+        (n > 0).then(|| UdpQuality { jitter_ns: out.jitter_ns / n as f64, ..out })
+    }
+}
+
 /// One stream during one interval.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StreamInterval {
@@ -250,6 +286,9 @@ pub struct StreamInterval {
     /// The interval's latency histogram of this stream, lossless.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_hist: Option<EncodedHistogram>,
+    /// UDP: what the receiver saw of the stream's sequenced datagrams in the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpQuality>,
 }
 
 /// The sum over the streams of one way during one interval.
@@ -293,6 +332,10 @@ pub struct WayInterval {
     /// The interval's merged latency histogram, lossless, for exact merging across hosts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_hist: Option<EncodedHistogram>,
+    /// UDP: the receivers' view of the way's sequenced datagrams (counts summed, jitter the
+    /// streams' mean).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpQuality>,
 }
 
 /// One reporting interval.
@@ -593,6 +636,9 @@ pub struct MsgTotals {
     /// (/proc/net/udp); on a host-local test this accounts for every lost datagram.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_drops: Option<u64>,
+    /// UDP: the receivers' view of the sequenced datagrams over the whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpQuality>,
     /// TCP: packets on the wire, both ways: the senders' segments out (data) plus their
     /// segments in (the receivers' ACKs), from the kernel's counters (`tcpi_segs_out`,
     /// `tcpi_segs_in`). What an interface's packet counters see of the test.

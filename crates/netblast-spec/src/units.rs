@@ -172,6 +172,78 @@ impl<'de> Deserialize<'de> for Rate {
     }
 }
 
+/// A bit rate in bits per second, written as iperf3's `-b` takes it: `1G`, `200M`, `500k`,
+/// `1Gbit/s`, `100Mbps` (powers of 1000; bits, not bytes); `0` means no limit.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default)]
+pub struct BitRate(pub f64);
+
+impl BitRate {
+    /// Bits per second.
+    pub fn bits_per_s(self) -> f64 {
+        self.0
+    }
+}
+
+impl FromStr for BitRate {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || UnitError {
+            what: "bit rate",
+            value: s.to_string(),
+            expected: "bits per second with an optional k, M or G, e.g. 200M, 1G, 1Gbit/s",
+        };
+        let t = s.trim();
+        let t = ["bit/s", "bits/s", "bps", "b/s"].iter().find_map(|u| t.strip_suffix(u)).unwrap_or(t).trim();
+        let (num, unit) = split_number(t);
+        if num.is_empty() {
+            return Err(err());
+        }
+        let n: f64 = num.parse().map_err(|_| err())?;
+        let mult = match unit {
+            "" => 1.0,
+            "k" | "K" => 1e3,
+            "M" | "m" => 1e6,
+            "G" | "g" => 1e9,
+            "T" => 1e12,
+            _ => return Err(err()),
+        };
+        let v = n * mult;
+        // 0 is iperf3's "no limit".
+        if !v.is_finite() || v < 0.0 {
+            return Err(err());
+        }
+        Ok(BitRate(v))
+    }
+}
+
+impl fmt::Display for BitRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&fmt_bits_per_s(self.0))
+    }
+}
+
+impl Serialize for BitRate {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for BitRate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(f64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) if n > 0.0 && n.is_finite() => Ok(BitRate(n)),
+            Raw::N(n) => Err(de::Error::custom(format!("invalid bit rate {n}: must be > 0"))),
+            Raw::S(s) => s.parse().map_err(de::Error::custom),
+        }
+    }
+}
+
 /// A duration written as a humantime string (`"10s"`, `"250ms"`, `"5m"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Dur(pub Duration);
@@ -465,6 +537,19 @@ pub fn parse_instant(s: &str, now_ns: u64) -> Result<u64, UnitError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bit_rates_as_iperf3_takes_them() {
+        for (t, v) in
+            [("1G", 1e9), ("200M", 200e6), ("500k", 500e3), ("1Gbit/s", 1e9), ("100Mbps", 100e6), ("64", 64.0)]
+        {
+            assert_eq!(t.parse::<BitRate>().unwrap().0, v, "{t}");
+        }
+        assert_eq!("0".parse::<BitRate>().unwrap().0, 0.0, "0: no limit, as iperf3");
+        for bad in ["", "G", "-1M", "1GB"] {
+            assert!(bad.parse::<BitRate>().is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn networks_contain_their_addresses() {

@@ -592,6 +592,9 @@ pub struct ServerSample {
     /// Server-side TCP statistics (present where the server sends).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpStats>,
+    /// UDP: what the server's receiver saw of the stream's sequenced datagrams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<crate::result::UdpQuality>,
 }
 
 /// The server's view of one way during one interval, summed over its streams.
@@ -645,6 +648,9 @@ pub struct ServerStreamFinal {
     /// Error that ended the stream early, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// UDP: what the server's receiver saw of the stream's sequenced datagrams, in total.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<crate::result::UdpQuality>,
 }
 
 /// Frames from server to client on the control connection.

@@ -102,7 +102,7 @@ fn frames() -> impl Strategy<Value = Vec<u8>> {
             index: 3,
             start_s: 1.0,
             end_s: 2.0,
-            streams: vec![wire::ServerSample { id: 1, bytes: 9, msgs: 2, tcp: None }],
+            streams: vec![wire::ServerSample { id: 1, bytes: 9, msgs: 2, tcp: None, udp: None }],
             ways: vec![],
         }),
         br#"{"type":"setup","client_version":"x","profile":{"description":"d","run":{"kind":"bulk","duration":"1s"},"bulk":{"flows":2}},"time_bound":"1s","streams":[{"id":0,"way":"up"}]}"#.to_vec(),

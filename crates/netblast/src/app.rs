@@ -153,13 +153,15 @@ fn is_url(target: &str) -> bool {
 }
 
 /// The profile the flags name, with their overrides. Without `--profile`: `http-max` when a
-/// `--url` or a URL target says the test is HTTP, else `bulk-1flow`. A URL target is requested
+/// `--url` or a URL target says the test is HTTP, `udp-1g` with `--udp` or `-b`, else
+/// `bulk-1flow`. A URL target is requested
 /// as a `--url` would be.
 fn load_profile(t: &ProfileArgs, target: Option<&str>) -> Result<(Profile, String), AppError> {
     let url_target = target.filter(|t| is_url(t));
     let name = match &t.profile {
         Some(p) => p.as_str(),
         None if !t.urls.is_empty() || url_target.is_some() => "http-max",
+        None if t.udp || t.bitrate.is_some() => "udp-1g",
         None => "bulk-1flow",
     };
     let (mut profile, origin) = Profile::load(name).map_err(AppError::input)?;

@@ -174,7 +174,7 @@ pub struct ProfileArgs {
     /// Set TCP_NODELAY (disable Nagle).
     #[arg(long, short = 'N')]
     pub nodelay: bool,
-    /// Bytes per send call (iperf3 -l).
+    /// Bytes per send call (iperf3 -l); msgrate: bytes per message or datagram.
     #[arg(long, short = 'l')]
     pub block: Option<ByteSize>,
     /// Send without copying from user space: sendfile (default) or msg (MSG_ZEROCOPY).
@@ -196,9 +196,14 @@ pub struct ProfileArgs {
     /// rr: response size (default 1).
     #[arg(long)]
     pub resp_size: Option<ByteSize>,
-    /// msgrate, rr: use UDP datagrams (set up over TCP) instead of TCP.
-    #[arg(long)]
+    /// msgrate, rr: use UDP datagrams (set up over TCP) instead of TCP. Without --profile,
+    /// the udp-1g profile (iperf3 -u).
+    #[arg(long, short = 'u')]
     pub udp: bool,
+    /// msgrate over UDP: target bit rate per flow, datagrams paced evenly (iperf3 -b), e.g.
+    /// 200M, 1G.
+    #[arg(long, short = 'b')]
+    pub bitrate: Option<netblast_spec::units::BitRate>,
     /// rr: how both ends wait for the next message: block (sleep in recv) or spin (busy-poll).
     #[arg(long, value_enum)]
     pub wait: Option<Wait>,
@@ -448,6 +453,7 @@ impl ProfileArgs {
             }),
             msg_size: self.msg_size,
             batch: self.batch,
+            bitrate: self.bitrate,
             recv: self.recv.map(|r| match r {
                 RecvArg::Batch => netblast_spec::profile::RecvMode::Batch,
                 RecvArg::Each => netblast_spec::profile::RecvMode::Each,

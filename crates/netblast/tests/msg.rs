@@ -230,3 +230,71 @@ fn pps_8core_counts_wire_packets_as_the_interface_does() {
     let text = netblast_report::text::summary(&r);
     assert!(text.contains("application messages/s") && text.contains("wire packets/s"), "{text}");
 }
+
+#[test]
+fn udp_at_a_bitrate_reports_a_one_percent_drop_as_one_percent() {
+    // iperf3 -u -b 200M: paced datagrams, sequence numbers, loss, reordering and jitter at the
+    // receiver. 1% of the datagrams dropped by nftables in the server's namespace must read
+    // as 1% +- 0.3% lost, on both the count (sent - received) and the sequence numbers.
+    if !util::netns_or_skip("udp_at_a_bitrate_reports_a_one_percent_drop") {
+        return;
+    }
+    let ns = util::NetnsPair::create();
+    let bin = env!("CARGO_BIN_EXE_netblast");
+    let mut serve = ns.cmd(&ns.b, bin);
+    serve.args(["serve", "--probe", "tcpinfo", "--open", "--port", "0"]);
+    let (child, addr) = util::spawn_server_from(serve);
+    let _serve = util::KillOnDrop(child);
+    ns.nft(&ns.b, "add table inet nbu");
+    ns.nft(&ns.b, "add chain inet nbu input { type filter hook input priority 0; }");
+    ns.nft(&ns.b, "add rule inet nbu input meta l4proto udp numgen random mod 1000 < 10 drop");
+    let target = format!("{}:{}", ns.addr_b, addr.port());
+    let out = ns
+        .cmd(&ns.a, bin)
+        .args(["run", "--probe", "tcpinfo", "--target", &target, "--udp", "-b", "200M", "-t", "3", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: RunResult = serde_json::from_slice(&out.stdout).unwrap();
+    let w = &r.summary.ways[0];
+    let m = w.msgs.unwrap();
+    let q = m.udp.expect("sequenced datagrams accounted");
+    // Paced to the target: within 2% over the run.
+    assert!((w.sender.bits_per_s / 200e6 - 1.0).abs() < 0.02, "sent {} bit/s", w.sender.bits_per_s);
+    let pct = |lost: f64| lost * 100.0 / m.sent as f64;
+    let by_count = pct(m.lost.unwrap() as f64);
+    let by_seq = pct(q.lost as f64);
+    assert!((0.7..=1.3).contains(&by_count), "lost {by_count:.3}% by count");
+    assert!((by_seq - by_count).abs() < 0.01, "sequence loss {by_seq:.3}% vs count {by_count:.3}%");
+    assert_eq!(q.duplicates, 0);
+    assert!(q.jitter_ns > 0.0 && q.jitter_ns < 5e6, "jitter {} ns", q.jitter_ns);
+    // Every interval carries the receiver's account, and they add up to the total.
+    let per_interval: i64 = r.intervals.iter().filter_map(|iv| iv.sums[0].udp.map(|u| u.lost)).sum();
+    assert_eq!(per_interval, q.lost);
+    let text = netblast_report::text::full(&r);
+    assert!(text.contains("Lost/Total") && text.contains("jitter") && text.contains("reordered"), "{text}");
+}
+
+#[test]
+fn udp_bitrate_runs_reverse_and_both_ways() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    for (dir, ways) in [
+        ("-R", vec![netblast_spec::profile::Way::Down]),
+        ("--bidir", vec![netblast_spec::profile::Way::Up, netblast_spec::profile::Way::Down]),
+    ] {
+        let o = util::run_cmd()
+            .args(["--target", &srv.addr.to_string(), "-u", "-b", "20M", "-l", "1000", "-t", "1", "--json", dir])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{dir}: {}", String::from_utf8_lossy(&o.stderr));
+        let r: RunResult = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(r.summary.ways.iter().map(|w| w.way).collect::<Vec<_>>(), ways, "{dir}");
+        for w in &r.summary.ways {
+            let m = w.msgs.unwrap();
+            assert_eq!(m.received, Some(m.sent), "{dir} {:?}: loopback loses nothing", w.way);
+            let q = m.udp.unwrap();
+            assert_eq!((q.lost, q.received), (0, m.sent), "{dir} {:?}", w.way);
+            assert!((w.sender.bits_per_s / 20e6 - 1.0).abs() < 0.03, "{dir}: {} bit/s", w.sender.bits_per_s);
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! `[msgrate]`: small messages as fast as possible, one flow per pinned CPU (qperf `tcp_bw -m 1`
 //! pinned with taskset, summed by hand, in one command).
 
-use crate::units::{ByteSize, CpuList};
+use crate::units::{BitRate, ByteSize, CpuList};
 use serde::{Deserialize, Serialize};
 
 /// Transport of a message test.
@@ -49,7 +49,7 @@ impl RecvMode {
 }
 
 /// The `[msgrate]` section.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MsgrateSection {
     /// Flows; default one per selected client CPU (each pinned to its own CPU).
@@ -71,6 +71,18 @@ pub struct MsgrateSection {
     /// How TCP receivers read: `batch` (default) or `each` (one message per call, as qperf).
     #[serde(default, skip_serializing_if = "is_batch")]
     pub recv: RecvMode,
+    /// Which way messages go: `forward` (client to server, default), `reverse`, `bidir`
+    /// (`flows` each way).
+    #[serde(default, skip_serializing_if = "is_forward")]
+    pub direction: super::Direction,
+    /// UDP: the target bit rate per flow (iperf3 `-b`), datagrams paced evenly; none: as fast
+    /// as possible.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bitrate: Option<BitRate>,
+}
+
+fn is_forward(d: &super::Direction) -> bool {
+    *d == super::Direction::Forward
 }
 
 fn is_batch(r: &RecvMode) -> bool {
@@ -90,6 +102,9 @@ impl MsgrateSection {
     pub const DEFAULT_BATCH: u32 = 64;
     /// Largest UDP payload.
     pub const MAX_UDP: u64 = 65_507;
+    /// UDP datagrams of at least this many bytes carry a sequence number and a send time
+    /// (16 bytes): the receiver reports loss, reordering, duplicates and jitter from them.
+    pub const SEQ_HEADER: u64 = 16;
 }
 
 impl Default for MsgrateSection {
@@ -101,6 +116,8 @@ impl Default for MsgrateSection {
             batch: MsgrateSection::DEFAULT_BATCH,
             server_cpus: None,
             recv: RecvMode::Batch,
+            direction: super::Direction::Forward,
+            bitrate: None,
         }
     }
 }

@@ -48,6 +48,8 @@ pub struct Overrides {
     pub batch: Option<u32>,
     /// `--recv` (msgrate).
     pub recv: Option<super::RecvMode>,
+    /// `--bitrate` (msgrate over UDP).
+    pub bitrate: Option<crate::units::BitRate>,
     /// `--req-size` (rr).
     pub req_size: Option<ByteSize>,
     /// `--resp-size` (rr).
@@ -114,14 +116,16 @@ impl Overrides {
         const MSG: &[Kind] = &[Kind::Msgrate];
         const RR: &[Kind] = &[Kind::Rr];
         const MSG_RR: &[Kind] = &[Kind::Msgrate, Kind::Rr];
+        const BULK_MSG: &[Kind] = &[Kind::Bulk, Kind::Msgrate];
         const FLOWS: &[Kind] = &[Kind::Bulk, Kind::Msgrate, Kind::Rr];
         const HTTP: &[Kind] = &[Kind::Http];
         let set = [
             ("--flows", self.flows.is_some(), FLOWS),
             ("--bytes", self.bytes.is_some(), BULK),
-            ("--reverse", self.reverse, BULK),
-            ("--bidir", self.bidir, BULK),
-            ("--block", self.block.is_some(), BULK),
+            ("--reverse", self.reverse, BULK_MSG),
+            ("--bidir", self.bidir, BULK_MSG),
+            ("--block", self.block.is_some(), BULK_MSG),
+            ("--bitrate", self.bitrate.is_some(), MSG),
             ("--zerocopy", self.send_mode.is_some(), BULK),
             ("--msg-size", self.msg_size.is_some(), MSG),
             ("--batch", self.batch.is_some(), MSG),
@@ -210,8 +214,19 @@ impl Overrides {
                 if self.flows.is_some() {
                     m.flows = self.flows;
                 }
-                set(&mut m.msg_bytes, self.msg_size);
+                // -l is the datagram (message) size here, as iperf3 -u -l.
+                set(&mut m.msg_bytes, self.msg_size.or(self.block));
                 set(&mut m.batch, self.batch);
+                if self.reverse {
+                    m.direction = Direction::Reverse;
+                }
+                if self.bidir {
+                    m.direction = Direction::Bidir;
+                }
+                if let Some(b) = self.bitrate {
+                    // -b 0: as fast as the sender can (iperf3's unlimited).
+                    m.bitrate = (b.0 > 0.0).then_some(b);
+                }
                 set(&mut m.recv, self.recv);
                 if self.udp {
                     m.protocol = Protocol::Udp;

@@ -71,7 +71,8 @@ impl Workload {
     pub fn ways(&self) -> &'static [Way] {
         match self {
             Workload::Bulk(b) => b.direction.ways(),
-            Workload::Msgrate(_) | Workload::Rr(_) => &[Way::Up],
+            Workload::Msgrate(m) => m.direction.ways(),
+            Workload::Rr(_) => &[Way::Up],
             Workload::Http(_) => &[],
         }
     }
@@ -80,7 +81,7 @@ impl Workload {
     pub fn stream_count(&self, cpus: usize) -> usize {
         match self {
             Workload::Bulk(b) => b.flows as usize * b.direction.ways().len(),
-            Workload::Msgrate(m) => m.flows.map(|f| f as usize).unwrap_or(cpus.max(1)),
+            Workload::Msgrate(m) => m.flows.map(|f| f as usize).unwrap_or(cpus.max(1)) * m.direction.ways().len(),
             Workload::Rr(r) => r.flows as usize,
             Workload::Http(_) => 0,
         }
@@ -164,7 +165,16 @@ impl Workload {
                     Some(f) => format!("{f} flow{}", plural(f)),
                     None => "one flow per CPU".to_string(),
                 },
-                if m.recv == super::RecvMode::Each { ", read one message per call" } else { "" }
+                [
+                    if m.recv == super::RecvMode::Each { ", read one message per call" } else { "" }.to_string(),
+                    m.bitrate.map(|b| format!(", paced at {b} per flow")).unwrap_or_default(),
+                    match m.direction {
+                        super::Direction::Forward => String::new(),
+                        super::Direction::Reverse => ", server to client".into(),
+                        super::Direction::Bidir => ", both ways".into(),
+                    },
+                ]
+                .concat()
             ),
             Workload::Rr(r) => format!(
                 "rr: {}-byte requests, {}-byte responses over {}, {} flow{}, wait {}, {bound}",
@@ -223,6 +233,22 @@ impl Workload {
                 }
                 if m.batch == 0 || m.batch > 1024 {
                     return Err(("msgrate.batch", format!("{} is outside 1..1024", m.batch)));
+                }
+                if let Some(b) = m.bitrate {
+                    if m.protocol != Protocol::Udp {
+                        return Err((
+                            "msgrate.bitrate",
+                            "paces UDP datagrams (protocol = \"udp\", --udp); TCP runs as fast as the path allows"
+                                .into(),
+                        ));
+                    }
+                    if b.0 <= 0.0 || b.0 < 8.0 * m.msg_bytes.bytes() as f64 {
+                        return Err(("msgrate.bitrate", format!("{b} is less than one datagram per second")));
+                    }
+                }
+                let flows = m.flows.unwrap_or(1) as usize * m.direction.ways().len();
+                if flows > MAX_FLOWS as usize {
+                    return Err(("msgrate.flows", format!("{flows} flows in all is over {MAX_FLOWS}")));
                 }
             }
             Workload::Rr(r) => {

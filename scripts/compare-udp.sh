@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# UDP at a bit rate: netblast against iperf3 -u on loopback, same datagram size, interleaved,
+# several rounds, medians:
+#   - at a rate both hold (RATE, default 500M): the loss each reports (both should be ~0, and
+#     agree within noise), and the rate each achieved;
+#   - unlimited (-b 0 for both): datagrams/s received, the ratio (target >= 1.0).
+#
+#   scripts/compare-udp.sh [ROUNDS] [SECONDS]      (defaults: 3 rounds of 5 s; RATE=500M LEN=1400)
+set -euo pipefail
+ROUNDS=${1:-3}
+SECS=${2:-5}
+RATE=${RATE:-500M}
+LEN=${LEN:-1400}
+cd "$(dirname "$0")/.."
+command -v iperf3 >/dev/null || { echo "iperf3 is not installed (apt-get install iperf3)" >&2; exit 2; }
+cargo build --release -q -p netblast
+NB=target/release/netblast
+PORT_NB=${PORT_NB:-15212}
+PORT_IP=${PORT_IP:-15213}
+WORK=$(mktemp -d)
+SERVERS=()
+cleanup() { kill "${SERVERS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+"$NB" serve --bind 127.0.0.1 --port "$PORT_NB" 2>"$WORK/nb-serve.log" &
+SERVERS+=($!)
+iperf3 -s -p "$PORT_IP" >"$WORK/ip-serve.log" 2>&1 &
+SERVERS+=($!)
+sleep 0.5
+ip() { # name rate
+  iperf3 -c 127.0.0.1 -p "$PORT_IP" -u -b "$2" -l "$LEN" -t "$SECS" -J >"$WORK/$1.json" || { cat "$WORK/$1.json" >&2; exit 1; }
+  sleep 0.3
+}
+nb() { # name rate
+  "$NB" run --target "127.0.0.1:$PORT_NB" -u -b "$2" -l "$LEN" -t "$SECS" --json >"$WORK/$1.json" || { echo "netblast failed" >&2; exit 1; }
+  sleep 0.3
+}
+for r in $(seq 1 "$ROUNDS"); do
+  if (( r % 2 )); then
+    ip "ip-$r" "$RATE"; nb "nb-$r" "$RATE"; ip "ipmax-$r" 0; nb "nbmax-$r" 0
+  else
+    nb "nb-$r" "$RATE"; ip "ip-$r" "$RATE"; nb "nbmax-$r" 0; ip "ipmax-$r" 0
+  fi
+  echo "round $r/$ROUNDS done" >&2
+done
+python3 - "$WORK" "$ROUNDS" "$RATE" "$LEN" <<'PY'
+import json, os, statistics, sys
+work, rounds, rate, length = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def load(n):
+    return json.load(open(os.path.join(work, n + ".json")))
+def iperf(n):
+    s = load(n)["end"]["sum"]
+    got = s["packets"] - s["lost_packets"]
+    return {"loss": s["lost_percent"], "rx_per_s": got / s["seconds"], "bps": s["bits_per_second"], "jitter_us": s["jitter_ms"] * 1e3}
+def netblast(n):
+    d = load(n)
+    if not d["complete"]:
+        sys.exit("netblast run %s incomplete: %s" % (n, d["errors"]))
+    w = d["summary"]["ways"][0]
+    m = w["msgs"]
+    q = m.get("udp") or {}
+    return {"loss": 100.0 * (m.get("lost") or 0) / max(m["sent"], 1), "rx_per_s": m.get("received_per_s") or 0,
+            "bps": w["sender"]["bits_per_s"], "jitter_us": q.get("jitter_ns", 0) / 1e3}
+med = statistics.median
+R = range(1, rounds + 1)
+for label, ipn, nbn in [("at -b %s" % rate, "ip", "nb"), ("unlimited (-b 0)", "ipmax", "nbmax")]:
+    a = [iperf("%s-%d" % (ipn, r)) for r in R]
+    b = [netblast("%s-%d" % (nbn, r)) for r in R]
+    print("UDP %s, %s-byte datagrams, %d rounds, medians:" % (label, length, rounds))
+    print("    iperf3:   sent %.0f Mbit/s, received %.0f k datagrams/s, lost %.3f%%, jitter %.1f us"
+          % (med(x["bps"] for x in a) / 1e6, med(x["rx_per_s"] for x in a) / 1e3, med(x["loss"] for x in a), med(x["jitter_us"] for x in a)))
+    print("    netblast: sent %.0f Mbit/s, received %.0f k datagrams/s, lost %.3f%%, jitter %.1f us"
+          % (med(x["bps"] for x in b) / 1e6, med(x["rx_per_s"] for x in b) / 1e3, med(x["loss"] for x in b), med(x["jitter_us"] for x in b)))
+    print("    received datagrams/s ratio netblast/iperf3: %.3f%s"
+          % (med(y["rx_per_s"] / x["rx_per_s"] for x, y in zip(a, b)), " (target >= 1.0)" if ipn == "ipmax" else ""))
+PY

@@ -247,24 +247,40 @@ fn udp_at_a_bitrate_reports_a_one_percent_drop_as_one_percent() {
     let _serve = util::KillOnDrop(child);
     ns.nft(&ns.b, "add table inet nbu");
     ns.nft(&ns.b, "add chain inet nbu input { type filter hook input priority 0; }");
-    ns.nft(&ns.b, "add rule inet nbu input meta l4proto udp numgen random mod 1000 < 10 drop");
+    ns.nft(&ns.b, "add rule inet nbu input meta l4proto udp numgen random mod 1000 < 10 counter drop");
     let target = format!("{}:{}", ns.addr_b, addr.port());
+    let softnet = util::softnet_drops();
     let out = ns
         .cmd(&ns.a, bin)
-        .args(["run", "--probe", "tcpinfo", "--target", &target, "--udp", "-b", "200M", "-t", "3", "--json"])
+        .args(["run", "--probe", "tcpinfo", "--target", &target, "--udp", "-b", "100M", "-t", "3", "--json"])
         .output()
         .unwrap();
+    let softnet = util::softnet_drops() - softnet;
+    // What the rule really dropped (its counter).
+    let listing = ns.cmd(&ns.b, "nft").args(["list", "table", "inet", "nbu"]).output().unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    let dropped: u64 = listing
+        .split_whitespace()
+        .skip_while(|w| *w != "packets")
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no counter in {listing}"));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: RunResult = serde_json::from_slice(&out.stdout).unwrap();
     let w = &r.summary.ways[0];
     let m = w.msgs.unwrap();
     let q = m.udp.expect("sequenced datagrams accounted");
     // Paced to the target: within 2% over the run.
-    assert!((w.sender.bits_per_s / 200e6 - 1.0).abs() < 0.02, "sent {} bit/s", w.sender.bits_per_s);
+    assert!((w.sender.bits_per_s / 100e6 - 1.0).abs() < 0.02, "sent {} bit/s", w.sender.bits_per_s);
     let pct = |lost: f64| lost * 100.0 / m.sent as f64;
-    let by_count = pct(m.lost.unwrap() as f64);
-    let by_seq = pct(q.lost as f64);
-    assert!((0.7..=1.3).contains(&by_count), "lost {by_count:.3}% by count");
+    let lost = m.lost.unwrap();
+    // Every lost datagram is accounted for: the rule's, and any a busy host dropped on the way
+    // (the receiving socket's queue, a CPU's backlog), which the report names.
+    let host = m.kernel_drops.unwrap_or(0) + softnet;
+    assert!(lost >= dropped && lost <= dropped + host, "lost {lost}: rule {dropped}, socket+backlog {host}");
+    let path = pct((lost - (lost - dropped).min(host)) as f64);
+    assert!((0.7..=1.3).contains(&path), "the path's loss {path:.3}% (rule {dropped} of {})", m.sent);
+    let (by_count, by_seq) = (pct(lost as f64), pct(q.lost as f64));
     assert!((by_seq - by_count).abs() < 0.01, "sequence loss {by_seq:.3}% vs count {by_count:.3}%");
     assert_eq!(q.duplicates, 0);
     assert!(q.jitter_ns > 0.0 && q.jitter_ns < 5e6, "jitter {} ns", q.jitter_ns);

@@ -4,6 +4,8 @@
 #![warn(missing_docs)]
 
 pub mod fleet_sim;
+pub mod netns;
+pub mod truth;
 
 use netblast_probe::Probe;
 use netblast_spec::{Profile, RunResult};
@@ -21,6 +23,17 @@ impl LocalServer {
     pub fn start() -> std::io::Result<LocalServer> {
         let bg =
             netblast_agent::Background::data_port(std::net::TcpListener::bind("127.0.0.1:0")?, Default::default())?;
+        Ok(LocalServer { addr: bg.addr(), _bg: bg })
+    }
+
+    /// Starts a server on every address of the calling thread's network namespace, taking
+    /// peers that are not on loopback (for a namespace pair this bench made itself).
+    pub fn start_open() -> std::io::Result<LocalServer> {
+        let cfg = netblast_agent::ServeConfig {
+            access: netblast_agent::Access { token: None, open: true },
+            ..Default::default()
+        };
+        let bg = netblast_agent::Background::data_port(std::net::TcpListener::bind("0.0.0.0:0")?, cfg)?;
         Ok(LocalServer { addr: bg.addr(), _bg: bg })
     }
 }
@@ -44,7 +57,7 @@ pub fn run_with(addr: SocketAddr, p: Profile, probe: &Probe) -> Result<RunResult
         .map_err(|e| e.to_string())
 }
 
-/// Prints one figure as one line: name, value, unit, and what it means.
+/// Prints one figure as one line (name, value, unit, what it means) and keeps it.
 pub fn figure(name: &str, value: f64, unit: &str, note: &str) {
-    println!("{name:<36} {value:>12.3} {unit:<10} {note}");
+    truth::figure(name, value, unit, note);
 }

@@ -9,6 +9,7 @@
 //! and the fleet merge's inner operation).
 //! Set NETBLAST_BENCH_SECS to change the run length (default 3).
 
+use netblast_benches::truth::{self, Tolerance};
 use netblast_benches::{figure, profile, run, run_with, LocalServer};
 use netblast_spec::hist::{self, EncodedHistogram};
 use netblast_spec::units::Dur;
@@ -289,13 +290,228 @@ fn fleet_scale(server: &LocalServer) -> Result<(), String> {
     Ok(())
 }
 
+/// `truth.merge.exact`: interval histograms merged equal one histogram of every sample.
+fn truth_merge() {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut all = hist::new_latency_histogram();
+    let mut merged = hist::new_latency_histogram();
+    for _ in 0..20 {
+        let mut interval = hist::new_latency_histogram();
+        for _ in 0..50_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let ns = 500 + x % 50_000_000;
+            hist::record_ns(&mut interval, ns);
+            hist::record_ns(&mut all, ns);
+        }
+        // Through the codec, as intervals travel and are stored.
+        let decoded = EncodedHistogram::encode(&interval).and_then(|e| e.decode()).expect("codec round trip");
+        hist::merge(&mut merged, &decoded).expect("same configuration");
+    }
+    let differing =
+        all.iter_recorded().filter(|v| merged.count_at(v.value_iterated_to()) != v.count_at_value()).count()
+            + merged.iter_recorded().filter(|v| all.count_at(v.value_iterated_to()) != v.count_at_value()).count();
+    truth::check(
+        "truth.merge.exact",
+        differing as f64,
+        0.0,
+        "buckets",
+        Tolerance::Abs(0.0),
+        "1M samples in 20 interval histograms (encoded, decoded, added) vs one histogram of all: buckets that differ",
+    );
+}
+
+/// `truth.openloop.*`: achieved open-loop rates against their targets, and latency against a
+/// delay the responder adds to every response.
+fn truth_openloop(cpus: usize) -> Result<(), String> {
+    let bind = || std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string());
+    let web = netblast_agent::Background::http(bind()?, None, Default::default(), cpus).map_err(|e| e.to_string())?;
+    let addr = web.addr();
+    let http = |edit: &dyn Fn(&mut netblast_spec::profile::HttpSection)| -> Result<netblast_spec::result::HttpSummary, String> {
+        let p = profile("http-max", |p| {
+            p.run.duration = Some(Dur(secs()));
+            if let Some(h) = p.workload.http_mut() {
+                edit(h);
+            }
+        })?;
+        run(addr, p)?.summary.http.ok_or_else(|| "no http summary".to_string())
+    };
+    // What this host can answer at all, closed loop: a target above it cannot be held, by any tool.
+    let capacity = http(&|_| {})?.responses_per_s;
+    for target in [5000.0, 50000.0] {
+        let name = format!("truth.openloop.rate_{}", target as u64);
+        if capacity < target * 1.2 {
+            truth::skip(
+                &name,
+                &format!(
+                    "this host answers {capacity:.0}/s closed loop, under 1.2 x {target:.0}/s: no tool could hold it"
+                ),
+            );
+            continue;
+        }
+        let h = http(&|h| {
+            h.rate = Some(netblast_spec::units::Rate(target));
+            h.connections = 64;
+        })?;
+        truth::check(
+            &name,
+            h.sent_per_s,
+            target,
+            "req/s",
+            Tolerance::Rel(0.01),
+            "open loop: requests sent per second vs the target",
+        );
+    }
+    // Every response delayed 10 ms by the responder: latency from the intended send time is
+    // never below it, and the median at most 1 ms above it.
+    let h = http(&|h| {
+        h.urls = vec!["/?delay=10ms".into()];
+        h.rate = Some(netblast_spec::units::Rate(200.0));
+        h.connections = 16;
+    })?;
+    truth::check(
+        "truth.openloop.delay_10ms.p50",
+        h.latency.p50_ns as f64 / 1e6,
+        10.0,
+        "ms",
+        Tolerance::Range(0.0, 1.0),
+        "200/s, responder delay=10ms: median latency, at most 1 ms above the delay",
+    );
+    truth::check(
+        "truth.openloop.delay_10ms.min",
+        h.latency.min_ns as f64 / 1e6,
+        10.0,
+        "ms",
+        Tolerance::Range(0.0, 1.0),
+        "the fastest response is never faster than the delay",
+    );
+    drop(web);
+    Ok(())
+}
+
+/// `truth.bytes`, `truth.packets`, `truth.loss`: figures against the kernel's own counters in
+/// a namespace pair this bench makes (root only).
+fn truth_namespaces() -> Result<(), String> {
+    use netblast_benches::netns::{counters, inside, NsPair};
+    let ns = NsPair::create(7)?;
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    // The server lives in namespace b until told to stop.
+    let b = ns.b.clone();
+    let server = std::thread::spawn(move || {
+        inside(&b, move || {
+            let s = LocalServer::start_open();
+            let _ = addr_tx.send(s.as_ref().map(|s| s.addr.port()).map_err(|e| e.to_string()));
+            let _ = rx.recv();
+            drop(s);
+        })
+    });
+    let port = addr_rx.recv().map_err(|_| "the server thread ended".to_string())??;
+    let target = std::net::SocketAddr::from((ns.addr_b, port));
+    let dev_b = format!("{}v", ns.b);
+    let read_b = |dev: String| inside(&ns.b, move || counters(&dev)).and_then(|r| r);
+    let result = (|| -> Result<(), String> {
+        // Bytes: what the server received vs what its veth received (payload + headers).
+        let before = read_b(dev_b.clone())?;
+        let p = profile("bulk-1flow", |p| p.run.duration = Some(Dur(secs())))?;
+        let r = inside(&ns.a, move || run(target, p)).and_then(|r| r)?;
+        let after = read_b(dev_b.clone())?;
+        let payload = r.summary.ways[0].receiver.ok_or("no receiver report")?.bytes as f64;
+        truth::check(
+            "truth.bytes.veth",
+            (after.0 - before.0) as f64,
+            payload,
+            "bytes",
+            Tolerance::RelRange(0.0, 0.06),
+            "the server veth's received bytes vs the receiver's payload: above it by the headers (<6% at MSS 1448)",
+        );
+        // Packets: pps-8core's wire packets vs the namespace loopback's packet counter.
+        let lo_before = read_b("lo".into())?;
+        let p = profile("pps-8core", |p| {
+            p.run.duration = Some(Dur(secs()));
+            p.run.cpus = None;
+            if let Some(m) = p.workload.msgrate_mut() {
+                m.flows = Some(1);
+            }
+        })?;
+        let here = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let r = inside(&ns.b, move || run(here, p)).and_then(|r| r)?;
+        let lo_after = read_b("lo".into())?;
+        let m = r.summary.ways[0].msgs.ok_or("no message totals")?;
+        truth::check(
+            "truth.packets.loopback",
+            m.wire_packets.unwrap_or(0) as f64,
+            (lo_after.3 - lo_before.3) as f64,
+            "packets",
+            Tolerance::Rel(0.05),
+            "pps-8core's wire packets (segments out + in) vs the namespace loopback's packet counter",
+        );
+        // Loss: 1% of UDP datagrams dropped by nftables at the server.
+        ns.nft(&ns.b, "add table inet nbb")?;
+        ns.nft(&ns.b, "add chain inet nbb input { type filter hook input priority 0 ; }")?;
+        ns.nft(&ns.b, "add rule inet nbb input meta l4proto udp numgen random mod 1000 < 10 counter drop")?;
+        let p = profile("udp-1g", |p| {
+            p.run.duration = Some(Dur(secs()));
+            if let Some(m) = p.workload.msgrate_mut() {
+                m.bitrate = Some(netblast_spec::units::BitRate(100e6));
+            }
+        })?;
+        let r = inside(&ns.a, move || run(target, p)).and_then(|r| r)?;
+        let listing = ns.nft(&ns.b, "list table inet nbb")?;
+        let dropped: f64 = listing
+            .split_whitespace()
+            .skip_while(|w| *w != "packets")
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .ok_or("no nft counter")?;
+        let m = r.summary.ways[0].msgs.ok_or("no message totals")?;
+        let lost = m.udp.map(|q| q.lost as f64).unwrap_or(f64::NAN);
+        let host = m.kernel_drops.unwrap_or(0) as f64;
+        truth::check(
+            "truth.loss.udp_datagrams",
+            lost,
+            dropped,
+            "datagrams",
+            Tolerance::Range(0.0, host),
+            "lost by sequence numbers vs the nft rule's drop counter (plus the receiving socket's drops, if any)",
+        );
+        truth::check(
+            "truth.loss.udp_percent",
+            lost * 100.0 / m.sent.max(1) as f64,
+            1.0,
+            "%",
+            Tolerance::Abs(0.3),
+            "a 1% random drop reads as 1% +- 0.3%",
+        );
+        Ok(())
+    })();
+    let _ = tx.send(());
+    let _ = server.join();
+    drop(ns);
+    result
+}
+
 fn main() {
-    // `cargo bench -- <section>...` runs only those sections (bulk, msgrate, http, probe,
-    // histogram, fleet); `--bench` is always passed and ignored.
-    let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
-    let want = |section: &str| only.is_empty() || only.iter().any(|o| section.starts_with(o.as_str()));
-    if !only.is_empty() && !["bulk", "msgrate", "http", "probe", "histogram", "fleet"].iter().any(|s| want(s)) {
-        eprintln!("no section matches {only:?}: sections are bulk, msgrate, http, probe, histogram, fleet");
+    // `cargo bench -- PREFIX...` keeps the lines whose names start with a prefix (`truth.`,
+    // `http.h1`, `bulk`); `--bench` is always passed and ignored. `--json FILE` writes every
+    // line (default target/netblast-bench.json).
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let json_path = args
+        .iter()
+        .position(|a| a == "--json")
+        .and_then(|i| args.get(i + 1).cloned())
+        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../target/netblast-bench.json").to_string());
+    let only: Vec<String> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| !a.starts_with('-') && (*i == 0 || args[i - 1] != "--json"))
+        .map(|(_, a)| a.clone())
+        .collect();
+    truth::set_filter(only.clone());
+    const SECTIONS: [&str; 7] = ["bulk", "msgrate", "rr", "http", "probe", "hist", "fleet"];
+    if !only.is_empty() && !SECTIONS.iter().chain(["truth"].iter()).any(|s| truth::section_wanted(s)) {
+        eprintln!("no figure matches {only:?}: names start with truth., {}", SECTIONS.join("., "));
         std::process::exit(2);
     }
     let cpus = netblast_engine::sys::allowed_cpus().map(|c| c.len()).unwrap_or(1) as u32;
@@ -308,44 +524,77 @@ fn main() {
         }
     };
     let mut failed = false;
-    if want("bulk") {
+    let mut fail = |what: &str, e: String| {
+        eprintln!("{what}: {e}");
+        failed = true;
+    };
+    if truth::section_wanted("truth") {
+        truth_merge();
+        let cpu_list = netblast_engine::sys::allowed_cpus().unwrap_or_default();
+        if let Err(e) = truth_openloop(cpu_list.len()) {
+            fail("truth.openloop", e);
+        }
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            for name in
+                ["truth.bytes.veth", "truth.packets.loopback", "truth.loss.udp_datagrams", "truth.loss.udp_percent"]
+            {
+                truth::skip(name, "needs root (network namespaces, nftables)");
+            }
+        } else if truth::section_wanted("truth.bytes")
+            || truth::section_wanted("truth.packets")
+            || truth::section_wanted("truth.loss")
+        {
+            if let Err(e) = truth_namespaces() {
+                fail("truth (namespaces)", e);
+            }
+        }
+    }
+    if truth::section_wanted("bulk") {
         for flows in [1, cpus.max(2)] {
             if let Err(e) = bulk(&server, flows) {
-                eprintln!("bulk {flows} flows: {e}");
-                failed = true;
+                fail(&format!("bulk {flows} flows"), e);
             }
         }
     }
     let cpu_list = netblast_engine::sys::allowed_cpus().unwrap_or_default();
-    if want("msgrate") {
+    if truth::section_wanted("msgrate") || truth::section_wanted("rr") {
         if let Err(e) = msgrate(&server, &cpu_list) {
-            eprintln!("msgrate/rr: {e}");
-            failed = true;
+            fail("msgrate/rr", e);
         }
     }
-    if want("http") {
+    if truth::section_wanted("http") {
         if let Err(e) = http_figures(cpu_list.len()) {
-            eprintln!("http: {e}");
-            failed = true;
+            fail("http", e);
         }
     }
-    if want("probe") {
+    if truth::section_wanted("probe") {
         if let Err(e) = probe_overhead(&server) {
-            eprintln!("probe: {e}");
-            failed = true;
+            fail("probe", e);
         }
     }
-    if want("histogram") {
+    if truth::section_wanted("hist") {
         histogram_merge();
     }
-    if want("fleet") {
+    if truth::section_wanted("fleet") {
         if let Err(e) = fleet_scale(&server) {
-            eprintln!("fleet: {e}");
-            failed = true;
+            fail("fleet", e);
         }
     }
     drop(server);
+    let lines = truth::lines();
+    if let Err(e) = std::fs::write(&json_path, truth::to_json(&lines)) {
+        eprintln!("cannot write {json_path}: {e}");
+    } else {
+        eprintln!("every line as JSON: {json_path}");
+    }
+    let checks = lines.iter().filter(|l| matches!(l, truth::Line::Check { .. })).count();
+    let bad = lines.iter().filter(|l| matches!(l, truth::Line::Check { outcome: truth::Outcome::Fail, .. })).count();
+    if checks > 0 {
+        println!("truth checks: {} of {checks} ok{}", checks - bad, if bad > 0 { ", FAILED" } else { "" });
+    }
     if failed {
         std::process::exit(1);
     }
+    std::process::exit(truth::exit_code(&lines));
 }

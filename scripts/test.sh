@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test suite: formatting, lints, then every crate's unit and integration tests, then the
-# `azure` feature (Azure discovery against a fake Resource Manager on loopback).
+# `azure` feature (Azure discovery against a fake Resource Manager on loopback), then the truth
+# checks of `cargo bench` (short runs).
 # Tests that need root (eBPF, network namespaces) print SKIP with the reason when not root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,3 +16,5 @@ if cargo tree -p netblast --locked -e normal | grep -q 'azure_'; then
 fi
 cargo test --workspace --locked
 cargo test -p netblast --features azure --locked --test fleet azure
+# The truth checks of `cargo bench`: a change that breaks a measurement fails here.
+NETBLAST_BENCH_SECS=1 cargo bench -p netblast-benches --locked --bench selfcheck -- truth.

@@ -1,0 +1,96 @@
+//! Two network namespaces joined by a veth pair, made and removed by the bench itself (root),
+//! and running code inside one: a thread that enters a namespace makes its sockets there, and
+//! the threads it starts inherit it.
+
+use std::process::Command;
+
+/// The pair; both namespaces are deleted on drop.
+pub struct NsPair {
+    /// Client side namespace name.
+    pub a: String,
+    /// Server side namespace name.
+    pub b: String,
+    /// The server side's veth address.
+    pub addr_b: std::net::Ipv4Addr,
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let st = Command::new("ip").args(args).status().map_err(|e| format!("ip: {e}"))?;
+    if st.success() {
+        Ok(())
+    } else {
+        Err(format!("ip {} failed", args.join(" ")))
+    }
+}
+
+impl NsPair {
+    /// Makes `nbb{tag}a` and `nbb{tag}b`, 10.251.{tag}.1/24 and .2/24, links and loopbacks up.
+    pub fn create(tag: u8) -> Result<NsPair, String> {
+        let pid = std::process::id() % 1000;
+        let (a, b) = (format!("nbb{pid}{tag}a"), format!("nbb{pid}{tag}b"));
+        let pair = NsPair { a: a.clone(), b: b.clone(), addr_b: std::net::Ipv4Addr::new(10, 251, tag, 2) };
+        ip(&["netns", "add", &a])?;
+        ip(&["netns", "add", &b])?;
+        let (va, vb) = (format!("{a}v"), format!("{b}v"));
+        ip(&["link", "add", &va, "netns", &a, "type", "veth", "peer", "name", &vb, "netns", &b])?;
+        for (ns, dev, addr) in [(&a, &va, format!("10.251.{tag}.1/24")), (&b, &vb, format!("10.251.{tag}.2/24"))] {
+            ip(&["-n", ns, "addr", "add", &addr, "dev", dev])?;
+            ip(&["-n", ns, "link", "set", dev, "up"])?;
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        Ok(pair)
+    }
+
+    /// Runs `nft SCRIPT` in namespace `ns`.
+    pub fn nft(&self, ns: &str, script: &str) -> Result<String, String> {
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "nft"])
+            .args(script.split_whitespace())
+            .output()
+            .map_err(|e| format!("nft: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("nft {script}: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+impl Drop for NsPair {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+/// Runs `f` on a new thread inside namespace `ns`; its result, or why it could not enter.
+pub fn inside<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    let path = format!("/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;
+        // SAFETY: setns on a namespace file descriptor we own; it changes only this thread.
+        let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
+        if rc != 0 {
+            return Err(format!("setns {path}: {}", std::io::Error::last_os_error()));
+        }
+        Ok(f())
+    })
+    .join()
+    .map_err(|_| format!("a thread in {ns} panicked"))?
+}
+
+/// (rx bytes, rx packets, tx bytes, tx packets) of interface `dev` as the calling thread's
+/// namespace counts them.
+pub fn counters(dev: &str) -> Result<(u64, u64, u64, u64), String> {
+    let text = std::fs::read_to_string("/proc/thread-self/net/dev").map_err(|e| e.to_string())?;
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{dev}:")))
+        .ok_or_else(|| format!("no interface {dev}"))?;
+    let f: Vec<u64> =
+        line.split(':').nth(1).unwrap_or_default().split_whitespace().filter_map(|v| v.parse().ok()).collect();
+    if f.len() < 10 {
+        return Err(format!("short counters line for {dev}"));
+    }
+    Ok((f[0], f[1], f[8], f[9]))
+}

@@ -386,11 +386,76 @@ fn truth_openloop(cpus: usize) -> Result<(), String> {
         Tolerance::Range(0.0, 1.0),
         "the fastest response is never faster than the delay",
     );
+    // Request/response, closed loop: the same delay, the same bounds.
+    let h = http(&|h| {
+        h.urls = vec!["/?delay=5ms".into()];
+        h.connections = 4;
+    })?;
+    truth::check(
+        "truth.rr.delay_5ms.p50",
+        h.latency.p50_ns as f64 / 1e6,
+        5.0,
+        "ms",
+        Tolerance::Range(0.0, 1.0),
+        "closed loop, 4 connections, responder delay=5ms: median round trip at most 1 ms above the delay",
+    );
+    truth::check(
+        "truth.rr.delay_5ms.min",
+        h.latency.min_ns as f64 / 1e6,
+        5.0,
+        "ms",
+        Tolerance::Range(0.0, 1.0),
+        "no round trip is shorter than the delay",
+    );
     drop(web);
     Ok(())
 }
 
-/// `truth.bytes`, `truth.packets`, `truth.loss`: figures against the kernel's own counters in
+/// `truth.rtt`: the eBPF probe's figures against `TCP_INFO` of the same sockets (root, a
+/// probe built in).
+fn truth_rtt(server: &LocalServer) -> Result<(), String> {
+    let probe = match netblast_probe::Probe::open_with(netblast_probe::ProbeMode::Ebpf, false) {
+        Ok(p) => p,
+        Err(e) => {
+            for name in ["truth.rtt.ebpf_vs_tcp_info", "truth.retransmits.ebpf_vs_tcp_info"] {
+                truth::skip(name, &format!("no eBPF probe here: {e}"));
+            }
+            return Ok(());
+        }
+    };
+    let p = profile("bulk-1flow", |p| {
+        p.run.duration = Some(Dur(secs()));
+        if let Some(b) = p.workload.bulk_mut() {
+            b.flows = 2;
+        }
+    })?;
+    let r = run_with(server.addr, p, &probe)?;
+    for s in &r.summary.streams {
+        let (Some(e), Some(t)) = (s.tcp, s.tcp_info) else {
+            return Err(format!("stream {}: no eBPF figures or no TCP_INFO cross-check", s.id));
+        };
+        let t_rtt = t.rtt_us as f64;
+        truth::check(
+            &format!("truth.rtt.ebpf_vs_tcp_info.stream{}", s.id),
+            e.rtt_us as f64,
+            t_rtt,
+            "us",
+            Tolerance::Abs((0.25 * t_rtt).max(20.0)),
+            "smoothed RTT the eBPF program kept vs TCP_INFO's, same socket, same instant (within 25% or 20 us)",
+        );
+        truth::check(
+            &format!("truth.retransmits.ebpf_vs_tcp_info.stream{}", s.id),
+            e.retrans_segs as f64,
+            t.retrans_segs as f64,
+            "segments",
+            Tolerance::Abs(0.0),
+            "retransmitted segments counted in the kernel by eBPF vs TCP_INFO (exact)",
+        );
+    }
+    Ok(())
+}
+
+/// `truth.bytes`, `truth.packets`, `truth.loss`, `truth.retransmits.tcp_vs_nstat`: figures against the kernel's own counters in
 /// a namespace pair this bench makes (root only).
 fn truth_namespaces() -> Result<(), String> {
     use netblast_benches::netns::{counters, inside, NsPair};
@@ -484,6 +549,36 @@ fn truth_namespaces() -> Result<(), String> {
             Tolerance::Abs(0.3),
             "a 1% random drop reads as 1% +- 0.3%",
         );
+        // TCP: 1% of the segments reaching the server dropped; the retransmissions reported vs
+        // the client namespace's own count (its only TCP sender is this test).
+        ns.nft(&ns.b, &format!("add rule inet nbb input tcp dport {port} numgen random mod 100 < 1 drop"))?;
+        let retrans_segs = || -> Result<u64, String> {
+            let text = std::fs::read_to_string("/proc/thread-self/net/snmp").map_err(|e| e.to_string())?;
+            let mut rows = text.lines().filter(|l| l.starts_with("Tcp:"));
+            let (names, values) = (rows.next().ok_or("no Tcp names")?, rows.next().ok_or("no Tcp values")?);
+            let at = names.split_whitespace().position(|n| n == "RetransSegs").ok_or("no RetransSegs")?;
+            values.split_whitespace().nth(at).and_then(|v| v.parse().ok()).ok_or_else(|| "bad RetransSegs".into())
+        };
+        let p = profile("bulk-1flow", |p| {
+            p.run.duration = Some(Dur(secs()));
+            if let Some(b) = p.workload.bulk_mut() {
+                b.flows = 2;
+            }
+        })?;
+        let (r, kernel) = inside(&ns.a, move || -> Result<_, String> {
+            let before = retrans_segs()?;
+            let r = run(target, p)?;
+            Ok((r, retrans_segs()? - before))
+        })
+        .and_then(|r| r)?;
+        truth::check(
+            "truth.retransmits.tcp_vs_nstat",
+            r.summary.ways[0].retransmits as f64,
+            kernel as f64,
+            "segments",
+            Tolerance::Range(-2.0, 0.0),
+            "1% of segments dropped by nftables: retransmissions reported vs the namespace's Tcp RetransSegs (the control connection's: at most 2)",
+        );
         Ok(())
     })();
     let _ = tx.send(());
@@ -534,16 +629,25 @@ fn main() {
         if let Err(e) = truth_openloop(cpu_list.len()) {
             fail("truth.openloop", e);
         }
+        if truth::section_wanted("truth.rtt") || truth::section_wanted("truth.retransmits") {
+            if let Err(e) = truth_rtt(&server) {
+                fail("truth.rtt", e);
+            }
+        }
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            for name in
-                ["truth.bytes.veth", "truth.packets.loopback", "truth.loss.udp_datagrams", "truth.loss.udp_percent"]
-            {
+            for name in [
+                "truth.bytes.veth",
+                "truth.packets.loopback",
+                "truth.loss.udp_datagrams",
+                "truth.loss.udp_percent",
+                "truth.retransmits.tcp_vs_nstat",
+            ] {
                 truth::skip(name, "needs root (network namespaces, nftables)");
             }
-        } else if truth::section_wanted("truth.bytes")
-            || truth::section_wanted("truth.packets")
-            || truth::section_wanted("truth.loss")
+        } else if ["truth.bytes", "truth.packets", "truth.loss", "truth.retransmits"]
+            .iter()
+            .any(|s| truth::section_wanted(s))
         {
             if let Err(e) = truth_namespaces() {
                 fail("truth (namespaces)", e);

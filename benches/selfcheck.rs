@@ -9,6 +9,7 @@
 //! and the fleet merge's inner operation).
 //! Set NETBLAST_BENCH_SECS to change the run length (default 3).
 
+use netblast_benches::baseline;
 use netblast_benches::truth::{self, Tolerance};
 use netblast_benches::{figure, profile, run, run_with, LocalServer};
 use netblast_spec::hist::{self, EncodedHistogram};
@@ -587,28 +588,86 @@ fn truth_namespaces() -> Result<(), String> {
     result
 }
 
+/// The bench's options (after `cargo bench --`).
+struct Options {
+    /// Name prefixes of the lines wanted.
+    only: Vec<String>,
+    json: String,
+    save_baseline: Option<String>,
+    baseline: Option<String>,
+    fail_on_regression: bool,
+    repeat: usize,
+}
+
+fn options() -> Result<Options, String> {
+    let mut o = Options {
+        only: Vec::new(),
+        json: concat!(env!("CARGO_MANIFEST_DIR"), "/../target/netblast-bench.json").to_string(),
+        save_baseline: None,
+        baseline: None,
+        fail_on_regression: false,
+        repeat: 0,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = |flag: &str| args.next().ok_or_else(|| format!("{flag} needs a value"));
+        match a.as_str() {
+            "--bench" => {}
+            "--json" => o.json = value("--json")?,
+            "--save-baseline" => o.save_baseline = Some(value("--save-baseline")?),
+            "--baseline" => o.baseline = Some(value("--baseline")?),
+            "--fail-on-regression" => o.fail_on_regression = true,
+            "--repeat" => {
+                let v = value("--repeat")?;
+                o.repeat = v.parse().ok().filter(|n| (1..=20).contains(n)).ok_or(format!("--repeat {v}: 1..20"))?;
+            }
+            f if f.starts_with('-') => {
+                return Err(format!(
+                    "unknown option {f} (PREFIX..., --json FILE, --save-baseline NAME, --baseline NAME, \
+                     --fail-on-regression, --repeat N)"
+                ))
+            }
+            prefix => o.only.push(prefix.to_string()),
+        }
+    }
+    if o.fail_on_regression && o.baseline.is_none() {
+        return Err("--fail-on-regression compares with a baseline: add --baseline NAME".into());
+    }
+    // A saved baseline needs a spread: three repeats unless told.
+    if o.repeat == 0 {
+        o.repeat = if o.save_baseline.is_some() { 3 } else { 1 };
+    }
+    Ok(o)
+}
+
 fn main() {
     // `cargo bench -- PREFIX...` keeps the lines whose names start with a prefix (`truth.`,
     // `http.h1`, `bulk`); `--bench` is always passed and ignored. `--json FILE` writes every
     // line (default target/netblast-bench.json).
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let json_path = args
-        .iter()
-        .position(|a| a == "--json")
-        .and_then(|i| args.get(i + 1).cloned())
-        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../target/netblast-bench.json").to_string());
-    let only: Vec<String> = args
-        .iter()
-        .enumerate()
-        .filter(|(i, a)| !a.starts_with('-') && (*i == 0 || args[i - 1] != "--json"))
-        .map(|(_, a)| a.clone())
-        .collect();
-    truth::set_filter(only.clone());
+    let o = match options() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("cargo bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    truth::set_filter(o.only.clone());
     const SECTIONS: [&str; 7] = ["bulk", "msgrate", "rr", "http", "probe", "hist", "fleet"];
-    if !only.is_empty() && !SECTIONS.iter().chain(["truth"].iter()).any(|s| truth::section_wanted(s)) {
-        eprintln!("no figure matches {only:?}: names start with truth., {}", SECTIONS.join("., "));
+    if !o.only.is_empty() && !SECTIONS.iter().chain(["truth"].iter()).any(|s| truth::section_wanted(s)) {
+        eprintln!("no figure matches {:?}: names start with truth., {}", o.only, SECTIONS.join("., "));
         std::process::exit(2);
     }
+    let target = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target"));
+    let base = match &o.baseline {
+        Some(name) => match baseline::load(&baseline::path(&target, name)) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                eprintln!("cargo bench: {e}");
+                std::process::exit(2);
+            }
+        },
+        None => None,
+    };
     let cpus = netblast_engine::sys::allowed_cpus().map(|c| c.len()).unwrap_or(1) as u32;
     println!("netblast self-check on loopback ({cpus} CPUs, client and server on the same host)");
     let server = match LocalServer::start() {
@@ -618,6 +677,78 @@ fn main() {
             std::process::exit(1);
         }
     };
+    let mut failed = false;
+    for round in 1..=o.repeat {
+        if o.repeat > 1 {
+            println!("-- repeat {round} of {}", o.repeat);
+        }
+        failed |= sections(&server, cpus);
+    }
+    drop(server);
+    let lines = truth::lines();
+    if let Err(e) = std::fs::write(&o.json, truth::to_json(&lines)) {
+        eprintln!("cannot write {}: {e}", o.json);
+    } else {
+        eprintln!("every line as JSON: {}", o.json);
+    }
+    let now = baseline::stats(&lines);
+    if o.repeat > 1 {
+        println!("-- medians over {} repeats (min..max)", o.repeat);
+        for (name, st) in &now {
+            println!("{name:<40} {:>12.3} {:<10} {:.3}..{:.3}", st.median, st.unit, st.min, st.max);
+        }
+    }
+    if let Some(name) = &o.save_baseline {
+        let file = baseline::path(&target, name);
+        match baseline::save(&file, &now) {
+            Ok(()) => println!("baseline {name}: {} figures saved to {}", now.len(), file.display()),
+            Err(e) => {
+                eprintln!("cannot save the baseline: {e}");
+                failed = true;
+            }
+        }
+    }
+    let mut regressions = 0;
+    if let (Some(b), Some(name)) = (&base, &o.baseline) {
+        println!("-- against baseline {name} (change beyond both runs' spread and 1% is flagged)");
+        println!("{:<40} {:>12} {:>12} {:>8}  verdict", "figure", "base", "now", "change");
+        for c in baseline::compare(b, &now) {
+            let verdict = match c.verdict {
+                baseline::Verdict::WithinNoise => "within noise",
+                baseline::Verdict::Better => "better",
+                baseline::Verdict::Regression => {
+                    regressions += 1;
+                    "REGRESSION"
+                }
+            };
+            println!(
+                "{:<40} {:>12.3} {:>12.3} {:>+7.1}%  {verdict} (base ±{:.3}, now ±{:.3})",
+                c.name,
+                c.base.median,
+                c.now.median,
+                c.pct,
+                c.base.half_range(),
+                c.now.half_range()
+            );
+        }
+    }
+    let checks = lines.iter().filter(|l| matches!(l, truth::Line::Check { .. })).count();
+    let bad = lines.iter().filter(|l| matches!(l, truth::Line::Check { outcome: truth::Outcome::Fail, .. })).count();
+    if checks > 0 {
+        println!("truth checks: {} of {checks} ok{}", checks - bad, if bad > 0 { ", FAILED" } else { "" });
+    }
+    if failed {
+        std::process::exit(1);
+    }
+    if o.fail_on_regression && regressions > 0 {
+        eprintln!("cargo bench: {regressions} regression(s) beyond the noise (--fail-on-regression)");
+        std::process::exit(1);
+    }
+    std::process::exit(truth::exit_code(&lines));
+}
+
+/// Runs every wanted section once; whether one of them could not run.
+fn sections(server: &LocalServer, cpus: u32) -> bool {
     let mut failed = false;
     let mut fail = |what: &str, e: String| {
         eprintln!("{what}: {e}");
@@ -630,7 +761,7 @@ fn main() {
             fail("truth.openloop", e);
         }
         if truth::section_wanted("truth.rtt") || truth::section_wanted("truth.retransmits") {
-            if let Err(e) = truth_rtt(&server) {
+            if let Err(e) = truth_rtt(server) {
                 fail("truth.rtt", e);
             }
         }
@@ -656,14 +787,14 @@ fn main() {
     }
     if truth::section_wanted("bulk") {
         for flows in [1, cpus.max(2)] {
-            if let Err(e) = bulk(&server, flows) {
+            if let Err(e) = bulk(server, flows) {
                 fail(&format!("bulk {flows} flows"), e);
             }
         }
     }
     let cpu_list = netblast_engine::sys::allowed_cpus().unwrap_or_default();
     if truth::section_wanted("msgrate") || truth::section_wanted("rr") {
-        if let Err(e) = msgrate(&server, &cpu_list) {
+        if let Err(e) = msgrate(server, &cpu_list) {
             fail("msgrate/rr", e);
         }
     }
@@ -673,7 +804,7 @@ fn main() {
         }
     }
     if truth::section_wanted("probe") {
-        if let Err(e) = probe_overhead(&server) {
+        if let Err(e) = probe_overhead(server) {
             fail("probe", e);
         }
     }
@@ -681,24 +812,9 @@ fn main() {
         histogram_merge();
     }
     if truth::section_wanted("fleet") {
-        if let Err(e) = fleet_scale(&server) {
+        if let Err(e) = fleet_scale(server) {
             fail("fleet", e);
         }
     }
-    drop(server);
-    let lines = truth::lines();
-    if let Err(e) = std::fs::write(&json_path, truth::to_json(&lines)) {
-        eprintln!("cannot write {json_path}: {e}");
-    } else {
-        eprintln!("every line as JSON: {json_path}");
-    }
-    let checks = lines.iter().filter(|l| matches!(l, truth::Line::Check { .. })).count();
-    let bad = lines.iter().filter(|l| matches!(l, truth::Line::Check { outcome: truth::Outcome::Fail, .. })).count();
-    if checks > 0 {
-        println!("truth checks: {} of {checks} ok{}", checks - bad, if bad > 0 { ", FAILED" } else { "" });
-    }
-    if failed {
-        std::process::exit(1);
-    }
-    std::process::exit(truth::exit_code(&lines));
+    failed
 }

@@ -3,6 +3,7 @@
 
 #![warn(missing_docs)]
 
+pub mod anchor;
 pub mod baseline;
 pub mod fleet_sim;
 pub mod netns;

@@ -588,6 +588,60 @@ fn truth_namespaces() -> Result<(), String> {
     result
 }
 
+/// `anchor.*`: the same-run ratios of netblast against the anchor tools that are installed,
+/// from the comparison scripts themselves (short: 2 interleaved rounds of 2 s each).
+fn anchors() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    for (tool, needs, script) in [
+        ("iperf3", &["iperf3"][..], "compare-iperf3.sh"),
+        ("iperf3_udp", &["iperf3"][..], "compare-udp.sh"),
+        ("qperf", &["qperf"][..], "compare-qperf.sh"),
+        ("wrk", &["wrk", "nginx"][..], "compare-http.sh"),
+    ] {
+        let name = format!("anchor.{tool}");
+        if !truth::wanted(&name) && !truth::section_wanted(&name) {
+            continue;
+        }
+        let missing: Vec<&str> = needs
+            .iter()
+            .copied()
+            .filter(|t| {
+                !std::process::Command::new("sh")
+                    .args(["-c", &format!("command -v {t}")])
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            })
+            .collect();
+        if !missing.is_empty() {
+            println!("{name:<40} skipped: {} not installed", missing.join(", "));
+            continue;
+        }
+        let out = std::process::Command::new(format!("{root}/scripts/{script}")).args(["2", "2"]).output();
+        match out {
+            Ok(o) if o.status.success() => {
+                let text = String::from_utf8_lossy(&o.stdout);
+                let found = netblast_benches::anchor::ratios_of(&text);
+                if found.is_empty() {
+                    eprintln!("{name}: no ratio in the output of {script}");
+                }
+                for (label, v) in found {
+                    figure(
+                        &format!("{name}.{label}"),
+                        v,
+                        "ratio",
+                        &format!("netblast / {tool}, same run (scripts/{script} 2 2)"),
+                    );
+                }
+            }
+            Ok(o) => eprintln!(
+                "{name}: scripts/{script} failed: {}",
+                String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("")
+            ),
+            Err(e) => eprintln!("{name}: scripts/{script}: {e}"),
+        }
+    }
+}
+
 /// The bench's options (after `cargo bench --`).
 struct Options {
     /// Name prefixes of the lines wanted.
@@ -652,7 +706,7 @@ fn main() {
         }
     };
     truth::set_filter(o.only.clone());
-    const SECTIONS: [&str; 7] = ["bulk", "msgrate", "rr", "http", "probe", "hist", "fleet"];
+    const SECTIONS: [&str; 8] = ["bulk", "msgrate", "rr", "http", "probe", "hist", "fleet", "anchor"];
     if !o.only.is_empty() && !SECTIONS.iter().chain(["truth"].iter()).any(|s| truth::section_wanted(s)) {
         eprintln!("no figure matches {:?}: names start with truth., {}", o.only, SECTIONS.join("., "));
         std::process::exit(2);
@@ -815,6 +869,9 @@ fn sections(server: &LocalServer, cpus: u32) -> bool {
         if let Err(e) = fleet_scale(server) {
             fail("fleet", e);
         }
+    }
+    if truth::section_wanted("anchor") {
+        anchors();
     }
     failed
 }

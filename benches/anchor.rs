@@ -16,7 +16,12 @@ pub fn slug(text: &str) -> String {
 pub fn ratios_of(output: &str) -> Vec<(String, f64)> {
     let mut out = Vec::new();
     for line in output.lines() {
-        let num = |t: &str| t.trim_matches(|c: char| !(c.is_ascii_digit() || c == '.')).parse::<f64>().ok();
+        // A number, with at most trailing punctuation: "1.178", "2.093,", "0.996)".
+        let num = |t: &str| {
+            t.starts_with(|c: char| c.is_ascii_digit())
+                .then(|| t.trim_end_matches([',', ')', ';', ':']))
+                .and_then(|t| t.parse::<f64>().ok())
+        };
         if let Some(at) = line.find("ratio ") {
             let Some(v) = line[at + 6..].split_whitespace().next().and_then(num) else { continue };
             let head = line[..at].split(':').next().unwrap_or("");
@@ -26,6 +31,15 @@ pub fn ratios_of(output: &str) -> Vec<(String, f64)> {
             let Some(v) = line[second..].split_whitespace().next().and_then(num) else { continue };
             // The row's label: its text up to the first run of spaces.
             out.push((slug(line.split("  ").next().unwrap_or("")), v));
+        }
+    }
+    // Names stay unique: a repeated label gets _2, _3…
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (label, _) in out.iter_mut() {
+        let n = seen.entry(label.clone()).or_insert(0);
+        *n += 1;
+        if *n > 1 {
+            *label = format!("{label}_{n}");
         }
     }
     out
@@ -41,7 +55,10 @@ mod tests {
                      1 flow        41.23 Gb/s    35.00 Gb/s   1.178      20.1 / 18.0\n\
                      zero-copy     50.00 Gb/s    40.00 Gb/s   1.250      25.0 / 20.0\n";
         let qperf = "    wire packets/s (loopback counter, both ways): netblast 123 k/s, qperf 56 k/s, ratio 2.093 (target >= 1.0)\n\
-                     requests/s: netblast 30000, wrk 28000, ratio 1.071 (target >= 1.0)\n";
+                     requests/s: netblast 30000, wrk 28000, ratio 1.071 (target >= 1.0)\n\
+                     received datagrams/s unlimited, netblast/iperf3: ratio 1.289 (target >= 1.0)\n\
+                     not a ratio netblast/iperf3: 3 things\n\
+                     requests/s: again, ratio 0.5\n";
         let r: Vec<(String, f64)> = ratios_of(iperf).into_iter().chain(ratios_of(qperf)).collect();
         assert_eq!(
             r,
@@ -50,6 +67,8 @@ mod tests {
                 ("zero_copy".to_string(), 1.25),
                 ("wire_packets_s_loopback_counter_both_ways".to_string(), 2.093),
                 ("requests_s".to_string(), 1.071),
+                ("received_datagrams_s_unlimited_netblast_iperf3".to_string(), 1.289),
+                ("requests_s_2".to_string(), 0.5),
             ]
         );
     }

@@ -102,10 +102,10 @@ print("    wire packets/s (loopback counter, both ways): netblast %.0f k/s, qper
       % (med(n_lo) / 1e3, med(q_pkts) / 1e3, med([a / b for a, b in zip(n_lo, q_pkts)])))
 print("    netblast's own wire packets/s (segments out + in): %.0f k/s, %.3f of the loopback counter (target within 5%%)"
       % (med(n_wire) / 1e3, med(n_count)))
-print("    application messages/s: netblast %.3f M/s, qperf %.3f M/s, ratio %.3f"
+print("    pps-8core application messages/s: netblast %.3f M/s, qperf %.3f M/s, ratio %.3f"
       % (med(n_rate) / 1e6, med(q_rate) / 1e6, med([a / b for a, b in zip(n_rate, q_rate)])))
 print("1 flow of 1-byte TCP messages, batched (sendmmsg of 64, reads of what has arrived: not qperf's receiver work):")
-print("    application messages/s: netblast %.3f M/s, qperf %.3f M/s, ratio %.3f; %.0f TCP segments/s"
+print("    batched application messages/s: netblast %.3f M/s, qperf %.3f M/s, ratio %.3f; %.0f TCP segments/s"
       % (med(b_rate) / 1e6, med(q_rate) / 1e6, med([a / b for a, b in zip(b_rate, q_rate)]), med(b_segs)))
 print("one-way latency (RTT/2), 1-byte TCP: netblast %.2f us (spin; p50 %.2f us), qperf %.2f us, ratio %.3f (target <= 1.0)"
       % (med(n_lat) * 1e6, med(n_p50) * 1e6, med(q_lat) * 1e6, med([a / b for a, b in zip(n_lat, q_lat)])))

@@ -371,45 +371,41 @@ fn truth_openloop(cpus: usize) -> Result<(), String> {
         h.rate = Some(netblast_spec::units::Rate(200.0));
         h.connections = 16;
     })?;
-    truth::check(
-        "truth.openloop.delay_10ms.p50",
-        h.latency.p50_ns as f64 / 1e6,
-        10.0,
-        "ms",
-        Tolerance::Range(0.0, 1.0),
-        "200/s, responder delay=10ms: median latency, at most 1 ms above the delay",
-    );
-    truth::check(
-        "truth.openloop.delay_10ms.min",
-        h.latency.min_ns as f64 / 1e6,
-        10.0,
-        "ms",
-        Tolerance::Range(0.0, 1.0),
-        "the fastest response is never faster than the delay",
-    );
+    delay_checks("truth.openloop.delay_10ms", &h.latency, 10.0, "200/s, responder delay=10ms: median latency");
     // Request/response, closed loop: the same delay, the same bounds.
     let h = http(&|h| {
         h.urls = vec!["/?delay=5ms".into()];
         h.connections = 4;
     })?;
-    truth::check(
-        "truth.rr.delay_5ms.p50",
-        h.latency.p50_ns as f64 / 1e6,
+    delay_checks(
+        "truth.rr.delay_5ms",
+        &h.latency,
         5.0,
-        "ms",
-        Tolerance::Range(0.0, 1.0),
-        "closed loop, 4 connections, responder delay=5ms: median round trip at most 1 ms above the delay",
-    );
-    truth::check(
-        "truth.rr.delay_5ms.min",
-        h.latency.min_ns as f64 / 1e6,
-        5.0,
-        "ms",
-        Tolerance::Range(0.0, 1.0),
-        "no round trip is shorter than the delay",
+        "closed loop, 4 connections, responder delay=5ms: median round trip",
     );
     drop(web);
     Ok(())
+}
+
+/// `NAME.p50` and `NAME.min`: latency against a delay the responder adds to every response:
+/// never below it, at most 1 ms above it.
+fn delay_checks(name: &str, l: &netblast_spec::hist::LatencySummary, delay_ms: f64, what: &str) {
+    truth::check(
+        &format!("{name}.p50"),
+        l.p50_ns as f64 / 1e6,
+        delay_ms,
+        "ms",
+        Tolerance::Range(0.0, 1.0),
+        &format!("{what}, at most 1 ms above the delay"),
+    );
+    truth::check(
+        &format!("{name}.min"),
+        l.min_ns as f64 / 1e6,
+        delay_ms,
+        "ms",
+        Tolerance::Range(0.0, 1.0),
+        "none is faster than the delay",
+    );
 }
 
 /// `truth.rtt`: the eBPF probe's figures against `TCP_INFO` of the same sockets (root, a

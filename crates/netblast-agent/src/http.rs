@@ -291,7 +291,7 @@ async fn respond(req: Request<Incoming>, st: Arc<State>) -> Result<Response<Body
     let r = respond_as_asked(req, &st).await;
     if let Some(m) = &st.cfg.metrics {
         let code = r.status().as_u16();
-        m.http_responses.get_or_create(&crate::metrics::label("code", code)).inc();
+        m.http_responses.get_or_create(&[("code", code)]).inc();
         m.http_latency.record(began.elapsed());
         let size = r.headers().get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
         m.http_bytes.inc_by(size.unwrap_or(0));

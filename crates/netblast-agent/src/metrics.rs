@@ -107,8 +107,9 @@ pub struct ServeMetrics {
     pub retransmits: Counter,
     /// Peers refused, by `reason`.
     pub refused: Family<Labels, Counter>,
-    /// HTTP responses of the built-in responder, by status `code`.
-    pub http_responses: Family<Labels, Counter>,
+    /// HTTP responses of the built-in responder, by status `code` (a label set that needs no
+    /// allocation: it is looked up once per response).
+    pub http_responses: Family<[(&'static str, u16); 1], Counter>,
     /// HTTP requests the responder could not answer as asked (bad shape, aborted on purpose).
     pub http_errors: Counter,
     /// HTTP response body bytes promised (Content-Length) by the responder.

@@ -238,8 +238,16 @@ fn udp_send(
     udp.set_nonblocking(false).map_err(|e| io_msg(&e))?;
     net::set_timeouts(fd, WAKE).map_err(|e| io_msg(&e))?;
     let n = cfg.batch.max(1);
-    let mut same = SendBatch::new(&vec![0x5au8; cfg.msg_bytes], n);
-    let mut own = (cfg.sequenced || cfg.bitrate.is_some()).then(|| OwnBatch::new(cfg.msg_bytes, n, 0x5a));
+    // One payload for every datagram, or a buffer each (a header each, or a part of a batch).
+    enum Batch {
+        Same(SendBatch),
+        Own(OwnBatch),
+    }
+    let mut batch = if cfg.sequenced || cfg.bitrate.is_some() {
+        Batch::Own(OwnBatch::new(cfg.msg_bytes, n, 0x5a))
+    } else {
+        Batch::Same(SendBatch::new(&vec![0x5au8; cfg.msg_bytes], n))
+    };
     // Seconds between datagrams at the target rate.
     let gap_s = cfg.bitrate.map(|b| cfg.msg_bytes as f64 * 8.0 / b);
     if gap_s.is_some() {
@@ -272,8 +280,8 @@ fn udp_send(
                 ((horizon / gap) as u64 + 1).saturating_sub(seq).clamp(1, n as u64) as usize
             }
         };
-        let sent = match own.as_mut() {
-            Some(b) => {
+        let sent = match &mut batch {
+            Batch::Own(b) => {
                 if cfg.sequenced {
                     let at = m.since_start_ns(now);
                     for i in 0..k {
@@ -282,7 +290,7 @@ fn udp_send(
                 }
                 b.send(fd, k)
             }
-            None => same.send(fd),
+            Batch::Same(b) => b.send(fd),
         };
         match sent {
             Ok((done, bytes)) => {

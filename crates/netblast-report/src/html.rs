@@ -20,6 +20,7 @@ use netblast_spec::hist::EncodedHistogram;
 use netblast_spec::profile::Way;
 use netblast_spec::units::{fmt_bits_per_s, fmt_ns};
 use netblast_spec::RunResult;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -450,64 +451,77 @@ fn err<E: std::fmt::Debug>(e: E) -> String {
     format!("drawing a chart: {e:?}")
 }
 
-/// Lines over the run's seconds.
+/// Draws one chart of [`SIZE`] into an SVG string: a white canvas, then `draw`.
+fn svg(draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String>) -> Result<String, String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        draw(&root)?;
+        root.present().map_err(err)?;
+    }
+    Ok(out)
+}
+
+/// The chart frame every chart shares: margins and label areas.
+fn frame<'a, 'b>(root: &'a DrawingArea<SVGBackend<'b>, Shift>) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut b = ChartBuilder::on(root);
+    b.margin(12).x_label_area_size(40).y_label_area_size(70);
+    b
+}
+
+/// Draws `lines` (line `i` `width(i)` pixels wide, colour `i` of the palette) with a legend.
+fn draw_lines<'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    lines: &[Line],
+    width: fn(usize) -> u32,
+    legend_at: SeriesLabelPosition,
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for (i, (name, pts)) in lines.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(width(i))))
+            .map_err(err)?
+            .label(name.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3)));
+    }
+    chart
+        .configure_series_labels()
+        .position(legend_at)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)
+}
+
+/// Lines over the run's seconds (the first, the total, drawn wider).
 fn time_chart(lines: &[Line], unit: &str) -> Result<String, String> {
     let x_max = lines.iter().flat_map(|(_, p)| p.iter().map(|x| x.0)).fold(0.0, f64::max).max(1e-3);
     let y_max = (max_y(lines) * 1.1).max(1e-9);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..x_max, 0f64..y_max)
-            .map_err(err)?;
+    svg(|root| {
+        let mut chart = frame(root).build_cartesian_2d(0f64..x_max, 0f64..y_max).map_err(err)?;
         chart.configure_mesh().x_desc("seconds since the start").y_desc(unit).draw().map_err(err)?;
-        for (i, (name, pts)) in lines.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            let width = if i == 0 { 3 } else { 1 };
-            chart
-                .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(width)))
-                .map_err(err)?
-                .label(name.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3)));
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
-        root.present().map_err(err)?;
-    }
-    Ok(svg)
+        draw_lines(&mut chart, lines, |i| if i == 0 { 3 } else { 1 }, SeriesLabelPosition::LowerRight)
+    })
 }
 
 /// Per interval bars from its start to its end.
 fn bar_chart(pts: &[(f64, f64, f64)], unit: &str) -> Result<String, String> {
     let x_max = pts.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-3);
     let y_max = (pts.iter().map(|p| p.2).fold(0.0, f64::max) * 1.1).max(1.0);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..x_max, 0f64..y_max)
-            .map_err(err)?;
+    svg(|root| {
+        let mut chart = frame(root).build_cartesian_2d(0f64..x_max, 0f64..y_max).map_err(err)?;
         chart.configure_mesh().x_desc("seconds since the start").y_desc(unit).draw().map_err(err)?;
         let color = Palette99::pick(1).to_rgba();
         chart
             .draw_series(pts.iter().map(|&(a, b, y)| Rectangle::new([(a, 0.0), (b, y)], color.filled())))
             .map_err(err)?;
-        root.present().map_err(err)?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
 /// Percentiles shown on the spectrum's axis, as 1/(1-q).
@@ -544,16 +558,9 @@ fn spectrum_chart(hists: &[(String, &EncodedHistogram)]) -> Result<String, Strin
     let y_min = if y_min == f64::MAX { y_max / 10.0 } else { (y_min / 1.5).min(y_max / 10.0) };
     let lines: Vec<Line> =
         lines.into_iter().map(|(n, p)| (n, p.into_iter().map(|(x, y)| (x, y.max(y_min))).collect())).collect();
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d((1f64..x_max).log_scale(), (y_min..y_max).log_scale())
-            .map_err(err)?;
+    svg(|root| {
+        let mut chart =
+            frame(root).build_cartesian_2d((1f64..x_max).log_scale(), (y_min..y_max).log_scale()).map_err(err)?;
         chart
             .configure_mesh()
             .x_desc("percentile")
@@ -567,24 +574,8 @@ fn spectrum_chart(hists: &[(String, &EncodedHistogram)]) -> Result<String, Strin
             })
             .draw()
             .map_err(err)?;
-        for (i, (name, pts)) in lines.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            chart
-                .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
-                .map_err(err)?
-                .label(name.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3)));
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
-        root.present().map_err(err)?;
-    }
-    Ok(svg)
+        draw_lines(&mut chart, &lines, |_| 2, SeriesLabelPosition::UpperLeft)
+    })
 }
 
 #[cfg(test)]

@@ -25,6 +25,39 @@ fn split_number(s: &str) -> (&str, &str) {
     (&s[..end], s[end..].trim())
 }
 
+/// A number with an optional suffix from `suffixes` (suffix, multiplier); `None` when either
+/// part is not one, or the product is not finite.
+fn scaled(t: &str, suffixes: &[(&str, f64)]) -> Option<f64> {
+    let (num, unit) = split_number(t);
+    let n: f64 = num.parse().ok()?;
+    let m = if unit.is_empty() { 1.0 } else { suffixes.iter().find(|(s, _)| *s == unit)?.1 };
+    Some(n * m).filter(|v| v.is_finite())
+}
+
+/// Deserializes a rate-like unit written either as a number (> 0) or as text its `FromStr`
+/// takes; `what` names it in the error.
+fn number_or_text<'de, D, T>(d: D, what: &str, from_number: fn(f64) -> T) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: FromStr,
+    T::Err: fmt::Display,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        N(f64),
+        S(String),
+    }
+    match Raw::deserialize(d)? {
+        Raw::N(n) if n > 0.0 && n.is_finite() => Ok(from_number(n)),
+        Raw::N(n) => Err(de::Error::custom(format!("invalid {what} {n}: must be > 0"))),
+        Raw::S(s) => s.parse().map_err(de::Error::custom),
+    }
+}
+
+/// Decimal suffixes of event and bit rates.
+const DECIMAL: [(&str, f64); 6] = [("k", 1e3), ("K", 1e3), ("M", 1e6), ("m", 1e6), ("G", 1e9), ("g", 1e9)];
+
 /// A byte count such as a buffer size or a transfer bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct ByteSize(pub u64);
@@ -124,22 +157,8 @@ impl FromStr for Rate {
         };
         let t = s.trim();
         let t = t.strip_suffix("/s").unwrap_or(t).trim();
-        let (num, unit) = split_number(t);
-        if num.is_empty() {
-            return Err(err());
-        }
-        let n: f64 = num.parse().map_err(|_| err())?;
-        let mult = match unit {
-            "" => 1.0,
-            "k" | "K" => 1e3,
-            "M" | "m" => 1e6,
-            "G" => 1e9,
-            _ => return Err(err()),
-        };
-        let v = n * mult;
-        if !v.is_finite() || v <= 0.0 {
-            return Err(err());
-        }
+        // "g" is a bit rate's spelling; an event rate takes "G" only.
+        let v = scaled(t, &DECIMAL[..5]).filter(|v| *v > 0.0).ok_or_else(err)?;
         Ok(Rate(v))
     }
 }
@@ -158,17 +177,7 @@ impl Serialize for Rate {
 
 impl<'de> Deserialize<'de> for Rate {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(f64),
-            S(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::N(n) if n > 0.0 && n.is_finite() => Ok(Rate(n)),
-            Raw::N(n) => Err(de::Error::custom(format!("invalid rate {n}: must be > 0"))),
-            Raw::S(s) => s.parse().map_err(de::Error::custom),
-        }
+        number_or_text(d, "rate", Rate)
     }
 }
 
@@ -194,24 +203,9 @@ impl FromStr for BitRate {
         };
         let t = s.trim();
         let t = ["bit/s", "bits/s", "bps", "b/s"].iter().find_map(|u| t.strip_suffix(u)).unwrap_or(t).trim();
-        let (num, unit) = split_number(t);
-        if num.is_empty() {
-            return Err(err());
-        }
-        let n: f64 = num.parse().map_err(|_| err())?;
-        let mult = match unit {
-            "" => 1.0,
-            "k" | "K" => 1e3,
-            "M" | "m" => 1e6,
-            "G" | "g" => 1e9,
-            "T" => 1e12,
-            _ => return Err(err()),
-        };
-        let v = n * mult;
+        let suffixes: Vec<(&str, f64)> = DECIMAL.iter().copied().chain([("T", 1e12)]).collect();
         // 0 is iperf3's "no limit".
-        if !v.is_finite() || v < 0.0 {
-            return Err(err());
-        }
+        let v = scaled(t, &suffixes).filter(|v| *v >= 0.0).ok_or_else(err)?;
         Ok(BitRate(v))
     }
 }
@@ -230,17 +224,7 @@ impl Serialize for BitRate {
 
 impl<'de> Deserialize<'de> for BitRate {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(f64),
-            S(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::N(n) if n > 0.0 && n.is_finite() => Ok(BitRate(n)),
-            Raw::N(n) => Err(de::Error::custom(format!("invalid bit rate {n}: must be > 0"))),
-            Raw::S(s) => s.parse().map_err(de::Error::custom),
-        }
+        number_or_text(d, "bit rate", BitRate)
     }
 }
 

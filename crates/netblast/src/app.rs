@@ -541,7 +541,8 @@ fn start_http(
         default_size: a.http_size.bytes(),
         max_connections: a.http_max_connections.max(1),
         header_timeout: a.http_timeout.get(),
-        metrics: Some(metrics),
+        // Counted per response only when someone scrapes them.
+        metrics: a.metrics.is_some().then_some(metrics),
         ..Default::default()
     };
     let mut listeners = Vec::new();
@@ -713,31 +714,38 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
             // Stops with the runtime, when the fleet's result is in.
             tokio::spawn(netblast_agent::metrics::serve_http(l, render, std::future::pending::<()>()));
         }
+        let counting = a.metrics.is_some();
         let mut live = |ev: FleetEvent<'_>| {
             use netblast_agent::metrics::Labels;
             let state = |role: &str, state: &str| -> Labels {
                 vec![("role".into(), role.into()), ("state".into(), state.into())]
             };
-            match &ev {
-                FleetEvent::AgentReady { role, .. } => {
-                    metrics.agents.get_or_create(&state(role, "ready")).inc();
-                }
-                FleetEvent::AgentFailed { role, .. } => {
-                    metrics.agents.get_or_create(&state(role, "failed")).inc();
-                }
-                FleetEvent::Starting { tests, .. } => {
-                    metrics.tests_running.set(*tests as i64);
-                }
-                FleetEvent::Interval(iv) => {
-                    metrics.tests_running.set(iv.running as i64);
-                    metrics.tests_reporting.set(iv.reporting as i64);
-                    metrics.bits_per_second.set(iv.bits_per_s);
-                    metrics.responses_per_second.set(iv.responses_per_s.unwrap_or(0.0));
-                    metrics.intervals.inc();
-                }
-                FleetEvent::TestInterval { interval, .. } => {
+            // Every agent's interval frame: decoded for the metrics only when they are served.
+            if let FleetEvent::TestInterval { interval, .. } = &ev {
+                if counting {
                     metrics.test_interval(interval);
-                    return;
+                }
+                return;
+            }
+            if counting {
+                match &ev {
+                    FleetEvent::AgentReady { role, .. } => {
+                        metrics.agents.get_or_create(&state(role, "ready")).inc();
+                    }
+                    FleetEvent::AgentFailed { role, .. } => {
+                        metrics.agents.get_or_create(&state(role, "failed")).inc();
+                    }
+                    FleetEvent::Starting { tests, .. } => {
+                        metrics.tests_running.set(*tests as i64);
+                    }
+                    FleetEvent::Interval(iv) => {
+                        metrics.tests_running.set(iv.running as i64);
+                        metrics.tests_reporting.set(iv.reporting as i64);
+                        metrics.bits_per_second.set(iv.bits_per_s);
+                        metrics.responses_per_second.set(iv.responses_per_s.unwrap_or(0.0));
+                        metrics.intervals.inc();
+                    }
+                    FleetEvent::TestInterval { .. } => {}
                 }
             }
             if !human {

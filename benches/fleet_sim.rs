@@ -80,6 +80,7 @@ fn interval_template() -> Interval {
             latency: Some(LatencySummary::of(&h)),
             latency_hist: EncodedHistogram::encode(&h).ok(),
             udp: None,
+            failed: None,
         }],
         http: None,
     }

@@ -5,7 +5,7 @@
 //! to their test by id and tag and handed to pinned worker threads when the test starts.
 //! Anything else is dropped after one log line, counted.
 
-use crate::registry::{Registry, TestEntry};
+use crate::registry::{Extra, Registry, TestEntry};
 use crate::{Access, ServeStats};
 use netblast_engine::end::{self, Conn, Ctx, Side, Timing};
 use netblast_engine::sockopt;
@@ -13,7 +13,7 @@ use netblast_engine::sys;
 use netblast_engine::worker::{Event, EventTx, RunFlags, StartGate};
 use netblast_probe::Probe;
 use netblast_spec::gather::Gather;
-use netblast_spec::profile::Way;
+use netblast_spec::profile::{Kind, Way};
 use netblast_spec::result::{CpuUsage, MAX_STREAM_DETAIL};
 use netblast_spec::wire::{
     self, ClientMsg, Header, Refusal, Role, ServerMsg, ServerSample, ServerStreamFinal, ServerWaySample, Session,
@@ -90,7 +90,7 @@ impl Drop for Holding<'_> {
 /// Takes what a set-up asks of this server's resources, or says which limit refuses it.
 fn hold<'a>(shared: &'a Shared, setup: &TestSetup) -> Result<Holding<'a>, String> {
     let l = &shared.limits;
-    let per_stream = if setup.profile.workload.uses_udp() { 2 } else { 1 };
+    let per_stream = if setup.profile.workload.uses_udp() || setup.profile.kind() == Kind::Cps { 2 } else { 1 };
     let fds = setup.streams.len() as u64 * per_stream;
     let (soft, _) = netblast_engine::sys::nofile_limit();
     let open = std::fs::read_dir("/proc/self/fd").map(|d| d.count() as u64).unwrap_or(0);
@@ -256,7 +256,7 @@ async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: Header, shar
     // address and port (the address being the TCP peer's), so it exchanges datagrams with that
     // one peer and nobody else.
     let mut reply = vec![StreamAck::Ok as u8];
-    let udp = if offer.udp {
+    let udp = if offer.extra == Extra::Udp {
         let mut port = [0u8; 2];
         if tokio::time::timeout(HANDSHAKE_TIMEOUT, conn.read_exact(&mut port)).await.map_or(true, |r| r.is_err()) {
             tracing::info!(%peer, "dropped UDP stream: no client port");
@@ -281,12 +281,33 @@ async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: Header, shar
     } else {
         None
     };
+    // A cps flow: a listener of its own, on the address the client reached, for the flow's
+    // connections; its port goes back in the acknowledgement.
+    let listener = if offer.extra == Extra::Listener {
+        let opened = conn.local_addr().and_then(|local| {
+            let l = netblast_engine::cps::listen_on(local.ip())?;
+            let port = l.local_addr()?.port();
+            Ok((l, port))
+        });
+        match opened {
+            Ok((l, port)) => {
+                reply.extend_from_slice(&port.to_be_bytes());
+                Some(l)
+            }
+            Err(e) => {
+                tracing::warn!(%peer, "cannot open a listener for the cps flow: {e}");
+                return;
+            }
+        }
+    } else {
+        None
+    };
     // Hand the socket to the test before acknowledging it: the client starts the test only
     // after every ack, so the test's control task has every socket by then.
     let taken = conn.into_std().and_then(|s| s.try_clone().map(|w| (s, w)));
     match taken {
         Ok((stream, mut ack_writer)) => {
-            if tx.send((header.stream_id, stream, udp)).is_ok() {
+            if tx.send((header.stream_id, stream, udp, listener)).is_ok() {
                 let _ = netblast_engine::net::set_blocking(std::os::fd::AsRawFd::as_raw_fd(&ack_writer), true);
                 let _ = std::io::Write::write_all(&mut ack_writer, &reply);
             }
@@ -294,6 +315,9 @@ async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: Header, shar
         Err(e) => tracing::warn!(%peer, "cannot take over stream socket: {e}"),
     }
 }
+
+/// A stream's sockets: its TCP connection, a UDP flow's datagram socket, a cps flow's listener.
+type Sockets = (std::net::TcpStream, Option<std::net::UdpSocket>, Option<std::net::TcpListener>);
 
 /// Reads one control frame.
 async fn read_frame(conn: &mut tokio::net::tcp::OwnedReadHalf) -> Result<Option<ClientMsg>, String> {
@@ -315,7 +339,8 @@ fn check_setup(setup: &TestSetup) -> Result<(), String> {
     // The profile says how many streams its test has (msgrate without a flow count: one per
     // client CPU, which only the client knows); a setup naming more would hold more than it runs.
     let w = &setup.profile.workload;
-    let per_cpu = matches!(w, netblast_spec::profile::Workload::Msgrate(m) if m.flows.is_none());
+    let per_cpu = matches!(w, netblast_spec::profile::Workload::Msgrate(m) if m.flows.is_none())
+        || matches!(w, netblast_spec::profile::Workload::Cps(c) if c.flows.is_none());
     let runs = w.stream_count(1);
     if !per_cpu && setup.streams.len() != runs {
         return Err(format!("the setup names {} streams and its profile has {runs}", setup.streams.len()));
@@ -428,8 +453,12 @@ async fn control_conn(
     };
     let (stream_tx, mut stream_rx) = mpsc::unbounded_channel();
     let ways: HashMap<u32, Way> = setup.streams.iter().map(|s| (s.id, s.way)).collect();
-    let udp = setup.profile.workload.uses_udp();
-    let entry = TestEntry::new(ways.clone(), udp, session.stream_key, stream_tx);
+    let extra = match setup.profile.kind() {
+        _ if setup.profile.workload.uses_udp() => Extra::Udp,
+        Kind::Cps => Extra::Listener,
+        _ => Extra::None,
+    };
+    let entry = TestEntry::new(ways.clone(), extra, session.stream_key, stream_tx);
     let registered = match shared.reg.insert(test_id, peer.ip(), entry) {
         Ok(r) => r,
         Err(m) => {
@@ -455,13 +484,13 @@ async fn control_conn(
             }
         }
     });
-    let mut sockets: HashMap<u32, (std::net::TcpStream, Option<std::net::UdpSocket>)> = HashMap::new();
+    let mut sockets: HashMap<u32, Sockets> = HashMap::new();
     let deadline = tokio::time::Instant::now() + SETUP_TIMEOUT;
     loop {
         tokio::select! {
-            Some((id, s, u)) = stream_rx.recv() => {
-                holding.stream_open(1 + u64::from(u.is_some()));
-                sockets.insert(id, (s, u));
+            Some((id, s, u, l)) = stream_rx.recv() => {
+                holding.stream_open(1 + u64::from(u.is_some()) + u64::from(l.is_some()));
+                sockets.insert(id, (s, u, l));
             }
             msg = ctl_rx.recv() => match msg {
                 Some(Ctl::Frame(Ok(Some(ClientMsg::Start)))) => break,
@@ -480,8 +509,8 @@ async fn control_conn(
     }
     drop(registered);
     holding.streams_open();
-    while let Ok((id, s, u)) = stream_rx.try_recv() {
-        sockets.insert(id, (s, u));
+    while let Ok((id, s, u, l)) = stream_rx.try_recv() {
+        sockets.insert(id, (s, u, l));
     }
     if sockets.len() != ways.len() {
         let m = format!("start with {} of {} streams connected", sockets.len(), ways.len());
@@ -520,7 +549,7 @@ async fn control_conn(
 #[allow(clippy::too_many_arguments)]
 async fn run_test(
     setup: &TestSetup,
-    mut sockets: HashMap<u32, (std::net::TcpStream, Option<std::net::UdpSocket>)>,
+    mut sockets: HashMap<u32, Sockets>,
     ways: &HashMap<u32, Way>,
     metrics: &crate::metrics::ServeMetrics,
     probe: &Probe,
@@ -549,7 +578,7 @@ async fn run_test(
     let mut streams = setup.streams.clone();
     streams.sort_by_key(|s| s.id);
     for st in &streams {
-        let Some((tcp, udp)) = sockets.remove(&st.id) else { continue };
+        let Some((tcp, udp, listener)) = sockets.remove(&st.id) else { continue };
         if let Err(e) = sockopt::apply(SockRef::from(&tcp), &profile.tcp, profile.workload.nodelay_default()) {
             let m = format!("cannot apply socket options: {e}");
             let _ = wr.write_all(&wire::refusal(Refusal::Invalid, m.clone())).await;
@@ -569,7 +598,8 @@ async fn run_test(
             }
             ok
         });
-        conns.push(Conn { id: st.id, way: st.way, tcp, udp, cpu });
+        let cps = listener.map(netblast_engine::cps::CpsEnd::Listen);
+        conns.push(Conn { id: st.id, way: st.way, tcp, udp, cps, cpu });
     }
     let bulk_workers = (sys::cpus_online() as usize).min(conns.len()).max(1);
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<(usize, Event)>();

@@ -8,8 +8,20 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use tokio::sync::mpsc::UnboundedSender;
 
-/// An accepted stream: id, TCP socket, and the UDP socket of a UDP flow.
-pub type Accepted = (u32, std::net::TcpStream, Option<std::net::UdpSocket>);
+/// An accepted stream: id, TCP socket, and the UDP socket of a UDP flow or the listener of a
+/// cps flow.
+pub type Accepted = (u32, std::net::TcpStream, Option<std::net::UdpSocket>, Option<std::net::TcpListener>);
+
+/// What each stream of a test sets up besides its TCP connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extra {
+    /// Nothing: the stream carries the data.
+    None,
+    /// A UDP socket connected to the client's.
+    Udp,
+    /// A listener for the flow's connections (cps).
+    Listener,
+}
 
 /// Where an accepted stream goes: to its test's control task.
 pub type StreamTx = UnboundedSender<Accepted>;
@@ -19,16 +31,16 @@ pub type StreamTx = UnboundedSender<Accepted>;
 pub struct TestEntry {
     ways: HashMap<u32, Way>,
     connected: HashSet<u32>,
-    udp: bool,
+    extra: Extra,
     key: StreamKey,
     tx: StreamTx,
 }
 
 impl TestEntry {
-    /// A test expecting the streams in `ways` (UDP flows when `udp`), each tagged with `key`
+    /// A test expecting the streams in `ways` (each setting up `extra`), each tagged with `key`
     /// (known only to the connection that set the test up), delivered through `tx`.
-    pub fn new(ways: HashMap<u32, Way>, udp: bool, key: StreamKey, tx: StreamTx) -> TestEntry {
-        TestEntry { ways, connected: HashSet::new(), udp, key, tx }
+    pub fn new(ways: HashMap<u32, Way>, extra: Extra, key: StreamKey, tx: StreamTx) -> TestEntry {
+        TestEntry { ways, connected: HashSet::new(), extra, key, tx }
     }
 }
 
@@ -39,8 +51,8 @@ pub struct Offer {
     pub ack: StreamAck,
     /// Where to deliver the stream, when accepted.
     pub tx: Option<StreamTx>,
-    /// Whether the stream sets up a UDP flow.
-    pub udp: bool,
+    /// What the stream sets up besides its TCP connection.
+    pub extra: Extra,
 }
 
 /// The tests of one server. Locked only on connection setup, never on the data path.
@@ -97,7 +109,7 @@ impl Registry {
     /// when accepted, where to deliver the socket.
     pub fn offer_stream(&self, id: &TestId, stream: u32, tag: &[u8]) -> Offer {
         let mut t = self.lock();
-        let refuse = |ack| Offer { ack, tx: None, udp: false };
+        let refuse = |ack| Offer { ack, tx: None, extra: Extra::None };
         let Some((entry, _)) = t.get_mut(id) else { return refuse(StreamAck::UnknownTest) };
         if !entry.key.verify(&id.0, stream, tag) {
             return refuse(StreamAck::BadTag);
@@ -105,7 +117,7 @@ impl Registry {
         if !entry.ways.contains_key(&stream) || !entry.connected.insert(stream) {
             return refuse(StreamAck::UnknownStream);
         }
-        Offer { ack: StreamAck::Ok, tx: Some(entry.tx.clone()), udp: entry.udp }
+        Offer { ack: StreamAck::Ok, tx: Some(entry.tx.clone()), extra: entry.extra }
     }
 }
 
@@ -136,7 +148,7 @@ mod tests {
         let key = Transcript { header: [0; 32], client_nonce: [1; 32], server_nonce: [2; 32] }.stream_key(None);
         let other = Transcript { header: [0; 32], client_nonce: [3; 32], server_nonce: [2; 32] }.stream_key(None);
         let id = TestId([1; 16]);
-        let entry = |tx| TestEntry::new(HashMap::from([(0, Way::Up)]), false, key, tx);
+        let entry = |tx| TestEntry::new(HashMap::from([(0, Way::Up)]), Extra::None, key, tx);
         let guard = r.insert(id, me, entry(tx.clone())).unwrap();
         assert!(r.insert(id, me, entry(tx.clone())).is_err(), "a second set-up with the same id is refused");
         assert_eq!(r.pending(), 1, "and the refused one did not remove the first");

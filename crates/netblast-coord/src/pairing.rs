@@ -51,6 +51,7 @@ fn flows_of(w: &mut Workload) -> Option<&mut u32> {
         Workload::Bulk(b) => Some(&mut b.flows),
         Workload::Rr(r) => Some(&mut r.flows),
         Workload::Msgrate(m) => m.flows.as_mut(),
+        Workload::Cps(c) => c.flows.as_mut(),
         Workload::Http(h) => Some(&mut h.connections),
     }
 }

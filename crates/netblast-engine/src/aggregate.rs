@@ -81,7 +81,7 @@ impl KindInfo {
     }
 
     fn counts_msgs(&self) -> bool {
-        matches!(self.kind, Kind::Msgrate | Kind::Rr)
+        matches!(self.kind, Kind::Msgrate | Kind::Rr | Kind::Cps)
     }
 }
 
@@ -347,6 +347,7 @@ impl Aggregator {
                     Way::Up => acc.server.get(&s.id).and_then(|x| x.udp),
                     Way::Down => acc.client.get(&s.id).and_then(|x| x.udp),
                 },
+                failed: (self.info.kind == Kind::Cps).then(|| acc.client.get(&s.id).map(|x| x.lost).unwrap_or(0)),
             });
         }
         for p in problems {
@@ -423,6 +424,7 @@ impl Aggregator {
                 latency: merged.map(LatencySummary::of),
                 latency_hist: merged.and_then(|h| EncodedHistogram::encode(h).ok()),
                 udp: UdpQuality::sum(of_way.iter().filter_map(|x| x.udp.as_ref())),
+                failed: of_way.iter().map(|x| x.failed).sum(),
             });
         }
         sums
@@ -496,7 +498,7 @@ impl Aggregator {
             let msg_totals = msgs.then(|| {
                 let lost = match (self.info.kind, self.info.protocol) {
                     (Kind::Msgrate, Protocol::Udp) => recv_msgs.map(|r| sent_msgs.saturating_sub(r)),
-                    (Kind::Rr, Protocol::Udp) => Some(mine.map(|e| e.lost).unwrap_or(0)),
+                    (Kind::Rr, Protocol::Udp) | (Kind::Cps, _) => Some(mine.map(|e| e.lost).unwrap_or(0)),
                     _ => None,
                 };
                 let segs = last_tcp.map(|t| t.segs_out);
@@ -520,6 +522,7 @@ impl Aggregator {
                         Way::Up => theirs.and_then(|e| e.udp),
                         Way::Down => mine.and_then(|e| e.udp),
                     },
+                    conns: mine.and_then(|e| e.conns),
                 }
             });
             // Kernel RTT histogram and TCP_INFO cross-check of the sending socket.
@@ -610,6 +613,7 @@ impl Aggregator {
                     wire_packets: wire,
                     wire_packets_per_s: wire.map(|n| rate(n as f64, sent_s)),
                     udp: UdpQuality::sum(m.iter().filter_map(|x| x.udp.as_ref())),
+                    conns: netblast_spec::result::ConnCounts::sum(m.iter().filter_map(|x| x.conns.as_ref())),
                 }
             });
             let merged = way_lat.get(&way).and_then(|h| h.as_ref());

@@ -544,6 +544,7 @@ pub fn run_worker(
             rtt_hist: f.watch.rtt_histogram().map(Box::new),
             tcp_info: f.watch.tcp_info_check(),
             udp: None,
+            conns: None,
         })));
     }
     finish_worker(pin_error, sampled);

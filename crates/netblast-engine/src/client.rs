@@ -15,6 +15,7 @@
 use crate::aggregate::{Aggregator, KindInfo};
 use crate::api::{escape, ClientError, Envelope, Live, Measured, RunOptions};
 use crate::bulk;
+use crate::cps::CpsEnd;
 use crate::end::{self, Conn, Ctx, Side, Timing};
 use crate::sockopt;
 use crate::sys::{self, CpuMark};
@@ -70,7 +71,7 @@ fn open_stream(
     test_id: TestId,
     key: &StreamKey,
     id: u32,
-) -> Result<(TcpStream, Option<UdpSocket>), ClientError> {
+) -> Result<(TcpStream, Option<UdpSocket>, Option<CpsEnd>), ClientError> {
     let io_err =
         |what: &'static str| move |error: io::Error| ClientError::Io { what: format!("{what} ({peer})"), error };
     let stream = sockopt::connect(peer, &profile.tcp, profile.workload.nodelay_default(), CONNECT_TIMEOUT)
@@ -102,8 +103,16 @@ fn open_stream(
         sock.connect(SocketAddr::new(peer.ip(), u16::from_be_bytes(port)))
             .map_err(io_err("cannot connect the UDP socket"))?;
     }
+    // A cps flow: the port of the listener the server opened for its connections.
+    let cps = if profile.kind() == netblast_spec::profile::Kind::Cps {
+        let mut port = [0u8; 2];
+        (&stream).read_exact(&mut port).map_err(io_err("no cps listener port from the server"))?;
+        Some(CpsEnd::Dial(SocketAddr::new(peer.ip(), u16::from_be_bytes(port))))
+    } else {
+        None
+    };
     stream.set_read_timeout(None).ok();
-    Ok((stream, udp_sock))
+    Ok((stream, udp_sock, cps))
 }
 
 /// The control connection after the handshake and the set-up: the server's answer.
@@ -195,7 +204,7 @@ pub fn run(
     let mut infos = Vec::with_capacity(setups.len());
     let mut conns = Vec::with_capacity(setups.len());
     for (i, s) in setups.iter().enumerate() {
-        let (tcp, udp_sock) = open_stream(peer, profile, test_id, &key, s.id)?;
+        let (tcp, udp_sock, cps) = open_stream(peer, profile, test_id, &key, s.id)?;
         let client_cpu = plan::client_cpu_of(plan, i, setups.len());
         infos.push(StreamInfo {
             id: s.id,
@@ -206,7 +215,7 @@ pub fn run(
             server_cpu: s.server_cpu,
             part: None,
         });
-        conns.push(Conn { id: s.id, way: s.way, tcp, udp: udp_sock, cpu: Some(client_cpu) });
+        conns.push(Conn { id: s.id, way: s.way, tcp, udp: udp_sock, cps, cpu: Some(client_cpu) });
     }
 
     // 3. Workers, then start at the start instant.

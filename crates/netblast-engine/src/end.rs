@@ -3,6 +3,7 @@
 //! the client sends and the server receives; rr clients ask and servers answer).
 
 use crate::bulk::{self, BulkConfig, BulkFlow, FlowRole, WorkerShared};
+use crate::cps::{self, CpsConfig, CpsEnd};
 use crate::msgrate::{self, MsgConfig, MsgFlow, MsgSocket};
 use crate::rr::{self, RrConfig};
 use crate::worker::{self, EventTx, RunFlags, StartGate};
@@ -34,6 +35,8 @@ pub struct Conn {
     pub tcp: TcpStream,
     /// The connected UDP socket of a UDP flow.
     pub udp: Option<UdpSocket>,
+    /// A cps flow's other end: where its connections go (client), its listener (server).
+    pub cps: Option<CpsEnd>,
     /// CPU to pin this stream's worker to (message kinds: one worker per stream).
     pub cpu: Option<usize>,
 }
@@ -142,6 +145,32 @@ pub fn spawn(
             spawn_per_flow(side, conns, ctx, move |i, pinned, flow, ctx| {
                 rr::run_worker(i, pinned, flow, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)
             })
+        }
+        Workload::Cps(c) => {
+            let flows = conns.len().max(1) as f64;
+            let cfg = Arc::new(CpsConfig {
+                req_bytes: c.req_bytes.bytes() as usize,
+                resp_bytes: c.resp_bytes.bytes() as usize,
+                rate: c.rate.map(|r| r.per_second() / flows),
+                close: c.close,
+                timeout: c.timeout(),
+                tcp: profile.tcp.clone(),
+                kernel_stats: ctx.probe.collects(),
+                interval,
+                timing,
+            });
+            let mut handles = Vec::with_capacity(conns.len());
+            for (i, c) in conns.into_iter().enumerate() {
+                let Some(end) = c.cps else {
+                    return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("cps flow {} has no listener", c.id)));
+                };
+                let (cfg, ctx, role) = (cfg.clone(), ctx.clone(), role(side, c.way));
+                let (id, anchor) = (c.id, c.tcp);
+                handles.push(worker::spawn(i, c.cpu, move |pinned| {
+                    cps::run_worker(i, pinned, id, role, anchor, end, &cfg, &ctx.gate, &ctx.flags, &ctx.tx)
+                })?);
+            }
+            Ok(handles)
         }
         Workload::Http(_) => Err(io::Error::new(io::ErrorKind::InvalidInput, "http tests have no netblast streams")),
     }

@@ -28,6 +28,7 @@ pub mod api;
 pub mod bulk;
 pub mod client;
 pub mod clock;
+pub mod cps;
 pub mod end;
 pub mod http;
 pub mod meter;

@@ -30,6 +30,8 @@ pub struct Meter {
     last_byte: Instant,
     /// A UDP receiver's sequence account (sequenced datagrams only).
     pub seq: Option<crate::udpseq::SeqTracker>,
+    /// A cps client's failures by cause and SYN retransmissions.
+    pub conns: Option<netblast_spec::result::ConnCounts>,
     at_udp: netblast_spec::result::UdpQuality,
 }
 
@@ -61,6 +63,7 @@ impl Meter {
             tx,
             last_byte: start,
             seq: None,
+            conns: None,
             at_udp: Default::default(),
         }
     }
@@ -158,6 +161,7 @@ impl Meter {
             rtt_hist: self.watch.as_ref().and_then(|w| w.rtt_histogram()).map(Box::new),
             tcp_info: self.watch.as_ref().and_then(|w| w.tcp_info_check()),
             udp: self.seq.as_ref().map(|t| t.total()),
+            conns: self.conns,
         };
         (self.tx)(self.worker, Event::FlowDone(Box::new(end)));
     }

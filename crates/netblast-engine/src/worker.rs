@@ -212,6 +212,8 @@ pub struct FlowEnd {
     pub tcp_info: Option<TcpStats>,
     /// A UDP receiver's account of the flow's sequenced datagrams, in total.
     pub udp: Option<netblast_spec::result::UdpQuality>,
+    /// A cps client's failures by cause and SYN retransmissions, in total.
+    pub conns: Option<netblast_spec::result::ConnCounts>,
 }
 
 /// What workers tell the aggregator.

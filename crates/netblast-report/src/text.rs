@@ -75,6 +75,7 @@ pub fn interval_header(profile: &Profile) -> String {
             "[ ID] Interval           Sent/s        Bitrate          Received/s    Lost/Total (receiver)  Jitter     Reordered  Dup\n"
         }
         (Kind::Rr, _) => "[ ID] Interval           Trans/s       RTT p50    p99        p99.9      max\n",
+        (Kind::Cps, _) => "[ ID] Interval           Conns/s       Failed  Connect p50  p99        p99.9      max\n",
         (Kind::Http, _) => {
             "[ ID] Interval           Sent/s        Responses/s   Lat p50    p99        max        Errors  Late\n"
         }
@@ -133,8 +134,16 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
                 retr: u64,
                 lat: Option<&LatencySummary>,
                 bytes: u64,
-                q: Option<&netblast_spec::result::UdpQuality>| {
+                q: Option<&netblast_spec::result::UdpQuality>,
+                failed: Option<u64>| {
         match (kind, is_udp) {
+            (Kind::Cps, _) => format!(
+                "[{label}] {}  {:>12}  {:>6}  {}\n",
+                iv_span(iv, profile),
+                per(sent),
+                failed.unwrap_or(0),
+                lat.map(lat_cols).unwrap_or_default()
+            ),
             (Kind::Rr, _) => format!(
                 "[{label}] {}  {:>12}  {}\n",
                 iv_span(iv, profile),
@@ -173,6 +182,7 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
                 st.latency.as_ref(),
                 st.sent_bytes,
                 st.udp.as_ref(),
+                st.failed,
             ));
         }
     }
@@ -186,6 +196,7 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
             w.latency.as_ref(),
             w.sent_bytes,
             w.udp.as_ref(),
+            w.failed,
         ));
     }
     s
@@ -314,6 +325,58 @@ fn way_lines(s: &mut String, w: &WaySummary, ways: usize) {
     }
 }
 
+/// A cps test's totals: connections completed and their rate, failures by cause, SYN
+/// retransmissions, connect latency, what the server served.
+fn cps_summary(s: &mut String, w: &WaySummary, m: &netblast_spec::result::MsgTotals, profile: &Profile) {
+    let Workload::Cps(c) = &profile.workload else { return };
+    let conns = m.conns.unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "[SUM] {}  {} connections completed, {} ({} flow{}, {}-byte request, {}-byte response, close with {})",
+        span(0.0, w.sender.seconds),
+        m.sent,
+        fmt_per_s(m.sent_per_s),
+        w.streams,
+        if w.streams == 1 { "" } else { "s" },
+        c.req_bytes.bytes(),
+        c.resp_bytes.bytes(),
+        c.close.name().to_uppercase(),
+    );
+    if let Some(rate) = c.rate {
+        let _ = writeln!(s, "      asked for {} in all", fmt_per_s(rate.per_second()));
+    }
+    if let (Some(served), Some(rv)) = (m.received, w.receiver) {
+        let _ = writeln!(s, "      the server served {served} connections over {:.2} s", rv.seconds);
+    }
+    let failed = m.lost.unwrap_or(0);
+    if failed > 0 {
+        let causes = [
+            ("no free local port (EADDRNOTAVAIL)", conns.port_exhausted),
+            ("refused", conns.refused),
+            (&*format!("timed out ({:?})", c.timeout()), conns.timed_out),
+            ("reset", conns.reset),
+            ("other errors", conns.other),
+        ]
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(what, n)| format!("{n} {what}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+        let pct = failed as f64 * 100.0 / (failed + m.sent).max(1) as f64;
+        let _ = writeln!(s, "      {failed} connections failed ({pct:.2}% of attempts): {causes}");
+    } else {
+        let _ = writeln!(s, "      no connection failed");
+    }
+    let _ = writeln!(
+        s,
+        "      {} SYN retransmissions (each adds 1 s or more to its connect time)",
+        conns.syn_retransmits.map(|n| n.to_string()).unwrap_or_else(|| "unknown (--probe off):".into())
+    );
+    if let Some(l) = &w.latency {
+        let _ = writeln!(s, "Connect latency (connect() call to established, client clock): {}", pcts(l));
+    }
+}
+
 fn msg_summary(s: &mut String, r: &RunResult) {
     let profile = &r.plan.profile;
     let is_udp = udp(profile);
@@ -321,6 +384,7 @@ fn msg_summary(s: &mut String, r: &RunResult) {
     for w in &r.summary.ways {
         let Some(m) = w.msgs else { continue };
         match profile.kind() {
+            Kind::Cps => cps_summary(s, w, &m, profile),
             Kind::Rr => {
                 let _ = writeln!(
                     s,
@@ -958,6 +1022,7 @@ mod tests {
                 latency: None,
                 latency_hist: None,
                 udp: None,
+                failed: None,
             }],
             http: None,
         };

@@ -426,6 +426,7 @@ fn merge_way_interval(
         latency: lat.summary(),
         latency_hist: lat.encoded(),
         udp: crate::result::UdpQuality::sum(parts.iter().filter_map(|(_, w)| w.udp.as_ref())),
+        failed: sum_any(parts.iter().map(|(_, w)| w.failed)),
     })
 }
 
@@ -605,6 +606,7 @@ fn merge_way_summary(
                 wire_packets: wire,
                 wire_packets_per_s: wire.map(|n| rate(n as f64, sent_s)),
                 udp: crate::result::UdpQuality::sum(m.iter().filter_map(|x| x.udp.as_ref())),
+                conns: crate::result::ConnCounts::sum(m.iter().filter_map(|x| x.conns.as_ref())),
             }
         })
     };
@@ -824,6 +826,7 @@ pub(crate) mod tests {
                     latency: (!h.is_empty()).then(|| LatencySummary::of(&h)),
                     latency_hist: enc(&h),
                     udp: None,
+                    failed: None,
                 }],
                 http: None,
             });

@@ -289,6 +289,9 @@ pub struct StreamInterval {
     /// UDP: what the receiver saw of the stream's sequenced datagrams in the interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpQuality>,
+    /// cps: connections that failed in the interval (`sent_msgs` counts those completed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<u64>,
 }
 
 /// The sum over the streams of one way during one interval.
@@ -336,6 +339,9 @@ pub struct WayInterval {
     /// streams' mean).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpQuality>,
+    /// cps: connections that failed in the interval, over the way's streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<u64>,
 }
 
 /// One reporting interval.
@@ -647,6 +653,67 @@ pub struct MsgTotals {
     /// `wire_packets` per second of the senders' time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire_packets_per_s: Option<f64>,
+    /// cps: the connections that failed, by cause, and the SYNs retransmitted (`sent` counts
+    /// the connections completed; `lost` every failed one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conns: Option<ConnCounts>,
+}
+
+/// What happened to a cps test's connections besides succeeding: failures by cause, and SYN
+/// retransmissions (each a second or more of connect latency). Sums of counters: they add up
+/// over flows, agents and merges.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnCounts {
+    /// SYNs the client retransmitted on connections that were then established (each
+    /// connection's `tcpi_total_retrans` right after `connect`; a failed connection's
+    /// retransmissions are in its failure). `None` when not read (`--probe off`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syn_retransmits: Option<u64>,
+    /// No local port was free for the destination (`EADDRNOTAVAIL`): ports held in TIME_WAIT
+    /// or by other connections; `close = "rst"` avoids TIME_WAIT.
+    pub port_exhausted: u64,
+    /// The server answered the SYN with a reset (`ECONNREFUSED`): nothing listening, or a
+    /// full accept queue with `tcp_abort_on_overflow`.
+    pub refused: u64,
+    /// Not established, or not answered, within the timeout (SYNs or the request lost).
+    pub timed_out: u64,
+    /// Reset, or closed by the server, after it was established.
+    pub reset: u64,
+    /// Any other error (the flow's error or the log names it).
+    pub other: u64,
+}
+
+impl ConnCounts {
+    /// Adds another count.
+    pub fn add(&mut self, o: &ConnCounts) {
+        self.syn_retransmits = match (self.syn_retransmits, o.syn_retransmits) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+        self.port_exhausted += o.port_exhausted;
+        self.refused += o.refused;
+        self.timed_out += o.timed_out;
+        self.reset += o.reset;
+        self.other += o.other;
+    }
+
+    /// The sum of `counts`; `None` when there is none.
+    pub fn sum<'a>(counts: impl Iterator<Item = &'a ConnCounts>) -> Option<ConnCounts> {
+        counts.fold(None, |acc: Option<ConnCounts>, c| {
+            Some(match acc {
+                None => *c,
+                Some(mut t) => {
+                    t.add(c);
+                    t
+                }
+            })
+        })
+    }
+
+    /// Failed connections, every cause.
+    pub fn failed(&self) -> u64 {
+        self.port_exhausted + self.refused + self.timed_out + self.reset + self.other
+    }
 }
 
 /// Totals of one way (summed over its streams).

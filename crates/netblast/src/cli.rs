@@ -190,12 +190,16 @@ pub struct ProfileArgs {
     /// (one message per call, as qperf's receiver: the work qperf -m 1 tcp_bw measures).
     #[arg(long, value_enum)]
     pub recv: Option<RecvArg>,
-    /// rr: request size (default 1).
+    /// rr, cps: request size (default 1; cps: 0 sends none).
     #[arg(long)]
     pub req_size: Option<ByteSize>,
-    /// rr: response size (default 1).
+    /// rr, cps: response size (default 1; cps: 0 sends none).
     #[arg(long)]
     pub resp_size: Option<ByteSize>,
+    /// cps: how the client closes each connection: fin (orderly; its port waits in TIME_WAIT)
+    /// or rst (SO_LINGER 0, as ethr: no TIME_WAIT, no port exhaustion).
+    #[arg(long, value_enum)]
+    pub close: Option<CloseArg>,
     /// msgrate, rr: use UDP datagrams (set up over TCP) instead of TCP. Without --profile,
     /// the udp-1g profile (iperf3 -u).
     #[arg(long, short = 'u')]
@@ -210,7 +214,7 @@ pub struct ProfileArgs {
     /// rr: SO_BUSY_POLL in microseconds on both ends.
     #[arg(long)]
     pub busy_poll: Option<u32>,
-    /// msgrate, rr: server CPUs for the peer flows, flow i on the i-th (default: the client's
+    /// msgrate, rr, cps: server CPUs for the peer flows, flow i on the i-th (default: the client's
     /// list; half the list away when the server is on this host).
     #[arg(long)]
     pub server_cpus: Option<CpuList>,
@@ -260,14 +264,25 @@ pub struct ProfileArgs {
     #[arg(long, short = 'n')]
     pub requests: Option<u64>,
     /// http: open loop at this rate (e.g. 5000), or a ramp 1000..20000 (with --ramp).
+    /// cps: new connections per second in all, spread over the flows.
     #[arg(long)]
     pub rate: Option<String>,
     /// http: length of the --rate ramp (default: the whole run).
     #[arg(long)]
     pub ramp: Option<Dur>,
-    /// http: per-request timeout (default 30s).
+    /// http: per-request timeout (default 30s). cps: a connection not established or not
+    /// answered within this long fails as timed out (default 3s).
     #[arg(long)]
     pub timeout: Option<Dur>,
+}
+
+/// `--close`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CloseArg {
+    /// Orderly close (FIN).
+    Fin,
+    /// Abortive close (RST, SO_LINGER 0).
+    Rst,
 }
 
 /// `netblast run`.
@@ -488,6 +503,10 @@ impl ProfileArgs {
             rate: self.rate.clone(),
             ramp: self.ramp,
             timeout: self.timeout,
+            close: self.close.map(|c| match c {
+                CloseArg::Fin => netblast_spec::profile::CloseMode::Fin,
+                CloseArg::Rst => netblast_spec::profile::CloseMode::Rst,
+            }),
         }
     }
 }

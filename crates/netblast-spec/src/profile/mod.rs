@@ -6,6 +6,7 @@
 //! addresses) happens later, in the engine.
 
 mod bulk;
+mod cps;
 mod http;
 mod msgrate;
 mod overrides;
@@ -15,6 +16,7 @@ mod tcp;
 mod workload;
 
 pub use bulk::{BulkSection, Direction, SendMode, Way};
+pub use cps::{CloseMode, CpsSection};
 pub use http::{HttpSection, HttpVersion, RateStep};
 pub use msgrate::{MsgrateSection, Protocol, RecvMode};
 pub use overrides::Overrides;
@@ -66,6 +68,8 @@ struct ProfileFile {
     rr: Option<RrSection>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     http: Option<HttpSection>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cps: Option<CpsSection>,
 }
 
 /// `[run]` as written: the kind and the [`RunSection`] fields.
@@ -91,6 +95,7 @@ impl TryFrom<ProfileFile> for Profile {
             (Kind::Msgrate, f.msgrate.map(Workload::Msgrate)),
             (Kind::Rr, f.rr.map(Workload::Rr)),
             (Kind::Http, f.http.map(|h| Workload::Http(Box::new(h)))),
+            (Kind::Cps, f.cps.map(Workload::Cps)),
         ];
         let mut workload = None;
         for (owner, section) in sections {
@@ -126,12 +131,14 @@ impl From<Profile> for ProfileFile {
             msgrate: None,
             rr: None,
             http: None,
+            cps: None,
         };
         match p.workload {
             Workload::Bulk(b) => f.bulk = Some(b),
             Workload::Msgrate(m) => f.msgrate = Some(m),
             Workload::Rr(r) => f.rr = Some(r),
             Workload::Http(h) => f.http = Some(*h),
+            Workload::Cps(c) => f.cps = Some(c),
         }
         f
     }

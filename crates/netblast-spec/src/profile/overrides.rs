@@ -5,7 +5,7 @@
 //! is overridden, the profile's description is rewritten from the resulting workload, so a
 //! result never says "One TCP flow for 10 s" of a run with 64 flows for 3 s.
 
-use super::{Direction, HttpVersion, Kind, Profile, Protocol, SendMode, WaitMode, Workload};
+use super::{CloseMode, Direction, HttpVersion, Kind, Profile, Protocol, SendMode, WaitMode, Workload};
 use crate::error::SpecError;
 use crate::units::{ByteSize, CpuList, Dur, Rate};
 
@@ -30,7 +30,7 @@ pub struct Overrides {
     pub congestion: Option<String>,
     /// `--nodelay`.
     pub nodelay: bool,
-    /// `--flows` (bulk, msgrate, rr).
+    /// `--flows` (bulk, msgrate, rr, cps).
     pub flows: Option<u32>,
     /// `--bytes` (bulk).
     pub bytes: Option<ByteSize>,
@@ -50,9 +50,9 @@ pub struct Overrides {
     pub recv: Option<super::RecvMode>,
     /// `--bitrate` (msgrate over UDP).
     pub bitrate: Option<crate::units::BitRate>,
-    /// `--req-size` (rr).
+    /// `--req-size` (rr, cps).
     pub req_size: Option<ByteSize>,
-    /// `--resp-size` (rr).
+    /// `--resp-size` (rr, cps).
     pub resp_size: Option<ByteSize>,
     /// `--udp` (msgrate, rr).
     pub udp: bool,
@@ -60,7 +60,7 @@ pub struct Overrides {
     pub wait: Option<WaitMode>,
     /// `--busy-poll` (rr).
     pub busy_poll: Option<u32>,
-    /// `--server-cpus` (msgrate, rr).
+    /// `--server-cpus` (msgrate, rr, cps).
     pub server_cpus: Option<CpuList>,
     /// `--url` (http), repeatable.
     pub urls: Vec<String>,
@@ -90,12 +90,14 @@ pub struct Overrides {
     pub no_keepalive: bool,
     /// `--requests` (http).
     pub requests: Option<u64>,
-    /// `--rate` (http): a rate, or `FROM..TO` for a ramp.
+    /// `--rate` (http: a rate, or `FROM..TO` for a ramp; cps: connections per second).
     pub rate: Option<String>,
     /// `--ramp` (http).
     pub ramp: Option<Dur>,
-    /// `--timeout` (http).
+    /// `--timeout` (http, cps).
     pub timeout: Option<Dur>,
+    /// `--close` (cps).
+    pub close: Option<CloseMode>,
 }
 
 /// Parses `--rate`: `5000`, `10k/s`, or a ramp `1000..20000`.
@@ -116,8 +118,12 @@ impl Overrides {
         const MSG: &[Kind] = &[Kind::Msgrate];
         const RR: &[Kind] = &[Kind::Rr];
         const MSG_RR: &[Kind] = &[Kind::Msgrate, Kind::Rr];
+        const MSG_RR_CPS: &[Kind] = &[Kind::Msgrate, Kind::Rr, Kind::Cps];
+        const RR_CPS: &[Kind] = &[Kind::Rr, Kind::Cps];
+        const CPS: &[Kind] = &[Kind::Cps];
+        const HTTP_CPS: &[Kind] = &[Kind::Http, Kind::Cps];
         const BULK_MSG: &[Kind] = &[Kind::Bulk, Kind::Msgrate];
-        const FLOWS: &[Kind] = &[Kind::Bulk, Kind::Msgrate, Kind::Rr];
+        const FLOWS: &[Kind] = &[Kind::Bulk, Kind::Msgrate, Kind::Rr, Kind::Cps];
         const HTTP: &[Kind] = &[Kind::Http];
         let set = [
             ("--flows", self.flows.is_some(), FLOWS),
@@ -130,12 +136,12 @@ impl Overrides {
             ("--msg-size", self.msg_size.is_some(), MSG),
             ("--batch", self.batch.is_some(), MSG),
             ("--recv", self.recv.is_some(), MSG),
-            ("--req-size", self.req_size.is_some(), RR),
-            ("--resp-size", self.resp_size.is_some(), RR),
+            ("--req-size", self.req_size.is_some(), RR_CPS),
+            ("--resp-size", self.resp_size.is_some(), RR_CPS),
             ("--wait", self.wait.is_some(), RR),
             ("--busy-poll", self.busy_poll.is_some(), RR),
             ("--udp", self.udp, MSG_RR),
-            ("--server-cpus", self.server_cpus.is_some(), MSG_RR),
+            ("--server-cpus", self.server_cpus.is_some(), MSG_RR_CPS),
             ("--url", !self.urls.is_empty(), HTTP),
             ("--method", self.method.is_some(), HTTP),
             ("--header", !self.headers.is_empty(), HTTP),
@@ -150,9 +156,10 @@ impl Overrides {
             ("--streams", self.streams.is_some(), HTTP),
             ("--no-keepalive", self.no_keepalive, HTTP),
             ("--requests", self.requests.is_some(), HTTP),
-            ("--rate", self.rate.is_some(), HTTP),
+            ("--rate", self.rate.is_some(), HTTP_CPS),
             ("--ramp", self.ramp.is_some(), HTTP),
-            ("--timeout", self.timeout.is_some(), HTTP),
+            ("--timeout", self.timeout.is_some(), HTTP_CPS),
+            ("--close", self.close.is_some(), CPS),
         ];
         set.into_iter().filter(|(_, on, _)| *on).map(|(f, _, k)| (f, k)).collect()
     }
@@ -248,6 +255,27 @@ impl Overrides {
                 }
                 if self.server_cpus.is_some() {
                     r.server_cpus = self.server_cpus.clone();
+                }
+            }
+            Workload::Cps(c) => {
+                if self.flows.is_some() {
+                    c.flows = self.flows;
+                }
+                set(&mut c.req_bytes, self.req_size);
+                set(&mut c.resp_bytes, self.resp_size);
+                if let Some(r) = &self.rate {
+                    let (rate, to) = parse_rate_range(r).map_err(|e| flag_err("--rate", e))?;
+                    if to.is_some() {
+                        return Err(flag_err("--rate", "a cps test runs at one rate; ramps are for http tests".into()));
+                    }
+                    c.rate = Some(rate);
+                }
+                if self.timeout.is_some() {
+                    c.timeout = self.timeout;
+                }
+                set(&mut c.close, self.close);
+                if self.server_cpus.is_some() {
+                    c.server_cpus = self.server_cpus.clone();
                 }
             }
             Workload::Http(h) => {

@@ -17,11 +17,13 @@ pub enum Kind {
     Rr,
     /// HTTP/1.1, HTTP/2, HTTPS request floods (hey, wrk, wrk2, vegeta).
     Http,
+    /// New TCP connections per second, one flow per pinned CPU (netperf TCP_CRR, ethr -t c).
+    Cps,
 }
 
 impl Kind {
     /// Every kind, in the order `netblast profiles` and the docs list them.
-    pub const ALL: [Kind; 4] = [Kind::Bulk, Kind::Msgrate, Kind::Rr, Kind::Http];
+    pub const ALL: [Kind; 5] = [Kind::Bulk, Kind::Msgrate, Kind::Rr, Kind::Cps, Kind::Http];
 
     /// The kind's name as written in profiles.
     pub fn name(self) -> &'static str {
@@ -30,6 +32,7 @@ impl Kind {
             Kind::Msgrate => "msgrate",
             Kind::Rr => "rr",
             Kind::Http => "http",
+            Kind::Cps => "cps",
         }
     }
 }

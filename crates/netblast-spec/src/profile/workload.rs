@@ -2,11 +2,14 @@
 //! that depends on the kind (streams, ways, transport, bounds, defaults) is a method here, so
 //! no other code works it out again from a kind and optional sections.
 
-use super::{BulkSection, HttpSection, Kind, MsgrateSection, Protocol, RrSection, RunSection, Way, MAX_FLOWS};
+use super::{
+    BulkSection, CpsSection, HttpSection, Kind, MsgrateSection, Protocol, RrSection, RunSection, Way, MAX_FLOWS,
+};
 use crate::units::CpuList;
 use std::time::Duration;
 
-/// A test's kind and its parameters (the `[bulk]`, `[msgrate]`, `[rr]` or `[http]` section).
+/// A test's kind and its parameters (the `[bulk]`, `[msgrate]`, `[rr]`, `[cps]` or `[http]`
+/// section).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Workload {
     /// TCP bulk streams (iperf3).
@@ -17,6 +20,8 @@ pub enum Workload {
     Rr(RrSection),
     /// HTTP request floods (hey, wrk, wrk2, vegeta).
     Http(Box<HttpSection>),
+    /// New TCP connections per second (netperf TCP_CRR, ethr -t c).
+    Cps(CpsSection),
 }
 
 /// A field at fault and what is wrong with it.
@@ -30,6 +35,7 @@ impl Workload {
             Kind::Msgrate => Workload::Msgrate(MsgrateSection::default()),
             Kind::Rr => Workload::Rr(RrSection::default()),
             Kind::Http => Workload::Http(Box::default()),
+            Kind::Cps => Workload::Cps(CpsSection::default()),
         }
     }
 
@@ -40,6 +46,7 @@ impl Workload {
             Workload::Msgrate(_) => Kind::Msgrate,
             Workload::Rr(_) => Kind::Rr,
             Workload::Http(_) => Kind::Http,
+            Workload::Cps(_) => Kind::Cps,
         }
     }
 
@@ -58,13 +65,13 @@ impl Workload {
         match self {
             Workload::Msgrate(m) => m.protocol,
             Workload::Rr(r) => r.protocol,
-            Workload::Bulk(_) | Workload::Http(_) => Protocol::Tcp,
+            Workload::Bulk(_) | Workload::Http(_) | Workload::Cps(_) => Protocol::Tcp,
         }
     }
 
-    /// Whether streams count messages (msgrate: messages; rr: transactions).
+    /// Whether streams count messages (msgrate: messages; rr: transactions; cps: connections).
     pub fn counts_msgs(&self) -> bool {
-        matches!(self, Workload::Msgrate(_) | Workload::Rr(_))
+        matches!(self, Workload::Msgrate(_) | Workload::Rr(_) | Workload::Cps(_))
     }
 
     /// The ways a test's streams may go, in report order.
@@ -72,7 +79,7 @@ impl Workload {
         match self {
             Workload::Bulk(b) => b.direction.ways(),
             Workload::Msgrate(m) => m.direction.ways(),
-            Workload::Rr(_) => &[Way::Up],
+            Workload::Rr(_) | Workload::Cps(_) => &[Way::Up],
             Workload::Http(_) => &[],
         }
     }
@@ -83,6 +90,7 @@ impl Workload {
             Workload::Bulk(b) => b.flows as usize * b.direction.ways().len(),
             Workload::Msgrate(m) => m.flows.map(|f| f as usize).unwrap_or(cpus.max(1)) * m.direction.ways().len(),
             Workload::Rr(r) => r.flows as usize,
+            Workload::Cps(c) => c.flows.map(|f| f as usize).unwrap_or(cpus.max(1)),
             Workload::Http(_) => 0,
         }
     }
@@ -98,6 +106,7 @@ impl Workload {
         match self {
             Workload::Msgrate(m) => m.server_cpus.as_ref(),
             Workload::Rr(r) => r.server_cpus.as_ref(),
+            Workload::Cps(c) => c.server_cpus.as_ref(),
             Workload::Bulk(_) | Workload::Http(_) => None,
         }
     }
@@ -107,10 +116,10 @@ impl Workload {
         self.counts_msgs()
     }
 
-    /// TCP_NODELAY when the profile does not say: on for rr (a latency test must not wait for
-    /// Nagle), off for bulk and msgrate (as iperf3 and qperf).
+    /// TCP_NODELAY when the profile does not say: on for rr and cps (a latency test must not
+    /// wait for Nagle), off for bulk and msgrate (as iperf3 and qperf).
     pub fn nodelay_default(&self) -> bool {
-        matches!(self, Workload::Rr(_))
+        matches!(self, Workload::Rr(_) | Workload::Cps(_))
     }
 
     /// The bound the kind itself carries besides `run.duration`: bulk's byte count, http's
@@ -119,7 +128,7 @@ impl Workload {
         match self {
             Workload::Bulk(b) => b.bytes.is_some(),
             Workload::Http(h) => h.requests.is_some() || !h.steps.is_empty(),
-            Workload::Msgrate(_) | Workload::Rr(_) => false,
+            Workload::Msgrate(_) | Workload::Rr(_) | Workload::Cps(_) => false,
         }
     }
 
@@ -187,6 +196,17 @@ impl Workload {
                     super::WaitMode::Block => "block",
                     super::WaitMode::Spin => "spin",
                 }
+            ),
+            Workload::Cps(c) => format!(
+                "cps: TCP connections{}, {}-byte request and {}-byte response on each, close with {}, {}, {bound}",
+                c.rate.map(|r| format!(" at {} in all", crate::units::fmt_per_s(r.per_second()))).unwrap_or_default(),
+                c.req_bytes.bytes(),
+                c.resp_bytes.bytes(),
+                c.close.name().to_uppercase(),
+                match c.flows {
+                    Some(f) => format!("{f} flow{}", plural(f)),
+                    None => "one flow per CPU".to_string(),
+                },
             ),
             Workload::Http(h) => {
                 let mode = match (h.rate, h.rate_to, h.steps.is_empty()) {
@@ -265,6 +285,28 @@ impl Workload {
                     return Err(("rr.udp_timeout", "must be at least 1ms".into()));
                 }
             }
+            Workload::Cps(c) => {
+                if let Some(f) = c.flows {
+                    if f == 0 || f > MAX_FLOWS {
+                        return Err(("cps.flows", format!("{f} is outside 1..{MAX_FLOWS}")));
+                    }
+                }
+                for (field, v) in [("cps.req_bytes", c.req_bytes), ("cps.resp_bytes", c.resp_bytes)] {
+                    if v.bytes() > CpsSection::MAX_MSG {
+                        return Err((field, format!("{} is outside 0..{} bytes", v.bytes(), CpsSection::MAX_MSG)));
+                    }
+                }
+                if let Some(r) = c.rate {
+                    if !(r.per_second() >= 1.0 && r.per_second() <= 1e8) {
+                        return Err(("cps.rate", format!("{} connections/s is outside 1..100M", r.per_second())));
+                    }
+                }
+                if let Some(t) = c.timeout {
+                    if t.get() < Duration::from_millis(1) || t.get() > CpsSection::MAX_TIMEOUT {
+                        return Err(("cps.timeout", format!("{t} is outside 1ms..60s")));
+                    }
+                }
+            }
             Workload::Http(h) => h.check()?,
         }
         if run.duration.is_none() && !self.count_bound() {
@@ -298,6 +340,14 @@ impl Workload {
     pub fn rr_mut(&mut self) -> Option<&mut RrSection> {
         match self {
             Workload::Rr(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The cps parameters, when this is a cps test.
+    pub fn cps_mut(&mut self) -> Option<&mut CpsSection> {
+        match self {
+            Workload::Cps(c) => Some(c),
             _ => None,
         }
     }

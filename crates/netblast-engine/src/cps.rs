@@ -1,0 +1,404 @@
+//! The cps generator: new TCP connections as fast as possible (or at a rate), one flow per
+//! pinned worker, as netperf `TCP_CRR` and `ethr -t c` measure them.
+//!
+//! Each flow has its anchor (the stream connection made at set-up, which carries nothing but
+//! its end) and, on the server, a listener of its own on a port the server chose; the client
+//! learnt that port in the stream's acknowledgement. The client, one connection at a time:
+//! `socket`, `connect` (timed: the connect latency, one HDR sample per established
+//! connection), `TCP_INFO` for SYN retransmissions (unless the probe is off), the request, the
+//! whole response, `close` (FIN, or RST with `SO_LINGER` 0). The server, on its pinned worker:
+//! `accept` (only connections from the anchor's peer address; others are reset and not
+//! counted), the request, the response, then it waits for the client's close and closes.
+//!
+//! A connection that fails is counted by cause (port exhaustion, refused, timed out, reset,
+//! other) and the flow goes on: failures are what a firewall or SNAT test is after. Nothing
+//! here allocates per connection.
+//!
+//! Metrics: connections completed (client) and served (server) per interval, failed
+//! connections per interval (`lost`), the connect-latency histogram per interval, failure
+//! causes and SYN retransmissions in total.
+
+use crate::bulk::{describe_io, FlowRole};
+use crate::meter::{run_single, should_stop, Meter};
+use crate::msgrate::WAKE;
+use crate::net;
+use crate::worker::{Deadlines, EventTx, Pinning, RunFlags, StartGate, Timing};
+use netblast_spec::profile::{CloseMode, TcpSection};
+use netblast_spec::result::ConnCounts;
+use socket2::{Domain, SockRef, Socket, Type};
+use std::io::{self, ErrorKind};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+/// Parameters of a cps test end.
+#[derive(Debug, Clone)]
+pub struct CpsConfig {
+    /// Request size (0: none).
+    pub req_bytes: usize,
+    /// Response size (0: none).
+    pub resp_bytes: usize,
+    /// Connections per second of this flow; `None`: as fast as it can.
+    pub rate: Option<f64>,
+    /// How the client closes.
+    pub close: CloseMode,
+    /// A connection not established, or not answered, within this long fails.
+    pub timeout: Duration,
+    /// Socket options of each new connection.
+    pub tcp: TcpSection,
+    /// Read SYN retransmissions from each connection's `TCP_INFO` (off with `--probe off`).
+    pub kernel_stats: bool,
+    /// Reporting interval.
+    pub interval: Duration,
+    /// When the client stops and the server gives up.
+    pub timing: Timing,
+}
+
+/// The other end of a cps flow, besides its anchor.
+#[derive(Debug)]
+pub enum CpsEnd {
+    /// Client: where the flow's connections go.
+    Dial(SocketAddr),
+    /// Server: the flow's own listener.
+    Listen(TcpListener),
+}
+
+/// Listens for a cps flow's connections on `ip`, port chosen by the kernel.
+pub fn listen_on(ip: IpAddr) -> io::Result<TcpListener> {
+    let sock = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), Type::STREAM, None)?;
+    sock.set_reuse_address(true)?;
+    sock.bind(&SocketAddr::new(ip, 0).into())?;
+    // The kernel caps the backlog at net.core.somaxconn.
+    sock.listen(4096)?;
+    Ok(sock.into())
+}
+
+/// Runs one cps flow on the calling (pinned) worker thread until it ends.
+#[allow(clippy::too_many_arguments)]
+pub fn run_worker(
+    worker: usize,
+    pinned: Pinning,
+    id: u32,
+    role: FlowRole,
+    anchor: TcpStream,
+    end: CpsEnd,
+    cfg: &CpsConfig,
+    gate: &StartGate,
+    flags: &RunFlags,
+    tx: &EventTx,
+) {
+    let client = role == FlowRole::Send;
+    run_single(worker, pinned, id, gate, tx, (cfg.interval, client, None), |m, start| {
+        let ends = cfg.timing.after(start);
+        let outcome = match (&end, client) {
+            (CpsEnd::Dial(to), true) => {
+                m.conns = Some(ConnCounts::default());
+                let r = dial_loop(*to, cfg, m, flags, start, ends);
+                let _ = anchor.shutdown(std::net::Shutdown::Write);
+                r
+            }
+            (CpsEnd::Listen(l), false) => accept_loop(l, &anchor, cfg, m, flags, ends),
+            _ => Err("a cps flow's ends do not match its role".into()),
+        };
+        outcome.map(|_| None)
+    });
+}
+
+/// Why one connection failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    PortExhausted,
+    Refused,
+    TimedOut,
+    Reset,
+    Other,
+}
+
+fn cause_of(e: &io::Error) -> Cause {
+    match e.raw_os_error() {
+        Some(libc::EADDRNOTAVAIL) => Cause::PortExhausted,
+        Some(libc::ECONNREFUSED) => Cause::Refused,
+        // A blocking connect past SO_SNDTIMEO returns EINPROGRESS; SYNs retried out, ETIMEDOUT.
+        Some(libc::EINPROGRESS | libc::ETIMEDOUT | libc::EAGAIN) => Cause::TimedOut,
+        Some(libc::ECONNRESET | libc::EPIPE | libc::ECONNABORTED) => Cause::Reset,
+        _ => Cause::Other,
+    }
+}
+
+fn count(c: &mut ConnCounts, cause: Cause) {
+    match cause {
+        Cause::PortExhausted => c.port_exhausted += 1,
+        Cause::Refused => c.refused += 1,
+        Cause::TimedOut => c.timed_out += 1,
+        Cause::Reset => c.reset += 1,
+        Cause::Other => c.other += 1,
+    }
+}
+
+/// Whether an error means the flow cannot go on at all (not a connection's failure).
+fn fatal(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM | libc::EACCES))
+}
+
+/// A new socket for the next connection, its options set; the connect timeout is SO_SNDTIMEO
+/// (which Linux applies to a blocking `connect`) and the response timeout SO_RCVTIMEO.
+fn new_socket(to: SocketAddr, cfg: &CpsConfig) -> io::Result<Socket> {
+    let sock = Socket::new(Domain::for_address(to), Type::STREAM, None)?;
+    crate::sockopt::apply(SockRef::from(&sock), &cfg.tcp, true)?;
+    if let Some(l) = crate::sockopt::local() {
+        if l.addr.is_some() {
+            // Choose the port at connect time, per destination, not at bind time.
+            net::set_int_opt(sock.as_raw_fd(), libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1)?;
+        }
+        crate::sockopt::bind_local(&sock, l)?;
+    }
+    sock.set_write_timeout(Some(cfg.timeout))?;
+    if cfg.resp_bytes > 0 {
+        sock.set_read_timeout(Some(cfg.timeout))?;
+    }
+    Ok(sock)
+}
+
+/// The bytes one connection carries, read and written in turn from this much memory.
+const CHUNK: usize = 64 * 1024;
+
+/// Sends `n` bytes of `pattern`, repeated.
+fn send_n(fd: RawFd, mut n: usize, pattern: &[u8]) -> io::Result<()> {
+    while n > 0 {
+        let k = n.min(pattern.len());
+        let sent = net::send(fd, &pattern[..k], 0)?;
+        n -= sent;
+    }
+    Ok(())
+}
+
+/// Reads exactly `n` bytes into `scratch`, in turn. The peer closing first is a reset: the
+/// other end did not finish its part.
+fn recv_n(fd: RawFd, mut n: usize, scratch: &mut [u8]) -> io::Result<()> {
+    while n > 0 {
+        let k = n.min(scratch.len());
+        match net::recv(fd, &mut scratch[..k], 0) {
+            Ok(0) => return Err(io::Error::from_raw_os_error(libc::ECONNRESET)),
+            Ok(got) => n -= got,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn dial_loop(
+    to: SocketAddr,
+    cfg: &CpsConfig,
+    m: &mut Meter,
+    flags: &RunFlags,
+    start: Instant,
+    ends: Deadlines,
+) -> Result<(), String> {
+    let req = vec![0x11u8; cfg.req_bytes.clamp(1, CHUNK)];
+    let mut resp = vec![0u8; cfg.resp_bytes.clamp(1, CHUNK)];
+    let gap = cfg.rate.map(|r| Duration::from_secs_f64(1.0 / r));
+    let mut next = start;
+    let mut counts = ConnCounts { syn_retransmits: cfg.kernel_stats.then_some(0), ..Default::default() };
+    let to_addr = socket2::SockAddr::from(to);
+    let result = loop {
+        let now = Instant::now();
+        m.tick(now);
+        if should_stop(flags, now, ends.send_until) {
+            break Ok(());
+        }
+        if let Some(gap) = gap {
+            if now < next {
+                std::thread::sleep((next - now).min(m.next_tick().saturating_duration_since(now)).min(WAKE));
+                continue;
+            }
+            // Never faster than the rate: a flow that fell behind does not burst to catch up.
+            next = (next + gap).max(now);
+        }
+        let sock = match new_socket(to, cfg) {
+            Ok(s) => s,
+            Err(e) if fatal(&e) => break Err(format!("cannot open a socket: {}", describe_io(&e))),
+            Err(e) if cause_of(&e) == Cause::Other => break Err(format!("cannot set a socket up: {e}")),
+            Err(e) => {
+                count(&mut counts, cause_of(&e));
+                m.lost += 1;
+                continue;
+            }
+        };
+        let t0 = Instant::now();
+        if let Err(e) = sock.connect(&to_addr) {
+            if fatal(&e) {
+                break Err(format!("cannot connect: {}", describe_io(&e)));
+            }
+            count(&mut counts, cause_of(&e));
+            m.lost += 1;
+            continue;
+        }
+        let t1 = Instant::now();
+        let fd = sock.as_raw_fd();
+        if cfg.kernel_stats {
+            if let Some(info) = netblast_probe::tcpinfo::read_raw(fd) {
+                *counts.syn_retransmits.get_or_insert(0) += u64::from(info.total_retrans);
+            }
+        }
+        let exchanged = (|| {
+            if cfg.req_bytes > 0 {
+                send_n(fd, cfg.req_bytes, &req)?;
+            }
+            if cfg.resp_bytes > 0 {
+                recv_n(fd, cfg.resp_bytes, &mut resp)?;
+            }
+            Ok::<(), io::Error>(())
+        })();
+        if cfg.close == CloseMode::Rst {
+            let _ = sock.set_linger(Some(Duration::ZERO));
+        }
+        drop(sock);
+        match exchanged {
+            Ok(()) => {
+                m.record_ns((t1 - t0).as_nanos() as u64);
+                m.msgs += 1;
+                m.bytes += cfg.req_bytes as u64;
+                m.moved_at(Instant::now());
+            }
+            Err(e) => {
+                count(&mut counts, cause_of(&e));
+                m.lost += 1;
+            }
+        }
+    };
+    m.conns = Some(counts);
+    result
+}
+
+fn accept_loop(
+    listener: &TcpListener,
+    anchor: &TcpStream,
+    cfg: &CpsConfig,
+    m: &mut Meter,
+    flags: &RunFlags,
+    ends: Deadlines,
+) -> Result<(), String> {
+    let allowed = anchor.peer_addr().map_err(|e| describe_io(&e))?.ip().to_canonical();
+    let lfd = listener.as_raw_fd();
+    let afd = anchor.as_raw_fd();
+    listener.set_nonblocking(false).map_err(|e| describe_io(&e))?;
+    // accept wakes every WAKE to look at the anchor, the clock and the flags; accepted sockets
+    // inherit the timeout, and a connection's whole exchange is bounded by `cfg.timeout`.
+    net::set_timeouts(lfd, WAKE).map_err(|e| describe_io(&e))?;
+    let mut buf = vec![0u8; cfg.req_bytes.max(cfg.resp_bytes).clamp(16, CHUNK)];
+    let resp = vec![0x22u8; cfg.resp_bytes.clamp(1, CHUNK)];
+    let mut foreign = 0u64;
+    loop {
+        match accept(listener) {
+            Ok((conn, peer)) => {
+                if peer.to_canonical() != allowed {
+                    // Not the test's client: reset, not counted.
+                    let _ = conn.set_linger(Some(Duration::ZERO));
+                    foreign += 1;
+                    if foreign == 1 {
+                        tracing::warn!(%peer, "reset a connection to a cps listener from another address than its test's");
+                    }
+                    continue;
+                }
+                let served = serve_one(&conn, cfg, &mut buf, &resp, flags);
+                let now = Instant::now();
+                if served.is_ok() {
+                    m.msgs += 1;
+                    m.bytes += cfg.req_bytes as u64;
+                    m.moved_at(now);
+                }
+                m.tick(now);
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                let now = Instant::now();
+                m.tick(now);
+                let mut b = [0u8; 16];
+                match net::recv(afd, &mut b, libc::MSG_DONTWAIT) {
+                    Ok(0) => return Ok(()),
+                    Ok(_) => {}
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+                    Err(e) => return Err(format!("the test's TCP stream failed: {}", describe_io(&e))),
+                }
+                if flags.aborting() || now >= ends.give_up {
+                    return Err("gave up waiting for the client to finish".into());
+                }
+            }
+            // A connection reset while it waited in the queue, or a transient shortage.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ECONNABORTED | libc::EPROTO)) => {}
+            Err(e) if fatal(&e) => {
+                if flags.aborting() {
+                    return Err(format!("cannot accept: {}", describe_io(&e)));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => return Err(format!("cannot accept: {}", describe_io(&e))),
+        }
+    }
+}
+
+/// One accepted connection: the request, the response, then the client's close.
+fn serve_one(conn: &Socket, cfg: &CpsConfig, buf: &mut [u8], resp: &[u8], flags: &RunFlags) -> io::Result<()> {
+    let fd = conn.as_raw_fd();
+    let deadline = Instant::now() + cfg.timeout;
+    // Reads wake every WAKE (inherited from the listener) until the connection's deadline.
+    let read = |buf: &mut [u8]| loop {
+        match net::recv(fd, buf, 0) {
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                if flags.aborting() || Instant::now() >= deadline {
+                    return Err(io::Error::from_raw_os_error(libc::ETIMEDOUT));
+                }
+            }
+            r => return r,
+        }
+    };
+    let mut need = cfg.req_bytes;
+    while need > 0 {
+        let k = need.min(buf.len());
+        match read(&mut buf[..k])? {
+            0 => return Err(io::Error::from_raw_os_error(libc::ECONNRESET)),
+            n => need -= n,
+        }
+    }
+    if cfg.resp_bytes > 0 {
+        send_n(fd, cfg.resp_bytes, resp)?;
+    }
+    // The client closes first (its end keeps the TIME_WAIT, as a real client's does); anything
+    // more it sends is read and dropped.
+    loop {
+        match read(buf) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// `accept4(2)` with `SOCK_CLOEXEC` (socket2's accept): the connection and its peer.
+fn accept(listener: &TcpListener) -> io::Result<(Socket, IpAddr)> {
+    let (sock, addr) = SockRef::from(listener).accept()?;
+    let ip = addr.as_socket().map(|a| a.ip()).unwrap_or(IpAddr::from([0, 0, 0, 0]));
+    Ok((sock, ip))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causes_are_named_by_errno() {
+        let c = |n| cause_of(&io::Error::from_raw_os_error(n));
+        assert_eq!(c(libc::EADDRNOTAVAIL), Cause::PortExhausted);
+        assert_eq!(c(libc::ECONNREFUSED), Cause::Refused);
+        assert_eq!(c(libc::EINPROGRESS), Cause::TimedOut);
+        assert_eq!(c(libc::ETIMEDOUT), Cause::TimedOut);
+        assert_eq!(c(libc::ECONNRESET), Cause::Reset);
+        assert_eq!(c(libc::EHOSTUNREACH), Cause::Other);
+        let mut counts = ConnCounts::default();
+        for cause in [Cause::PortExhausted, Cause::Refused, Cause::TimedOut, Cause::Reset, Cause::Other] {
+            count(&mut counts, cause);
+        }
+        assert_eq!(counts.failed(), 5);
+    }
+}

@@ -71,5 +71,14 @@ mod tests {
                 ("requests_s_2".to_string(), 0.5),
             ]
         );
+        let netperf = "connections/s (connect, 1-byte request and response, close): netblast 13474 /s, netperf TCP_CRR 11846 /s, ratio 1.138 (target >= 1.0)\n\
+                       one-way latency (RTT/2) p50: netblast 14.43 us, sockperf 12.61 us, ratio 1.147 (target <= 1.0)\n";
+        assert_eq!(
+            ratios_of(netperf),
+            vec![
+                ("connections_s_connect_1_byte_request_and_response_close".to_string(), 1.138),
+                ("one_way_latency_rtt_2_p50".to_string(), 1.147),
+            ]
+        );
     }
 }

@@ -593,6 +593,8 @@ fn anchors() {
         ("iperf3_udp", &["iperf3"][..], "compare-udp.sh"),
         ("qperf", &["qperf"][..], "compare-qperf.sh"),
         ("wrk", &["wrk", "nginx"][..], "compare-http.sh"),
+        ("sockperf", &["sockperf"][..], "compare-sockperf.sh"),
+        ("netperf", &["netperf", "netserver"][..], "compare-netperf.sh"),
     ] {
         let name = format!("anchor.{tool}");
         if !truth::wanted(&name) && !truth::section_wanted(&name) {
@@ -609,7 +611,9 @@ fn anchors() {
             })
             .collect();
         if !missing.is_empty() {
-            println!("{name:<40} skipped: {} not installed", missing.join(", "));
+            let hint =
+                if tool == "netperf" { " (Debian non-free; scripts/compare-netperf.sh adds it as root)" } else { "" };
+            println!("{name:<40} skipped: {} not installed{hint}", missing.join(", "));
             continue;
         }
         let out = std::process::Command::new(format!("{root}/scripts/{script}")).args(["2", "2"]).output();

@@ -11,7 +11,7 @@ PKGS=(
   build-essential pkg-config       # C toolchain for crates with build scripts
   clang llvm libbpf-dev bpftool    # eBPF programs (ebpf/*.c) and their inspection
   iproute2 nftables                # network namespaces, veth, loss injection in tests
-  iperf3 qperf nginx wrk           # anchor tools the comparison scripts run side by side
+  iperf3 qperf nginx wrk sockperf  # anchor tools the comparison scripts run side by side
   procps curl openssl util-linux   # pgrep, curl and nsenter in scripts; certificates for nginx
   shellcheck python3-yaml          # scripts/check-deploy.sh (Azure and Kubernetes files)
   chromium fonts-dejavu-core       # the HTML report's test renders it in headless Chromium

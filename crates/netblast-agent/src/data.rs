@@ -770,7 +770,12 @@ impl TestTotals {
             }
             let mut p = format!("{what} {} ({})", fmt_bytes(bytes), fmt_bits_per_s(bytes as f64 * 8.0 / secs));
             if msgs > 0 {
-                p.push_str(&format!(", {msgs} messages ({})", fmt_per_s(msgs as f64 / secs)));
+                let unit = match setup.profile.kind() {
+                    Kind::Cps => "connections",
+                    Kind::Rr => "transactions",
+                    _ => "messages",
+                };
+                p.push_str(&format!(", {msgs} {unit} ({})", fmt_per_s(msgs as f64 / secs)));
             }
             parts.push(p);
         }

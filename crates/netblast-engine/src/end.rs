@@ -162,7 +162,10 @@ pub fn spawn(
             let mut handles = Vec::with_capacity(conns.len());
             for (i, c) in conns.into_iter().enumerate() {
                 let Some(end) = c.cps else {
-                    return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("cps flow {} has no listener", c.id)));
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("cps flow {} has no listener", c.id),
+                    ));
                 };
                 let (cfg, ctx, role) = (cfg.clone(), ctx.clone(), role(side, c.way));
                 let (id, anchor) = (c.id, c.tcp);

@@ -885,7 +885,12 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
         None if r.summary.ways.is_empty() => None,
         None => r.summary.ways.iter().map(|w| w.msgs.map(|m| m.sent)).sum(),
     };
-    let unit = if r.summary.http.is_some() { "requests" } else { "messages" };
+    let unit = match r.plan.profile.kind() {
+        Kind::Http => "requests",
+        Kind::Rr => "transactions",
+        Kind::Cps => "connections",
+        _ => "messages",
+    };
     match msgs {
         // Message kinds: the cost that matters is per message.
         Some(n) => {

@@ -3,6 +3,7 @@
 //! - `util`: in-process servers on ephemeral ports, in-process runs, the real binary.
 //! - `bulk`: TCP bulk streams end to end (accounting, directions, concurrency, failures).
 //! - `cli`: the command line: bad input gets a clear error and exit status 2.
+//! - `cps`: new connections per second: counts, rate, failures by cause.
 //! - `hostile`: `serve` against clients that take more than their share (issue 13).
 //! - `http`: HTTP floods against the built-in responder and nginx.
 //! - `merge`: results of concurrent runs merged, and reports of old results.
@@ -17,6 +18,7 @@
 
 mod bulk;
 mod cli;
+mod cps;
 mod hostile;
 mod http;
 mod merge;

@@ -1,0 +1,141 @@
+//! cps (new connections per second) end to end: the counts agree on both ends, the rate holds,
+//! and each failure cause is produced for real (a port range, a reset, dropped SYNs) and named.
+
+use crate::util::{self, Server};
+use netblast_spec::profile::{CloseMode, CpsSection, Profile};
+use netblast_spec::units::ByteSize;
+use netblast_spec::RunResult;
+
+fn cps(edit: impl FnOnce(&mut CpsSection)) -> Profile {
+    let (mut p, _) = Profile::load("cps").unwrap();
+    p.run.duration = Some("1s".parse().unwrap());
+    p.run.interval = Some("250ms".parse().unwrap());
+    edit(p.workload.cps_mut().unwrap());
+    p.validate("test").unwrap();
+    p
+}
+
+#[test]
+fn connections_completed_equal_connections_served_with_one_connect_sample_each() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    for (req, resp, close) in [(1u64, 1u64, CloseMode::Fin), (0, 0, CloseMode::Rst), (100, 5000, CloseMode::Fin)] {
+        let r = util::run(
+            srv.addr,
+            cps(|c| {
+                c.flows = Some(2);
+                c.req_bytes = ByteSize(req);
+                c.resp_bytes = ByteSize(resp);
+                c.close = close;
+            }),
+        );
+        assert!(r.complete, "{:?}", r.errors);
+        let w = &r.summary.ways[0];
+        let m = w.msgs.unwrap();
+        assert!(m.sent > 50, "{req}/{resp}/{close:?}: {} connections in 1 s", m.sent);
+        assert_eq!(m.received, Some(m.sent), "the server served every connection the client completed");
+        assert_eq!(m.lost, Some(0));
+        let conns = m.conns.expect("failure causes reported");
+        assert_eq!(conns.failed(), 0);
+        assert!(conns.syn_retransmits.is_some(), "SYN retransmissions are read with a probe on");
+        let lat = w.latency.as_ref().expect("connect latency");
+        assert_eq!(lat.count, m.sent, "one connect sample per completed connection");
+        assert_eq!(w.latency_hist.as_ref().unwrap().decode().unwrap().len(), m.sent);
+        assert!(lat.min_ns > 1_000 && lat.p50_ns < 100_000_000, "{lat:?}");
+        assert_eq!(w.sender.bytes, m.sent * req, "bytes are the requests sent");
+        let per_interval: u64 = r.intervals.iter().flat_map(|i| &i.sums).filter_map(|x| x.sent_msgs).sum();
+        assert_eq!(per_interval, m.sent, "the intervals add up to the total");
+        assert!(r.intervals.iter().all(|i| i.sums[0].failed == Some(0)));
+        for s in &r.summary.streams {
+            assert!(s.client_cpu.is_some() && s.server_cpu.is_some(), "both ends of flow {} pinned", s.id);
+        }
+        let text = netblast_report::text::full(&r);
+        assert!(text.contains("connections completed") && text.contains("Connect latency"), "{text}");
+        assert!(text.contains("no connection failed") && text.contains("connections per client CPU-second"), "{text}");
+    }
+}
+
+#[test]
+fn a_rate_is_held_and_never_exceeded() {
+    let (_srv, addr) = util::spawn_server();
+    let out = util::run_cmd()
+        .args(["--target", &addr.to_string(), "--profile", "cps", "--rate", "400", "-P", "2", "-t", "2", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: RunResult = serde_json::from_slice(&out.stdout).unwrap();
+    let m = r.summary.ways[0].msgs.unwrap();
+    assert!((m.sent_per_s / 400.0 - 1.0).abs() < 0.05, "{} connections/s at --rate 400", m.sent_per_s);
+    assert!(m.sent <= 802, "{} connections in 2 s at 400/s", m.sent);
+    assert!(r.plan.profile.description.contains("400"), "{}", r.plan.profile.description);
+}
+
+/// Runs `netblast run` in namespace A against a `serve` in B; returns the result.
+fn run_in(ns: &util::NetnsPair, target: &str, args: &[&str]) -> RunResult {
+    let out = ns
+        .cmd(&ns.a, env!("CARGO_BIN_EXE_netblast"))
+        .args(["run", "--probe", "tcpinfo", "--target", target, "--profile", "cps", "-P", "1", "--json"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn failures_are_counted_by_cause() {
+    if !util::netns_or_skip("failures_are_counted_by_cause") {
+        return;
+    }
+    let ns = util::NetnsPair::create();
+    let bin = env!("CARGO_BIN_EXE_netblast");
+    let mut serve = ns.cmd(&ns.b, bin);
+    serve.args(["serve", "--probe", "tcpinfo", "--open", "--port", "0"]);
+    let (child, addr) = util::spawn_server_from(serve);
+    let _serve = util::KillOnDrop(child);
+    let target = format!("{}:{}", ns.addr_b, addr.port());
+    let sysctl = |kv: &str| {
+        let st = ns.cmd(&ns.a, "sysctl").args(["-q", "-w", kv]).status().unwrap();
+        assert!(st.success(), "sysctl {kv}");
+    };
+
+    // Port exhaustion: 16 local ports and no TIME_WAIT reuse. Closing with RST leaves no
+    // TIME_WAIT, so 16 ports last; closing with FIN holds each for 60 s: EADDRNOTAVAIL.
+    sysctl("net.ipv4.ip_local_port_range=40000 40015");
+    sysctl("net.ipv4.tcp_tw_reuse=0");
+    let r = run_in(&ns, &target, &["-t", "1", "--close", "rst"]);
+    let m = r.summary.ways[0].msgs.unwrap();
+    assert!(m.sent > 100 && m.lost == Some(0), "RST close: {} completed, {:?} failed", m.sent, m.lost);
+    let r = run_in(&ns, &target, &["-t", "1", "--close", "fin"]);
+    let m = r.summary.ways[0].msgs.unwrap();
+    let c = m.conns.unwrap();
+    assert!(m.sent <= 16, "FIN close: {} connections from 16 ports", m.sent);
+    assert!(c.port_exhausted > 0 && c.failed() == c.port_exhausted, "{c:?}");
+    assert_eq!(m.lost, Some(c.failed()));
+    let failed: u64 = r.intervals.iter().filter_map(|i| i.sums[0].failed).sum();
+    assert_eq!(failed, c.failed(), "the intervals' failures add up to the total");
+    let text = netblast_report::text::full(&r);
+    assert!(text.contains("no free local port (EADDRNOTAVAIL)"), "{text}");
+    sysctl("net.ipv4.ip_local_port_range=32768 60999");
+
+    // Refused: the server's namespace answers every SYN but the data port's with a reset.
+    ns.nft(&ns.b, "add table inet nbc");
+    ns.nft(&ns.b, "add chain inet nbc input { type filter hook input priority 0; }");
+    let port = addr.port().to_string();
+    ns.nft(&ns.b, &format!("add rule inet nbc input tcp dport != {port} tcp flags syn reject with tcp reset"));
+    let r = run_in(&ns, &target, &["-t", "1"]);
+    let m = r.summary.ways[0].msgs.unwrap();
+    let c = m.conns.unwrap();
+    assert_eq!(m.sent, 0);
+    assert!(c.refused > 0 && c.failed() == c.refused, "{c:?}");
+
+    // Lost SYNs: a quarter dropped. Each costs a retransmission a second later; with a long
+    // timeout the connections still succeed, and the retransmissions are counted.
+    ns.nft(&ns.b, "flush chain inet nbc input");
+    ns.nft(&ns.b, &format!("add rule inet nbc input tcp dport != {port} tcp flags syn numgen random mod 4 == 0 drop"));
+    let r = run_in(&ns, &target, &["-t", "2", "--timeout", "20s"]);
+    let w = &r.summary.ways[0];
+    let c = w.msgs.unwrap().conns.unwrap();
+    assert!(c.syn_retransmits.unwrap() > 0, "{c:?}");
+    assert!(w.latency.as_ref().unwrap().max_ns >= 900_000_000, "a retransmitted SYN costs a second or more");
+    assert!(netblast_report::text::full(&r).contains("SYN retransmissions"));
+}

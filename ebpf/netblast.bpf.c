@@ -4,8 +4,10 @@
  * for, and fills the per-flow entries user space registered. All logic is in user space.
  *
  * Hooks: one sock_ops program attached to the cgroup v2 root (multi-attach).
- * Maps: `ports` (u16 port -> u8, written by user space), `flows` (u64 socket cookie ->
- * struct nb_flow, entries created and deleted by user space).
+ * Maps: `ports` (u16 port -> u32: NB_PORT_WATCH or a group id, written by user space), `flows`
+ * (u64 socket cookie -> struct nb_flow, entries created and deleted by user space), `groups`
+ * (u32 group id -> struct nb_group, created by user space), `conn_group` (socket-local
+ * storage: the group of a connection, created here when it is established, freed with it).
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -16,10 +18,25 @@ char LICENSE[] SEC("license") = "GPL";
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
+	__uint(max_entries, 4096);
 	__type(key, __u16);
-	__type(value, __u8);
+	__type(value, __u32);
 } ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct nb_group);
+} groups SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u32);
+} conn_group SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -67,13 +84,60 @@ int netblast_sockops(struct bpf_sock_ops *skops)
 	if (op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB || op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
 		__u16 local = (__u16)skops->local_port;
 		__u16 remote = (__u16)bpf_ntohl(skops->remote_port);
-		if (bpf_map_lookup_elem(&ports, &local) || bpf_map_lookup_elem(&ports, &remote))
+		__u32 *to = bpf_map_lookup_elem(&ports, &remote);
+		/* A connection this host made to a group's port joins the group. */
+		struct bpf_sock *sk = skops->sk;
+		if (op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB && to && *to >= NB_GROUP_FIRST && sk) {
+			__u32 id = *to;
+			struct nb_group *g = bpf_map_lookup_elem(&groups, &id);
+			__u32 *mine = bpf_sk_storage_get(&conn_group, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+			if (g && mine) {
+				*mine = id;
+				__sync_fetch_and_add(&g->conns, 1);
+				__sync_fetch_and_add(&g->syn_retrans, skops->total_retrans);
+				bpf_sock_ops_cb_flags_set(skops, BPF_SOCK_OPS_RTT_CB_FLAG | BPF_SOCK_OPS_RETRANS_CB_FLAG);
+			}
+			return 1;
+		}
+		if (to || bpf_map_lookup_elem(&ports, &local))
 			bpf_sock_ops_cb_flags_set(skops, BPF_SOCK_OPS_RTT_CB_FLAG | BPF_SOCK_OPS_RETRANS_CB_FLAG |
 							 BPF_SOCK_OPS_STATE_CB_FLAG);
 		return 1;
 	}
 	if (op != BPF_SOCK_OPS_RTT_CB && op != BPF_SOCK_OPS_RETRANS_CB && op != BPF_SOCK_OPS_STATE_CB)
 		return 1;
+
+	/* A grouped connection: its callbacks go to its group. */
+	struct bpf_sock *sk = skops->sk;
+	if (sk) {
+		__u32 *mine = bpf_sk_storage_get(&conn_group, sk, 0, 0);
+		if (mine) {
+			__u32 id = *mine;
+			struct nb_group *g = bpf_map_lookup_elem(&groups, &id);
+			if (!g)
+				return 1;
+			if (op == BPF_SOCK_OPS_RTT_CB) {
+				__u32 mrtt = skops->args[0];
+				if (mrtt) {
+					__sync_fetch_and_add(&g->rtt_samples, 1);
+					__sync_fetch_and_add(&g->rtt_sum_us, mrtt);
+					g->last_rtt_us = mrtt;
+					/* Racy but monotone enough: a lost update keeps a close value. */
+					if (!g->min_rtt_us || mrtt < g->min_rtt_us)
+						g->min_rtt_us = mrtt;
+					if (mrtt > g->max_rtt_us)
+						g->max_rtt_us = mrtt;
+					__u32 b = rtt_bucket(mrtt);
+					if (b < NB_RTT_BUCKETS)
+						__sync_fetch_and_add(&g->hist[b], 1);
+				}
+			} else if (op == BPF_SOCK_OPS_RETRANS_CB && skops->args[2] == 0) {
+				__sync_fetch_and_add(&g->retrans_segs, skops->args[1]);
+				__sync_fetch_and_add(&g->retrans_events, 1);
+			}
+			return 1;
+		}
+	}
 
 	__u64 cookie = bpf_get_socket_cookie(skops);
 	struct nb_flow *f = bpf_map_lookup_elem(&flows, &cookie);

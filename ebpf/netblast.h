@@ -39,4 +39,31 @@ struct nb_flow {
 
 _Static_assert(sizeof(struct nb_flow) == 6 * 8 + 10 * 4 + NB_RTT_BUCKETS * 4, "nb_flow has no hidden padding");
 
+/* Statistics of a group of short connections (a cps flow: every connection to one port), in
+ * the `groups` map keyed by group id. User space creates the entry (zeroed) and names the
+ * group's destination port in `ports` (value: the group id); the kernel program ties each
+ * such connection to its group as it is established (a 4-byte socket-local entry that dies
+ * with the socket) and adds its callbacks here, atomically: no per-connection work in user
+ * space and no per-connection map entry to create or delete. */
+struct nb_group {
+	__u64 conns;           /* connections established */
+	__u64 syn_retrans;     /* SYNs retransmitted before they were established */
+	__u64 rtt_samples;     /* RTT callbacks with a measured RTT */
+	__u64 rtt_sum_us;      /* sum of measured RTTs */
+	__u64 retrans_segs;    /* segments of successful retransmissions after establishment */
+	__u64 retrans_events;  /* retransmission callbacks (successful) */
+	__u32 last_rtt_us;     /* last measured RTT, any connection */
+	__u32 min_rtt_us;      /* smallest measured RTT (0: none yet) */
+	__u32 max_rtt_us;      /* largest measured RTT */
+	__u32 pad;
+	__u32 hist[NB_RTT_BUCKETS];
+};
+
+_Static_assert(sizeof(struct nb_group) == 6 * 8 + 4 * 4 + NB_RTT_BUCKETS * 4, "nb_group has no hidden padding");
+
+/* Values of the `ports` map: watch the port's connections (their sockets registered one by
+ * one in `flows`), or, from NB_GROUP_FIRST on, the group id of connections made to it. */
+#define NB_PORT_WATCH 1
+#define NB_GROUP_FIRST 2
+
 #endif

@@ -339,7 +339,7 @@ impl Aggregator {
                 tcp,
                 sent_msgs: if msgs { Some(sent_msgs.unwrap_or(0)) } else { None },
                 received_msgs: if msgs { recv_msgs } else { None },
-                segs_out: if msgs { segs_out } else { None },
+                segs_out: if msgs && self.info.kind != Kind::Cps { segs_out } else { None },
                 latency: hist.map(LatencySummary::of),
                 latency_hist: hist.and_then(|h| EncodedHistogram::encode(h).ok()),
                 // The receiver's account: the server's for up streams, this end's for down.
@@ -501,8 +501,9 @@ impl Aggregator {
                     (Kind::Rr, Protocol::Udp) | (Kind::Cps, _) => Some(mine.map(|e| e.lost).unwrap_or(0)),
                     _ => None,
                 };
-                let segs = last_tcp.map(|t| t.segs_out);
-                let wire = last_tcp.map(|t| t.segs_out + t.segs_in);
+                // A cps flow's statistics are many connections': no one socket's segment count.
+                let segs = last_tcp.filter(|_| self.info.kind != Kind::Cps).map(|t| t.segs_out);
+                let wire = last_tcp.filter(|_| self.info.kind != Kind::Cps).map(|t| t.segs_out + t.segs_in);
                 let kernel_drops = match s.way {
                     Way::Up => theirs.and_then(|e| e.kernel_drops),
                     Way::Down => mine.and_then(|e| e.kernel_drops),

@@ -16,13 +16,17 @@
 //!
 //! Metrics: connections completed (client) and served (server) per interval, failed
 //! connections per interval (`lost`), the connect-latency histogram per interval, failure
-//! causes and SYN retransmissions in total.
+//! causes and SYN retransmissions in total. With the eBPF probe the client's connections are
+//! one kernel group per flow: the kernel RTT histogram and retransmissions per interval come
+//! from it, at no per-connection cost in user space; with `TCP_INFO`, one `getsockopt` per
+//! connection reads its SYN retransmissions.
 
 use crate::bulk::{describe_io, FlowRole};
 use crate::meter::{run_single, should_stop, Meter};
 use crate::msgrate::WAKE;
 use crate::net;
 use crate::worker::{Deadlines, EventTx, Pinning, RunFlags, StartGate, Timing};
+use netblast_probe::Probe;
 use netblast_spec::profile::{CloseMode, TcpSection};
 use netblast_spec::result::ConnCounts;
 use socket2::{Domain, SockRef, Socket, Type};
@@ -83,12 +87,19 @@ pub fn run_worker(
     anchor: TcpStream,
     end: CpsEnd,
     cfg: &CpsConfig,
+    probe: &Probe,
     gate: &StartGate,
     flags: &RunFlags,
     tx: &EventTx,
 ) {
     let client = role == FlowRole::Send;
-    run_single(worker, pinned, id, gate, tx, (cfg.interval, client, None), |m, start| {
+    // With eBPF the kernel keeps the flow's connections as one group (RTT histogram,
+    // retransmissions, SYN retransmissions): nothing to register per connection.
+    let watch = match &end {
+        CpsEnd::Dial(to) if client && cfg.kernel_stats => probe.watch_group(to.port()),
+        _ => None,
+    };
+    run_single(worker, pinned, id, gate, tx, (cfg.interval, client, watch), |m, start| {
         let ends = cfg.timing.after(start);
         let outcome = match (&end, client) {
             (CpsEnd::Dial(to), true) => {
@@ -200,6 +211,8 @@ fn dial_loop(
     let gap = cfg.rate.map(|r| Duration::from_secs_f64(1.0 / r));
     let mut next = start;
     let mut counts = ConnCounts { syn_retransmits: cfg.kernel_stats.then_some(0), ..Default::default() };
+    // TCP_INFO of each connection for its SYN retransmissions, unless the kernel counts them.
+    let read_info = cfg.kernel_stats && m.watch().is_none();
     let to_addr = socket2::SockAddr::from(to);
     let result = loop {
         let now = Instant::now();
@@ -236,7 +249,7 @@ fn dial_loop(
         }
         let t1 = Instant::now();
         let fd = sock.as_raw_fd();
-        if cfg.kernel_stats {
+        if read_info {
             if let Some(info) = netblast_probe::tcpinfo::read_raw(fd) {
                 *counts.syn_retransmits.get_or_insert(0) += u64::from(info.total_retrans);
             }
@@ -267,6 +280,9 @@ fn dial_loop(
             }
         }
     };
+    if let Some((_, syn)) = m.watch().and_then(|w| w.group_connections()) {
+        counts.syn_retransmits = Some(syn);
+    }
     m.conns = Some(counts);
     result
 }

@@ -170,7 +170,7 @@ pub fn spawn(
                 let (cfg, ctx, role) = (cfg.clone(), ctx.clone(), role(side, c.way));
                 let (id, anchor) = (c.id, c.tcp);
                 handles.push(worker::spawn(i, c.cpu, move |pinned| {
-                    cps::run_worker(i, pinned, id, role, anchor, end, &cfg, &ctx.gate, &ctx.flags, &ctx.tx)
+                    cps::run_worker(i, pinned, id, role, anchor, end, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)
                 })?);
             }
             Ok(handles)

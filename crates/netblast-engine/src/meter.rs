@@ -68,6 +68,11 @@ impl Meter {
         }
     }
 
+    /// The kernel statistics source of the flow, if any.
+    pub fn watch(&self) -> Option<&FlowWatch> {
+        self.watch.as_ref()
+    }
+
     /// Records one round trip.
     #[inline]
     pub fn record_ns(&mut self, ns: u64) {

@@ -65,6 +65,53 @@ impl NbFlow {
 // SAFETY: NbFlow is repr(C), Copy, made of integers only, with no padding (asserted above).
 unsafe impl aya::Pod for NbFlow {}
 
+/// `struct nb_group`: the statistics of a group of short connections (every connection this
+/// host makes to one port), filled by the kernel program, keyed by group id.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct NbGroup {
+    /// Connections established.
+    pub conns: u64,
+    /// SYNs retransmitted before those connections were established.
+    pub syn_retrans: u64,
+    /// RTT callbacks with a measured RTT.
+    pub rtt_samples: u64,
+    /// Sum of measured RTTs (µs).
+    pub rtt_sum_us: u64,
+    /// Segments of successful retransmissions after establishment.
+    pub retrans_segs: u64,
+    /// Successful retransmission callbacks.
+    pub retrans_events: u64,
+    /// Last measured RTT (µs), any connection.
+    pub last_rtt_us: u32,
+    /// Smallest measured RTT (µs); 0: none yet.
+    pub min_rtt_us: u32,
+    /// Largest measured RTT (µs).
+    pub max_rtt_us: u32,
+    /// Padding.
+    pub pad: u32,
+    /// RTT histogram (see [`bucket_of`]).
+    pub hist: [u32; RTT_BUCKETS],
+}
+
+const _: () = assert!(std::mem::size_of::<NbGroup>() == 6 * 8 + 4 * 4 + RTT_BUCKETS * 4);
+
+impl NbGroup {
+    /// An all-zero entry, as user space inserts it to create a group.
+    pub fn zeroed() -> Box<NbGroup> {
+        // SAFETY: NbGroup is plain integers; all-zero is a valid value.
+        Box::new(unsafe { std::mem::zeroed() })
+    }
+}
+
+// SAFETY: NbGroup is repr(C), Copy, made of integers only, with no padding (asserted above).
+unsafe impl aya::Pod for NbGroup {}
+
+/// `ports` map value: watch the port's connections one socket at a time.
+pub const PORT_WATCH: u32 = 1;
+/// `ports` map values from this one on are group ids.
+pub const GROUP_FIRST: u32 = 2;
+
 /// The bucket of a value in µs, exactly as the kernel program computes it.
 pub fn bucket_of(us: u32) -> usize {
     if us < RTT_EXACT {

@@ -10,12 +10,15 @@
 //! Metrics per watched socket (from the kernel, per callback): measured RTT samples into a
 //! histogram (µs, 0.8% buckets), smoothed RTT, min/max RTT, cwnd, MSS, segments in/out, bytes
 //! acked, delivery rate, and retransmitted segments summed from the retransmit callbacks.
-//! Memory: one ~9 KiB map entry per watched socket, allocated on registration.
+//! Memory: one ~9 KiB map entry per watched socket, allocated on registration. Short
+//! connections (cps) are watched as a group instead: one ~9 KiB entry per group (a flow) and a
+//! 4-byte socket-local entry per connection that the kernel creates and frees by itself, so
+//! user space does nothing per connection.
 //!
 //! Lifetime: the attachment is a bpf_link owned by this process; dropping [`EbpfProbe`], any
 //! exit path, or the process dying detaches it. Nothing is pinned in bpffs.
 
-use crate::abi::{self, NbFlow};
+use crate::abi::{self, NbFlow, NbGroup};
 use crate::ProbeError;
 use aya::maps::{HashMap, MapData};
 use aya::programs::{CgroupAttachMode, SockOps};
@@ -67,7 +70,9 @@ pub struct EbpfProbe {
     /// Read by every worker at its ticks (shared), written only when a socket is registered or
     /// forgotten: workers never wait on each other to read.
     flows: RwLock<HashMap<MapData, u64, NbFlow>>,
-    ports: Mutex<HashMap<MapData, u16, u8>>,
+    groups: RwLock<HashMap<MapData, u32, NbGroup>>,
+    ports: Mutex<HashMap<MapData, u16, u32>>,
+    next_group: std::sync::atomic::AtomicU32,
     cgroup: PathBuf,
     // Owns the program and its link; declared last so the maps above are closed first.
     _ebpf: Ebpf,
@@ -137,6 +142,7 @@ impl EbpfProbe {
         };
         let flows = HashMap::try_from(take(&mut ebpf, "flows")?).map_err(|e| ProbeError::Load(e.to_string()))?;
         let ports = HashMap::try_from(take(&mut ebpf, "ports")?).map_err(|e| ProbeError::Load(e.to_string()))?;
+        let groups = HashMap::try_from(take(&mut ebpf, "groups")?).map_err(|e| ProbeError::Load(e.to_string()))?;
         let stats = if kernel_stats {
             Some(
                 aya::sys::enable_stats(aya::sys::Stats::RunTime)
@@ -145,7 +151,15 @@ impl EbpfProbe {
         } else {
             None
         };
-        Ok(EbpfProbe { stats, flows: RwLock::new(flows), ports: Mutex::new(ports), cgroup, _ebpf: ebpf })
+        Ok(EbpfProbe {
+            stats,
+            flows: RwLock::new(flows),
+            groups: RwLock::new(groups),
+            ports: Mutex::new(ports),
+            next_group: std::sync::atomic::AtomicU32::new(abi::GROUP_FIRST),
+            cgroup,
+            _ebpf: ebpf,
+        })
     }
 
     /// The program's own cost so far: (run time in ns, runs), when statistics are enabled.
@@ -163,7 +177,44 @@ impl EbpfProbe {
     /// Enables the kernel callbacks for connections to or from `port` made from now on.
     pub fn watch_port(&self, port: u16) -> Result<(), ProbeError> {
         let mut p = self.ports.lock().unwrap_or_else(|e| e.into_inner());
-        p.insert(port, 1u8, 0).map_err(|e| ProbeError::Map(format!("cannot watch port {port}: {e}")))
+        p.insert(port, abi::PORT_WATCH, 0).map_err(|e| ProbeError::Map(format!("cannot watch port {port}: {e}")))
+    }
+
+    /// Creates a group for every connection this host makes to `port` from now on (a cps
+    /// flow's listener): the kernel ties each to the group as it is established. Returns the
+    /// group id.
+    pub fn add_group(&self, port: u16) -> Result<u32, ProbeError> {
+        let id = self.next_group.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        {
+            let mut g = self.groups.write().unwrap_or_else(|e| e.into_inner());
+            g.insert(id, NbGroup::zeroed().as_ref(), 0)
+                .map_err(|e| ProbeError::Map(format!("cannot create a connection group: {e}")))?;
+        }
+        let mut p = self.ports.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = p.insert(port, id, 0) {
+            drop(p);
+            self.remove_group(id, None);
+            return Err(ProbeError::Map(format!("cannot watch port {port}: {e}")));
+        }
+        Ok(id)
+    }
+
+    /// The kernel's figures for a group.
+    pub fn read_group(&self, id: u32) -> Option<Box<NbGroup>> {
+        let g = self.groups.read().unwrap_or_else(|e| e.into_inner());
+        g.get(&id, 0).ok().map(Box::new)
+    }
+
+    /// Forgets a group (and its port, when given): connections still open stop counting.
+    pub fn remove_group(&self, id: u32, port: Option<u16>) {
+        if let Some(port) = port {
+            let mut p = self.ports.lock().unwrap_or_else(|e| e.into_inner());
+            if p.get(&port, 0).is_ok_and(|v| v == id) {
+                let _ = p.remove(&port);
+            }
+        }
+        let mut g = self.groups.write().unwrap_or_else(|e| e.into_inner());
+        let _ = g.remove(&id);
     }
 
     /// Registers a socket: from now on the kernel program records it. Returns its cookie.
@@ -185,6 +236,12 @@ impl EbpfProbe {
     pub fn unregister(&self, cookie: u64) {
         let mut f = self.flows.write().unwrap_or_else(|e| e.into_inner());
         let _ = f.remove(&cookie);
+    }
+
+    /// Number of connection groups held (for tests).
+    pub fn groups(&self) -> usize {
+        let g = self.groups.read().unwrap_or_else(|e| e.into_inner());
+        g.keys().count()
     }
 
     /// Number of sockets registered (for tests and `doctor`).
@@ -218,9 +275,18 @@ pub fn socket_cookie(fd: RawFd) -> std::io::Result<u64> {
 /// recorded at its midpoint; 2 significant digits, so no precision is lost that the buckets
 /// kept).
 pub fn rtt_histogram(f: &NbFlow) -> hdrhistogram::Histogram<u64> {
+    buckets_histogram(&f.hist)
+}
+
+/// [`rtt_histogram`] of a group.
+pub fn group_histogram(g: &NbGroup) -> hdrhistogram::Histogram<u64> {
+    buckets_histogram(&g.hist)
+}
+
+fn buckets_histogram(hist: &[u32; abi::RTT_BUCKETS]) -> hdrhistogram::Histogram<u64> {
     // A panic here means the constant bounds are inconsistent: a bug.
     let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 2).expect("valid bounds");
-    for (b, &n) in f.hist.iter().enumerate() {
+    for (b, &n) in hist.iter().enumerate() {
         if n == 0 {
             continue;
         }

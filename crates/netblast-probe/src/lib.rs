@@ -174,7 +174,16 @@ impl Probe {
             Source::Ebpf(p) => p.register(fd).ok(),
             _ => None,
         };
-        FlowWatch { fd, cookie, probe: self.inner.clone() }
+        FlowWatch { fd, cookie, group: None, probe: self.inner.clone() }
+    }
+
+    /// Starts watching every connection this host makes to `port` from now on, as one group
+    /// (a cps flow's listener), in the kernel: nothing to do per connection. `None` unless the
+    /// source is eBPF (and the group could be made).
+    pub fn watch_group(&self, port: u16) -> Option<FlowWatch> {
+        let Source::Ebpf(p) = &self.inner.source else { return None };
+        let id = p.add_group(port).ok()?;
+        Some(FlowWatch { fd: -1, cookie: None, group: Some((id, port)), probe: self.inner.clone() })
     }
 }
 
@@ -183,6 +192,8 @@ impl Probe {
 pub struct FlowWatch {
     fd: RawFd,
     cookie: Option<u64>,
+    /// A group of connections (id, port) rather than one socket.
+    group: Option<(u32, u16)>,
     probe: Arc<Inner>,
 }
 
@@ -190,6 +201,9 @@ impl FlowWatch {
     /// The socket's statistics now; `None` when collection is off, the socket is gone, or (eBPF)
     /// the kernel has not reported an RTT sample for it yet (a socket that only receives).
     pub fn sample(&self) -> Option<TcpStats> {
+        if let Some(g) = self.group_figures() {
+            return Some(from_group(&g));
+        }
         match (&self.probe.source, self.cookie) {
             (Source::Off, _) => None,
             (Source::Ebpf(p), Some(c)) => p.read(c).filter(|f| f.rtt_samples > 0).map(|f| from_ebpf(&f)),
@@ -201,6 +215,9 @@ impl FlowWatch {
     /// the final figures are final: a sender's kernel keeps retransmitting after the last
     /// `send` returned. Returns whether it settled.
     pub fn settle(&self, limit: std::time::Duration) -> bool {
+        if self.group.is_some() {
+            return true;
+        }
         let until = std::time::Instant::now() + limit;
         loop {
             match tcpinfo::read_raw(self.fd) {
@@ -216,6 +233,9 @@ impl FlowWatch {
 
     /// The kernel's RTT histogram of the socket (eBPF only), in ns.
     pub fn rtt_histogram(&self) -> Option<Histogram<u64>> {
+        if self.group.is_some() {
+            return self.group_figures().filter(|g| g.rtt_samples > 0).map(|g| ebpf::group_histogram(&g));
+        }
         match (&self.probe.source, self.cookie) {
             (Source::Ebpf(p), Some(c)) => p.read(c).filter(|f| f.rtt_samples > 0).map(|f| ebpf::rtt_histogram(&f)),
             _ => None,
@@ -225,6 +245,9 @@ impl FlowWatch {
     /// `TCP_INFO` of the socket, when the main source is eBPF: the cross-check the result
     /// carries beside the eBPF figures.
     pub fn tcp_info_check(&self) -> Option<TcpStats> {
+        if self.group.is_some() {
+            return None;
+        }
         match self.probe.source {
             Source::Ebpf(_) => tcpinfo::read(self.fd),
             _ => None,
@@ -232,11 +255,47 @@ impl FlowWatch {
     }
 }
 
+impl FlowWatch {
+    /// A group's figures now (a group watch only).
+    fn group_figures(&self) -> Option<Box<abi::NbGroup>> {
+        match (&self.probe.source, self.group) {
+            (Source::Ebpf(p), Some((id, _))) => p.read_group(id),
+            _ => None,
+        }
+    }
+
+    /// A group watch's connections established and the SYNs they retransmitted first.
+    pub fn group_connections(&self) -> Option<(u64, u64)> {
+        self.group_figures().map(|g| (g.conns, g.syn_retrans))
+    }
+}
+
 impl Drop for FlowWatch {
     fn drop(&mut self) {
+        if let (Source::Ebpf(p), Some((id, port))) = (&self.probe.source, self.group) {
+            p.remove_group(id, Some(port));
+        }
         if let (Source::Ebpf(p), Some(c)) = (&self.probe.source, self.cookie) {
             p.unregister(c);
         }
+    }
+}
+
+/// A group's figures as one flow's: the mean of its RTT samples as the RTT, its smallest, the
+/// retransmissions of all its connections since they were established.
+fn from_group(g: &abi::NbGroup) -> TcpStats {
+    TcpStats {
+        rtt_us: g.rtt_sum_us.checked_div(g.rtt_samples).unwrap_or(0) as u32,
+        rttvar_us: 0,
+        min_rtt_us: g.min_rtt_us,
+        cwnd_segs: 0,
+        mss: 0,
+        retrans_segs: g.retrans_segs,
+        segs_out: 0,
+        segs_in: 0,
+        bytes_acked: 0,
+        delivery_rate_bps: 0,
+        dsack_segs: None,
     }
 }
 

@@ -375,6 +375,19 @@ fn cps_summary(s: &mut String, w: &WaySummary, m: &netblast_spec::result::MsgTot
     if let Some(l) = &w.latency {
         let _ = writeln!(s, "Connect latency (connect() call to established, client clock): {}", pcts(l));
     }
+    if let Some(k) = &w.kernel_rtt {
+        let _ = writeln!(
+            s,
+            "Kernel RTT of the connections (eBPF, every sample after establishment, {} samples): {}",
+            k.count,
+            pcts(k)
+        );
+        let _ = writeln!(
+            s,
+            "      {} segments retransmitted after establishment (per interval in the JSON)",
+            w.retransmits
+        );
+    }
 }
 
 fn msg_summary(s: &mut String, r: &RunResult) {
@@ -812,7 +825,9 @@ pub fn summary(r: &RunResult) -> String {
 }
 
 fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
-    for w in &r.summary.ways {
+    // A cps flow is many connections, not one socket: its kernel figures are in its summary.
+    let one_socket_per_stream = r.plan.profile.kind() != Kind::Cps;
+    for w in r.summary.ways.iter().filter(|_| one_socket_per_stream) {
         let (side, probe) = match w.way {
             Way::Up => ("client", Some(&r.probe)),
             Way::Down => ("server", r.server_probe.as_ref()),

@@ -56,7 +56,8 @@ fn connections_completed_equal_connections_served_with_one_connect_sample_each()
 
 #[test]
 fn a_rate_is_held_and_never_exceeded() {
-    let (_srv, addr) = util::spawn_server();
+    let (srv, addr) = util::spawn_server();
+    let _srv = util::KillOnDrop(srv);
     let out = util::run_cmd()
         .args(["--target", &addr.to_string(), "--profile", "cps", "--rate", "400", "-P", "2", "-t", "2", "--json"])
         .output()

@@ -308,3 +308,31 @@ fn induced_loss_is_seen_and_matches_the_kernel() {
         "no loss: {retrans} retransmissions, only {dsacked} reported spurious by the receiver and {dropped} counted dropped"
     );
 }
+
+#[test]
+fn cps_connections_are_one_kernel_group_per_flow() {
+    let Some(_lock) = ebpf_or_skip("cps_connections_are_one_kernel_group_per_flow") else { return };
+    let probe = open_ebpf();
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let (mut p, _) = Profile::load("cps").unwrap();
+    p.run.duration = Some("1s".parse().unwrap());
+    p.workload.cps_mut().unwrap().flows = Some(2);
+    let r = run_with(srv.addr, p, &probe);
+    assert!(r.complete, "{:?}", r.errors);
+    let m = r.summary.ways[0].msgs.unwrap();
+    assert!(m.sent > 50);
+    // Every connection's request is acknowledged (by its response): one RTT sample at least,
+    // all of them in the flow's kernel group, none registered from user space.
+    let mut samples = 0;
+    for s in &r.summary.streams {
+        let k = s.kernel_rtt.as_ref().unwrap_or_else(|| panic!("flow {}: no kernel RTT", s.id));
+        samples += k.count;
+    }
+    assert!(samples >= m.sent, "{samples} kernel RTT samples for {} connections", m.sent);
+    assert_eq!(m.conns.unwrap().syn_retransmits, Some(0), "no SYN is lost on loopback");
+    assert!(m.wire_packets.is_none() && m.segs_out.is_none(), "no one socket's segments stand for the flow's");
+    let e = probe.ebpf().unwrap();
+    assert_eq!((e.groups(), e.registered()), (0, 0), "groups and sockets are forgotten at the end");
+    let text = netblast_report::text::full(&r);
+    assert!(text.contains("Kernel RTT of the connections (eBPF"), "{text}");
+}

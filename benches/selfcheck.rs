@@ -93,6 +93,14 @@ fn msgrate(server: &LocalServer, cpus: &[usize]) -> Result<(), String> {
     );
     figure("rr.tcp.rtt_p99_us", l.p99_ns as f64 / 1e3, "us", "99th percentile of the same");
     figure("rr.tcp.one_way_mean_us", l.mean_ns / 2e3, "us", "mean round trip / 2 (qperf's latency)");
+    let p = profile("cps", |p| p.run.duration = Some(Dur(secs())))?;
+    let r = run(server.addr, p)?;
+    let w = &r.summary.ways[0];
+    let m = w.msgs.ok_or("no connection totals")?;
+    figure("cps.per_cpu.conns_per_s", m.sent_per_s / 1e3, "k/s", "new TCP connections, one pinned flow per CPU");
+    let l = w.latency.clone().ok_or("no connect latency")?;
+    figure("cps.per_cpu.connect_p50_us", l.p50_ns as f64 / 1e3, "us", "connect() to established, median");
+    figure("cps.per_cpu.failed", m.lost.unwrap_or(0) as f64, "", "connections that failed");
     Ok(())
 }
 
@@ -133,6 +141,63 @@ fn probe_overhead(server: &LocalServer) -> Result<(), String> {
         (core[1] + core[2]) / 2.0 * 100.0,
         "% core",
         "probe run time per 10 Gbit/s (loopback)",
+    );
+
+    // Short connections: cps with the eBPF probe (one kernel group per flow) against no probe
+    // at all, interleaved; connections/s and the client's CPU per connection (the steadier
+    // figure where client and server share the CPUs). First the program's own run time per
+    // connection (the kernel's BPF statistics: exact, not subject to this host's noise) beside
+    // the CPU a connection costs both ends; then the ratios, without BPF run-time statistics,
+    // which cost every program run two clock reads.
+    let r = run_with(server.addr, profile("cps", |p| p.run.duration = Some(Dur(secs())))?, &probe)?;
+    let conns = r.summary.ways[0].msgs.map(|m| m.sent).unwrap_or(0).max(1) as f64;
+    let prog_ns = r.probe.kernel_run_ns.unwrap_or(0) as f64 / conns;
+    let both_ns = (r.summary.cpu.client.cpu_s() + r.summary.cpu.server.map(|s| s.cpu_s()).unwrap_or(0.0)) * 1e9 / conns;
+    figure(
+        "probe.cps_kernel_ns_per_conn",
+        prog_ns,
+        "ns",
+        "eBPF program run time per cps connection (both ends' sockets)",
+    );
+    figure(
+        "probe.cps_kernel_cost_pct",
+        prog_ns / both_ns.max(1.0) * 100.0,
+        "%",
+        "that, of the CPU a connection costs client and server (target <= 3)",
+    );
+    drop(probe);
+    let probe = netblast_probe::Probe::open(netblast_probe::ProbeMode::Ebpf).map_err(|e| e.to_string())?;
+    let none = netblast_probe::Probe::open(netblast_probe::ProbeMode::Off).map_err(|e| e.to_string())?;
+    let (mut rate, mut cpu) = (Vec::new(), Vec::new());
+    for round in 0..6 {
+        let p = || profile("cps", |p| p.run.duration = Some(Dur(secs())));
+        let (first, second) = if round % 2 == 0 { (&probe, &none) } else { (&none, &probe) };
+        let a = run_with(server.addr, p()?, first)?;
+        let b = run_with(server.addr, p()?, second)?;
+        let (on_r, off_r) = if round % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let conns = |r: &netblast_spec::RunResult| r.summary.ways[0].msgs.map(|m| m.sent_per_s).unwrap_or(0.0);
+        let cpu_per = |r: &netblast_spec::RunResult| {
+            let n = r.summary.ways[0].msgs.map(|m| m.sent).unwrap_or(0).max(1) as f64;
+            r.summary.cpu.client.cpu_s() / n
+        };
+        rate.push(conns(on_r) / conns(off_r).max(1e-9));
+        cpu.push(cpu_per(on_r) / cpu_per(off_r).max(1e-12));
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+    };
+    figure(
+        "probe.cps_on_over_off",
+        median(&mut rate),
+        "ratio",
+        "cps connections/s, eBPF probe / --probe off (median of 6; target >= 0.97)",
+    );
+    figure(
+        "probe.cps_client_cpu_on_over_off",
+        median(&mut cpu),
+        "ratio",
+        "cps client CPU per connection, eBPF / --probe off (median of 6; target <= 1.03)",
     );
     Ok(())
 }

@@ -6,8 +6,7 @@
  * Hooks: one sock_ops program attached to the cgroup v2 root (multi-attach).
  * Maps: `ports` (u16 port -> u32: NB_PORT_WATCH or a group id, written by user space), `flows`
  * (u64 socket cookie -> struct nb_flow, entries created and deleted by user space), `groups`
- * (u32 group id -> struct nb_group, created by user space), `conn_group` (socket-local
- * storage: the group of a connection, created here when it is established, freed with it).
+ * (u32 group id -> struct nb_group per CPU, created by user space).
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -23,20 +22,16 @@ struct {
 	__type(value, __u32);
 } ports SEC(".maps");
 
+/* Per CPU: a group's connections are served on every CPU, and one shared entry would bounce
+ * between them on every callback; user space adds the CPUs' entries up. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 4096);
+	__uint(max_entries, 1024);
 	__type(key, __u32);
 	__type(value, struct nb_group);
 } groups SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, __u32);
-} conn_group SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -86,20 +81,22 @@ int netblast_sockops(struct bpf_sock_ops *skops)
 		__u16 remote = (__u16)bpf_ntohl(skops->remote_port);
 		__u32 *to = bpf_map_lookup_elem(&ports, &remote);
 		/* A connection this host made to a group's port joins the group. */
-		struct bpf_sock *sk = skops->sk;
-		if (op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB && to && *to >= NB_GROUP_FIRST && sk) {
+		/* A connection this host made to a group's port joins the group: its callbacks are
+		 * turned on, and found their group again by that port. */
+		if (op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB && to && *to >= NB_GROUP_FIRST) {
 			__u32 id = *to;
 			struct nb_group *g = bpf_map_lookup_elem(&groups, &id);
-			__u32 *mine = bpf_sk_storage_get(&conn_group, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-			if (g && mine) {
-				*mine = id;
+			if (g) {
 				__sync_fetch_and_add(&g->conns, 1);
 				__sync_fetch_and_add(&g->syn_retrans, skops->total_retrans);
 				bpf_sock_ops_cb_flags_set(skops, BPF_SOCK_OPS_RTT_CB_FLAG | BPF_SOCK_OPS_RETRANS_CB_FLAG);
 			}
 			return 1;
 		}
-		if (to || bpf_map_lookup_elem(&ports, &local))
+		/* Sockets watched one by one: either end on a watched port (a group's port on the
+		 * passive side is not: its connections are the peer's). */
+		__u32 *at = bpf_map_lookup_elem(&ports, &local);
+		if ((to && *to == NB_PORT_WATCH) || (at && *at == NB_PORT_WATCH))
 			bpf_sock_ops_cb_flags_set(skops, BPF_SOCK_OPS_RTT_CB_FLAG | BPF_SOCK_OPS_RETRANS_CB_FLAG |
 							 BPF_SOCK_OPS_STATE_CB_FLAG);
 		return 1;
@@ -107,36 +104,34 @@ int netblast_sockops(struct bpf_sock_ops *skops)
 	if (op != BPF_SOCK_OPS_RTT_CB && op != BPF_SOCK_OPS_RETRANS_CB && op != BPF_SOCK_OPS_STATE_CB)
 		return 1;
 
-	/* A grouped connection: its callbacks go to its group. */
-	struct bpf_sock *sk = skops->sk;
-	if (sk) {
-		__u32 *mine = bpf_sk_storage_get(&conn_group, sk, 0, 0);
-		if (mine) {
-			__u32 id = *mine;
-			struct nb_group *g = bpf_map_lookup_elem(&groups, &id);
-			if (!g)
-				return 1;
-			if (op == BPF_SOCK_OPS_RTT_CB) {
-				__u32 mrtt = skops->args[0];
-				if (mrtt) {
-					__sync_fetch_and_add(&g->rtt_samples, 1);
-					__sync_fetch_and_add(&g->rtt_sum_us, mrtt);
-					g->last_rtt_us = mrtt;
-					/* Racy but monotone enough: a lost update keeps a close value. */
-					if (!g->min_rtt_us || mrtt < g->min_rtt_us)
-						g->min_rtt_us = mrtt;
-					if (mrtt > g->max_rtt_us)
-						g->max_rtt_us = mrtt;
-					__u32 b = rtt_bucket(mrtt);
-					if (b < NB_RTT_BUCKETS)
-						__sync_fetch_and_add(&g->hist[b], 1);
-				}
-			} else if (op == BPF_SOCK_OPS_RETRANS_CB && skops->args[2] == 0) {
-				__sync_fetch_and_add(&g->retrans_segs, skops->args[1]);
-				__sync_fetch_and_add(&g->retrans_events, 1);
-			}
+	/* A grouped connection (an active one to a group's port; passive sockets never get
+	 * callbacks through a group): its callbacks go to its group. */
+	__u16 rport = (__u16)bpf_ntohl(skops->remote_port);
+	__u32 *grp = bpf_map_lookup_elem(&ports, &rport);
+	if (grp && *grp >= NB_GROUP_FIRST && skops->is_fullsock) {
+		__u32 id = *grp;
+		struct nb_group *g = bpf_map_lookup_elem(&groups, &id);
+		if (!g)
 			return 1;
+		if (op == BPF_SOCK_OPS_RTT_CB) {
+			__u32 mrtt = skops->args[0];
+			if (mrtt) {
+				__sync_fetch_and_add(&g->rtt_samples, 1);
+				__sync_fetch_and_add(&g->rtt_sum_us, mrtt);
+				g->last_rtt_us = mrtt;
+				if (!g->min_rtt_us || mrtt < g->min_rtt_us)
+					g->min_rtt_us = mrtt;
+				if (mrtt > g->max_rtt_us)
+					g->max_rtt_us = mrtt;
+				__u32 b = rtt_bucket(mrtt);
+				if (b < NB_RTT_BUCKETS)
+					__sync_fetch_and_add(&g->hist[b], 1);
+			}
+		} else if (op == BPF_SOCK_OPS_RETRANS_CB && skops->args[2] == 0) {
+			__sync_fetch_and_add(&g->retrans_segs, skops->args[1]);
+			__sync_fetch_and_add(&g->retrans_events, 1);
 		}
+		return 1;
 	}
 
 	__u64 cookie = bpf_get_socket_cookie(skops);

@@ -39,12 +39,12 @@ struct nb_flow {
 
 _Static_assert(sizeof(struct nb_flow) == 6 * 8 + 10 * 4 + NB_RTT_BUCKETS * 4, "nb_flow has no hidden padding");
 
-/* Statistics of a group of short connections (a cps flow: every connection to one port), in
- * the `groups` map keyed by group id. User space creates the entry (zeroed) and names the
- * group's destination port in `ports` (value: the group id); the kernel program ties each
- * such connection to its group as it is established (a 4-byte socket-local entry that dies
- * with the socket) and adds its callbacks here, atomically: no per-connection work in user
- * space and no per-connection map entry to create or delete. */
+/* Statistics of a group of short connections (a cps flow: every connection this host makes
+ * to one port), in the `groups` map keyed by group id. User space creates the entry (zeroed)
+ * and names the group's destination port in `ports` (value: the group id); the kernel
+ * program turns the callbacks on for each such connection as it is established and adds
+ * them here, atomically, finding the group by the connection's remote port: no work in user
+ * space and no map entry per connection. */
 struct nb_group {
 	__u64 conns;           /* connections established */
 	__u64 syn_retrans;     /* SYNs retransmitted before they were established */

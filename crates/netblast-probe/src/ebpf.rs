@@ -20,7 +20,7 @@
 
 use crate::abi::{self, NbFlow, NbGroup};
 use crate::ProbeError;
-use aya::maps::{HashMap, MapData};
+use aya::maps::{HashMap, MapData, PerCpuHashMap, PerCpuValues};
 use aya::programs::{CgroupAttachMode, SockOps};
 use aya::Ebpf;
 use std::os::fd::RawFd;
@@ -70,7 +70,7 @@ pub struct EbpfProbe {
     /// Read by every worker at its ticks (shared), written only when a socket is registered or
     /// forgotten: workers never wait on each other to read.
     flows: RwLock<HashMap<MapData, u64, NbFlow>>,
-    groups: RwLock<HashMap<MapData, u32, NbGroup>>,
+    groups: RwLock<PerCpuHashMap<MapData, u32, NbGroup>>,
     ports: Mutex<HashMap<MapData, u16, u32>>,
     next_group: std::sync::atomic::AtomicU32,
     cgroup: PathBuf,
@@ -142,7 +142,8 @@ impl EbpfProbe {
         };
         let flows = HashMap::try_from(take(&mut ebpf, "flows")?).map_err(|e| ProbeError::Load(e.to_string()))?;
         let ports = HashMap::try_from(take(&mut ebpf, "ports")?).map_err(|e| ProbeError::Load(e.to_string()))?;
-        let groups = HashMap::try_from(take(&mut ebpf, "groups")?).map_err(|e| ProbeError::Load(e.to_string()))?;
+        let groups =
+            PerCpuHashMap::try_from(take(&mut ebpf, "groups")?).map_err(|e| ProbeError::Load(e.to_string()))?;
         let stats = if kernel_stats {
             Some(
                 aya::sys::enable_stats(aya::sys::Stats::RunTime)
@@ -186,9 +187,11 @@ impl EbpfProbe {
     pub fn add_group(&self, port: u16) -> Result<u32, ProbeError> {
         let id = self.next_group.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         {
-            let mut g = self.groups.write().unwrap_or_else(|e| e.into_inner());
-            g.insert(id, NbGroup::zeroed().as_ref(), 0)
+            let n = aya::util::nr_cpus().map_err(|(_, e)| ProbeError::Map(format!("cannot count CPUs: {e}")))?;
+            let zero = PerCpuValues::try_from(vec![*NbGroup::zeroed(); n])
                 .map_err(|e| ProbeError::Map(format!("cannot create a connection group: {e}")))?;
+            let mut g = self.groups.write().unwrap_or_else(|e| e.into_inner());
+            g.insert(id, zero, 0).map_err(|e| ProbeError::Map(format!("cannot create a connection group: {e}")))?;
         }
         let mut p = self.ports.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = p.insert(port, id, 0) {
@@ -199,10 +202,32 @@ impl EbpfProbe {
         Ok(id)
     }
 
-    /// The kernel's figures for a group.
+    /// The kernel's figures for a group: its CPUs' entries added up.
     pub fn read_group(&self, id: u32) -> Option<Box<NbGroup>> {
-        let g = self.groups.read().unwrap_or_else(|e| e.into_inner());
-        g.get(&id, 0).ok().map(Box::new)
+        let per_cpu = {
+            let g = self.groups.read().unwrap_or_else(|e| e.into_inner());
+            g.get(&id, 0).ok()?
+        };
+        let mut sum = NbGroup::zeroed();
+        for c in per_cpu.iter() {
+            sum.conns += c.conns;
+            sum.syn_retrans += c.syn_retrans;
+            sum.rtt_samples += c.rtt_samples;
+            sum.rtt_sum_us += c.rtt_sum_us;
+            sum.retrans_segs += c.retrans_segs;
+            sum.retrans_events += c.retrans_events;
+            if c.rtt_samples > 0 {
+                sum.last_rtt_us = c.last_rtt_us;
+            }
+            if c.min_rtt_us > 0 && (sum.min_rtt_us == 0 || c.min_rtt_us < sum.min_rtt_us) {
+                sum.min_rtt_us = c.min_rtt_us;
+            }
+            sum.max_rtt_us = sum.max_rtt_us.max(c.max_rtt_us);
+            for (s, v) in sum.hist.iter_mut().zip(c.hist.iter()) {
+                *s += v;
+            }
+        }
+        Some(sum)
     }
 
     /// Forgets a group (and its port, when given): connections still open stop counting.

@@ -87,10 +87,19 @@ impl Drop for Holding<'_> {
     }
 }
 
+/// What each stream of a test sets up besides its TCP connection (a descriptor each).
+fn extra_of(setup: &TestSetup) -> Extra {
+    match setup.profile.kind() {
+        _ if setup.profile.workload.uses_udp() => Extra::Udp,
+        Kind::Cps => Extra::Listener,
+        _ => Extra::None,
+    }
+}
+
 /// Takes what a set-up asks of this server's resources, or says which limit refuses it.
 fn hold<'a>(shared: &'a Shared, setup: &TestSetup) -> Result<Holding<'a>, String> {
     let l = &shared.limits;
-    let per_stream = if setup.profile.workload.uses_udp() || setup.profile.kind() == Kind::Cps { 2 } else { 1 };
+    let per_stream = if extra_of(setup) == Extra::None { 1 } else { 2 };
     let fds = setup.streams.len() as u64 * per_stream;
     let (soft, _) = netblast_engine::sys::nofile_limit();
     let open = std::fs::read_dir("/proc/self/fd").map(|d| d.count() as u64).unwrap_or(0);
@@ -339,8 +348,7 @@ fn check_setup(setup: &TestSetup) -> Result<(), String> {
     // The profile says how many streams its test has (msgrate without a flow count: one per
     // client CPU, which only the client knows); a setup naming more would hold more than it runs.
     let w = &setup.profile.workload;
-    let per_cpu = matches!(w, netblast_spec::profile::Workload::Msgrate(m) if m.flows.is_none())
-        || matches!(w, netblast_spec::profile::Workload::Cps(c) if c.flows.is_none());
+    let per_cpu = w.flows_per_cpu();
     let runs = w.stream_count(1);
     if !per_cpu && setup.streams.len() != runs {
         return Err(format!("the setup names {} streams and its profile has {runs}", setup.streams.len()));
@@ -453,12 +461,7 @@ async fn control_conn(
     };
     let (stream_tx, mut stream_rx) = mpsc::unbounded_channel();
     let ways: HashMap<u32, Way> = setup.streams.iter().map(|s| (s.id, s.way)).collect();
-    let extra = match setup.profile.kind() {
-        _ if setup.profile.workload.uses_udp() => Extra::Udp,
-        Kind::Cps => Extra::Listener,
-        _ => Extra::None,
-    };
-    let entry = TestEntry::new(ways.clone(), extra, session.stream_key, stream_tx);
+    let entry = TestEntry::new(ways.clone(), extra_of(&setup), session.stream_key, stream_tx);
     let registered = match shared.reg.insert(test_id, peer.ip(), entry) {
         Ok(r) => r,
         Err(m) => {
@@ -770,11 +773,7 @@ impl TestTotals {
             }
             let mut p = format!("{what} {} ({})", fmt_bytes(bytes), fmt_bits_per_s(bytes as f64 * 8.0 / secs));
             if msgs > 0 {
-                let unit = match setup.profile.kind() {
-                    Kind::Cps => "connections",
-                    Kind::Rr => "transactions",
-                    _ => "messages",
-                };
+                let unit = setup.profile.kind().unit();
                 p.push_str(&format!(", {msgs} {unit} ({})", fmt_per_s(msgs as f64 / secs)));
             }
             parts.push(p);

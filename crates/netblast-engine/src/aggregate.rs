@@ -339,7 +339,7 @@ impl Aggregator {
                 tcp,
                 sent_msgs: if msgs { Some(sent_msgs.unwrap_or(0)) } else { None },
                 received_msgs: if msgs { recv_msgs } else { None },
-                segs_out: if msgs && self.info.kind != Kind::Cps { segs_out } else { None },
+                segs_out: if msgs && self.info.kind.one_socket_per_stream() { segs_out } else { None },
                 latency: hist.map(LatencySummary::of),
                 latency_hist: hist.and_then(|h| EncodedHistogram::encode(h).ok()),
                 // The receiver's account: the server's for up streams, this end's for down.
@@ -502,8 +502,9 @@ impl Aggregator {
                     _ => None,
                 };
                 // A cps flow's statistics are many connections': no one socket's segment count.
-                let segs = last_tcp.filter(|_| self.info.kind != Kind::Cps).map(|t| t.segs_out);
-                let wire = last_tcp.filter(|_| self.info.kind != Kind::Cps).map(|t| t.segs_out + t.segs_in);
+                let one_socket = last_tcp.filter(|_| self.info.kind.one_socket_per_stream());
+                let segs = one_socket.map(|t| t.segs_out);
+                let wire = one_socket.map(|t| t.segs_out + t.segs_in);
                 let kernel_drops = match s.way {
                     Way::Up => theirs.and_then(|e| e.kernel_drops),
                     Way::Down => mine.and_then(|e| e.kernel_drops),

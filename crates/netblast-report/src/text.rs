@@ -826,7 +826,7 @@ pub fn summary(r: &RunResult) -> String {
 
 fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
     // A cps flow is many connections, not one socket: its kernel figures are in its summary.
-    let one_socket_per_stream = r.plan.profile.kind() != Kind::Cps;
+    let one_socket_per_stream = r.plan.profile.kind().one_socket_per_stream();
     for w in r.summary.ways.iter().filter(|_| one_socket_per_stream) {
         let (side, probe) = match w.way {
             Way::Up => ("client", Some(&r.probe)),
@@ -900,12 +900,7 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
         None if r.summary.ways.is_empty() => None,
         None => r.summary.ways.iter().map(|w| w.msgs.map(|m| m.sent)).sum(),
     };
-    let unit = match r.plan.profile.kind() {
-        Kind::Http => "requests",
-        Kind::Rr => "transactions",
-        Kind::Cps => "connections",
-        _ => "messages",
-    };
+    let unit = r.plan.profile.kind().unit();
     match msgs {
         // Message kinds: the cost that matters is per message.
         Some(n) => {

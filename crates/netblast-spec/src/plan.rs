@@ -127,8 +127,7 @@ pub fn plan(
     };
     let (client_cpus, note) = resolve_cpus(profile.run.cpus.as_ref(), allowed_cpus, cpus_from_flag)?;
     // A msgrate profile without a flow count runs one flow per CPU: say that in flow terms.
-    let per_cpu_flows =
-        matches!(w, Workload::Msgrate(m) if m.flows.is_none()) || matches!(w, Workload::Cps(c) if c.flows.is_none());
+    let per_cpu_flows = w.flows_per_cpu();
     let mut notes: Vec<String> = note.filter(|_| !per_cpu_flows).into_iter().collect();
     let n_streams = w.stream_count(client_cpus.len());
     let server_cpus = match (w.pins_server(), w.server_cpus()) {

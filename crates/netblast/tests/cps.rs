@@ -88,11 +88,7 @@ fn failures_are_counted_by_cause() {
         return;
     }
     let ns = util::NetnsPair::create();
-    let bin = env!("CARGO_BIN_EXE_netblast");
-    let mut serve = ns.cmd(&ns.b, bin);
-    serve.args(["serve", "--probe", "tcpinfo", "--open", "--port", "0"]);
-    let (child, addr) = util::spawn_server_from(serve);
-    let _serve = util::KillOnDrop(child);
+    let (_serve, addr) = ns.serve(&ns.b);
     let target = format!("{}:{}", ns.addr_b, addr.port());
     let sysctl = |kv: &str| {
         let st = ns.cmd(&ns.a, "sysctl").args(["-q", "-w", kv]).status().unwrap();

@@ -241,10 +241,7 @@ fn udp_at_a_bitrate_reports_a_one_percent_drop_as_one_percent() {
     }
     let ns = util::NetnsPair::create();
     let bin = env!("CARGO_BIN_EXE_netblast");
-    let mut serve = ns.cmd(&ns.b, bin);
-    serve.args(["serve", "--probe", "tcpinfo", "--open", "--port", "0"]);
-    let (child, addr) = util::spawn_server_from(serve);
-    let _serve = util::KillOnDrop(child);
+    let (_serve, addr) = ns.serve(&ns.b);
     ns.nft(&ns.b, "add table inet nbu");
     ns.nft(&ns.b, "add chain inet nbu input { type filter hook input priority 0; }");
     ns.nft(&ns.b, "add rule inet nbu input meta l4proto udp numgen random mod 1000 < 10 counter drop");

@@ -219,6 +219,15 @@ impl NetnsPair {
         c
     }
 
+    /// The real `netblast serve` (TCP_INFO statistics) in namespace `ns`, open to other
+    /// namespaces, on an ephemeral port: it, stopped on drop, and its address.
+    pub fn serve(&self, ns: &str) -> (KillOnDrop, SocketAddr) {
+        let mut serve = self.cmd(ns, env!("CARGO_BIN_EXE_netblast"));
+        serve.args(["serve", "--probe", "tcpinfo", "--open", "--port", "0"]);
+        let (child, addr) = spawn_server_from(serve);
+        (KillOnDrop(child), addr)
+    }
+
     /// Packets received and sent by interface `dev` of namespace `ns` (its /proc/net/dev).
     pub fn packets(&self, ns: &str, dev: &str) -> (u64, u64) {
         let out = self.cmd(ns, "cat").arg("/proc/net/dev").output().expect("read /proc/net/dev");

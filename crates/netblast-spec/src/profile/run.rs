@@ -35,6 +35,23 @@ impl Kind {
             Kind::Cps => "cps",
         }
     }
+
+    /// What the kind's streams count, in reports: messages, transactions, connections or
+    /// requests (bulk: messages, never counted).
+    pub fn unit(self) -> &'static str {
+        match self {
+            Kind::Bulk | Kind::Msgrate => "messages",
+            Kind::Rr => "transactions",
+            Kind::Cps => "connections",
+            Kind::Http => "requests",
+        }
+    }
+
+    /// Whether each stream's kernel statistics are one socket's; a cps flow's are many
+    /// connections' (no one socket's segment counts, cwnd or MSS stand for the flow).
+    pub fn one_socket_per_stream(self) -> bool {
+        self != Kind::Cps
+    }
 }
 
 /// The `[run]` section, less the kind (which the workload carries).

@@ -95,6 +95,16 @@ impl Workload {
         }
     }
 
+    /// Whether the test runs one flow per client CPU (msgrate and cps without a flow count),
+    /// which only the client's CPU list settles.
+    pub fn flows_per_cpu(&self) -> bool {
+        match self {
+            Workload::Msgrate(m) => m.flows.is_none(),
+            Workload::Cps(c) => c.flows.is_none(),
+            _ => false,
+        }
+    }
+
     /// Whether each stream has a worker of its own (message kinds), rather than streams being
     /// spread over one worker per CPU (bulk).
     pub fn worker_per_stream(&self) -> bool {

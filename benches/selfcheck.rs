@@ -73,6 +73,12 @@ fn msgrate(server: &LocalServer, cpus: &[usize]) -> Result<(), String> {
         "M/s",
         "datagrams the server received (the rest: kernel drops)",
     );
+    figure(
+        "msgrate.udp.per_cpu.lost_pct",
+        m.lost.unwrap_or(0) as f64 * 100.0 / m.sent.max(1) as f64,
+        "%",
+        "datagrams lost, per-CPU SO_REUSEPORT receivers (all of them receivers' queue drops on loopback)",
+    );
     let spin = cpus.len() >= 2;
     let p = profile("latency", |p| {
         p.run.duration = Some(Dur(secs()));

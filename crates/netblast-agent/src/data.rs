@@ -90,10 +90,18 @@ impl Drop for Holding<'_> {
 /// What each stream of a test sets up besides its TCP connection (a descriptor each).
 fn extra_of(setup: &TestSetup) -> Extra {
     match setup.profile.kind() {
+        _ if per_cpu_receivers(setup) => Extra::UdpGroup,
         _ if setup.profile.workload.uses_udp() => Extra::Udp,
         Kind::Cps => Extra::Listener,
         _ => Extra::None,
     }
+}
+
+/// Whether the test's UDP datagrams go to this server's per-CPU receivers (one port).
+fn per_cpu_receivers(setup: &TestSetup) -> bool {
+    matches!(&setup.profile.workload, netblast_spec::profile::Workload::Msgrate(m)
+        if m.protocol == netblast_spec::profile::Protocol::Udp
+            && m.receivers == netblast_spec::profile::Receivers::PerCpu)
 }
 
 /// Takes what a set-up asks of this server's resources, or says which limit refuses it.
@@ -265,7 +273,9 @@ async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: Header, shar
     // address and port (the address being the TCP peer's), so it exchanges datagrams with that
     // one peer and nobody else.
     let mut reply = vec![StreamAck::Ok as u8];
-    let udp = if offer.extra == Extra::Udp {
+    // Per-CPU receivers: the socket joins the test's group on one port instead, unconnected;
+    // its receiver takes only the client's datagrams.
+    let udp = if matches!(offer.extra, Extra::Udp | Extra::UdpGroup) {
         let mut port = [0u8; 2];
         if tokio::time::timeout(HANDSHAKE_TIMEOUT, conn.read_exact(&mut port)).await.map_or(true, |r| r.is_err()) {
             tracing::info!(%peer, "dropped UDP stream: no client port");
@@ -273,6 +283,9 @@ async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: Header, shar
         }
         let client_udp = SocketAddr::new(peer.ip(), u16::from_be_bytes(port));
         let opened = conn.local_addr().and_then(|local| {
+            if offer.extra == Extra::UdpGroup {
+                return shared.reg.udp_group_socket(&header.test_id, local.ip());
+            }
             let sock = netblast_engine::sockopt::udp_on(local.ip())?;
             sock.connect(client_udp)?;
             Ok(sock)
@@ -678,6 +691,7 @@ async fn run_test(
                     note: notes.remove(&f.id),
                     error: f.error,
                     udp: f.udp,
+                    rcvbuf: f.rcvbuf,
                 }}),
                 Some((w, Event::WorkerDone { cpu: c, pin_error, tcp_samples, .. })) => {
                     if let Some(e) = pin_error {

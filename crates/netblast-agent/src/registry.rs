@@ -19,6 +19,9 @@ pub enum Extra {
     None,
     /// A UDP socket connected to the client's.
     Udp,
+    /// A UDP socket in the test's `SO_REUSEPORT` group: one port for all its flows (per-CPU
+    /// receivers).
+    UdpGroup,
     /// A listener for the flow's connections (cps).
     Listener,
 }
@@ -34,13 +37,15 @@ pub struct TestEntry {
     extra: Extra,
     key: StreamKey,
     tx: StreamTx,
+    /// The port of the test's UDP group, once its first socket is bound.
+    group_port: Option<u16>,
 }
 
 impl TestEntry {
     /// A test expecting the streams in `ways` (each setting up `extra`), each tagged with `key`
     /// (known only to the connection that set the test up), delivered through `tx`.
     pub fn new(ways: HashMap<u32, Way>, extra: Extra, key: StreamKey, tx: StreamTx) -> TestEntry {
-        TestEntry { ways, connected: HashSet::new(), extra, key, tx }
+        TestEntry { ways, connected: HashSet::new(), extra, key, tx, group_port: None }
     }
 }
 
@@ -119,6 +124,18 @@ impl Registry {
         }
         Offer { ack: StreamAck::Ok, tx: Some(entry.tx.clone()), extra: entry.extra }
     }
+
+    /// A socket of test `id`'s UDP group on `ip`: the first takes a free port, the others join
+    /// it (under the lock, so concurrent streams agree on one port).
+    pub fn udp_group_socket(&self, id: &TestId, ip: IpAddr) -> std::io::Result<std::net::UdpSocket> {
+        let mut t = self.lock();
+        let Some((entry, _)) = t.get_mut(id) else {
+            return Err(std::io::Error::new(std::io::ErrorKind::NotFound, "the test is gone"));
+        };
+        let sock = netblast_engine::sockopt::udp_group_on(ip, entry.group_port)?;
+        entry.group_port = Some(sock.local_addr()?.port());
+        Ok(sock)
+    }
 }
 
 /// A test's place in the registry, held by the connection that set it up; dropping it
@@ -165,5 +182,24 @@ mod tests {
         assert!(r.insert(TestId([6; 16]), other, entry(tx)).unwrap_err().contains("busy"));
         drop(guard);
         assert_eq!(r.pending(), 2);
+    }
+
+    #[test]
+    fn a_test_s_udp_group_sockets_share_one_port() {
+        use netblast_spec::auth::Transcript;
+        let r = std::sync::Arc::new(Registry::new(4, 4));
+        let me: IpAddr = "127.0.0.1".parse().unwrap();
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let key = Transcript { header: [0; 32], client_nonce: [1; 32], server_nonce: [2; 32] }.stream_key(None);
+        let entry = |tx| TestEntry::new(HashMap::from([(0, Way::Up), (1, Way::Up)]), Extra::UdpGroup, key, tx);
+        let (a, b) = (TestId([1; 16]), TestId([2; 16]));
+        let _ga = r.insert(a, me, entry(tx.clone())).unwrap();
+        let _gb = r.insert(b, me, entry(tx)).unwrap();
+        let port = |s: &std::net::UdpSocket| s.local_addr().unwrap().port();
+        let (a0, a1) = (r.udp_group_socket(&a, me).unwrap(), r.udp_group_socket(&a, me).unwrap());
+        let b0 = r.udp_group_socket(&b, me).unwrap();
+        assert_eq!(port(&a0), port(&a1));
+        assert_ne!(port(&a0), port(&b0), "another test's group has its own port");
+        assert!(r.udp_group_socket(&TestId([9; 16]), me).is_err());
     }
 }

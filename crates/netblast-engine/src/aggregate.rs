@@ -72,12 +72,17 @@ pub struct KindInfo {
     pub kind: Kind,
     /// Transport of message kinds.
     pub protocol: Protocol,
+    /// The server's UDP receivers are per CPU: a stream's received figures are those of the
+    /// receiver beside its server end, which takes datagrams of any flow; loss is per way.
+    pub shared_receivers: bool,
 }
 
 impl KindInfo {
     /// The kind information of a workload.
     pub fn of(w: &Workload) -> KindInfo {
-        KindInfo { kind: w.kind(), protocol: w.protocol() }
+        let shared_receivers = matches!(w, Workload::Msgrate(m)
+            if m.protocol == Protocol::Udp && m.receivers == netblast_spec::profile::Receivers::PerCpu);
+        KindInfo { kind: w.kind(), protocol: w.protocol(), shared_receivers }
     }
 
     fn counts_msgs(&self) -> bool {
@@ -497,6 +502,8 @@ impl Aggregator {
             }
             let msg_totals = msgs.then(|| {
                 let lost = match (self.info.kind, self.info.protocol) {
+                    // A per-CPU receiver's count is not its stream's: loss is the way's.
+                    (Kind::Msgrate, Protocol::Udp) if self.info.shared_receivers => None,
                     (Kind::Msgrate, Protocol::Udp) => recv_msgs.map(|r| sent_msgs.saturating_sub(r)),
                     (Kind::Rr, Protocol::Udp) | (Kind::Cps, _) => Some(mine.map(|e| e.lost).unwrap_or(0)),
                     _ => None,
@@ -524,6 +531,10 @@ impl Aggregator {
                         Way::Up => theirs.and_then(|e| e.udp),
                         Way::Down => mine.and_then(|e| e.udp),
                     },
+                    rcvbuf: match s.way {
+                        Way::Up => theirs.and_then(|e| e.rcvbuf),
+                        Way::Down => mine.and_then(|e| e.rcvbuf),
+                    },
                     conns: mine.and_then(|e| e.conns),
                 }
             });
@@ -546,7 +557,7 @@ impl Aggregator {
             }
             // A receiver cannot read more than its sender sent: a report that says so is wrong
             // (a broken or hostile peer), and the run is not complete.
-            if let Some(r) = receiver.filter(|r| r.bytes > sender.bytes) {
+            if let Some(r) = receiver.filter(|r| r.bytes > sender.bytes && !self.info.shared_receivers) {
                 let who = if s.way == Way::Up { "server (receiver)" } else { "server (sender)" };
                 problems.push(format!(
                     "stream {}: the {who} reports {} bytes received of {} sent: the report is wrong",
@@ -599,7 +610,15 @@ impl Aggregator {
                 let m: Vec<MsgTotals> = of_way.iter().filter_map(|s| s.msgs).collect();
                 let sent: u64 = m.iter().map(|x| x.sent).sum();
                 let received: Option<u64> = m.iter().map(|x| x.received).sum();
-                let lost: Option<u64> = m.iter().map(|x| x.lost).sum();
+                let lost: Option<u64> = match self.info.shared_receivers {
+                    true => received.map(|r| sent.saturating_sub(r)),
+                    false => m.iter().map(|x| x.lost).sum(),
+                };
+                if let Some(r) = received.filter(|&r| self.info.shared_receivers && r > sent) {
+                    problems.push(format!(
+                        "the server's receivers report {r} datagrams received of {sent} sent: the report is wrong"
+                    ));
+                }
                 let segs: Option<u64> = m.iter().map(|x| x.segs_out).sum();
                 let wire: Option<u64> = m.iter().map(|x| x.wire_packets).sum();
                 let recv_s = receiver.map(|r| r.seconds).unwrap_or(0.0);
@@ -615,6 +634,7 @@ impl Aggregator {
                     wire_packets: wire,
                     wire_packets_per_s: wire.map(|n| rate(n as f64, sent_s)),
                     udp: UdpQuality::sum(m.iter().filter_map(|x| x.udp.as_ref())),
+                    rcvbuf: m.iter().filter_map(|x| x.rcvbuf).min(),
                     conns: netblast_spec::result::ConnCounts::sum(m.iter().filter_map(|x| x.conns.as_ref())),
                 }
             });
@@ -690,7 +710,7 @@ mod tests {
         })
     }
 
-    const BULK: KindInfo = KindInfo { kind: Kind::Bulk, protocol: Protocol::Tcp };
+    const BULK: KindInfo = KindInfo { kind: Kind::Bulk, protocol: Protocol::Tcp, shared_receivers: false };
 
     fn sample(id: u32, bytes: u64, tcp: Option<TcpStats>) -> FlowSample {
         FlowSample { id, bytes, tcp, ..Default::default() }
@@ -832,7 +852,7 @@ mod tests {
 
     #[test]
     fn latency_histograms_are_added_not_averaged() {
-        let rr = KindInfo { kind: Kind::Rr, protocol: Protocol::Tcp };
+        let rr = KindInfo { kind: Kind::Rr, protocol: Protocol::Tcp, shared_receivers: false };
         let mut a = Aggregator::new(vec![info(0, Way::Up), info(1, Way::Up)], 2, rr);
         let hist_of = |v: u64, n: u64| {
             let mut h = hist::new_latency_histogram();
@@ -864,7 +884,7 @@ mod tests {
 
     #[test]
     fn udp_loss_is_sent_minus_received() {
-        let udp = KindInfo { kind: Kind::Msgrate, protocol: Protocol::Udp };
+        let udp = KindInfo { kind: Kind::Msgrate, protocol: Protocol::Udp, shared_receivers: false };
         let mut a = Aggregator::new(vec![info(0, Way::Up)], 1, udp);
         a.on_worker(
             0,

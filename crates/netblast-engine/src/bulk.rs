@@ -541,6 +541,7 @@ pub fn run_worker(
             error: f.error.clone(),
             cpu,
             kernel_drops: None,
+            rcvbuf: None,
             rtt_hist: f.watch.rtt_histogram().map(Box::new),
             tcp_info: f.watch.tcp_info_check(),
             udp: None,

@@ -125,6 +125,8 @@ pub fn spawn(
                 bitrate: m.bitrate.map(|b| b.bits_per_s()),
                 sequenced: m.protocol == netblast_spec::profile::Protocol::Udp
                     && m.msg_bytes.bytes() >= netblast_spec::profile::MsgrateSection::SEQ_HEADER,
+                rcvbuf: profile.tcp.rcvbuf().is_none().then_some(crate::sockopt::UDP_RCVBUF),
+                group: per_cpu_receivers(side, m, &conns)?,
                 interval,
                 timing,
             });
@@ -177,6 +179,24 @@ pub fn spawn(
         }
         Workload::Http(_) => Err(io::Error::new(io::ErrorKind::InvalidInput, "http tests have no netblast streams")),
     }
+}
+
+/// The server's per-CPU receivers of a UDP msgrate test that asks for them: all its streams
+/// receive (the profile allows client to server only), from the client at the other end.
+fn per_cpu_receivers(
+    side: Side,
+    m: &netblast_spec::profile::MsgrateSection,
+    conns: &[Conn],
+) -> io::Result<Option<Arc<msgrate::RecvGroup>>> {
+    if side != Side::Server || m.receivers != netblast_spec::profile::Receivers::PerCpu {
+        return Ok(None);
+    }
+    let receiving = conns.iter().filter(|c| role(side, c.way) == FlowRole::Recv).count();
+    let client = match conns.first() {
+        Some(c) => c.tcp.peer_addr()?.ip(),
+        None => return Ok(None),
+    };
+    Ok(Some(Arc::new(msgrate::RecvGroup::new(receiving, client))))
 }
 
 /// One pinned worker per stream (message kinds): stream i's worker runs `run` on its CPU.

@@ -28,8 +28,10 @@ pub struct Meter {
     watch: Option<FlowWatch>,
     tx: EventTx,
     last_byte: Instant,
-    /// A UDP receiver's sequence account (sequenced datagrams only).
-    pub seq: Option<crate::udpseq::SeqTracker>,
+    /// A UDP receiver's sequence accounts (sequenced datagrams only).
+    pub seq: Option<crate::udpseq::Accounts>,
+    /// A UDP receiver's receive queue in bytes, as the kernel applied it.
+    pub rcvbuf: Option<u64>,
     /// A cps client's failures by cause and SYN retransmissions.
     pub conns: Option<netblast_spec::result::ConnCounts>,
     at_udp: netblast_spec::result::UdpQuality,
@@ -63,6 +65,7 @@ impl Meter {
             tx,
             last_byte: start,
             seq: None,
+            rcvbuf: None,
             conns: None,
             at_udp: Default::default(),
         }
@@ -166,6 +169,7 @@ impl Meter {
             rtt_hist: self.watch.as_ref().and_then(|w| w.rtt_histogram()).map(Box::new),
             tcp_info: self.watch.as_ref().and_then(|w| w.tcp_info_check()),
             udp: self.seq.as_ref().map(|t| t.total()),
+            rcvbuf: self.rcvbuf,
             conns: self.conns,
         };
         (self.tx)(self.worker, Event::FlowDone(Box::new(end)));

@@ -14,7 +14,11 @@
 //!   goes at its due time (to a 50 us grain). Datagrams of 16 bytes or more carry a sequence
 //!   number and send time. UDP receiver: `recvmmsg`, counting datagrams (and accounting
 //!   sequenced ones: loss, reordering, duplicates, jitter); after the anchor's end of file it
-//!   drains what is queued, then stops.
+//!   drains what is queued, then stops. Its receive queue is grown to [`UDP_RCVBUF`] unless
+//!   `-w` sets it. With per-CPU receivers ([`RecvGroup`]) the server's sockets share one port
+//!   and each takes what its CPU processed, from any of the test's flows.
+//!
+//! [`UDP_RCVBUF`]: crate::sockopt::UDP_RCVBUF
 //!
 //! Metrics: messages and bytes per interval and in total on both ends, TCP statistics of the
 //! sending socket (segments out: packets on the wire).
@@ -26,8 +30,10 @@ use crate::udpseq;
 use crate::worker::{Deadlines, EventTx, Pinning, RunFlags, StartGate, Timing};
 use netblast_probe::Probe;
 use std::io::{self, ErrorKind};
-use std::net::{TcpStream, UdpSocket};
+use std::net::{IpAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a blocking call waits before the loop looks at the clock and flags again.
@@ -73,6 +79,10 @@ pub struct MsgConfig {
     pub bitrate: Option<f64>,
     /// UDP: datagrams carry a sequence number and send time ([`crate::udpseq`]).
     pub sequenced: bool,
+    /// UDP receivers: the receive queue to ask for (`None`: as set, by `-w` or the system).
+    pub rcvbuf: Option<u64>,
+    /// The server's per-CPU receivers, when the profile asks for them.
+    pub group: Option<Arc<RecvGroup>>,
     /// Reporting interval.
     pub interval: Duration,
     /// When senders stop and receivers give up.
@@ -95,6 +105,7 @@ pub fn run_worker(
         MsgSocket::Tcp(s) if flow.role == FlowRole::Send => Some(probe.watch(s.as_raw_fd())),
         _ => None,
     };
+    let cpu = pinned.as_ref().ok().copied().flatten();
     run_single(worker, pinned, flow.id, gate, tx, (cfg.interval, false, watch), |m, start| {
         let Deadlines { send_until, give_up } = cfg.timing.after(start);
         match (&flow.socket, flow.role) {
@@ -104,7 +115,7 @@ pub fn run_worker(
                 udp_send(udp, anchor, cfg, m, flags, start, send_until).map(|_| None)
             }
             (MsgSocket::Udp { udp, anchor }, FlowRole::Recv) => {
-                udp_recv(udp, anchor, cfg, m, flags, give_up).map(|_| net::udp_drops(udp.as_raw_fd()))
+                udp_recv(udp, anchor, cfg, m, flags, cpu, give_up).map(|_| net::udp_drops(udp.as_raw_fd()))
             }
         }
     });
@@ -314,43 +325,118 @@ fn udp_send(
     result
 }
 
+/// The server's per-CPU UDP receivers of one test (`receivers = "per_cpu"`): a socket per
+/// receiving flow, all in one `SO_REUSEPORT` group, each pinned worker taking the datagrams its
+/// CPU's network stack processed (`SO_INCOMING_CPU`). A receiver takes any of the test's flows,
+/// so it stops only when every sender is done.
+#[derive(Debug)]
+pub struct RecvGroup {
+    /// Senders still sending (their anchors not yet at end of file).
+    open: AtomicUsize,
+    /// The test client's address: datagrams from anywhere else are not the test's.
+    client: IpAddr,
+    /// The test's flows: at most this many senders are accounted per receiver.
+    flows: usize,
+}
+
+impl RecvGroup {
+    /// The receivers of `flows` flows from `client`.
+    pub fn new(flows: usize, client: IpAddr) -> RecvGroup {
+        RecvGroup { open: AtomicUsize::new(flows), client: client.to_canonical(), flows }
+    }
+}
+
+/// One sender of a [`RecvGroup`] counted done once: at its anchor's end, or when its receiver
+/// leaves for any reason.
+struct Sending<'a>(Option<&'a RecvGroup>);
+
+impl Sending<'_> {
+    fn done(&mut self) {
+        if let Some(g) = self.0.take() {
+            g.open.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        self.done();
+    }
+}
+
+/// `SO_INCOMING_CPU` (asm-generic socket.h; not in the libc crate).
+const SO_INCOMING_CPU: libc::c_int = 49;
+
 fn udp_recv(
     udp: &UdpSocket,
     anchor: &TcpStream,
     cfg: &MsgConfig,
     m: &mut Meter,
     flags: &RunFlags,
+    cpu: Option<usize>,
     give_up: Instant,
 ) -> Result<(), String> {
     let fd = udp.as_raw_fd();
     let afd = anchor.as_raw_fd();
     udp.set_nonblocking(true).map_err(|e| io_msg(&e))?;
     anchor.set_nonblocking(true).map_err(|e| io_msg(&e))?;
-    let mut batch = RecvBatch::new(64, cfg.msg_bytes.max(1) + 1);
+    let rcvbuf = match cfg.rcvbuf {
+        Some(ask) => crate::sockopt::grow_rcvbuf(fd, ask),
+        None => crate::sockopt::rcvbuf_of(fd),
+    };
+    m.rcvbuf = Some(rcvbuf.map_err(|e| format!("cannot size the UDP receive queue: {}", io_msg(&e)))?);
+    let group = cfg.group.as_deref();
+    if let (Some(_), Some(cpu)) = (group, cpu) {
+        // This socket takes what this CPU's stack processes: the reuseport group picks the
+        // socket whose incoming CPU is the one handling the datagram.
+        net::set_int_opt(fd, libc::SOL_SOCKET, SO_INCOMING_CPU, cpu as libc::c_int)
+            .map_err(|e| format!("cannot tie the receiver to CPU {cpu} (SO_INCOMING_CPU): {}", io_msg(&e)))?;
+    }
+    let mut sending = Sending(group);
+    let mut batch = match group {
+        Some(_) => RecvBatch::with_sources(64, cfg.msg_bytes.max(1) + 1),
+        None => RecvBatch::new(64, cfg.msg_bytes.max(1) + 1),
+    };
     let mut scratch = [0u8; 64];
     if cfg.sequenced {
-        m.seq = Some(udpseq::SeqTracker::default());
+        m.seq = Some(match group {
+            Some(g) => udpseq::Accounts::by_source(g.flows),
+            None => udpseq::Accounts::one(),
+        });
     }
-    // Accounts the sequenced datagrams of the last batch (one arrival time for the batch).
-    let account = |m: &mut Meter, batch: &RecvBatch, n: usize| {
+    // Counts (and accounts, when sequenced) the datagrams of the last batch that are the
+    // test's: on a shared socket, those from the client; one arrival time for the batch.
+    let take = |m: &mut Meter, batch: &RecvBatch, n: usize, bytes: u64| {
         let at = m.since_start_ns(Instant::now());
-        if let Some(t) = m.seq.as_mut() {
-            for i in 0..n {
-                if let Some((seq, sent)) = udpseq::read_header(batch.datagram(i)) {
-                    t.on_datagram(seq, sent, at);
-                }
+        let (mut msgs, mut bytes) = (n as u64, bytes);
+        for i in 0..n {
+            let d = batch.datagram(i);
+            let from = match group {
+                Some(g) => match batch.source(i) {
+                    Some(a) if a.ip() == g.client => Some(a),
+                    _ => {
+                        msgs -= 1;
+                        bytes -= d.len() as u64;
+                        continue;
+                    }
+                },
+                None => None,
+            };
+            if let (Some(t), Some((seq, sent))) = (m.seq.as_mut(), udpseq::read_header(d)) {
+                t.on_datagram(from, seq, sent, at);
             }
         }
+        m.msgs += msgs;
+        m.bytes += bytes;
     };
+    let mut anchor_open = true;
     loop {
         // Drain what is queued.
         loop {
             match batch.recv(fd) {
                 Ok((0, _)) => break,
                 Ok((n, bytes)) => {
-                    account(m, &batch, n);
-                    m.msgs += n as u64;
-                    m.bytes += bytes;
+                    take(m, &batch, n, bytes);
                     m.moved_at(Instant::now());
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -364,34 +450,39 @@ fn udp_recv(
         if flags.aborting() || now >= give_up {
             return Err("gave up waiting for the sender to finish".into());
         }
-        let wait = m.next_tick().saturating_duration_since(now).min(WAKE);
-        let ready = net::poll_readable(&[fd, afd], wait).map_err(|e| io_msg(&e))?;
-        if ready[1] {
-            match net::recv(afd, &mut scratch, 0) {
-                Ok(0) => {
-                    // The sender is done; on loopback every datagram it sent is queued by now,
-                    // elsewhere allow a moment for those still in flight.
-                    let until = Instant::now() + Duration::from_millis(100);
-                    loop {
-                        match batch.recv(fd) {
-                            Ok((0, _)) => {
-                                let more = Instant::now() < until
-                                    && net::poll_readable(&[fd], Duration::from_millis(10)).is_ok_and(|r| r[0]);
-                                if !more {
-                                    break;
-                                }
-                            }
-                            Ok((n, bytes)) => {
-                                account(m, &batch, n);
-                                m.msgs += n as u64;
-                                m.bytes += bytes;
-                            }
-                            Err(_) => break,
+        // Every sender is done (a shared receiver waits for all of them, not only its own).
+        let senders_done = !anchor_open && group.is_none_or(|g| g.open.load(Ordering::Acquire) == 0);
+        if senders_done {
+            // On loopback every datagram sent is queued by now; elsewhere allow a moment for
+            // those still in flight.
+            let until = Instant::now() + Duration::from_millis(100);
+            loop {
+                match batch.recv(fd) {
+                    Ok((0, _)) => {
+                        let more = Instant::now() < until
+                            && net::poll_readable(&[fd], Duration::from_millis(10)).is_ok_and(|r| r[0]);
+                        if !more {
+                            break;
                         }
                     }
-                    m.moved_at(Instant::now());
-                    m.tick(Instant::now());
-                    return Ok(());
+                    Ok((n, bytes)) => take(m, &batch, n, bytes),
+                    Err(_) => break,
+                }
+            }
+            m.moved_at(Instant::now());
+            m.tick(Instant::now());
+            return Ok(());
+        }
+        let wait = m.next_tick().saturating_duration_since(now).min(WAKE);
+        // After its own sender's end a shared receiver looks at the others' every few ms.
+        let fds: &[RawFd] = if anchor_open { &[fd, afd] } else { &[fd] };
+        let wait = if anchor_open { wait } else { wait.min(Duration::from_millis(5)) };
+        let ready = net::poll_readable(fds, wait).map_err(|e| io_msg(&e))?;
+        if anchor_open && ready[1] {
+            match net::recv(afd, &mut scratch, 0) {
+                Ok(0) => {
+                    anchor_open = false;
+                    sending.done();
                 }
                 Ok(_) => {}
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}

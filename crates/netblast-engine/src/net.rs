@@ -205,11 +205,13 @@ impl OwnBatch {
     }
 }
 
-/// Buffers for `recvmmsg`: `n` messages of up to `size` bytes each.
+/// Buffers for `recvmmsg`: `n` messages of up to `size` bytes each, and optionally each
+/// one's source address.
 pub struct RecvBatch {
     bufs: Box<[u8]>,
     iovs: Box<[libc::iovec]>,
     hdrs: Box<[libc::mmsghdr]>,
+    names: Option<Box<[libc::sockaddr_storage]>>,
 }
 
 // SAFETY: the raw pointers only refer to the struct's own heap allocations, which move with it.
@@ -225,7 +227,42 @@ impl RecvBatch {
             .map(|i| libc::iovec { iov_base: unsafe { base.add(i * size) }.cast(), iov_len: size })
             .collect();
         let hdrs = headers_for(&mut iovs);
-        RecvBatch { bufs, iovs, hdrs }
+        RecvBatch { bufs, iovs, hdrs, names: None }
+    }
+
+    /// As [`RecvBatch::new`], also taking each datagram's source address (an unconnected
+    /// socket's datagrams come from anyone: [`RecvBatch::source`] tells from whom).
+    pub fn with_sources(n: usize, size: usize) -> RecvBatch {
+        let mut b = RecvBatch::new(n, size);
+        // SAFETY: sockaddr_storage is plain data; zeroed is a valid (AF_UNSPEC) value.
+        let mut names: Box<[libc::sockaddr_storage]> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
+        for (h, name) in b.hdrs.iter_mut().zip(names.iter_mut()) {
+            h.msg_hdr.msg_name = (name as *mut libc::sockaddr_storage).cast();
+        }
+        b.names = Some(names);
+        b
+    }
+
+    /// The source of datagram `i` of the last [`RecvBatch::recv`], when sources are taken.
+    pub fn source(&self, i: usize) -> Option<std::net::SocketAddr> {
+        let name = self.names.as_ref()?.get(i)?;
+        match name.ss_family as libc::c_int {
+            libc::AF_INET => {
+                // SAFETY: the kernel wrote a sockaddr_in here (family AF_INET); storage is large
+                // and aligned enough for it.
+                let a = unsafe { &*(name as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+                let ip = std::net::Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
+                Some(std::net::SocketAddr::new(ip.into(), u16::from_be(a.sin_port)))
+            }
+            libc::AF_INET6 => {
+                // SAFETY: as above, for sockaddr_in6.
+                let a = unsafe { &*(name as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+                let ip = std::net::Ipv6Addr::from(a.sin6_addr.s6_addr);
+                let ip = ip.to_ipv4_mapped().map_or(std::net::IpAddr::V6(ip), std::net::IpAddr::V4);
+                Some(std::net::SocketAddr::new(ip, u16::from_be(a.sin6_port)))
+            }
+            _ => None,
+        }
     }
 
     /// Receives up to `n` datagrams without blocking; returns (datagrams, bytes). `Ok((0, 0))`
@@ -233,6 +270,12 @@ impl RecvBatch {
     pub fn recv(&mut self, fd: RawFd) -> io::Result<(usize, u64)> {
         debug_assert_eq!(self.iovs.len(), self.hdrs.len());
         debug_assert!(!self.bufs.is_empty());
+        if self.names.is_some() {
+            // The kernel shortens each name length to what it wrote: room again for any family.
+            for h in self.hdrs.iter_mut() {
+                h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            }
+        }
         // SAFETY: `hdrs` holds valid headers whose iovecs point into `bufs`, which is live.
         let rc = unsafe {
             libc::recvmmsg(fd, self.hdrs.as_mut_ptr(), self.hdrs.len() as u32, libc::MSG_DONTWAIT, std::ptr::null_mut())
@@ -261,6 +304,30 @@ mod tests {
     use super::*;
     use std::net::UdpSocket;
     use std::os::fd::AsRawFd;
+
+    #[test]
+    fn sources_are_read_for_each_datagram() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.send_to(b"from a", rx.local_addr().unwrap()).unwrap();
+        b.send_to(b"from b", rx.local_addr().unwrap()).unwrap();
+        let mut batch = RecvBatch::with_sources(8, 64);
+        let mut got = Vec::new();
+        for _ in 0..100 {
+            let (n, _) = batch.recv(rx.as_raw_fd()).unwrap();
+            got.extend((0..n).map(|i| (batch.source(i).unwrap(), batch.datagram(i).to_vec())));
+            if got.len() == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(
+            got,
+            vec![(a.local_addr().unwrap(), b"from a".to_vec()), (b.local_addr().unwrap(), b"from b".to_vec())]
+        );
+        assert_eq!(RecvBatch::new(1, 8).source(0), None);
+    }
 
     #[test]
     fn batches_keep_datagrams_whole() {

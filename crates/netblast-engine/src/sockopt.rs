@@ -190,6 +190,55 @@ pub fn udp_on(ip: std::net::IpAddr) -> io::Result<std::net::UdpSocket> {
     Ok(sock.into())
 }
 
+/// A UDP socket on `ip`, in an `SO_REUSEPORT` group on `port`: the group's first socket
+/// (`port` `None`) takes a port nobody uses, the others join it. Unconnected: the receiver
+/// filters what it takes by source.
+pub fn udp_group_on(ip: std::net::IpAddr, port: Option<u16>) -> io::Result<std::net::UdpSocket> {
+    let port = match port {
+        Some(p) => p,
+        // A port free of any socket: binding port 0 with SO_REUSEPORT set could land on another
+        // group of this user's and join it, so the port comes from a plain socket first.
+        None => udp_on(ip)?.local_addr()?.port(),
+    };
+    let sock = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), Type::DGRAM, Some(Protocol::UDP))?;
+    sock.set_reuse_port(true)?;
+    if let Some(dev) = local().and_then(|l| l.device.as_ref()) {
+        sock.bind_device(Some(dev.as_bytes()))?;
+    }
+    sock.bind(&SocketAddr::new(ip, port).into())?;
+    Ok(sock.into())
+}
+
+/// Receive queue a UDP receiver asks for when `-w` does not set one: at a million small
+/// datagrams a second it holds a scheduler slice's worth (the default, ~208 KiB, holds a few
+/// hundred, so a receiver sharing its CPU overflows while it waits to run).
+pub const UDP_RCVBUF: u64 = 8 << 20;
+
+/// Grows a socket's receive queue to `bytes` (`SO_RCVBUFFORCE` where allowed, as root, else
+/// `SO_RCVBUF` up to `net.core.rmem_max`); returns what applies, in bytes of data.
+pub fn grow_rcvbuf(fd: std::os::fd::RawFd, bytes: u64) -> io::Result<u64> {
+    let v = bytes.min(i32::MAX as u64 / 2) as libc::c_int;
+    if crate::net::set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, v).is_err() {
+        crate::net::set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, v)?;
+    }
+    rcvbuf_of(fd)
+}
+
+/// A socket's receive queue in bytes of data (the kernel reports twice that, bookkeeping
+/// included).
+pub fn rcvbuf_of(fd: std::os::fd::RawFd) -> io::Result<u64> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` and `len` are valid for getsockopt's int result.
+    let rc = unsafe {
+        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, (&mut v as *mut libc::c_int).cast(), &mut len)
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(v.max(0) as u64 / 2)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,6 +252,19 @@ mod tests {
         let r = SockRef::from(&s);
         assert!(r.send_buffer_size().unwrap() >= 1 << 20);
         assert!(r.tcp_nodelay().unwrap());
+    }
+
+    #[test]
+    fn a_reuseport_group_shares_one_port_and_its_first_port_is_free() {
+        let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        let a = udp_group_on(ip, None).unwrap();
+        let port = a.local_addr().unwrap().port();
+        let b = udp_group_on(ip, Some(port)).unwrap();
+        assert_eq!(b.local_addr().unwrap().port(), port);
+        // A socket outside the group cannot take the port.
+        assert!(std::net::UdpSocket::bind((ip, port)).is_err());
+        let grown = grow_rcvbuf(std::os::fd::AsRawFd::as_raw_fd(&a), 1 << 20).unwrap();
+        assert!(grown > 0 && grown <= 1 << 20, "{grown}");
     }
 
     #[test]

@@ -117,6 +117,53 @@ impl SeqTracker {
     }
 }
 
+/// A receiver's accounts: one for a flow's own connected socket, or one per sender for a
+/// socket that several flows share (per-CPU receivers), at most `cap` senders.
+#[derive(Debug, Clone)]
+pub struct Accounts {
+    flows: Vec<(Option<std::net::SocketAddr>, SeqTracker)>,
+    cap: usize,
+    last: usize,
+}
+
+impl Accounts {
+    /// One flow's account (its socket is connected: every datagram is the flow's).
+    pub fn one() -> Accounts {
+        Accounts { flows: vec![(None, SeqTracker::default())], cap: 1, last: 0 }
+    }
+
+    /// Accounts for a shared socket's senders, told apart by source, at most `cap` of them.
+    pub fn by_source(cap: usize) -> Accounts {
+        Accounts { flows: Vec::new(), cap: cap.max(1), last: 0 }
+    }
+
+    /// Accounts one datagram from `from` (`None` on a flow's own socket); false when it comes
+    /// from a sender beyond the cap, which is not accounted.
+    #[inline]
+    pub fn on_datagram(&mut self, from: Option<std::net::SocketAddr>, seq: u64, sent_ns: u64, recv_ns: u64) -> bool {
+        // Datagrams come in runs from one sender: try the last one first.
+        let i = if self.flows.get(self.last).is_some_and(|(a, _)| *a == from) {
+            self.last
+        } else if let Some(i) = self.flows.iter().position(|(a, _)| *a == from) {
+            i
+        } else if self.flows.len() < self.cap {
+            self.flows.push((from, SeqTracker::default()));
+            self.flows.len() - 1
+        } else {
+            return false;
+        };
+        self.last = i;
+        self.flows[i].1.on_datagram(seq, sent_ns, recv_ns);
+        true
+    }
+
+    /// Every sender's account summed (jitter: their mean).
+    pub fn total(&self) -> UdpQuality {
+        let parts: Vec<UdpQuality> = self.flows.iter().map(|(_, t)| t.total()).collect();
+        UdpQuality::sum(parts.iter()).unwrap_or_default()
+    }
+}
+
 /// The change from `before` to `now` (jitter: `now`'s).
 pub fn delta(now: &UdpQuality, before: &UdpQuality) -> UdpQuality {
     UdpQuality {
@@ -190,6 +237,28 @@ mod tests {
             t.on_datagram(s, s * 1000, s * 1000 + 7);
         }
         assert_eq!(t.total().jitter_ns, 0.0);
+    }
+
+    #[test]
+    fn a_shared_socket_accounts_each_sender_alone() {
+        let (a, b, c): (std::net::SocketAddr, std::net::SocketAddr, std::net::SocketAddr) =
+            ("127.0.0.1:1000".parse().unwrap(), "127.0.0.1:1001".parse().unwrap(), "127.0.0.1:1002".parse().unwrap());
+        let mut acc = Accounts::by_source(2);
+        // Interleaved, each in order: nothing lost or reordered although the sequence numbers,
+        // taken together, jump back and forth.
+        for s in 0..100u64 {
+            assert!(acc.on_datagram(Some(a), s, 0, 0));
+            assert!(acc.on_datagram(Some(b), s, 0, 0));
+        }
+        // b loses 100..110.
+        assert!(acc.on_datagram(Some(b), 110, 0, 0));
+        // A third sender is over the cap: not accounted.
+        assert!(!acc.on_datagram(Some(c), 0, 0, 0));
+        let q = acc.total();
+        assert_eq!((q.received, q.lost, q.out_of_order, q.duplicates), (201, 10, 0, 0));
+        let mut one = Accounts::one();
+        assert!(one.on_datagram(None, 0, 0, 0) && one.on_datagram(None, 2, 0, 0));
+        assert_eq!(one.total().lost, 1);
     }
 
     #[test]

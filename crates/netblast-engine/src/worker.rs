@@ -214,6 +214,8 @@ pub struct FlowEnd {
     pub udp: Option<netblast_spec::result::UdpQuality>,
     /// A cps client's failures by cause and SYN retransmissions, in total.
     pub conns: Option<netblast_spec::result::ConnCounts>,
+    /// A UDP receiver's receive queue in bytes, as the kernel applied it.
+    pub rcvbuf: Option<u64>,
 }
 
 /// What workers tell the aggregator.

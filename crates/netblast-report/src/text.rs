@@ -3,7 +3,7 @@
 
 use netblast_spec::hist::LatencySummary;
 use netblast_spec::profile::{Kind, Profile, Way, Workload};
-use netblast_spec::result::{Interval, RunResult, StreamInfo, Summary, WaySummary};
+use netblast_spec::result::{Interval, MsgTotals, RunResult, StreamInfo, Summary, WaySummary};
 use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_ns, fmt_per_s};
 use std::fmt::Write;
 
@@ -456,6 +456,7 @@ fn msg_summary(s: &mut String, r: &RunResult) {
                         .map(|d| format!("; the receiving sockets' queues overflowed {d} times (kernel drop counter)"))
                         .unwrap_or_default();
                     let _ = writeln!(s, "      lost {lost} of {} datagrams ({pct:.2}%){drops}", m.sent);
+                    let _ = receivers_line(s, r, w.way, &m);
                 }
                 if let Some(q) = &m.udp {
                     let _ = writeln!(
@@ -993,6 +994,34 @@ pub fn compare(base_name: &str, base: &RunResult, now: &RunResult) -> String {
         let _ = writeln!(s, "  {name:<16} {:>18} {:>18} {change:>9}", show(fb), show(fnow));
     }
     s
+}
+
+/// UDP: the receivers, named: their queues (as applied), and with per-CPU receivers which
+/// CPU's receiver dropped what, so a loss is the path's or a named receiver's.
+fn receivers_line(s: &mut String, r: &RunResult, way: Way, m: &MsgTotals) -> std::fmt::Result {
+    let Some(q) = m.rcvbuf else { return Ok(()) };
+    let per_cpu = matches!(&r.plan.profile.workload, Workload::Msgrate(p)
+        if p.receivers == netblast_spec::profile::Receivers::PerCpu);
+    let queue = format!("receive queue {} per socket", fmt_bytes(q));
+    if !per_cpu {
+        return writeln!(s, "      receivers: a socket per flow, {queue}");
+    }
+    let named: Vec<String> = r
+        .summary
+        .streams
+        .iter()
+        .filter(|x| x.way == way)
+        .filter_map(|x| {
+            let got = x.msgs.as_ref()?;
+            let cpu = x.server_cpu.map(|c| format!("CPU {c}")).unwrap_or_else(|| format!("stream {}", x.id));
+            Some(format!(
+                "{cpu} {} received, {} dropped",
+                count(got.received.unwrap_or(0)),
+                got.kernel_drops.map(count).unwrap_or_else(|| "?".into())
+            ))
+        })
+        .collect();
+    writeln!(s, "      receivers: one per server CPU (SO_REUSEPORT, SO_INCOMING_CPU), {queue}: {}", named.join("; "))
 }
 
 #[cfg(test)]

@@ -606,6 +606,7 @@ fn merge_way_summary(
                 wire_packets: wire,
                 wire_packets_per_s: wire.map(|n| rate(n as f64, sent_s)),
                 udp: crate::result::UdpQuality::sum(m.iter().filter_map(|x| x.udp.as_ref())),
+                rcvbuf: m.iter().filter_map(|x| x.rcvbuf).min(),
                 conns: crate::result::ConnCounts::sum(m.iter().filter_map(|x| x.conns.as_ref())),
             }
         })

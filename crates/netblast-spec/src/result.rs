@@ -645,6 +645,10 @@ pub struct MsgTotals {
     /// UDP: the receivers' view of the sequenced datagrams over the whole run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpQuality>,
+    /// UDP: the receiving socket's queue in bytes as the kernel applied it (of a way: the
+    /// smallest of its receivers').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcvbuf: Option<u64>,
     /// TCP: packets on the wire, both ways: the senders' segments out (data) plus their
     /// segments in (the receivers' ACKs), from the kernel's counters (`tcpi_segs_out`,
     /// `tcpi_segs_in`). What an interface's packet counters see of the test.

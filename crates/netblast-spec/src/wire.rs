@@ -651,6 +651,9 @@ pub struct ServerStreamFinal {
     /// UDP: what the server's receiver saw of the stream's sequenced datagrams, in total.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<crate::result::UdpQuality>,
+    /// UDP: the server's receive queue for the stream, in bytes, as its kernel applied it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcvbuf: Option<u64>,
 }
 
 /// Frames from server to client on the control connection.

@@ -119,6 +119,15 @@ pub enum RecvArg {
     Each,
 }
 
+/// `--receivers`: the server's UDP receivers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReceiversArg {
+    /// A socket per flow, connected to its sender.
+    Flow,
+    /// One SO_REUSEPORT socket per server CPU, fed by that CPU (SO_INCOMING_CPU).
+    PerCpu,
+}
+
 /// How `--zerocopy` sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ZeroCopy {
@@ -190,6 +199,11 @@ pub struct ProfileArgs {
     /// (one message per call, as qperf's receiver: the work qperf -m 1 tcp_bw measures).
     #[arg(long, value_enum)]
     pub recv: Option<RecvArg>,
+    /// msgrate over UDP: the server's receivers: flow (a socket per flow) or per-cpu (one
+    /// SO_REUSEPORT socket per server CPU, each taking what its CPU's stack processed;
+    /// drops are named per receiver, loss per test).
+    #[arg(long, value_enum)]
+    pub receivers: Option<ReceiversArg>,
     /// rr, cps: request size (default 1; cps: 0 sends none).
     #[arg(long)]
     pub req_size: Option<ByteSize>,
@@ -472,6 +486,10 @@ impl ProfileArgs {
             recv: self.recv.map(|r| match r {
                 RecvArg::Batch => netblast_spec::profile::RecvMode::Batch,
                 RecvArg::Each => netblast_spec::profile::RecvMode::Each,
+            }),
+            receivers: self.receivers.map(|r| match r {
+                ReceiversArg::Flow => netblast_spec::profile::Receivers::Flow,
+                ReceiversArg::PerCpu => netblast_spec::profile::Receivers::PerCpu,
             }),
             req_size: self.req_size,
             resp_size: self.resp_size,

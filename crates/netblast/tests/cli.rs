@@ -356,3 +356,21 @@ fn serve_prints_one_line_per_test_like_iperf3_s() {
     assert!(lines[1].contains("2 streams: sent ") && lines[1].contains("bits/sec) in 1.0"), "{}", lines[1]);
     let _ = std::fs::remove_file(&log);
 }
+
+#[test]
+fn per_cpu_receivers_are_refused_where_they_cannot_apply() {
+    // Checked before anything connects: the target is never reached.
+    for (extra, says) in [
+        (&["--profile", "pps-8core"][..], "per_cpu is for UDP"),
+        (&["--profile", "pps-udp", "-R"][..], "client to server only"),
+    ] {
+        let o = util::run_cmd()
+            .args(["--target", "127.0.0.1:9", "-t", "1", "--receivers", "per-cpu"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{extra:?}");
+        let e = stderr_of(&o);
+        assert!(e.contains("msgrate.receivers") && e.contains(says), "{e}");
+    }
+}

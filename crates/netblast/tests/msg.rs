@@ -123,6 +123,65 @@ fn udp_loss_accounting_matches_the_kernel_drop_counter() {
     assert_eq!(lost, drops);
 }
 
+/// Per-CPU receivers over `cpus` flows (one per usable CPU), client and server on the same
+/// CPU list, with `msg_bytes`-byte datagrams.
+fn per_cpu_receivers(msg_bytes: u64) -> RunResult {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let cpus = usable_cpus();
+    let r = util::run(
+        srv.addr,
+        msgrate(|m| {
+            m.flows = Some(cpus.len() as u32);
+            m.protocol = Protocol::Udp;
+            m.msg_bytes = ByteSize(msg_bytes);
+            m.receivers = netblast_spec::profile::Receivers::PerCpu;
+            m.server_cpus = Some(CpuList(cpus.clone()));
+        }),
+    );
+    assert!(r.complete, "{:?}", r.errors);
+    r
+}
+
+#[test]
+fn per_cpu_receivers_take_what_their_cpu_processed() {
+    let r = per_cpu_receivers(1);
+    let w = r.summary.ways[0].msgs.unwrap();
+    assert!(w.sent > 0);
+    // Loss is the way's: sent by every flow less received by every receiver, and on loopback
+    // each lost datagram is a named receiver's queue overflow.
+    let received: u64 = r.summary.streams.iter().map(|s| s.msgs.unwrap().received.unwrap()).sum();
+    assert_eq!(w.received, Some(received));
+    assert_eq!(w.lost, Some(w.sent - received));
+    assert_eq!(w.lost, w.kernel_drops, "every lost datagram is counted by a receiver's socket");
+    assert!(w.rcvbuf.is_some_and(|b| b >= 1 << 20), "receive queues are grown: {:?}", w.rcvbuf);
+    // Loopback processes a datagram on its sender's CPU: the receiver tied to that CPU takes
+    // (or drops) exactly what the flows pinned there sent, whichever stream it belongs to.
+    for rx in &r.summary.streams {
+        let cpu = rx.server_cpu.expect("receivers are pinned");
+        let sent_there: u64 =
+            r.summary.streams.iter().filter(|s| s.client_cpu == Some(cpu)).map(|s| s.msgs.unwrap().sent).sum();
+        let m = rx.msgs.unwrap();
+        assert_eq!(m.lost, None, "a receiver's count is not its stream's: no per-stream loss");
+        assert_eq!(
+            m.received.unwrap() + m.kernel_drops.unwrap(),
+            sent_there,
+            "the receiver on CPU {cpu} took everything sent from CPU {cpu}"
+        );
+    }
+}
+
+#[test]
+fn per_cpu_receivers_keep_each_sender_s_sequence_apart() {
+    // 64-byte datagrams carry sequence numbers; flows interleave at a receiver, and must not
+    // read as reordered or lost.
+    let r = per_cpu_receivers(64);
+    let w = r.summary.ways[0].msgs.unwrap();
+    let q = w.udp.expect("sequenced datagrams are accounted");
+    assert_eq!((q.out_of_order, q.duplicates), (0, 0), "{q:?}");
+    assert!(q.lost >= 0 && q.lost as u64 <= w.kernel_drops.unwrap(), "{q:?} vs {:?} dropped", w.kernel_drops);
+    assert_eq!(q.received, w.received.unwrap());
+}
+
 #[test]
 fn udp_with_nothing_lost_counts_zero() {
     let srv = Server::start("127.0.0.1:0").unwrap();

@@ -18,7 +18,7 @@ mod workload;
 pub use bulk::{BulkSection, Direction, SendMode, Way};
 pub use cps::{CloseMode, CpsSection};
 pub use http::{HttpSection, HttpVersion, RateStep};
-pub use msgrate::{MsgrateSection, Protocol, RecvMode};
+pub use msgrate::{MsgrateSection, Protocol, Receivers, RecvMode};
 pub use overrides::Overrides;
 pub use rr::{RrSection, WaitMode};
 pub use run::{Kind, RunSection};

@@ -48,6 +48,30 @@ impl RecvMode {
     }
 }
 
+/// Who receives a UDP msgrate test's datagrams at the server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Receivers {
+    /// A socket per flow, connected to its sender: counts, loss and drops per flow.
+    #[default]
+    Flow,
+    /// One socket per receiving server CPU, all on one port in an `SO_REUSEPORT` group, each
+    /// taking the datagrams its CPU's network stack processed (`SO_INCOMING_CPU`): a busy CPU's
+    /// datagrams never wait for a thread on another one. Counts and queue drops are per
+    /// receiver, loss is per test (sent by every flow less received by every receiver).
+    PerCpu,
+}
+
+impl Receivers {
+    /// The name as written in profiles and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Receivers::Flow => "flow",
+            Receivers::PerCpu => "per_cpu",
+        }
+    }
+}
+
 /// The `[msgrate]` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -79,6 +103,13 @@ pub struct MsgrateSection {
     /// as possible.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bitrate: Option<BitRate>,
+    /// UDP: the server's receivers, a socket per `flow` (default) or `per_cpu`.
+    #[serde(default, skip_serializing_if = "is_flow")]
+    pub receivers: Receivers,
+}
+
+fn is_flow(r: &Receivers) -> bool {
+    *r == Receivers::Flow
 }
 
 fn is_forward(d: &super::Direction) -> bool {
@@ -118,6 +149,7 @@ impl Default for MsgrateSection {
             recv: RecvMode::Batch,
             direction: super::Direction::Forward,
             bitrate: None,
+            receivers: Receivers::Flow,
         }
     }
 }

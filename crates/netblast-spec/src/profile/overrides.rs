@@ -48,6 +48,8 @@ pub struct Overrides {
     pub batch: Option<u32>,
     /// `--recv` (msgrate).
     pub recv: Option<super::RecvMode>,
+    /// `--receivers` (msgrate over UDP).
+    pub receivers: Option<super::Receivers>,
     /// `--bitrate` (msgrate over UDP).
     pub bitrate: Option<crate::units::BitRate>,
     /// `--req-size` (rr, cps).
@@ -136,6 +138,7 @@ impl Overrides {
             ("--msg-size", self.msg_size.is_some(), MSG),
             ("--batch", self.batch.is_some(), MSG),
             ("--recv", self.recv.is_some(), MSG),
+            ("--receivers", self.receivers.is_some(), MSG),
             ("--req-size", self.req_size.is_some(), RR_CPS),
             ("--resp-size", self.resp_size.is_some(), RR_CPS),
             ("--wait", self.wait.is_some(), RR),
@@ -235,6 +238,7 @@ impl Overrides {
                     m.bitrate = (b.0 > 0.0).then_some(b);
                 }
                 set(&mut m.recv, self.recv);
+                set(&mut m.receivers, self.receivers);
                 if self.udp {
                     m.protocol = Protocol::Udp;
                 }

@@ -187,6 +187,8 @@ impl Workload {
                 [
                     if m.recv == super::RecvMode::Each { ", read one message per call" } else { "" }.to_string(),
                     m.bitrate.map(|b| format!(", paced at {b} per flow")).unwrap_or_default(),
+                    if m.receivers == super::Receivers::PerCpu { ", one receiver per server CPU" } else { "" }
+                        .to_string(),
                     match m.direction {
                         super::Direction::Forward => String::new(),
                         super::Direction::Reverse => ", server to client".into(),
@@ -274,6 +276,21 @@ impl Workload {
                     }
                     if b.0 <= 0.0 || b.0 < 8.0 * m.msg_bytes.bytes() as f64 {
                         return Err(("msgrate.bitrate", format!("{b} is less than one datagram per second")));
+                    }
+                }
+                if m.receivers == super::Receivers::PerCpu {
+                    if m.protocol != Protocol::Udp {
+                        return Err((
+                            "msgrate.receivers",
+                            "per_cpu is for UDP (protocol = \"udp\", --udp): a TCP flow is its own socket".into(),
+                        ));
+                    }
+                    if m.direction != super::Direction::Forward {
+                        return Err((
+                            "msgrate.receivers",
+                            "per_cpu receivers are the server's: client to server only (no --reverse or --bidir)"
+                                .into(),
+                        ));
                     }
                 }
                 let flows = m.flows.unwrap_or(1) as usize * m.direction.ways().len();

@@ -6,7 +6,9 @@
  * Hooks: one sock_ops program attached to the cgroup v2 root (multi-attach).
  * Maps: `ports` (u16 port -> u32: NB_PORT_WATCH or a group id, written by user space), `flows`
  * (u64 socket cookie -> struct nb_flow, entries created and deleted by user space), `groups`
- * (u32 group id -> struct nb_group per CPU, created by user space).
+ * (u32 group id -> struct nb_group per CPU, created by user space), `sk_group` (socket-local
+ * storage: a connection's group id, written by user space before it connects, freed by the
+ * kernel with the socket).
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -32,6 +34,15 @@ struct {
 	__type(value, struct nb_group);
 } groups SEC(".maps");
 
+/* Connections tied to a group one by one, where no port can name it (HTTP without keep-alive
+ * to a shared server port): user space writes the group id into the socket's storage before
+ * it connects; the kernel frees the entry with the socket. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u32);
+} sk_group SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -57,6 +68,54 @@ static __always_inline __u32 rtt_bucket(__u32 us)
 	return NB_RTT_EXACT + (p - 8) * (1u << NB_RTT_SUB_BITS) + sub;
 }
 
+/* The group user space tied this socket to (0: none). */
+static __always_inline __u32 tagged_group(struct bpf_sock_ops *skops)
+{
+	struct bpf_sock *sk = skops->sk;
+	if (!sk)
+		return 0;
+	__u32 *id = bpf_sk_storage_get(&sk_group, sk, 0, 0);
+	return id ? *id : 0;
+}
+
+/* An active connection joins group `id` as it is established: counted, and its RTT and
+ * retransmit callbacks turned on. */
+static __always_inline void join_group(struct bpf_sock_ops *skops, __u32 id)
+{
+	struct nb_group *g = bpf_map_lookup_elem(&groups, &id);
+	if (!g)
+		return;
+	__sync_fetch_and_add(&g->conns, 1);
+	__sync_fetch_and_add(&g->syn_retrans, skops->total_retrans);
+	bpf_sock_ops_cb_flags_set(skops, BPF_SOCK_OPS_RTT_CB_FLAG | BPF_SOCK_OPS_RETRANS_CB_FLAG);
+}
+
+/* A grouped connection's RTT or retransmit callback, into its group. */
+static __always_inline void group_event(struct bpf_sock_ops *skops, __u32 op, __u32 id)
+{
+	struct nb_group *g = bpf_map_lookup_elem(&groups, &id);
+	if (!g)
+		return;
+	if (op == BPF_SOCK_OPS_RTT_CB) {
+		__u32 mrtt = skops->args[0];
+		if (mrtt) {
+			__sync_fetch_and_add(&g->rtt_samples, 1);
+			__sync_fetch_and_add(&g->rtt_sum_us, mrtt);
+			g->last_rtt_us = mrtt;
+			if (!g->min_rtt_us || mrtt < g->min_rtt_us)
+				g->min_rtt_us = mrtt;
+			if (mrtt > g->max_rtt_us)
+				g->max_rtt_us = mrtt;
+			__u32 b = rtt_bucket(mrtt);
+			if (b < NB_RTT_BUCKETS)
+				__sync_fetch_and_add(&g->hist[b], 1);
+		}
+	} else if (op == BPF_SOCK_OPS_RETRANS_CB && skops->args[2] == 0) {
+		__sync_fetch_and_add(&g->retrans_segs, skops->args[1]);
+		__sync_fetch_and_add(&g->retrans_events, 1);
+	}
+}
+
 static __always_inline void snapshot(struct bpf_sock_ops *skops, struct nb_flow *f)
 {
 	f->srtt_us = skops->srtt_us >> 3;
@@ -80,18 +139,19 @@ int netblast_sockops(struct bpf_sock_ops *skops)
 		__u16 local = (__u16)skops->local_port;
 		__u16 remote = (__u16)bpf_ntohl(skops->remote_port);
 		__u32 *to = bpf_map_lookup_elem(&ports, &remote);
-		/* A connection this host made to a group's port joins the group. */
 		/* A connection this host made to a group's port joins the group: its callbacks are
-		 * turned on, and found their group again by that port. */
+		 * turned on, and find their group again by that port. */
 		if (op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB && to && *to >= NB_GROUP_FIRST) {
-			__u32 id = *to;
-			struct nb_group *g = bpf_map_lookup_elem(&groups, &id);
-			if (g) {
-				__sync_fetch_and_add(&g->conns, 1);
-				__sync_fetch_and_add(&g->syn_retrans, skops->total_retrans);
-				bpf_sock_ops_cb_flags_set(skops, BPF_SOCK_OPS_RTT_CB_FLAG | BPF_SOCK_OPS_RETRANS_CB_FLAG);
-			}
+			join_group(skops, *to);
 			return 1;
+		}
+		/* One user space tied to a group: its callbacks find the group in its storage. */
+		if (op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB) {
+			__u32 tag = tagged_group(skops);
+			if (tag >= NB_GROUP_FIRST) {
+				join_group(skops, tag);
+				return 1;
+			}
 		}
 		/* Sockets watched one by one: either end on a watched port (a group's port on the
 		 * passive side is not: its connections are the peer's). */
@@ -109,29 +169,16 @@ int netblast_sockops(struct bpf_sock_ops *skops)
 	__u16 rport = (__u16)bpf_ntohl(skops->remote_port);
 	__u32 *grp = bpf_map_lookup_elem(&ports, &rport);
 	if (grp && *grp >= NB_GROUP_FIRST && skops->is_fullsock) {
-		__u32 id = *grp;
-		struct nb_group *g = bpf_map_lookup_elem(&groups, &id);
-		if (!g)
-			return 1;
-		if (op == BPF_SOCK_OPS_RTT_CB) {
-			__u32 mrtt = skops->args[0];
-			if (mrtt) {
-				__sync_fetch_and_add(&g->rtt_samples, 1);
-				__sync_fetch_and_add(&g->rtt_sum_us, mrtt);
-				g->last_rtt_us = mrtt;
-				if (!g->min_rtt_us || mrtt < g->min_rtt_us)
-					g->min_rtt_us = mrtt;
-				if (mrtt > g->max_rtt_us)
-					g->max_rtt_us = mrtt;
-				__u32 b = rtt_bucket(mrtt);
-				if (b < NB_RTT_BUCKETS)
-					__sync_fetch_and_add(&g->hist[b], 1);
-			}
-		} else if (op == BPF_SOCK_OPS_RETRANS_CB && skops->args[2] == 0) {
-			__sync_fetch_and_add(&g->retrans_segs, skops->args[1]);
-			__sync_fetch_and_add(&g->retrans_events, 1);
-		}
+		group_event(skops, op, *grp);
 		return 1;
+	}
+	/* A connection tied to a group through its storage. */
+	if (op != BPF_SOCK_OPS_STATE_CB) {
+		__u32 tag = tagged_group(skops);
+		if (tag >= NB_GROUP_FIRST) {
+			group_event(skops, op, tag);
+			return 1;
+		}
 	}
 
 	__u64 cookie = bpf_get_socket_cookie(skops);

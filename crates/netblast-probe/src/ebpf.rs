@@ -11,9 +11,11 @@
 //! histogram (µs, 0.8% buckets), smoothed RTT, min/max RTT, cwnd, MSS, segments in/out, bytes
 //! acked, delivery rate, and retransmitted segments summed from the retransmit callbacks.
 //! Memory: one ~9 KiB map entry per watched socket, allocated on registration. Short
-//! connections (cps) are watched as a group instead: one ~9 KiB entry per group (a flow) and a
-//! 4-byte socket-local entry per connection that the kernel creates and frees by itself, so
-//! user space does nothing per connection.
+//! connections are watched as a group instead: one ~9 KiB entry per CPU per group. A cps
+//! flow's group is named by its listener's port, so user space does nothing per connection;
+//! connections to a port others share (HTTP without keep-alive) are tied to their group by a
+//! 4-byte socket-local entry user space writes before connecting, which the kernel frees with
+//! the socket.
 //!
 //! Lifetime: the attachment is a bpf_link owned by this process; dropping [`EbpfProbe`], any
 //! exit path, or the process dying detaches it. Nothing is pinned in bpffs.
@@ -72,6 +74,9 @@ pub struct EbpfProbe {
     flows: RwLock<HashMap<MapData, u64, NbFlow>>,
     groups: RwLock<PerCpuHashMap<MapData, u32, NbGroup>>,
     ports: Mutex<HashMap<MapData, u16, u32>>,
+    /// `sk_group`, written with raw updates keyed by descriptor: the kernel serialises them,
+    /// so tagging a socket takes no lock here.
+    sk_group: MapData,
     next_group: std::sync::atomic::AtomicU32,
     cgroup: PathBuf,
     // Owns the program and its link; declared last so the maps above are closed first.
@@ -144,6 +149,10 @@ impl EbpfProbe {
         let ports = HashMap::try_from(take(&mut ebpf, "ports")?).map_err(|e| ProbeError::Load(e.to_string()))?;
         let groups =
             PerCpuHashMap::try_from(take(&mut ebpf, "groups")?).map_err(|e| ProbeError::Load(e.to_string()))?;
+        let sk_group = match take(&mut ebpf, "sk_group")? {
+            aya::maps::Map::SkStorage(m) => m,
+            _ => return Err(ProbeError::Load("map sk_group is not socket storage".into())),
+        };
         let stats = if kernel_stats {
             Some(
                 aya::sys::enable_stats(aya::sys::Stats::RunTime)
@@ -157,6 +166,7 @@ impl EbpfProbe {
             flows: RwLock::new(flows),
             groups: RwLock::new(groups),
             ports: Mutex::new(ports),
+            sk_group,
             next_group: std::sync::atomic::AtomicU32::new(abi::GROUP_FIRST),
             cgroup,
             _ebpf: ebpf,
@@ -181,18 +191,64 @@ impl EbpfProbe {
         p.insert(port, abi::PORT_WATCH, 0).map_err(|e| ProbeError::Map(format!("cannot watch port {port}: {e}")))
     }
 
+    /// Creates an empty group, for connections tied to it one by one ([`EbpfProbe::tag`]).
+    /// Returns the group id.
+    pub fn new_group(&self) -> Result<u32, ProbeError> {
+        let id = self.next_group.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let n = aya::util::nr_cpus().map_err(|(_, e)| ProbeError::Map(format!("cannot count CPUs: {e}")))?;
+        let zero = PerCpuValues::try_from(vec![*NbGroup::zeroed(); n])
+            .map_err(|e| ProbeError::Map(format!("cannot create a connection group: {e}")))?;
+        let mut g = self.groups.write().unwrap_or_else(|e| e.into_inner());
+        g.insert(id, zero, 0).map_err(|e| ProbeError::Map(format!("cannot create a connection group: {e}")))?;
+        Ok(id)
+    }
+
+    /// Ties a socket, before it connects, to group `id`: the kernel counts it in the group
+    /// when it is established and frees the 4-byte entry with the socket. One map update.
+    pub fn tag(&self, fd: RawFd, id: u32) -> Result<(), ProbeError> {
+        use std::os::fd::{AsFd, AsRawFd};
+        /// `union bpf_attr` as BPF_MAP_UPDATE_ELEM reads it.
+        #[repr(C)]
+        struct UpdateAttr {
+            map_fd: u32,
+            _pad: u32,
+            key: u64,
+            value: u64,
+            flags: u64,
+        }
+        const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+        let key: libc::c_int = fd;
+        let attr = UpdateAttr {
+            map_fd: self.sk_group.fd().as_fd().as_raw_fd() as u32,
+            _pad: 0,
+            key: &key as *const libc::c_int as u64,
+            value: &id as *const u32 as u64,
+            flags: 0,
+        };
+        // SAFETY: `attr` is a valid BPF_MAP_UPDATE_ELEM attribute whose key and value point at
+        // live locals of the sizes the map was created with (int, u32).
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_MAP_UPDATE_ELEM,
+                &attr as *const UpdateAttr,
+                std::mem::size_of::<UpdateAttr>() as libc::c_uint,
+            )
+        };
+        if rc != 0 {
+            return Err(ProbeError::Map(format!(
+                "cannot tie a socket to its group: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(())
+    }
+
     /// Creates a group for every connection this host makes to `port` from now on (a cps
     /// flow's listener): the kernel ties each to the group as it is established. Returns the
     /// group id.
     pub fn add_group(&self, port: u16) -> Result<u32, ProbeError> {
-        let id = self.next_group.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        {
-            let n = aya::util::nr_cpus().map_err(|(_, e)| ProbeError::Map(format!("cannot count CPUs: {e}")))?;
-            let zero = PerCpuValues::try_from(vec![*NbGroup::zeroed(); n])
-                .map_err(|e| ProbeError::Map(format!("cannot create a connection group: {e}")))?;
-            let mut g = self.groups.write().unwrap_or_else(|e| e.into_inner());
-            g.insert(id, zero, 0).map_err(|e| ProbeError::Map(format!("cannot create a connection group: {e}")))?;
-        }
+        let id = self.new_group()?;
         let mut p = self.ports.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = p.insert(port, id, 0) {
             drop(p);

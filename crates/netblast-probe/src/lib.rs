@@ -183,7 +183,35 @@ impl Probe {
     pub fn watch_group(&self, port: u16) -> Option<FlowWatch> {
         let Source::Ebpf(p) = &self.inner.source else { return None };
         let id = p.add_group(port).ok()?;
-        Some(FlowWatch { fd: -1, cookie: None, group: Some((id, port)), probe: self.inner.clone() })
+        Some(FlowWatch { fd: -1, cookie: None, group: Some((id, Some(port))), probe: self.inner.clone() })
+    }
+
+    /// A group for connections tied to it one by one ([`GroupTag::tag`], before each
+    /// connects): what HTTP without keep-alive uses, where the server's port is shared with
+    /// others. The watch reads the group; the tag ties sockets to it. `None` unless the source
+    /// is eBPF (and the group could be made).
+    pub fn tagged_group(&self) -> Option<(FlowWatch, GroupTag)> {
+        let Source::Ebpf(p) = &self.inner.source else { return None };
+        let id = p.new_group().ok()?;
+        let watch = FlowWatch { fd: -1, cookie: None, group: Some((id, None)), probe: self.inner.clone() };
+        Some((watch, GroupTag { id, probe: self.inner.clone() }))
+    }
+}
+
+/// Ties sockets to a kernel group (see [`Probe::tagged_group`]); cheap to clone.
+#[derive(Debug, Clone)]
+pub struct GroupTag {
+    id: u32,
+    probe: Arc<Inner>,
+}
+
+impl GroupTag {
+    /// Ties a socket that has not connected yet to the group: one map update, no lock.
+    pub fn tag(&self, fd: RawFd) -> Result<(), ProbeError> {
+        match &self.probe.source {
+            Source::Ebpf(p) => p.tag(fd, self.id),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -192,8 +220,8 @@ impl Probe {
 pub struct FlowWatch {
     fd: RawFd,
     cookie: Option<u64>,
-    /// A group of connections (id, port) rather than one socket.
-    group: Option<(u32, u16)>,
+    /// A group of connections (id, and the port naming it, if one does) rather than one socket.
+    group: Option<(u32, Option<u16>)>,
     probe: Arc<Inner>,
 }
 
@@ -273,7 +301,7 @@ impl FlowWatch {
 impl Drop for FlowWatch {
     fn drop(&mut self) {
         if let (Source::Ebpf(p), Some((id, port))) = (&self.probe.source, self.group) {
-            p.remove_group(id, Some(port));
+            p.remove_group(id, port);
         }
         if let (Source::Ebpf(p), Some(c)) = (&self.probe.source, self.cookie) {
             p.unregister(c);

@@ -106,18 +106,65 @@ fn http_connections_get_the_kernel_rtt_distribution() {
     );
     assert!(tcp.kernel_rtt_hist.is_some());
 
-    // A connection per request: TCP_INFO only, and the result says why.
+    // A connection per request: each connection's own figures from TCP_INFO (the result says
+    // why), the kernel RTT samples of all of them from one eBPF group the sockets were tied to.
     let (mut p, _) = Profile::load("http-max").unwrap();
     p.run.duration = None;
     let h = p.workload.http_mut().unwrap();
     h.connections = 4;
     h.requests = Some(200);
     h.keepalive = false;
+    let groups_before = probe.ebpf().unwrap().groups();
     let r = run_with(responder.addr(), p, &probe);
+    assert!(r.complete, "{:?}", r.errors);
     assert_eq!(r.probe.tcp_source, "tcp_info");
-    assert!(r.probe.fallback_reason.as_deref().is_some_and(|w| w.contains("keep-alive")), "{:?}", r.probe);
-    let tcp = r.summary.http.as_ref().unwrap().tcp.as_ref().unwrap();
-    assert_eq!((tcp.connections, tcp.kernel_rtt.is_none()), (200, true));
+    assert!(r.probe.fallback_reason.as_deref().is_some_and(|w| w.contains("eBPF group")), "{:?}", r.probe);
+    let h = r.summary.http.as_ref().unwrap();
+    let tcp = h.tcp.as_ref().unwrap();
+    assert_eq!(tcp.connections, 200);
+    let k = tcp.kernel_rtt.as_ref().expect("kernel RTT of the tagged connections");
+    // Every request's segment is acknowledged by its response: one sample at least per
+    // connection (the handshake's and the request's), never more than the segments sent.
+    assert!(k.count >= 200 && k.count <= tcp.segs_out, "{} samples, {} segments", k.count, tcp.segs_out);
+    assert!(k.p50_ns as f64 <= h.latency.p50_ns as f64 * 1.05, "{} vs {}", k.p50_ns, h.latency.p50_ns);
+    assert_eq!(probe.ebpf().unwrap().groups(), groups_before, "the group is removed at the end");
+    assert_eq!(probe.ebpf().unwrap().registered(), 0, "no socket was registered one by one");
+}
+
+#[test]
+fn untagged_connections_to_the_same_port_stay_out_of_a_group() {
+    let Some(_lock) = ebpf_or_skip("untagged_connections_to_the_same_port_stay_out_of_a_group") else { return };
+    let probe = open_ebpf();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (watch, tag) = probe.tagged_group().expect("a group");
+    let exchange = |tagged: bool| {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        if tagged {
+            tag.tag(std::os::fd::AsRawFd::as_raw_fd(&s)).unwrap();
+        }
+        s.connect(&addr.into()).unwrap();
+        let mut c: std::net::TcpStream = s.into();
+        let (mut a, _) = listener.accept().unwrap();
+        for _ in 0..5 {
+            std::io::Write::write_all(&mut c, b"ping").unwrap();
+            let mut b = [0u8; 4];
+            std::io::Read::read_exact(&mut a, &mut b).unwrap();
+            std::io::Write::write_all(&mut a, b"pong").unwrap();
+            std::io::Read::read_exact(&mut c, &mut b).unwrap();
+        }
+    };
+    for _ in 0..3 {
+        exchange(false);
+    }
+    assert_eq!(watch.group_connections(), Some((0, 0)), "other connections to the port are not the group's");
+    for _ in 0..4 {
+        exchange(true);
+    }
+    let (conns, syn_retrans) = watch.group_connections().unwrap();
+    assert_eq!((conns, syn_retrans), (4, 0));
+    let h = watch.rtt_histogram().expect("RTT samples of the tagged connections");
+    assert!(h.len() >= 4 * 5, "{} samples for 20 acknowledged requests", h.len());
 }
 
 #[test]

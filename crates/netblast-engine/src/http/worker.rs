@@ -84,6 +84,8 @@ pub struct Job {
     pub workers: u32,
     /// Kernel TCP statistics source for the connections.
     pub probe: netblast_probe::Probe,
+    /// Without keep-alive, with eBPF: the kernel group each new connection is tied to.
+    pub group: Option<netblast_probe::GroupTag>,
 }
 
 impl Job {
@@ -162,6 +164,7 @@ pub fn run_worker(
             bytes: Rc::new(ByteCount::default()),
             tcp: Rc::new(RefCell::new(ConnTcp::new())),
             probe: job.probe.clone(),
+            group: job.group.clone(),
         },
         start,
     }));

@@ -208,6 +208,93 @@ fn probe_overhead(server: &LocalServer) -> Result<(), String> {
     Ok(())
 }
 
+/// HTTP without keep-alive (a connection per request) with the eBPF probe (one kernel group,
+/// its connections tied to it by the worker threads that make them: nothing per connection
+/// in user space) against `--probe off` and TCP_INFO, interleaved: requests/s, CPU per
+/// request, and the program's run time per connection.
+fn probe_http_no_keepalive(cpus: usize) -> Result<(), String> {
+    let probe = match netblast_probe::Probe::open_with(netblast_probe::ProbeMode::Ebpf, true) {
+        Ok(p) => p,
+        Err(e) => {
+            println!("{:<36} skipped: {e}", "probe.http_*");
+            return Ok(());
+        }
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let responder =
+        netblast_agent::Background::http(listener, None, Default::default(), cpus).map_err(|e| e.to_string())?;
+    let p = || {
+        profile("http-max", |p| {
+            p.run.duration = Some(Dur(secs()));
+            if let Some(h) = p.workload.http_mut() {
+                h.keepalive = false;
+                h.connections = 8;
+            }
+        })
+    };
+    let requests = |r: &netblast_spec::RunResult| r.summary.http.as_ref().map(|h| h.completed).unwrap_or(0);
+    let r = run_with(responder.addr(), p()?, &probe)?;
+    let conns = r.summary.http.as_ref().and_then(|h| h.tcp.as_ref()).map(|t| t.connections).unwrap_or(0).max(1);
+    let prog_ns = r.probe.kernel_run_ns.unwrap_or(0) as f64 / conns as f64;
+    // The responder runs in this process: the client's CPU figure is both ends'.
+    let both_ns = r.summary.cpu.client.cpu_s() * 1e9 / requests(&r).max(1) as f64;
+    figure(
+        "probe.http_nokeepalive_kernel_ns_per_conn",
+        prog_ns,
+        "ns",
+        "eBPF program run time per HTTP connection (one request each)",
+    );
+    figure(
+        "probe.http_nokeepalive_kernel_cost_pct",
+        prog_ns / both_ns.max(1.0) * 100.0,
+        "%",
+        "that, of the CPU a request costs client and responder (target <= 3)",
+    );
+    drop(probe);
+    let probe = netblast_probe::Probe::open(netblast_probe::ProbeMode::Ebpf).map_err(|e| e.to_string())?;
+    let none = netblast_probe::Probe::open(netblast_probe::ProbeMode::Off).map_err(|e| e.to_string())?;
+    let info = netblast_probe::Probe::tcp_info();
+    let (mut rate, mut cpu, mut cpu_info) = (Vec::new(), Vec::new(), Vec::new());
+    let per_s = |r: &netblast_spec::RunResult| r.summary.http.as_ref().map(|h| h.responses_per_s).unwrap_or(0.0);
+    let cpu_per = |r: &netblast_spec::RunResult| r.summary.cpu.client.cpu_s() / requests(r).max(1) as f64;
+    for round in 0..6 {
+        // eBPF, off and TCP_INFO in a rotating order.
+        let order = [[0, 1, 2], [1, 2, 0], [2, 0, 1]][round % 3];
+        let mut got: [Option<netblast_spec::RunResult>; 3] = [None, None, None];
+        for i in order {
+            let which = [&probe, &none, &info][i];
+            got[i] = Some(run_with(responder.addr(), p()?, which)?);
+        }
+        let [Some(on_r), Some(off_r), Some(info_r)] = &got else { return Err("a run is missing".into()) };
+        rate.push(per_s(on_r) / per_s(off_r).max(1e-9));
+        cpu.push(cpu_per(on_r) / cpu_per(off_r).max(1e-12));
+        cpu_info.push(cpu_per(info_r) / cpu_per(off_r).max(1e-12));
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+    };
+    figure(
+        "probe.http_nokeepalive_on_over_off",
+        median(&mut rate),
+        "ratio",
+        "HTTP --no-keepalive requests/s, eBPF probe / --probe off (median of 6; target >= 0.97)",
+    );
+    figure(
+        "probe.http_nokeepalive_cpu_on_over_off",
+        median(&mut cpu),
+        "ratio",
+        "client and responder CPU per request, eBPF / --probe off (median of 6; target <= 1.03)",
+    );
+    figure(
+        "probe.http_nokeepalive_cpu_tcpinfo_over_off",
+        median(&mut cpu_info),
+        "ratio",
+        "the same with TCP_INFO only (each connection's figures at close, no eBPF)",
+    );
+    Ok(())
+}
+
 /// HTTP against the built-in responder (in this process, on its own runtime): closed-loop
 /// requests/s over HTTP/1.1, HTTPS and multiplexed HTTP/2, and open-loop accuracy at 5000/s.
 fn http_figures(cpus: usize) -> Result<(), String> {
@@ -931,6 +1018,9 @@ fn sections(server: &LocalServer, cpus: u32) -> bool {
     if truth::section_wanted("probe") {
         if let Err(e) = probe_overhead(server) {
             fail("probe", e);
+        }
+        if let Err(e) = probe_http_no_keepalive(cpu_list.len()) {
+            fail("probe.http", e);
         }
     }
     if truth::section_wanted("hist") {

@@ -3,12 +3,13 @@
  * RTT, retransmit and state callbacks on connections to or from the ports user space asked
  * for, and fills the per-flow entries user space registered. All logic is in user space.
  *
- * Hooks: one sock_ops program attached to the cgroup v2 root (multi-attach).
+ * Hooks: one sock_ops program attached to the cgroup v2 root (multi-attach), in two builds of
+ * one body (with and without thread groups).
  * Maps: `ports` (u16 port -> u32: NB_PORT_WATCH or a group id, written by user space), `flows`
  * (u64 socket cookie -> struct nb_flow, entries created and deleted by user space), `groups`
- * (u32 group id -> struct nb_group per CPU, created by user space), `sk_group` (socket-local
- * storage: a connection's group id, written by user space before it connects, freed by the
- * kernel with the socket).
+ * (u32 group id -> struct nb_group per CPU, created by user space), `threads` (thread id ->
+ * group id, written by user space) and `conn_group` (socket cookie -> group id of the
+ * connections those threads make, kept here from connect to close).
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -34,15 +35,25 @@ struct {
 	__type(value, struct nb_group);
 } groups SEC(".maps");
 
-/* Connections tied to a group one by one, where no port can name it (HTTP without keep-alive
- * to a shared server port): user space writes the group id into the socket's storage before
- * it connects; the kernel frees the entry with the socket. */
+/* Connections tied to a group by the thread that makes them, where no port can name the
+ * group (HTTP without keep-alive to a shared server port): user space names its worker
+ * threads here (thread id -> group id, once per thread), the program notes each connection
+ * such a thread makes in `conn_group` (socket cookie -> group id). That map is an LRU: no
+ * state callbacks to remove an entry at close, the oldest go when it is full, and a cookie
+ * is never reused, so a stale entry is never another connection's. */
 struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
 	__type(value, __u32);
-} sk_group SEC(".maps");
+} threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u32);
+} conn_group SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -66,16 +77,6 @@ static __always_inline __u32 rtt_bucket(__u32 us)
 	if (v >= 1u << 1) { p += 1; }
 	__u32 sub = (us >> (p - NB_RTT_SUB_BITS)) & ((1u << NB_RTT_SUB_BITS) - 1);
 	return NB_RTT_EXACT + (p - 8) * (1u << NB_RTT_SUB_BITS) + sub;
-}
-
-/* The group user space tied this socket to (0: none). */
-static __always_inline __u32 tagged_group(struct bpf_sock_ops *skops)
-{
-	struct bpf_sock *sk = skops->sk;
-	if (!sk)
-		return 0;
-	__u32 *id = bpf_sk_storage_get(&sk_group, sk, 0, 0);
-	return id ? *id : 0;
 }
 
 /* An active connection joins group `id` as it is established: counted, and its RTT and
@@ -130,10 +131,22 @@ static __always_inline void snapshot(struct bpf_sock_ops *skops, struct nb_flow 
 		f->delivery_rate = (__u64)skops->rate_delivered * skops->mss_cache * 1000000ull / iv;
 }
 
-SEC("sockops")
-int netblast_sockops(struct bpf_sock_ops *skops)
+static __always_inline int sockops(struct bpf_sock_ops *skops, const int by_thread)
 {
 	__u32 op = skops->op;
+
+	/* A connection made by a thread of a group (process context: connect()). */
+	if (by_thread && op == BPF_SOCK_OPS_TCP_CONNECT_CB) {
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+		__u32 *id = bpf_map_lookup_elem(&threads, &tid);
+		if (id) {
+			__u64 cookie = bpf_get_socket_cookie(skops);
+			__u32 gid = *id;
+			if (bpf_map_update_elem(&conn_group, &cookie, &gid, BPF_ANY) == 0)
+				bpf_sock_ops_cb_flags_set(skops, BPF_SOCK_OPS_RTT_CB_FLAG | BPF_SOCK_OPS_RETRANS_CB_FLAG);
+		}
+		return 1;
+	}
 
 	if (op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB || op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
 		__u16 local = (__u16)skops->local_port;
@@ -145,11 +158,12 @@ int netblast_sockops(struct bpf_sock_ops *skops)
 			join_group(skops, *to);
 			return 1;
 		}
-		/* One user space tied to a group: its callbacks find the group in its storage. */
-		if (op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB) {
-			__u32 tag = tagged_group(skops);
-			if (tag >= NB_GROUP_FIRST) {
-				join_group(skops, tag);
+		/* One a group's thread made: counted as it is established. */
+		if (by_thread && op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB) {
+			__u64 cookie = bpf_get_socket_cookie(skops);
+			__u32 *id = bpf_map_lookup_elem(&conn_group, &cookie);
+			if (id) {
+				join_group(skops, *id);
 				return 1;
 			}
 		}
@@ -172,19 +186,17 @@ int netblast_sockops(struct bpf_sock_ops *skops)
 		group_event(skops, op, *grp);
 		return 1;
 	}
-	/* A connection tied to a group through its storage. */
-	if (op != BPF_SOCK_OPS_STATE_CB) {
-		__u32 tag = tagged_group(skops);
-		if (tag >= NB_GROUP_FIRST) {
-			group_event(skops, op, tag);
-			return 1;
-		}
-	}
-
 	__u64 cookie = bpf_get_socket_cookie(skops);
 	struct nb_flow *f = bpf_map_lookup_elem(&flows, &cookie);
-	if (!f)
+	if (!f) {
+		/* A connection a group's thread made: its events to the group. */
+		if (!by_thread || op == BPF_SOCK_OPS_STATE_CB)
+			return 1;
+		__u32 *id = bpf_map_lookup_elem(&conn_group, &cookie);
+		if (id)
+			group_event(skops, op, *id);
 		return 1;
+	}
 
 	if (op == BPF_SOCK_OPS_RTT_CB) {
 		__u32 mrtt = skops->args[0];
@@ -212,4 +224,19 @@ int netblast_sockops(struct bpf_sock_ops *skops)
 		snapshot(skops, f);
 	}
 	return 1;
+}
+
+/* The program, with connections tied to groups by their threads (kernels whose verifier
+ * lets sock_ops read the current thread), and without (older ones): user space loads the
+ * first it can. */
+SEC("sockops")
+int netblast_sockops_threads(struct bpf_sock_ops *skops)
+{
+	return sockops(skops, 1);
+}
+
+SEC("sockops")
+int netblast_sockops(struct bpf_sock_ops *skops)
+{
+	return sockops(skops, 0);
 }

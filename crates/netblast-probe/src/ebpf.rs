@@ -13,9 +13,9 @@
 //! Memory: one ~9 KiB map entry per watched socket, allocated on registration. Short
 //! connections are watched as a group instead: one ~9 KiB entry per CPU per group. A cps
 //! flow's group is named by its listener's port, so user space does nothing per connection;
-//! connections to a port others share (HTTP without keep-alive) are tied to their group by a
-//! 4-byte socket-local entry user space writes before connecting, which the kernel frees with
-//! the socket.
+//! connections to a port others share (HTTP without keep-alive) are tied to their group by
+//! the worker thread that makes them (named once per thread), the program keeping a 12-byte
+//! preallocated entry per connection from connect to close.
 //!
 //! Lifetime: the attachment is a bpf_link owned by this process; dropping [`EbpfProbe`], any
 //! exit path, or the process dying detaches it. Nothing is pinned in bpffs.
@@ -74,10 +74,12 @@ pub struct EbpfProbe {
     flows: RwLock<HashMap<MapData, u64, NbFlow>>,
     groups: RwLock<PerCpuHashMap<MapData, u32, NbGroup>>,
     ports: Mutex<HashMap<MapData, u16, u32>>,
-    /// `sk_group`, written with raw updates keyed by descriptor: the kernel serialises them,
-    /// so tagging a socket takes no lock here.
-    sk_group: MapData,
+    /// Thread id -> group id (`None`: the kernel's verifier refused the program that reads
+    /// the current thread, and the one without thread groups is loaded).
+    threads: Option<Mutex<HashMap<MapData, u32, u32>>>,
     next_group: std::sync::atomic::AtomicU32,
+    /// The program loaded.
+    prog_name: &'static str,
     cgroup: PathBuf,
     // Owns the program and its link; declared last so the maps above are closed first.
     _ebpf: Ebpf,
@@ -123,13 +125,29 @@ impl EbpfProbe {
                 ProbeError::Load(chain(&e))
             }
         })?;
+        // The build with thread groups where this kernel's verifier takes it (sock_ops reading
+        // the current thread), else the one without.
+        let mut by_thread = true;
+        for name in ["netblast_sockops_threads", "netblast_sockops"] {
+            let prog: &mut SockOps = ebpf
+                .program_mut(name)
+                .ok_or_else(|| ProbeError::Load(format!("program {name} missing from the object")))?
+                .try_into()
+                .map_err(|e: aya::programs::ProgramError| ProbeError::Load(e.to_string()))?;
+            match prog.load() {
+                Ok(()) => break,
+                // A verifier's refusal reads EACCES too: the plain build tells which it was.
+                Err(_) if by_thread => by_thread = false,
+                Err(e) if denied(&e) => return Err(ProbeError::Privilege(chain(&e))),
+                Err(e) => return Err(ProbeError::Load(chain(&e))),
+            }
+        }
+        let name = if by_thread { "netblast_sockops_threads" } else { "netblast_sockops" };
         let prog: &mut SockOps = ebpf
-            .program_mut("netblast_sockops")
-            .ok_or_else(|| ProbeError::Load("program netblast_sockops missing from the object".into()))?
+            .program_mut(name)
+            .ok_or_else(|| ProbeError::Load(format!("program {name} missing from the object")))?
             .try_into()
             .map_err(|e: aya::programs::ProgramError| ProbeError::Load(e.to_string()))?;
-        prog.load()
-            .map_err(|e| if denied(&e) { ProbeError::Privilege(chain(&e)) } else { ProbeError::Load(chain(&e)) })?;
         let dir = std::fs::File::open(&cgroup)
             .map_err(|e| ProbeError::Attach(format!("cannot open cgroup {}: {e}", cgroup.display())))?;
         // On kernels with bpf_link (5.7+) aya attaches through a link, which the kernel always
@@ -149,9 +167,11 @@ impl EbpfProbe {
         let ports = HashMap::try_from(take(&mut ebpf, "ports")?).map_err(|e| ProbeError::Load(e.to_string()))?;
         let groups =
             PerCpuHashMap::try_from(take(&mut ebpf, "groups")?).map_err(|e| ProbeError::Load(e.to_string()))?;
-        let sk_group = match take(&mut ebpf, "sk_group")? {
-            aya::maps::Map::SkStorage(m) => m,
-            _ => return Err(ProbeError::Load("map sk_group is not socket storage".into())),
+        let threads = match by_thread {
+            true => Some(Mutex::new(
+                HashMap::try_from(take(&mut ebpf, "threads")?).map_err(|e| ProbeError::Load(e.to_string()))?,
+            )),
+            false => None,
         };
         let stats = if kernel_stats {
             Some(
@@ -166,7 +186,8 @@ impl EbpfProbe {
             flows: RwLock::new(flows),
             groups: RwLock::new(groups),
             ports: Mutex::new(ports),
-            sk_group,
+            threads,
+            prog_name: name,
             next_group: std::sync::atomic::AtomicU32::new(abi::GROUP_FIRST),
             cgroup,
             _ebpf: ebpf,
@@ -176,7 +197,7 @@ impl EbpfProbe {
     /// The program's own cost so far: (run time in ns, runs), when statistics are enabled.
     pub fn run_stats(&self) -> Option<(u64, u64)> {
         self.stats.as_ref()?;
-        let info = self._ebpf.program("netblast_sockops")?.info().ok()?;
+        let info = self._ebpf.program(self.prog_name)?.info().ok()?;
         Some((info.run_time().as_nanos() as u64, info.run_count()))
     }
 
@@ -203,45 +224,29 @@ impl EbpfProbe {
         Ok(id)
     }
 
-    /// Ties a socket, before it connects, to group `id`: the kernel counts it in the group
-    /// when it is established and frees the 4-byte entry with the socket. One map update.
-    pub fn tag(&self, fd: RawFd, id: u32) -> Result<(), ProbeError> {
-        use std::os::fd::{AsFd, AsRawFd};
-        /// `union bpf_attr` as BPF_MAP_UPDATE_ELEM reads it.
-        #[repr(C)]
-        struct UpdateAttr {
-            map_fd: u32,
-            _pad: u32,
-            key: u64,
-            value: u64,
-            flags: u64,
-        }
-        const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
-        let key: libc::c_int = fd;
-        let attr = UpdateAttr {
-            map_fd: self.sk_group.fd().as_fd().as_raw_fd() as u32,
-            _pad: 0,
-            key: &key as *const libc::c_int as u64,
-            value: &id as *const u32 as u64,
-            flags: 0,
+    /// Whether connections can be tied to groups by the thread that makes them.
+    pub fn thread_groups(&self) -> bool {
+        self.threads.is_some()
+    }
+
+    /// Names the calling thread as group `id`'s: every connection it makes from now on is the
+    /// group's, until [`EbpfProbe::leave_thread`]. Returns the thread id.
+    pub fn join_thread(&self, id: u32) -> Result<u32, ProbeError> {
+        let Some(t) = &self.threads else {
+            return Err(ProbeError::Map("this kernel cannot tie connections to groups by thread".into()));
         };
-        // SAFETY: `attr` is a valid BPF_MAP_UPDATE_ELEM attribute whose key and value point at
-        // live locals of the sizes the map was created with (int, u32).
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_bpf,
-                BPF_MAP_UPDATE_ELEM,
-                &attr as *const UpdateAttr,
-                std::mem::size_of::<UpdateAttr>() as libc::c_uint,
-            )
-        };
-        if rc != 0 {
-            return Err(ProbeError::Map(format!(
-                "cannot tie a socket to its group: {}",
-                std::io::Error::last_os_error()
-            )));
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        let mut t = t.lock().unwrap_or_else(|e| e.into_inner());
+        t.insert(tid, id, 0).map_err(|e| ProbeError::Map(format!("cannot name a thread's group: {e}")))?;
+        Ok(tid)
+    }
+
+    /// Forgets a thread's group (connections it opened stay the group's until they close).
+    pub fn leave_thread(&self, tid: u32) {
+        if let Some(t) = &self.threads {
+            let _ = t.lock().unwrap_or_else(|e| e.into_inner()).remove(&tid);
         }
-        Ok(())
     }
 
     /// Creates a group for every connection this host makes to `port` from now on (a cps

@@ -186,19 +186,22 @@ impl Probe {
         Some(FlowWatch { fd: -1, cookie: None, group: Some((id, Some(port))), probe: self.inner.clone() })
     }
 
-    /// A group for connections tied to it one by one ([`GroupTag::tag`], before each
-    /// connects): what HTTP without keep-alive uses, where the server's port is shared with
-    /// others. The watch reads the group; the tag ties sockets to it. `None` unless the source
-    /// is eBPF (and the group could be made).
-    pub fn tagged_group(&self) -> Option<(FlowWatch, GroupTag)> {
+    /// A group for the connections of the threads that join it ([`GroupTag::join_thread`]):
+    /// what HTTP without keep-alive uses, where the server's port is shared with others. The
+    /// watch reads the group; the tag names threads. `None` unless the source is eBPF on a
+    /// kernel that lets the program tell threads apart (and the group could be made).
+    pub fn thread_group(&self) -> Option<(FlowWatch, GroupTag)> {
         let Source::Ebpf(p) = &self.inner.source else { return None };
+        if !p.thread_groups() {
+            return None;
+        }
         let id = p.new_group().ok()?;
         let watch = FlowWatch { fd: -1, cookie: None, group: Some((id, None)), probe: self.inner.clone() };
         Some((watch, GroupTag { id, probe: self.inner.clone() }))
     }
 }
 
-/// Ties sockets to a kernel group (see [`Probe::tagged_group`]); cheap to clone.
+/// Names threads as a kernel group's (see [`Probe::thread_group`]); cheap to clone.
 #[derive(Debug, Clone)]
 pub struct GroupTag {
     id: u32,
@@ -206,11 +209,27 @@ pub struct GroupTag {
 }
 
 impl GroupTag {
-    /// Ties a socket that has not connected yet to the group: one map update, no lock.
-    pub fn tag(&self, fd: RawFd) -> Result<(), ProbeError> {
-        match &self.probe.source {
-            Source::Ebpf(p) => p.tag(fd, self.id),
-            _ => Ok(()),
+    /// Makes every connection the calling thread opens, while the guard lives, the group's.
+    pub fn join_thread(&self) -> Result<ThreadInGroup, ProbeError> {
+        let tid = match &self.probe.source {
+            Source::Ebpf(p) => Some(p.join_thread(self.id)?),
+            _ => None,
+        };
+        Ok(ThreadInGroup { tid, probe: self.probe.clone() })
+    }
+}
+
+/// A thread named as a group's; dropping it forgets the thread.
+#[derive(Debug)]
+pub struct ThreadInGroup {
+    tid: Option<u32>,
+    probe: Arc<Inner>,
+}
+
+impl Drop for ThreadInGroup {
+    fn drop(&mut self) {
+        if let (Source::Ebpf(p), Some(tid)) = (&self.probe.source, self.tid) {
+            p.leave_thread(tid);
         }
     }
 }

@@ -107,7 +107,7 @@ fn http_connections_get_the_kernel_rtt_distribution() {
     assert!(tcp.kernel_rtt_hist.is_some());
 
     // A connection per request: each connection's own figures from TCP_INFO (the result says
-    // why), the kernel RTT samples of all of them from one eBPF group the sockets were tied to.
+    // why), the kernel RTT samples of all of them from one eBPF group their worker threads were named in.
     let (mut p, _) = Profile::load("http-max").unwrap();
     p.run.duration = None;
     let h = p.workload.http_mut().unwrap();
@@ -132,38 +132,55 @@ fn http_connections_get_the_kernel_rtt_distribution() {
 }
 
 #[test]
-fn untagged_connections_to_the_same_port_stay_out_of_a_group() {
-    let Some(_lock) = ebpf_or_skip("untagged_connections_to_the_same_port_stay_out_of_a_group") else { return };
+fn only_a_group_thread_s_connections_count_in_it() {
+    let Some(_lock) = ebpf_or_skip("only_a_group_thread_s_connections_count_in_it") else { return };
     let probe = open_ebpf();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let (watch, tag) = probe.tagged_group().expect("a group");
-    let exchange = |tagged: bool| {
-        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-        if tagged {
-            tag.tag(std::os::fd::AsRawFd::as_raw_fd(&s)).unwrap();
+    let Some((watch, tag)) = probe.thread_group() else {
+        eprintln!("SKIP only_a_group_thread_s_connections_count_in_it: this kernel's sock_ops cannot read the thread");
+        return;
+    };
+    let server = std::thread::spawn(move || {
+        // Echo each connection's five requests, then take the next.
+        for c in listener.incoming().take(9) {
+            let mut a = c.unwrap();
+            let mut b = [0u8; 4];
+            while std::io::Read::read_exact(&mut a, &mut b).is_ok() {
+                std::io::Write::write_all(&mut a, b"pong").unwrap();
+            }
         }
-        s.connect(&addr.into()).unwrap();
-        let mut c: std::net::TcpStream = s.into();
-        let (mut a, _) = listener.accept().unwrap();
+    });
+    let exchange = move || {
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        let mut b = [0u8; 4];
         for _ in 0..5 {
             std::io::Write::write_all(&mut c, b"ping").unwrap();
-            let mut b = [0u8; 4];
-            std::io::Read::read_exact(&mut a, &mut b).unwrap();
-            std::io::Write::write_all(&mut a, b"pong").unwrap();
             std::io::Read::read_exact(&mut c, &mut b).unwrap();
         }
     };
+    // Another thread's connections to the same port are not the group's.
     for _ in 0..3 {
-        exchange(false);
+        exchange();
     }
-    assert_eq!(watch.group_connections(), Some((0, 0)), "other connections to the port are not the group's");
-    for _ in 0..4 {
-        exchange(true);
-    }
-    let (conns, syn_retrans) = watch.group_connections().unwrap();
-    assert_eq!((conns, syn_retrans), (4, 0));
-    let h = watch.rtt_histogram().expect("RTT samples of the tagged connections");
+    assert_eq!(watch.group_connections(), Some((0, 0)));
+    let t = tag.clone();
+    std::thread::spawn(move || {
+        let joined = t.join_thread().unwrap();
+        for _ in 0..4 {
+            exchange();
+        }
+        drop(joined);
+        // Once it has left, its connections are not the group's either.
+        for _ in 0..2 {
+            exchange();
+        }
+    })
+    .join()
+    .unwrap();
+    server.join().unwrap();
+    assert_eq!(watch.group_connections(), Some((4, 0)));
+    let h = watch.rtt_histogram().expect("RTT samples of the group's connections");
     assert!(h.len() >= 4 * 5, "{} samples for 20 acknowledged requests", h.len());
 }
 

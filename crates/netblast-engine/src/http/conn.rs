@@ -51,8 +51,6 @@ pub struct Meters {
     pub tcp: Rc<RefCell<ConnTcp>>,
     /// Where kernel statistics come from.
     pub probe: Probe,
-    /// The kernel group new connections are tied to (without keep-alive, with eBPF).
-    pub group: Option<netblast_probe::GroupTag>,
 }
 
 /// A TCP stream that counts the bytes through it and, when dropped, adds the socket's kernel
@@ -164,27 +162,15 @@ fn io_failure(e: &io::Error, what: &str) -> Failure {
     (ErrorKind::of_io(e), format!("{what}: {e}"))
 }
 
-/// A TCP connection to `addr`, from the process's local binding (`-B`, `--bind-dev`) if set,
-/// tied before it connects to the kernel group in `meters`, if any.
-async fn connect_tcp(addr: std::net::SocketAddr, meters: &Meters) -> std::io::Result<TcpStream> {
-    let local = crate::sockopt::local();
-    if local.is_none() && meters.group.is_none() {
-        return TcpStream::connect(addr).await;
-    }
+/// A TCP connection to `addr`, from the process's local binding (`-B`, `--bind-dev`) if set.
+async fn connect_tcp(addr: std::net::SocketAddr) -> std::io::Result<TcpStream> {
+    let Some(local) = crate::sockopt::local() else { return TcpStream::connect(addr).await };
     let sock = if addr.is_ipv6() { tokio::net::TcpSocket::new_v6()? } else { tokio::net::TcpSocket::new_v4()? };
-    if let Some(local) = local {
-        if let Some(dev) = &local.device {
-            sock.bind_device(Some(dev.as_bytes()))?;
-        }
-        if let Some(a) = local.addr {
-            sock.bind(std::net::SocketAddr::new(a, 0))?;
-        }
+    if let Some(dev) = &local.device {
+        sock.bind_device(Some(dev.as_bytes()))?;
     }
-    if let Some(g) = &meters.group {
-        // Untied, the connection is only missing from the kernel's RTT figures: say so once.
-        if let Err(e) = g.tag(sock.as_raw_fd()) {
-            meters.tcp.borrow_mut().problem.get_or_insert(format!("eBPF: {e}"));
-        }
+    if let Some(a) = local.addr {
+        sock.bind(std::net::SocketAddr::new(a, 0))?;
     }
     sock.connect(addr).await
 }
@@ -197,7 +183,7 @@ pub async fn open(
     meters: &Meters,
 ) -> Result<(Sender, OpenTimes), Failure> {
     let t0 = Instant::now();
-    let tcp = connect_tcp(ep.addr, meters).await.map_err(|e| {
+    let tcp = connect_tcp(ep.addr).await.map_err(|e| {
         let (kind, msg) = io_failure(&e, &format!("connect to {}", ep.addr));
         (if kind == ErrorKind::Refused { kind } else { ErrorKind::Connect }, msg)
     })?;

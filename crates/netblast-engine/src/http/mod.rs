@@ -274,9 +274,9 @@ pub fn run(
     // Registering a socket with the eBPF probe costs two map updates of its 9 KiB RTT
     // histogram: nothing next to a kept-alive connection's requests, more than the request
     // itself when every request opens a connection (-36% requests/s measured). Without
-    // keep-alive the connections are one kernel group instead, each tied to it by a 4-byte
-    // socket-local entry as it is made; each one's own figures come from TCP_INFO as it closes.
-    let group = if h.keepalive { None } else { probe.tagged_group() };
+    // keep-alive the connections are one kernel group instead, tied to it by the worker
+    // thread that makes them; each one's own figures come from TCP_INFO as it closes.
+    let group = if h.keepalive { None } else { probe.thread_group() };
     let result_probe = probe;
     let probe = &if h.keepalive {
         probe.clone()
@@ -507,9 +507,10 @@ pub fn run(
         local_address,
         server: None,
         probe: {
-            // The program's run time, when counted, is the group's connections'.
+            // The program runs on every connection while it is attached: its run time, when
+            // counted, is the attached probe's.
             let mut info = probe.info();
-            if group_watch.is_some() {
+            if !h.keepalive {
                 let k = result_probe.info();
                 (info.kernel_run_ns, info.kernel_runs) = (k.kernel_run_ns, k.kernel_runs);
             }

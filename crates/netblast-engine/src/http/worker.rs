@@ -84,7 +84,7 @@ pub struct Job {
     pub workers: u32,
     /// Kernel TCP statistics source for the connections.
     pub probe: netblast_probe::Probe,
-    /// Without keep-alive, with eBPF: the kernel group each new connection is tied to.
+    /// Without keep-alive, with eBPF: the kernel group whose threads' connections count in it.
     pub group: Option<netblast_probe::GroupTag>,
 }
 
@@ -153,6 +153,13 @@ pub fn run_worker(
             return;
         }
     };
+    // Every connection this thread opens counts in the kernel group (the runtime is this
+    // thread's alone). Not joined, its connections are only missing from the kernel RTT.
+    let (_in_group, group_error) = match job.group.as_ref().map(|g| g.join_thread()) {
+        Some(Err(e)) => (None, Some(format!("eBPF: {e}"))),
+        Some(Ok(g)) => (Some(g), None),
+        None => (None, None),
+    };
     let Some(start) = gate.wait() else {
         done(RunStats::new(), pin_error);
         return;
@@ -162,9 +169,8 @@ pub fn run_worker(
         run: RunStats::new(),
         meters: Meters {
             bytes: Rc::new(ByteCount::default()),
-            tcp: Rc::new(RefCell::new(ConnTcp::new())),
+            tcp: Rc::new(RefCell::new(ConnTcp { problem: group_error, ..ConnTcp::new() })),
             probe: job.probe.clone(),
-            group: job.group.clone(),
         },
         start,
     }));

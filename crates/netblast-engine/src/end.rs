@@ -192,6 +192,11 @@ fn per_cpu_receivers(
         return Ok(None);
     }
     let receiving = conns.iter().filter(|c| role(side, c.way) == FlowRole::Recv).count();
+    for c in conns {
+        if let (Some(u), Some(cpu)) = (&c.udp, c.cpu) {
+            msgrate::tie_to_cpu(std::os::fd::AsRawFd::as_raw_fd(u), cpu).map_err(io::Error::other)?;
+        }
+    }
     let client = match conns.first() {
         Some(c) => c.tcp.peer_addr()?.ip(),
         None => return Ok(None),

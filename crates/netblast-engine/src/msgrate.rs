@@ -367,6 +367,13 @@ impl Drop for Sending<'_> {
 /// `SO_INCOMING_CPU` (asm-generic socket.h; not in the libc crate).
 const SO_INCOMING_CPU: libc::c_int = 49;
 
+/// Ties a per-CPU receiver's socket to `cpu`: the reuseport group gives it the datagrams that
+/// CPU's network stack processes. Done before the test starts, so none goes by hash first.
+pub fn tie_to_cpu(fd: RawFd, cpu: usize) -> Result<(), String> {
+    net::set_int_opt(fd, libc::SOL_SOCKET, SO_INCOMING_CPU, cpu as libc::c_int)
+        .map_err(|e| format!("cannot tie the receiver to CPU {cpu} (SO_INCOMING_CPU): {}", io_msg(&e)))
+}
+
 fn udp_recv(
     udp: &UdpSocket,
     anchor: &TcpStream,
@@ -387,10 +394,9 @@ fn udp_recv(
     m.rcvbuf = Some(rcvbuf.map_err(|e| format!("cannot size the UDP receive queue: {}", io_msg(&e)))?);
     let group = cfg.group.as_deref();
     if let (Some(_), Some(cpu)) = (group, cpu) {
-        // This socket takes what this CPU's stack processes: the reuseport group picks the
-        // socket whose incoming CPU is the one handling the datagram.
-        net::set_int_opt(fd, libc::SOL_SOCKET, SO_INCOMING_CPU, cpu as libc::c_int)
-            .map_err(|e| format!("cannot tie the receiver to CPU {cpu} (SO_INCOMING_CPU): {}", io_msg(&e)))?;
+        // Tied before the start ([`tie_to_cpu`]); a worker pinned elsewhere than asked is
+        // tied where it runs.
+        tie_to_cpu(fd, cpu)?;
     }
     let mut sending = Sending(group);
     let mut batch = match group {

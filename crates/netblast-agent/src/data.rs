@@ -5,7 +5,7 @@
 //! to their test by id and tag and handed to pinned worker threads when the test starts.
 //! Anything else is dropped after one log line, counted.
 
-use crate::registry::{Extra, Registry, TestEntry};
+use crate::registry::{Extra, Registry, TestEntry, UdpReady};
 use crate::{Access, ServeStats};
 use netblast_engine::end::{self, Conn, Ctx, Side, Timing};
 use netblast_engine::sockopt;
@@ -283,11 +283,15 @@ async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: Header, shar
         }
         let client_udp = SocketAddr::new(peer.ip(), u16::from_be_bytes(port));
         let opened = conn.local_addr().and_then(|local| {
-            if offer.extra == Extra::UdpGroup {
-                return shared.reg.udp_group_socket(&header.test_id, local.ip());
-            }
-            let sock = netblast_engine::sockopt::udp_on(local.ip())?;
-            sock.connect(client_udp)?;
+            let sock = if offer.extra == Extra::UdpGroup {
+                shared.reg.udp_group_socket(&header.test_id, local.ip())?
+            } else {
+                let sock = netblast_engine::sockopt::udp_on(local.ip())?;
+                sock.connect(client_udp)?;
+                sock
+            };
+            // Ready before the ack: the client sends as soon as it has started.
+            offer.udp.apply(&sock, header.stream_id)?;
             Ok(sock)
         });
         match opened.and_then(|s| s.local_addr().map(|a| (s, a.port()))) {
@@ -474,7 +478,21 @@ async fn control_conn(
     };
     let (stream_tx, mut stream_rx) = mpsc::unbounded_channel();
     let ways: HashMap<u32, Way> = setup.streams.iter().map(|s| (s.id, s.way)).collect();
-    let entry = TestEntry::new(ways.clone(), extra_of(&setup), session.stream_key, stream_tx);
+    let entry = TestEntry::new(ways.clone(), extra_of(&setup), session.stream_key, stream_tx).with_udp(UdpReady {
+        tcp: setup.profile.tcp.clone(),
+        // Tied to the CPU its worker will be pinned to (where it can be, as below).
+        cpus: match per_cpu_receivers(&setup) {
+            true => {
+                let usable = sys::allowed_cpus().unwrap_or_default();
+                setup
+                    .streams
+                    .iter()
+                    .filter_map(|s| Some((s.id, s.server_cpu.filter(|c| usable.contains(c))?)))
+                    .collect()
+            }
+            false => HashMap::new(),
+        },
+    });
     let registered = match shared.reg.insert(test_id, peer.ip(), entry) {
         Ok(r) => r,
         Err(m) => {

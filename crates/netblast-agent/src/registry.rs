@@ -1,7 +1,7 @@
 //! Tests that are set up but not yet started, by id: where stream connections find their test.
 
 use netblast_spec::auth::StreamKey;
-use netblast_spec::profile::Way;
+use netblast_spec::profile::{TcpSection, Way};
 use netblast_spec::wire::{StreamAck, TestId};
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
@@ -26,6 +26,28 @@ pub enum Extra {
     Listener,
 }
 
+/// How a test's UDP sockets are made ready when opened, before the client may send (its
+/// first datagrams can arrive before the test's workers exist).
+#[derive(Debug, Clone, Default)]
+pub struct UdpReady {
+    /// The test's socket options: its buffer sizes (`-w`) apply to the datagram socket.
+    pub tcp: TcpSection,
+    /// Per-CPU receivers: the CPU each stream's receiver is pinned to, which its socket is
+    /// tied to.
+    pub cpus: HashMap<u32, usize>,
+}
+
+impl UdpReady {
+    /// Readies stream `stream`'s datagram socket: buffers, and the CPU it is tied to.
+    pub fn apply(&self, sock: &std::net::UdpSocket, stream: u32) -> std::io::Result<()> {
+        netblast_engine::sockopt::ready_udp(sock, &self.tcp)?;
+        match self.cpus.get(&stream) {
+            Some(&cpu) => netblast_engine::sockopt::tie_to_cpu(sock, cpu),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Where an accepted stream goes: to its test's control task.
 pub type StreamTx = UnboundedSender<Accepted>;
 
@@ -35,6 +57,7 @@ pub struct TestEntry {
     ways: HashMap<u32, Way>,
     connected: HashSet<u32>,
     extra: Extra,
+    udp: std::sync::Arc<UdpReady>,
     key: StreamKey,
     tx: StreamTx,
     /// The port of the test's UDP group, once its first socket is bound.
@@ -45,7 +68,13 @@ impl TestEntry {
     /// A test expecting the streams in `ways` (each setting up `extra`), each tagged with `key`
     /// (known only to the connection that set the test up), delivered through `tx`.
     pub fn new(ways: HashMap<u32, Way>, extra: Extra, key: StreamKey, tx: StreamTx) -> TestEntry {
-        TestEntry { ways, connected: HashSet::new(), extra, key, tx, group_port: None }
+        let udp = std::sync::Arc::new(UdpReady::default());
+        TestEntry { ways, connected: HashSet::new(), extra, udp, key, tx, group_port: None }
+    }
+
+    /// How the test's UDP sockets are readied when opened (default: the grown receive queue).
+    pub fn with_udp(self, udp: UdpReady) -> TestEntry {
+        TestEntry { udp: std::sync::Arc::new(udp), ..self }
     }
 }
 
@@ -58,6 +87,8 @@ pub struct Offer {
     pub tx: Option<StreamTx>,
     /// What the stream sets up besides its TCP connection.
     pub extra: Extra,
+    /// How its UDP socket is readied, for a UDP flow.
+    pub udp: std::sync::Arc<UdpReady>,
 }
 
 /// The tests of one server. Locked only on connection setup, never on the data path.
@@ -114,7 +145,7 @@ impl Registry {
     /// when accepted, where to deliver the socket.
     pub fn offer_stream(&self, id: &TestId, stream: u32, tag: &[u8]) -> Offer {
         let mut t = self.lock();
-        let refuse = |ack| Offer { ack, tx: None, extra: Extra::None };
+        let refuse = |ack| Offer { ack, tx: None, extra: Extra::None, udp: Default::default() };
         let Some((entry, _)) = t.get_mut(id) else { return refuse(StreamAck::UnknownTest) };
         if !entry.key.verify(&id.0, stream, tag) {
             return refuse(StreamAck::BadTag);
@@ -122,7 +153,7 @@ impl Registry {
         if !entry.ways.contains_key(&stream) || !entry.connected.insert(stream) {
             return refuse(StreamAck::UnknownStream);
         }
-        Offer { ack: StreamAck::Ok, tx: Some(entry.tx.clone()), extra: entry.extra }
+        Offer { ack: StreamAck::Ok, tx: Some(entry.tx.clone()), extra: entry.extra, udp: entry.udp.clone() }
     }
 
     /// A socket of test `id`'s UDP group on `ip`: the first takes a free port, the others join
@@ -201,5 +232,30 @@ mod tests {
         assert_eq!(port(&a0), port(&a1));
         assert_ne!(port(&a0), port(&b0), "another test's group has its own port");
         assert!(r.udp_group_socket(&TestId([9; 16]), me).is_err());
+    }
+
+    #[test]
+    fn udp_sockets_are_ready_when_opened() {
+        use std::os::fd::AsRawFd;
+        let incoming_cpu = |s: &std::net::UdpSocket| socket2::SockRef::from(s).cpu_affinity().unwrap() as isize;
+        let me: IpAddr = "127.0.0.1".parse().unwrap();
+        let ready = UdpReady { tcp: TcpSection::default(), cpus: HashMap::from([(1, 0)]) };
+        let (a, b) = (netblast_engine::sockopt::udp_on(me).unwrap(), netblast_engine::sockopt::udp_on(me).unwrap());
+        ready.apply(&a, 1).unwrap();
+        ready.apply(&b, 2).unwrap();
+        assert_eq!(incoming_cpu(&a), 0, "stream 1's receiver is tied to its CPU");
+        assert_eq!(incoming_cpu(&b), -1, "a stream without a CPU is not tied");
+        // 8 MiB as root (past net.core.rmem_max), else up to rmem_max.
+        let rmem_max: u64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max").unwrap().trim().parse().unwrap();
+        let queue = netblast_engine::sockopt::rcvbuf_of(a.as_raw_fd()).unwrap();
+        let least = netblast_engine::sockopt::UDP_RCVBUF.min(rmem_max);
+        assert!(queue >= least, "the receive queue is grown at open: {queue} < {least}");
+        // `-w` sets both buffers instead.
+        let w = UdpReady {
+            tcp: TcpSection { window: Some(netblast_spec::units::ByteSize(64 * 1024)), ..Default::default() },
+            cpus: HashMap::new(),
+        };
+        w.apply(&b, 2).unwrap();
+        assert_eq!(netblast_engine::sockopt::rcvbuf_of(b.as_raw_fd()).unwrap(), 64 * 1024);
     }
 }

@@ -81,6 +81,7 @@ fn open_stream(
     let udp_sock = if profile.workload.uses_udp() {
         let local = stream.local_addr().map_err(io_err("cannot read the stream's address"))?;
         let sock = sockopt::udp_on(local.ip()).map_err(io_err("cannot open a UDP socket"))?;
+        sockopt::ready_udp(&sock, &profile.tcp).map_err(io_err("cannot size the UDP socket's buffers"))?;
         let port = sock.local_addr().map_err(io_err("cannot read the UDP port"))?.port();
         hello.extend_from_slice(&port.to_be_bytes());
         Some(sock)

@@ -75,18 +75,6 @@ pub fn spawn(
     ctx: &Ctx,
 ) -> io::Result<Vec<JoinHandle<()>>> {
     let interval = profile.run.interval();
-    // The socket-buffer options of [tcp] apply to a UDP flow's datagram socket as well.
-    for c in &conns {
-        if let Some(u) = &c.udp {
-            let s = socket2::SockRef::from(u);
-            if let Some(b) = profile.tcp.sndbuf() {
-                s.set_send_buffer_size(b as usize)?;
-            }
-            if let Some(b) = profile.tcp.rcvbuf() {
-                s.set_recv_buffer_size(b as usize)?;
-            }
-        }
-    }
     match &profile.workload {
         Workload::Bulk(b) => {
             let senders = conns.iter().filter(|c| role(side, c.way) == FlowRole::Send).count() as u64;
@@ -125,7 +113,6 @@ pub fn spawn(
                 bitrate: m.bitrate.map(|b| b.bits_per_s()),
                 sequenced: m.protocol == netblast_spec::profile::Protocol::Udp
                     && m.msg_bytes.bytes() >= netblast_spec::profile::MsgrateSection::SEQ_HEADER,
-                rcvbuf: profile.tcp.rcvbuf().is_none().then_some(crate::sockopt::UDP_RCVBUF),
                 group: per_cpu_receivers(side, m, &conns)?,
                 interval,
                 timing,
@@ -192,11 +179,6 @@ fn per_cpu_receivers(
         return Ok(None);
     }
     let receiving = conns.iter().filter(|c| role(side, c.way) == FlowRole::Recv).count();
-    for c in conns {
-        if let (Some(u), Some(cpu)) = (&c.udp, c.cpu) {
-            msgrate::tie_to_cpu(std::os::fd::AsRawFd::as_raw_fd(u), cpu).map_err(io::Error::other)?;
-        }
-    }
     let client = match conns.first() {
         Some(c) => c.tcp.peer_addr()?.ip(),
         None => return Ok(None),

@@ -79,8 +79,6 @@ pub struct MsgConfig {
     pub bitrate: Option<f64>,
     /// UDP: datagrams carry a sequence number and send time ([`crate::udpseq`]).
     pub sequenced: bool,
-    /// UDP receivers: the receive queue to ask for (`None`: as set, by `-w` or the system).
-    pub rcvbuf: Option<u64>,
     /// The server's per-CPU receivers, when the profile asks for them.
     pub group: Option<Arc<RecvGroup>>,
     /// Reporting interval.
@@ -105,7 +103,6 @@ pub fn run_worker(
         MsgSocket::Tcp(s) if flow.role == FlowRole::Send => Some(probe.watch(s.as_raw_fd())),
         _ => None,
     };
-    let cpu = pinned.as_ref().ok().copied().flatten();
     run_single(worker, pinned, flow.id, gate, tx, (cfg.interval, false, watch), |m, start| {
         let Deadlines { send_until, give_up } = cfg.timing.after(start);
         match (&flow.socket, flow.role) {
@@ -115,7 +112,7 @@ pub fn run_worker(
                 udp_send(udp, anchor, cfg, m, flags, start, send_until).map(|_| None)
             }
             (MsgSocket::Udp { udp, anchor }, FlowRole::Recv) => {
-                udp_recv(udp, anchor, cfg, m, flags, cpu, give_up).map(|_| net::udp_drops(udp.as_raw_fd()))
+                udp_recv(udp, anchor, cfg, m, flags, give_up).map(|_| net::udp_drops(udp.as_raw_fd()))
             }
         }
     });
@@ -327,8 +324,9 @@ fn udp_send(
 
 /// The server's per-CPU UDP receivers of one test (`receivers = "per_cpu"`): a socket per
 /// receiving flow, all in one `SO_REUSEPORT` group, each pinned worker taking the datagrams its
-/// CPU's network stack processed (`SO_INCOMING_CPU`). A receiver takes any of the test's flows,
-/// so it stops only when every sender is done.
+/// CPU's network stack processed (`SO_INCOMING_CPU`, set when each socket was opened:
+/// [`crate::sockopt::tie_to_cpu`]). A receiver takes any of the test's flows, so it stops only
+/// when every sender is done.
 #[derive(Debug)]
 pub struct RecvGroup {
     /// Senders still sending (their anchors not yet at end of file).
@@ -364,40 +362,22 @@ impl Drop for Sending<'_> {
     }
 }
 
-/// `SO_INCOMING_CPU` (asm-generic socket.h; not in the libc crate).
-const SO_INCOMING_CPU: libc::c_int = 49;
-
-/// Ties a per-CPU receiver's socket to `cpu`: the reuseport group gives it the datagrams that
-/// CPU's network stack processes. Done before the test starts, so none goes by hash first.
-pub fn tie_to_cpu(fd: RawFd, cpu: usize) -> Result<(), String> {
-    net::set_int_opt(fd, libc::SOL_SOCKET, SO_INCOMING_CPU, cpu as libc::c_int)
-        .map_err(|e| format!("cannot tie the receiver to CPU {cpu} (SO_INCOMING_CPU): {}", io_msg(&e)))
-}
-
 fn udp_recv(
     udp: &UdpSocket,
     anchor: &TcpStream,
     cfg: &MsgConfig,
     m: &mut Meter,
     flags: &RunFlags,
-    cpu: Option<usize>,
     give_up: Instant,
 ) -> Result<(), String> {
     let fd = udp.as_raw_fd();
     let afd = anchor.as_raw_fd();
     udp.set_nonblocking(true).map_err(|e| io_msg(&e))?;
     anchor.set_nonblocking(true).map_err(|e| io_msg(&e))?;
-    let rcvbuf = match cfg.rcvbuf {
-        Some(ask) => crate::sockopt::grow_rcvbuf(fd, ask),
-        None => crate::sockopt::rcvbuf_of(fd),
-    };
-    m.rcvbuf = Some(rcvbuf.map_err(|e| format!("cannot size the UDP receive queue: {}", io_msg(&e)))?);
+    // Sized when the socket was opened ([`crate::sockopt::ready_udp`]): reported as it is.
+    let rcvbuf = crate::sockopt::rcvbuf_of(fd);
+    m.rcvbuf = Some(rcvbuf.map_err(|e| format!("cannot read the UDP receive queue's size: {}", io_msg(&e)))?);
     let group = cfg.group.as_deref();
-    if let (Some(_), Some(cpu)) = (group, cpu) {
-        // Tied before the start ([`tie_to_cpu`]); a worker pinned elsewhere than asked is
-        // tied where it runs.
-        tie_to_cpu(fd, cpu)?;
-    }
     let mut sending = Sending(group);
     let mut batch = match group {
         Some(_) => RecvBatch::with_sources(64, cfg.msg_bytes.max(1) + 1),

@@ -209,6 +209,29 @@ pub fn udp_group_on(ip: std::net::IpAddr, port: Option<u16>) -> io::Result<std::
     Ok(sock.into())
 }
 
+/// Makes a UDP flow's socket ready when it is opened, before the peer may send: the
+/// socket-buffer options of `[tcp]` (`-w`) apply to it too, and without them its receive queue
+/// grows to [`UDP_RCVBUF`]. Done at open, not by the worker after the start, because the
+/// first datagrams can arrive before the receiving end's workers exist.
+pub fn ready_udp(sock: &std::net::UdpSocket, tcp: &TcpSection) -> io::Result<()> {
+    let s = SockRef::from(sock);
+    if let Some(b) = tcp.sndbuf() {
+        s.set_send_buffer_size(b as usize).map_err(|e| named("SO_SNDBUF", b, e))?;
+    }
+    match tcp.rcvbuf() {
+        Some(b) => s.set_recv_buffer_size(b as usize).map_err(|e| named("SO_RCVBUF", b, e)),
+        None => grow_rcvbuf(std::os::fd::AsRawFd::as_raw_fd(sock), UDP_RCVBUF).map(|_| ()),
+    }
+}
+
+/// Ties a per-CPU receiver's socket to `cpu` (`SO_INCOMING_CPU`): its `SO_REUSEPORT` group
+/// gives it the datagrams that CPU's network stack processes. Done when the socket is opened:
+/// a datagram that arrives while a socket of the group is untied goes to a socket chosen by
+/// hash.
+pub fn tie_to_cpu(sock: &std::net::UdpSocket, cpu: usize) -> io::Result<()> {
+    SockRef::from(sock).set_cpu_affinity(cpu).map_err(|e| named("SO_INCOMING_CPU", cpu, e))
+}
+
 /// Receive queue a UDP receiver asks for when `-w` does not set one: at a million small
 /// datagrams a second it holds a scheduler slice's worth (the default, ~208 KiB, holds a few
 /// hundred, so a receiver sharing its CPU overflows while it waits to run).

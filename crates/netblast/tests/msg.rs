@@ -155,9 +155,9 @@ fn per_cpu_receivers_take_what_their_cpu_processed() {
     assert_eq!(w.lost, w.kernel_drops, "every lost datagram is counted by a receiver's socket");
     assert!(w.rcvbuf.is_some_and(|b| b >= 1 << 20), "receive queues are grown: {:?}", w.rcvbuf);
     // Loopback processes a datagram on its sender's CPU: the receiver tied to that CPU takes
-    // (or drops) what the flows pinned there sent, whichever stream it belongs to. (Within 2%:
-    // a few hundred in ~70 000 were seen to land on the other CPU's receiver, not explained
-    // yet; a hash would send whole flows to either receiver.)
+    // (or drops) exactly what the flows pinned there sent, whichever stream it belongs to (a
+    // hash would send whole flows to either receiver; a socket tied only once the test had
+    // started took its first datagrams by hash).
     for rx in &r.summary.streams {
         let cpu = rx.server_cpu.expect("receivers are pinned");
         let sent_there: u64 =
@@ -165,10 +165,7 @@ fn per_cpu_receivers_take_what_their_cpu_processed() {
         let m = rx.msgs.unwrap();
         assert_eq!(m.lost, None, "a receiver's count is not its stream's: no per-stream loss");
         let took = m.received.unwrap() + m.kernel_drops.unwrap();
-        assert!(
-            took.abs_diff(sent_there) * 50 <= sent_there.max(1),
-            "the receiver on CPU {cpu} took {took}, the flows on CPU {cpu} sent {sent_there}"
-        );
+        assert_eq!(took, sent_there, "the receiver on CPU {cpu} took what the flows on CPU {cpu} sent");
     }
 }
 
@@ -181,6 +178,9 @@ fn per_cpu_receivers_keep_each_sender_s_sequence_apart() {
     let q = w.udp.expect("sequenced datagrams are accounted");
     assert_eq!((q.out_of_order, q.duplicates), (0, 0), "{q:?}");
     assert_eq!(q.received, w.received.unwrap());
+    // Each flow's datagrams all reach one receiver, so what its sequence misses is at most
+    // what that receiver's queue dropped (a dropped tail is not seen as missing).
+    assert!(q.lost >= 0 && Some(q.lost as u64) <= w.kernel_drops, "{q:?} vs {:?} dropped", w.kernel_drops);
 }
 
 #[test]

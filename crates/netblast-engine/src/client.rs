@@ -178,6 +178,7 @@ pub fn run(
     sys::ensure_fds(setups.len() as u64 * if udp { 2 } else { 1 } + 64).map_err(ClientError::Fds)?;
     let test_id = TestId::random();
     let test_id_s = test_id.to_string();
+    let probe_stats_at_start = probe.run_stats();
 
     // The kernel callbacks (eBPF) must be on before the streams connect.
     if let Err(e) = probe.watch_port(peer.port()) {
@@ -404,7 +405,7 @@ pub fn run(
         clock: opts.clock,
         local_address,
         server: Some(server_host),
-        probe: probe.info(),
+        probe: probe.info_since(probe_stats_at_start),
         server_probe: Some(server_probe),
     };
     Ok(envelope.result(

@@ -22,7 +22,7 @@
 
 use crate::abi::{self, NbFlow, NbGroup};
 use crate::ProbeError;
-use aya::maps::{HashMap, MapData, PerCpuHashMap, PerCpuValues};
+use aya::maps::{Array, HashMap, MapData, PerCpuHashMap, PerCpuValues};
 use aya::programs::{CgroupAttachMode, SockOps};
 use aya::Ebpf;
 use std::os::fd::RawFd;
@@ -66,6 +66,22 @@ pub fn cgroup2_root() -> Option<PathBuf> {
     via.is_dir().then_some(via)
 }
 
+/// The threads named as groups': the map, and their count, which the program reads before
+/// it looks a connection up as a thread's.
+struct Threads {
+    map: HashMap<MapData, u32, u32>,
+    named: Array<MapData, u32>,
+    count: u32,
+}
+
+impl Threads {
+    fn set_count(&mut self, count: u32) -> Result<(), ProbeError> {
+        self.named.set(0, count, 0).map_err(|e| ProbeError::Map(format!("cannot count the named threads: {e}")))?;
+        self.count = count;
+        Ok(())
+    }
+}
+
 /// A loaded and attached probe. Dropping it detaches everything.
 pub struct EbpfProbe {
     stats: Option<std::os::fd::OwnedFd>,
@@ -73,10 +89,11 @@ pub struct EbpfProbe {
     /// forgotten: workers never wait on each other to read.
     flows: RwLock<HashMap<MapData, u64, NbFlow>>,
     groups: RwLock<PerCpuHashMap<MapData, u32, NbGroup>>,
-    ports: Mutex<HashMap<MapData, u16, u32>>,
+    /// A slot per port (0: not watched).
+    ports: Mutex<Array<MapData, u32>>,
     /// Thread id -> group id (`None`: the kernel's verifier refused the program that reads
     /// the current thread, and the one without thread groups is loaded).
-    threads: Option<Mutex<HashMap<MapData, u32, u32>>>,
+    threads: Option<Mutex<Threads>>,
     next_group: std::sync::atomic::AtomicU32,
     /// The program loaded.
     prog_name: &'static str,
@@ -164,13 +181,16 @@ impl EbpfProbe {
             ebpf.take_map(name).ok_or_else(|| ProbeError::Load(format!("map {name} missing from the object")))
         };
         let flows = HashMap::try_from(take(&mut ebpf, "flows")?).map_err(|e| ProbeError::Load(e.to_string()))?;
-        let ports = HashMap::try_from(take(&mut ebpf, "ports")?).map_err(|e| ProbeError::Load(e.to_string()))?;
+        let ports = Array::try_from(take(&mut ebpf, "ports")?).map_err(|e| ProbeError::Load(e.to_string()))?;
         let groups =
             PerCpuHashMap::try_from(take(&mut ebpf, "groups")?).map_err(|e| ProbeError::Load(e.to_string()))?;
         let threads = match by_thread {
-            true => Some(Mutex::new(
-                HashMap::try_from(take(&mut ebpf, "threads")?).map_err(|e| ProbeError::Load(e.to_string()))?,
-            )),
+            true => Some(Mutex::new(Threads {
+                map: HashMap::try_from(take(&mut ebpf, "threads")?).map_err(|e| ProbeError::Load(e.to_string()))?,
+                named: Array::try_from(take(&mut ebpf, "threads_named")?)
+                    .map_err(|e| ProbeError::Load(e.to_string()))?,
+                count: 0,
+            })),
             false => None,
         };
         let stats = if kernel_stats {
@@ -209,7 +229,8 @@ impl EbpfProbe {
     /// Enables the kernel callbacks for connections to or from `port` made from now on.
     pub fn watch_port(&self, port: u16) -> Result<(), ProbeError> {
         let mut p = self.ports.lock().unwrap_or_else(|e| e.into_inner());
-        p.insert(port, abi::PORT_WATCH, 0).map_err(|e| ProbeError::Map(format!("cannot watch port {port}: {e}")))
+        p.set(u32::from(port), abi::PORT_WATCH, 0)
+            .map_err(|e| ProbeError::Map(format!("cannot watch port {port}: {e}")))
     }
 
     /// Creates an empty group, for connections tied to it one by one ([`EbpfProbe::tag`]).
@@ -238,14 +259,28 @@ impl EbpfProbe {
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() } as u32;
         let mut t = t.lock().unwrap_or_else(|e| e.into_inner());
-        t.insert(tid, id, 0).map_err(|e| ProbeError::Map(format!("cannot name a thread's group: {e}")))?;
+        let new = t.map.get(&tid, 0).is_err();
+        t.map.insert(tid, id, 0).map_err(|e| ProbeError::Map(format!("cannot name a thread's group: {e}")))?;
+        if new {
+            let count = t.count + 1;
+            if let Err(e) = t.set_count(count) {
+                let _ = t.map.remove(&tid);
+                return Err(e);
+            }
+        }
         Ok(tid)
     }
 
-    /// Forgets a thread's group (connections it opened stay the group's until they close).
+    /// Forgets a thread's group. Connections it opened stay the group's until they close, as
+    /// long as some thread is still named (with none, the program looks no connection up as
+    /// a thread's).
     pub fn leave_thread(&self, tid: u32) {
         if let Some(t) = &self.threads {
-            let _ = t.lock().unwrap_or_else(|e| e.into_inner()).remove(&tid);
+            let mut t = t.lock().unwrap_or_else(|e| e.into_inner());
+            if t.map.remove(&tid).is_ok() {
+                let count = t.count.saturating_sub(1);
+                let _ = t.set_count(count);
+            }
         }
     }
 
@@ -255,7 +290,7 @@ impl EbpfProbe {
     pub fn add_group(&self, port: u16) -> Result<u32, ProbeError> {
         let id = self.new_group()?;
         let mut p = self.ports.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = p.insert(port, id, 0) {
+        if let Err(e) = p.set(u32::from(port), id, 0) {
             drop(p);
             self.remove_group(id, None);
             return Err(ProbeError::Map(format!("cannot watch port {port}: {e}")));
@@ -295,8 +330,8 @@ impl EbpfProbe {
     pub fn remove_group(&self, id: u32, port: Option<u16>) {
         if let Some(port) = port {
             let mut p = self.ports.lock().unwrap_or_else(|e| e.into_inner());
-            if p.get(&port, 0).is_ok_and(|v| v == id) {
-                let _ = p.remove(&port);
+            if p.get(&u32::from(port), 0).is_ok_and(|v| v == id) {
+                let _ = p.set(u32::from(port), 0, 0);
             }
         }
         let mut g = self.groups.write().unwrap_or_else(|e| e.into_inner());

@@ -150,6 +150,24 @@ impl Probe {
         }
     }
 
+    /// The program's run-time counters now (ns, runs), when BPF statistics are on: taken
+    /// when a run begins, for [`Probe::info_since`].
+    pub fn run_stats(&self) -> Option<(u64, u64)> {
+        self.ebpf().and_then(|e| e.run_stats())
+    }
+
+    /// [`Probe::info`], with the program's run time counted from `start` (a
+    /// [`Probe::run_stats`] taken when the run began), not from the load: one probe serves
+    /// many runs (an agent's, a bench's).
+    pub fn info_since(&self, start: Option<(u64, u64)>) -> ProbeInfo {
+        let mut info = self.info();
+        if let (Some((ns0, runs0)), Some(ns), Some(runs)) = (start, info.kernel_run_ns, info.kernel_runs) {
+            info.kernel_run_ns = Some(ns.saturating_sub(ns0));
+            info.kernel_runs = Some(runs.saturating_sub(runs0));
+        }
+        info
+    }
+
     /// The eBPF probe, when that is the source (for tests and `doctor`).
     pub fn ebpf(&self) -> Option<&ebpf::EbpfProbe> {
         match &self.inner.source {

@@ -139,10 +139,10 @@ pub struct ProbeInfo {
     /// Why eBPF was not used, when it was not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_reason: Option<String>,
-    /// The eBPF program's own run time so far, ns (with `--probe-stats`).
+    /// The eBPF program's own run time during this run, ns (with `--probe-stats`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_run_ns: Option<u64>,
-    /// Times the eBPF program ran (with `--probe-stats`).
+    /// Times the eBPF program ran during this run (with `--probe-stats`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_runs: Option<u64>,
 }

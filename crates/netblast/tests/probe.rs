@@ -185,6 +185,77 @@ fn only_a_group_thread_s_connections_count_in_it() {
 }
 
 #[test]
+fn connections_sharing_a_local_port_both_count() {
+    // The program finds a thread's connection by its local port's entry (cookie-checked);
+    // a second live connection from the same port, to another server, is kept on the socket
+    // instead. Both are the group's, and nothing is counted twice.
+    let Some(_lock) = ebpf_or_skip("connections_sharing_a_local_port_both_count") else { return };
+    let probe = open_ebpf();
+    let Some((watch, tag)) = probe.thread_group() else {
+        eprintln!("SKIP connections_sharing_a_local_port_both_count: this kernel's sock_ops cannot read the thread");
+        return;
+    };
+    let echo = || {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let h = std::thread::spawn(move || {
+            let (mut a, _) = l.accept().unwrap();
+            let mut b = [0u8; 4];
+            while std::io::Read::read_exact(&mut a, &mut b).is_ok() {
+                std::io::Write::write_all(&mut a, b"pong").unwrap();
+            }
+        });
+        (addr, h)
+    };
+    let ((one, h1), (two, h2)) = (echo(), echo());
+    std::thread::spawn(move || {
+        let _joined = tag.join_thread().unwrap();
+        let from = |port: u16| {
+            let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            s.set_reuse_address(true).unwrap();
+            s.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], port)).into()).unwrap();
+            s
+        };
+        let a = from(0);
+        let port = a.local_addr().unwrap().as_socket().unwrap().port();
+        a.connect(&one.into()).unwrap();
+        let b = from(port);
+        b.connect(&two.into()).unwrap();
+        let (mut a, mut b): (std::net::TcpStream, std::net::TcpStream) = (a.into(), b.into());
+        let mut buf = [0u8; 4];
+        for _ in 0..5 {
+            for c in [&mut a, &mut b] {
+                std::io::Write::write_all(c, b"ping").unwrap();
+                std::io::Read::read_exact(c, &mut buf).unwrap();
+            }
+        }
+    })
+    .join()
+    .unwrap();
+    h1.join().unwrap();
+    h2.join().unwrap();
+    assert_eq!(watch.group_connections(), Some((2, 0)));
+    let h = watch.rtt_histogram().expect("RTT samples of both connections");
+    assert!(h.len() >= 2 * 5, "{} samples for 10 acknowledged requests on 2 connections", h.len());
+}
+
+#[test]
+fn the_program_s_run_time_is_the_run_s_own() {
+    // One probe serves many runs (an agent's, a bench's): each result counts the program's
+    // runs during that run, not since it was loaded.
+    let Some(_lock) = ebpf_or_skip("the_program_s_run_time_is_the_run_s_own") else { return };
+    let probe = Probe::open_with(ProbeMode::Ebpf, true).expect("root and a probe built in: eBPF must load");
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let p = || util::profile(|p| p.run.duration = Some(netblast_spec::units::Dur(Duration::from_millis(500))));
+    let runs = |r: &RunResult| (r.probe.kernel_run_ns.unwrap(), r.probe.kernel_runs.unwrap());
+    let (first, second) = (runs(&run_with(srv.addr, p(), &probe)), runs(&run_with(srv.addr, p(), &probe)));
+    let total = probe.run_stats().unwrap();
+    assert!(first.1 > 0 && second.1 > 0 && first.0 > 0 && second.0 > 0, "{first:?} {second:?}");
+    assert!(first.1 + second.1 <= total.1, "runs {first:?} + {second:?} within the {total:?} since the load");
+    assert!(second.1 < total.1 && second.0 < total.0, "the second run's count excludes the first's");
+}
+
+#[test]
 fn unrelated_traffic_adds_nothing() {
     let Some(_lock) = ebpf_or_skip("unrelated_traffic_adds_nothing") else { return };
     if Command::new("iperf3").arg("--version").output().is_err() {

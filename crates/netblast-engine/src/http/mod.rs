@@ -278,6 +278,7 @@ pub fn run(
     // thread that makes them; each one's own figures come from TCP_INFO as it closes.
     let group = if h.keepalive { None } else { probe.thread_group() };
     let result_probe = probe;
+    let probe_stats_at_start = probe.run_stats();
     let probe = &if h.keepalive {
         probe.clone()
     } else {
@@ -509,9 +510,9 @@ pub fn run(
         probe: {
             // The program runs on every connection while it is attached: its run time, when
             // counted, is the attached probe's.
-            let mut info = probe.info();
+            let mut info = probe.info_since(probe_stats_at_start);
             if !h.keepalive {
-                let k = result_probe.info();
+                let k = result_probe.info_since(probe_stats_at_start);
                 (info.kernel_run_ns, info.kernel_runs) = (k.kernel_run_ns, k.kernel_runs);
             }
             info

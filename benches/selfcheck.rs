@@ -677,7 +677,9 @@ fn truth_namespaces() -> Result<(), String> {
                 m.bitrate = Some(netblast_spec::units::BitRate(100e6));
             }
         })?;
+        let veth_before = read_b(dev_b.clone())?;
         let r = inside(&ns.a, move || run(target, p)).and_then(|r| r)?;
+        let veth_after = read_b(dev_b.clone())?;
         let listing = ns.nft(&ns.b, "list table inet nbb")?;
         let dropped: f64 = listing
             .split_whitespace()
@@ -696,13 +698,18 @@ fn truth_namespaces() -> Result<(), String> {
             Tolerance::Range(0.0, host),
             "lost by sequence numbers vs the nft rule's drop counter (plus the receiving socket's drops, if any)",
         );
+        // The share: lost over datagrams sent vs the rule's drops over the packets that reached
+        // the server's veth (one per datagram, no GSO; the control connection's few dozen segments
+        // move the truth by well under 0.01 point). Not "1%": the rule's draw varies by more than
+        // a binomial would over the ~9000 datagrams of a 1 s run (0.8-1.4% seen).
+        let arrived = (veth_after.1 - veth_before.1) as f64;
         truth::check(
             "truth.loss.udp_percent",
             lost * 100.0 / m.sent.max(1) as f64,
-            1.0,
+            dropped * 100.0 / arrived.max(1.0),
             "%",
-            Tolerance::Abs(0.3),
-            "a 1% random drop reads as 1% +- 0.3%",
+            Tolerance::Abs(0.02),
+            "lost share of datagrams sent vs the nft rule's drops over the packets at the server's veth",
         );
         // TCP: 1% of the segments reaching the server dropped; the retransmissions reported vs
         // the client namespace's own count (its only TCP sender is this test).

@@ -2,8 +2,9 @@
 //! as one rule.
 //!
 //! - `one-to-one`: client i runs the profile against server i mod S;
-//! - `spread`: client i runs against every server, the profile's flows (bulk, rr, msgrate) or
-//!   connections (http) divided among them;
+//! - `spread`: client i runs against every server, the profile's flows (bulk, rr, msgrate, cps)
+//!   or connections (http) divided among them, and with them its totals (a cps or http rate,
+//!   a bulk byte count, an http request count) in the same shares;
 //! - `mesh`: client i runs the whole profile against every server (C × S tests).
 
 use netblast_spec::plan::split_budget;
@@ -56,6 +57,43 @@ fn flows_of(w: &mut Workload) -> Option<&mut u32> {
     }
 }
 
+/// Part `[from, to)` of `total` shares of an integer amount: cumulative, so parts add up exactly.
+fn part_of(amount: u64, from: u64, to: u64, total: u64) -> u64 {
+    let at = |k: u64| (amount as u128 * k as u128 / total.max(1) as u128) as u64;
+    at(to) - at(from)
+}
+
+/// Scales what a profile counts in total (not per flow) to a test that runs flows
+/// `[from, to)` of `total`: a cps or http rate (and an http ramp's and steps' rates), a bulk
+/// byte count, an http request count. Per-flow figures (a UDP bitrate) stay as they are.
+fn divide_totals(w: &mut Workload, from: u64, to: u64, total: u64) {
+    let f = (to - from) as f64 / total.max(1) as f64;
+    match w {
+        Workload::Bulk(b) => {
+            if let Some(n) = b.bytes.as_mut() {
+                n.0 = part_of(n.0, from, to, total);
+            }
+        }
+        Workload::Cps(c) => {
+            if let Some(r) = c.rate.as_mut() {
+                r.0 *= f;
+            }
+        }
+        Workload::Http(h) => {
+            for r in [h.rate.as_mut(), h.rate_to.as_mut()].into_iter().flatten() {
+                r.0 *= f;
+            }
+            for step in &mut h.steps {
+                step.rate.0 *= f;
+            }
+            if let Some(n) = h.requests.as_mut() {
+                *n = part_of(*n, from, to, total);
+            }
+        }
+        Workload::Rr(_) | Workload::Msgrate(_) => {}
+    }
+}
+
 /// The tests of a fleet of `clients` client agents and `servers` server agents (0: the
 /// profile's URLs are the servers).
 pub fn tests(clients: usize, servers: usize, pairing: Pairing, profile: &Profile) -> Result<Vec<Test>, String> {
@@ -80,6 +118,7 @@ pub fn tests(clients: usize, servers: usize, pairing: Pairing, profile: &Profile
                 let total = *flows_of(&mut p.workload).ok_or_else(|| {
                     "spread divides a flow count: give --flows (msgrate runs one flow per CPU by default)".to_string()
                 })?;
+                let mut from = 0u64;
                 for s in 0..servers {
                     let share = split_budget(total as u64, servers as u64, s as u64) as u32;
                     if share == 0 {
@@ -89,6 +128,8 @@ pub fn tests(clients: usize, servers: usize, pairing: Pairing, profile: &Profile
                     if let Some(f) = flows_of(&mut p.workload) {
                         *f = share;
                     }
+                    divide_totals(&mut p.workload, from, from + share as u64, total as u64);
+                    from += share as u64;
                     p.description = format!("{} (spread: {share} of {total})", p.workload.describe(&p.run));
                     out.push(Test { client: c, server: Some(s), profile: p });
                 }
@@ -132,5 +173,50 @@ mod tests {
         assert_eq!(tests(2, 0, Pairing::OneToOne, &http).unwrap().len(), 2, "http without servers: the URLs");
         let (pps, _) = Profile::load("pps-8core").unwrap();
         assert!(tests(1, 2, Pairing::Spread, &pps).unwrap_err().contains("--flows"));
+    }
+
+    #[test]
+    fn spread_divides_totals_with_the_flows() {
+        // cps: 20k connections/s over 4 flows, 3 servers (2, 1, 1 flows): 10k, 5k, 5k.
+        let (mut cps, _) = Profile::load("cps").unwrap();
+        let Workload::Cps(c) = &mut cps.workload else { panic!("cps is cps") };
+        c.flows = Some(4);
+        c.rate = Some(netblast_spec::units::Rate(20_000.0));
+        let rates: Vec<f64> = tests(1, 3, Pairing::Spread, &cps)
+            .unwrap()
+            .iter()
+            .map(|t| match &t.profile.workload {
+                Workload::Cps(c) => c.rate.unwrap().0,
+                _ => 0.0,
+            })
+            .collect();
+        assert_eq!(rates, [10_000.0, 5_000.0, 5_000.0]);
+        // Mesh and one-to-one keep the whole profile per test.
+        assert!(tests(1, 3, Pairing::Mesh, &cps).unwrap().iter().all(|t| t.profile == cps));
+        // http: rate, ramp target, steps and the request count in shares that add up exactly.
+        let (mut http, _) = Profile::load("http-max").unwrap();
+        let h = http.workload.http_mut().unwrap();
+        h.connections = 10;
+        h.rate = Some(netblast_spec::units::Rate(1000.0));
+        h.rate_to = Some(netblast_spec::units::Rate(3000.0));
+        h.requests = Some(1001);
+        let t = tests(1, 3, Pairing::Spread, &http).unwrap();
+        let hs: Vec<_> = t.iter().map(|t| t.profile.workload.http().unwrap().clone()).collect();
+        assert_eq!(hs.iter().map(|h| h.connections).collect::<Vec<_>>(), [4, 3, 3]);
+        assert_eq!(hs.iter().map(|h| h.rate.unwrap().0).collect::<Vec<_>>(), [400.0, 300.0, 300.0]);
+        assert_eq!(hs.iter().map(|h| h.rate_to.unwrap().0).collect::<Vec<_>>(), [1200.0, 900.0, 900.0]);
+        assert_eq!(hs.iter().map(|h| h.requests.unwrap()).sum::<u64>(), 1001);
+        // bulk: a byte count divided, adding up exactly.
+        let mut b = bulk(3);
+        b.workload.bulk_mut().unwrap().bytes = Some(netblast_spec::units::ByteSize(1_000_000_001));
+        let bytes: u64 = tests(1, 2, Pairing::Spread, &b)
+            .unwrap()
+            .iter()
+            .map(|t| match &t.profile.workload {
+                Workload::Bulk(b) => b.bytes.unwrap().0,
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(bytes, 1_000_000_001);
     }
 }

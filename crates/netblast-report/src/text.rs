@@ -171,8 +171,14 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
             ),
         }
     };
+    // A short tail (the stragglers after the last tick) lists only what moved in it: a line of
+    // zeros for a flow that had finished reads as a stalled one ("0.0 /s sent").
+    let tail = secs < profile.run.interval().as_secs_f64() * 0.1;
+    let idle = |sent: u64, recv: Option<u64>, q: Option<&netblast_spec::result::UdpQuality>| {
+        tail && sent == 0 && recv.unwrap_or(0) == 0 && q.is_none_or(|q| q.received == 0 && q.lost == 0)
+    };
     if streams.len() > 1 && streams.len() <= MAX_STREAM_LINES {
-        for st in &iv.streams {
+        for st in iv.streams.iter().filter(|st| !idle(st.sent_msgs.unwrap_or(0), st.received_msgs, st.udp.as_ref())) {
             s.push_str(&line(
                 id_col(st.id),
                 st.sent_msgs.unwrap_or(0),
@@ -186,7 +192,7 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
             ));
         }
     }
-    for w in &iv.sums {
+    for w in iv.sums.iter().filter(|w| !idle(w.sent_msgs.unwrap_or(0), w.received_msgs, w.udp.as_ref())) {
         s.push_str(&line(
             label(w.way, iv.sums.len()).to_string(),
             w.sent_msgs.unwrap_or(0),
@@ -1119,6 +1125,68 @@ mod tests {
         assert!(interval(&iv, &streams, &profile).contains("3.0000-3.0040 "));
         let (iv, streams, profile) = bulk_interval(2.0, 3.0, 600_000, 600_000);
         assert!(interval(&iv, &streams, &profile).contains("  2.00-3.00   sec"));
+    }
+
+    #[test]
+    fn a_short_udp_tail_lists_only_what_moved() {
+        // Found in a run (--udp --bidir): the tail after the last tick printed "0.0 /s" lines
+        // for the way that had finished, beside the other way's one straggler.
+        let (mut profile, _) = Profile::load("udp-1g").unwrap();
+        profile.run.interval = Some(netblast_spec::units::Dur(std::time::Duration::from_secs(1)));
+        let q = |received, lost| netblast_spec::result::UdpQuality { received, lost, ..Default::default() };
+        let stream = |id, received: u64, udp| StreamInterval {
+            id,
+            sent_msgs: Some(0),
+            received_msgs: Some(received),
+            udp,
+            ..Default::default()
+        };
+        let way = |way, received: u64, udp| WayInterval {
+            way,
+            sent_bytes: 0,
+            sent_bits_per_s: 0.0,
+            received_bytes: None,
+            received_bits_per_s: None,
+            retransmits: 0,
+            sent_msgs: Some(0),
+            sent_msgs_per_s: None,
+            received_msgs: Some(received),
+            received_msgs_per_s: None,
+            segs_out: None,
+            segs_out_per_s: None,
+            latency: None,
+            latency_hist: None,
+            udp,
+            failed: None,
+        };
+        let streams: Vec<StreamInfo> = [Way::Up, Way::Down]
+            .into_iter()
+            .enumerate()
+            .map(|(id, way)| StreamInfo {
+                id: id as u32,
+                way,
+                local: String::new(),
+                remote: String::new(),
+                client_cpu: 0,
+                server_cpu: None,
+                part: None,
+            })
+            .collect();
+        let mut iv = Interval {
+            index: 2,
+            start_s: 2.0,
+            end_s: 2.0105,
+            streams: vec![stream(0, 0, None), stream(1, 1, Some(q(1, 0)))],
+            sums: vec![way(Way::Up, 0, None), way(Way::Down, 1, Some(q(1, 0)))],
+            http: None,
+        };
+        let out = interval(&iv, &streams, &profile);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2, "{out}");
+        assert!(lines[0].starts_with("[  1]") && lines[1].starts_with("[DN ]"), "{out}");
+        // A full interval keeps every line: a flow at zero there is a stalled one.
+        iv.end_s = 3.0;
+        assert_eq!(interval(&iv, &streams, &profile).lines().count(), 4);
     }
 
     #[test]

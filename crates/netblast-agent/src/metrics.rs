@@ -147,8 +147,12 @@ impl ServeMetrics {
 /// What `fleet --metrics` exposes: the coordinator's live, fleet-wide figures.
 #[derive(Debug, Default, Clone)]
 pub struct FleetMetrics {
-    /// Agents, by `role` and `state` (`ready`, `failed`).
+    /// Agents, by `role` and `state` (`ready`, `failed`): each agent in one state, the latest
+    /// (one that fails after it was ready moves from `ready` to `failed`). Set through
+    /// [`FleetMetrics::agent_ready`] and [`FleetMetrics::agent_failed`].
     pub agents: Family<Labels, Gauge>,
+    /// The agents counted `ready`, by role and address.
+    ready: Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>,
     /// Tests running.
     pub tests_running: Gauge,
     /// Tests that reported the latest fleet-wide interval.
@@ -188,6 +192,27 @@ impl FleetMetrics {
         r.register("http_errors", "HTTP requests that failed", self.http_errors.clone());
         r.register("latency_seconds", "Latency samples of every test", self.latency.clone());
         r
+    }
+
+    fn state(role: &str, state: &str) -> Labels {
+        vec![("role".into(), role.into()), ("state".into(), state.into())]
+    }
+
+    /// Counts an agent (`role`, `address`) as ready.
+    pub fn agent_ready(&self, role: &str, address: &str) {
+        let mut ready = self.ready.lock().unwrap_or_else(|p| p.into_inner());
+        if ready.insert((role.to_string(), address.to_string())) {
+            self.agents.get_or_create(&Self::state(role, "ready")).inc();
+        }
+    }
+
+    /// Counts an agent as failed, no longer as ready if it was.
+    pub fn agent_failed(&self, role: &str, address: &str) {
+        let mut ready = self.ready.lock().unwrap_or_else(|p| p.into_inner());
+        if ready.remove(&(role.to_string(), address.to_string())) {
+            self.agents.get_or_create(&Self::state(role, "ready")).dec();
+        }
+        self.agents.get_or_create(&Self::state(role, "failed")).inc();
     }
 
     /// Counts one test's interval as its client agent reported it.
@@ -274,6 +299,21 @@ pub async fn serve_http(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_agent_is_counted_in_one_state() {
+        let m = FleetMetrics::default();
+        let text = || encode(&m.registry());
+        let has = |t: &str, line: &str| t.lines().any(|l| l == line);
+        m.agent_ready("client", "10.0.0.4:5201");
+        m.agent_ready("client", "10.0.0.5:5201");
+        m.agent_ready("client", "10.0.0.5:5201");
+        m.agent_failed("client", "10.0.0.4:5201");
+        m.agent_failed("client", "(not registered)");
+        let t = text();
+        assert!(has(&t, r#"netblast_fleet_agents{role="client",state="ready"} 1"#), "{t}");
+        assert!(has(&t, r#"netblast_fleet_agents{role="client",state="failed"} 2"#), "{t}");
+    }
 
     #[test]
     fn buckets_hold_every_sample_once() {

@@ -716,10 +716,6 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
         }
         let counting = a.metrics.is_some();
         let mut live = |ev: FleetEvent<'_>| {
-            use netblast_agent::metrics::Labels;
-            let state = |role: &str, state: &str| -> Labels {
-                vec![("role".into(), role.into()), ("state".into(), state.into())]
-            };
             // Every agent's interval frame: decoded for the metrics only when they are served.
             if let FleetEvent::TestInterval { interval, .. } = &ev {
                 if counting {
@@ -729,12 +725,8 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
             }
             if counting {
                 match &ev {
-                    FleetEvent::AgentReady { role, .. } => {
-                        metrics.agents.get_or_create(&state(role, "ready")).inc();
-                    }
-                    FleetEvent::AgentFailed { role, .. } => {
-                        metrics.agents.get_or_create(&state(role, "failed")).inc();
-                    }
+                    FleetEvent::AgentReady { role, address, .. } => metrics.agent_ready(role, address),
+                    FleetEvent::AgentFailed { role, address, .. } => metrics.agent_failed(role, address),
                     FleetEvent::Starting { tests, .. } => {
                         metrics.tests_running.set(*tests as i64);
                     }

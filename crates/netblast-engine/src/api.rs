@@ -210,6 +210,7 @@ impl Envelope {
             summary: m.summary,
             parts: Vec::new(),
             agents: Vec::new(),
+            asserts: Vec::new(),
         }
     }
 }

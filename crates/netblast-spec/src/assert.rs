@@ -143,8 +143,8 @@ pub struct Assertion {
     percent: bool,
 }
 
-/// The outcome of one assertion.
-#[derive(Debug, Clone, PartialEq)]
+/// The outcome of one assertion; a result's `asserts` holds those checked when it was made.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Verdict {
     /// The assertion as written.
     pub text: String,

@@ -336,6 +336,7 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
         summary,
         parts,
         agents,
+        asserts: Vec::new(),
     };
     fill_agent_summaries(&mut out)?;
     Ok(out)
@@ -936,6 +937,7 @@ pub(crate) mod tests {
             },
             parts: Vec::new(),
             agents: Vec::new(),
+            asserts: Vec::new(),
         }
     }
 

@@ -904,4 +904,8 @@ pub struct RunResult {
     /// Merged and fleet results: every agent, with its status.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<AgentStatus>,
+    /// The `--assert`s checked on this result when it was made (`run`, `fleet`), each with its
+    /// verdict and the figure measured; empty when none was given. A merge judges afresh.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asserts: Vec<crate::assert::Verdict>,
 }

@@ -32,13 +32,27 @@ fn assertions_pass(assertions: &[netblast_spec::assert::Assertion], r: &netblast
         return true;
     }
     let (verdicts, ok) = netblast_spec::assert::check_all(assertions, r);
+    print_verdicts(&verdicts, json);
+    ok
+}
+
+/// Checks `--assert`s on a result about to be written, keeping the verdicts in it (`asserts`).
+fn judge_into(assertions: &[netblast_spec::assert::Assertion], r: &mut netblast_spec::RunResult) {
+    r.asserts = netblast_spec::assert::check_all(assertions, r).0;
+}
+
+/// Prints verdicts (on stderr beside JSON output); whether all passed.
+fn print_verdicts(verdicts: &[netblast_spec::assert::Verdict], json: bool) -> bool {
+    if verdicts.is_empty() {
+        return true;
+    }
     let text: String = verdicts.iter().map(|v| format!("assert: {v}\n")).collect();
     if json {
         eprint!("{text}");
     } else {
         print_stdout(&text);
     }
-    ok
+    verdicts.iter().all(|v| v.pass)
 }
 
 /// Writes `--hlog FILE` (atomically); the error names the file.
@@ -284,7 +298,7 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
             let _ = p.remove();
         }
     }
-    let result = outcome.map_err(|e: ClientError| {
+    let mut result = outcome.map_err(|e: ClientError| {
         // A URL, header, body file, TLS file, token or start time that does not work is bad input.
         if e.is_input() {
             AppError::input(e)
@@ -292,6 +306,7 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
             AppError::run(e)
         }
     })?;
+    judge_into(&a.assert, &mut result);
 
     if let Some(path) = &a.output {
         json::write_atomic(path, json::to_string(&result).as_bytes())
@@ -309,7 +324,7 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     if let Some(p) = &a.hlog {
         write_hlog(p, &result)?;
     }
-    let ok = assertions_pass(&a.assert, &result, a.json);
+    let ok = print_verdicts(&result.asserts, a.json);
     Ok(judged(result.complete, ok))
 }
 
@@ -789,7 +804,8 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
         })
     });
     status.finish();
-    let outcome = outcome?;
+    let mut outcome = outcome?;
+    judge_into(&a.assert, &mut outcome);
     if let Some(path) = &a.output {
         json::write_atomic(path, json::to_string(&outcome).as_bytes())
             .with_context(|| format!("cannot write the fleet's result to {}", path.display()))
@@ -800,7 +816,7 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
     } else {
         print_stdout(&text::summary(&outcome));
     }
-    let ok = assertions_pass(&a.assert, &outcome, a.json);
+    let ok = print_verdicts(&outcome.asserts, a.json);
     Ok(match judged(outcome.complete, ok) {
         Outcome::Incomplete => Outcome::Partial,
         o => o,

@@ -125,6 +125,11 @@ fn assertions_pass_exit_0_fail_exit_4_and_bad_ones_exit_2_naming_the_token() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr_of(&o));
     assert!(out.contains("assert: pass throughput>=1kbit/s: measured") && out.contains("pass errors==0"), "{out}");
+    // The result file keeps the verdicts, with the figure measured.
+    let saved: netblast_spec::RunResult = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let texts: Vec<(&str, bool)> = saved.asserts.iter().map(|v| (v.text.as_str(), v.pass)).collect();
+    assert_eq!(texts, [("throughput>=1kbit/s", true), ("errors==0", true)]);
+    assert!(saved.asserts[0].measured.contains("bits/sec"), "{:?}", saved.asserts);
     // The same result, judged again from the file: one threshold it misses, one it cannot check.
     let r = util::bin()
         .arg("report")
@@ -143,7 +148,8 @@ fn assertions_pass_exit_0_fail_exit_4_and_bad_ones_exit_2_naming_the_token() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(4));
-    assert!(serde_json::from_slice::<serde_json::Value>(&o.stdout).is_ok());
+    let printed: netblast_spec::RunResult = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(printed.asserts.len() == 1 && !printed.asserts[0].pass, "{:?}", printed.asserts);
     assert!(stderr_of(&o).contains("assert: FAIL throughput<1kbit/s"), "{}", stderr_of(&o));
     // A bad expression is bad input, before anything runs.
     for (bad, names) in [("thruput>1Gbit/s", "\"thruput\""), ("p99<5", "a time"), ("p99 5ms", "no comparison")] {

@@ -341,11 +341,26 @@ fn explain(e: &azure_core::Error, source: CredentialSource, q: &Query, endpoint:
             ),
             s => format!("Resource Manager answered {s}{detail}"),
         },
-        ErrorKind::Io => format!("cannot reach Resource Manager at {endpoint}: {}", one_line(&e.to_string())),
+        ErrorKind::Io => format!("cannot reach Resource Manager at {endpoint}: {}", one_line(&root_cause(e))),
         ErrorKind::DataConversion => {
             format!("Resource Manager's answer is not a network interface list: {}", one_line(&e.to_string()))
         }
         _ => one_line(&e.to_string()),
+    }
+}
+
+/// The innermost error's text (`Connection refused`, not the retry policy's "expired" around
+/// it), with the outermost's when they differ.
+fn root_cause(e: &azure_core::Error) -> String {
+    let mut inner: &dyn std::error::Error = e;
+    while let Some(s) = inner.source() {
+        inner = s;
+    }
+    let (outer, root) = (e.to_string(), inner.to_string());
+    if outer == root {
+        root
+    } else {
+        format!("{root} ({outer})")
     }
 }
 
@@ -385,11 +400,14 @@ pub async fn discover(q: &Query, opts: &Options) -> Result<Vec<SocketAddr>, Erro
     let work = async {
         let (source, cred) = pick_credential(opts.credential, &scope).await.map_err(fail)?;
         tracing::info!(query = %q, "azure: credentials from {source}");
+        // Retries end by half the time allowed and no wait is over a quarter of it, so an
+        // endpoint that keeps failing (refused, reset) is reported as that failure before the
+        // deadline below, which is left for one that does not answer at all.
         let retry = azure_core::ExponentialRetryOptions::default()
             .initial_delay(Duration::from_millis(500))
             .max_retries(6u32)
-            .max_delay(Duration::from_secs(30))
-            .max_total_elapsed(opts.timeout);
+            .max_delay((opts.timeout / 4).clamp(Duration::from_millis(500), Duration::from_secs(30)))
+            .max_total_elapsed(opts.timeout / 2);
         let client = azure_mgmt_network::package_2024_03::Client::builder(cred)
             .endpoint(endpoint)
             .scopes(&[&scope])

@@ -129,8 +129,11 @@ async fn an_unreachable_endpoint_and_missing_credentials_are_clear() {
         timeout: Duration::from_secs(5),
         credential: Some(CredentialSource::Token),
     };
+    let t = Instant::now();
     let e = discover(&q, &o).await.unwrap_err().to_string();
-    assert!(e.contains("cannot reach Resource Manager") || e.contains("within"), "{e}");
+    // Refused at every try: said so (not as a silent endpoint), before the deadline.
+    assert!(e.contains("cannot reach Resource Manager") && e.to_lowercase().contains("refused"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     // The Azure CLI is not installed here: picking it says so (and nothing is contacted).
     let o = Options { credential: Some(CredentialSource::AzureCli), ..o };
     let e = discover(&q, &o).await.unwrap_err().to_string();

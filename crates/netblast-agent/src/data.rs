@@ -481,16 +481,11 @@ async fn control_conn(
     let entry = TestEntry::new(ways.clone(), extra_of(&setup), session.stream_key, stream_tx).with_udp(UdpReady {
         tcp: setup.profile.tcp.clone(),
         // Tied to the CPU its worker will be pinned to (where it can be, as below).
-        cpus: match per_cpu_receivers(&setup) {
-            true => {
-                let usable = sys::allowed_cpus().unwrap_or_default();
-                setup
-                    .streams
-                    .iter()
-                    .filter_map(|s| Some((s.id, s.server_cpu.filter(|c| usable.contains(c))?)))
-                    .collect()
-            }
-            false => HashMap::new(),
+        cpus: if per_cpu_receivers(&setup) {
+            let usable = sys::allowed_cpus().unwrap_or_default();
+            setup.streams.iter().filter_map(|s| Some((s.id, s.server_cpu.filter(|c| usable.contains(c))?))).collect()
+        } else {
+            HashMap::new()
         },
     });
     let registered = match shared.reg.insert(test_id, peer.ip(), entry) {

@@ -149,6 +149,11 @@ mod tests {
         p
     }
 
+    /// One figure of each test's workload.
+    fn per_test<T>(tests: &[Test], f: impl Fn(&Workload) -> T) -> Vec<T> {
+        tests.iter().map(|t| f(&t.profile.workload)).collect()
+    }
+
     #[test]
     fn pairings() {
         let t = tests(3, 2, Pairing::OneToOne, &bulk(1)).unwrap();
@@ -157,14 +162,10 @@ mod tests {
             [(0, Some(0)), (1, Some(1)), (2, Some(0))]
         );
         assert_eq!(tests(2, 3, Pairing::Mesh, &bulk(1)).unwrap().len(), 6);
-        let s = tests(1, 3, Pairing::Spread, &bulk(64)).unwrap();
-        let flows: Vec<u32> = s
-            .iter()
-            .map(|t| match &t.profile.workload {
-                Workload::Bulk(b) => b.flows,
-                _ => 0,
-            })
-            .collect();
+        let flows = per_test(&tests(1, 3, Pairing::Spread, &bulk(64)).unwrap(), |w| match w {
+            Workload::Bulk(b) => b.flows,
+            _ => 0,
+        });
         assert_eq!(flows, [22, 21, 21], "64 flows over 3 servers add up");
         assert_eq!(tests(1, 3, Pairing::Spread, &bulk(2)).unwrap().len(), 2, "a server with no flow gets no test");
         assert!(tests(0, 1, Pairing::OneToOne, &bulk(1)).is_err());
@@ -182,14 +183,10 @@ mod tests {
         let Workload::Cps(c) = &mut cps.workload else { panic!("cps is cps") };
         c.flows = Some(4);
         c.rate = Some(netblast_spec::units::Rate(20_000.0));
-        let rates: Vec<f64> = tests(1, 3, Pairing::Spread, &cps)
-            .unwrap()
-            .iter()
-            .map(|t| match &t.profile.workload {
-                Workload::Cps(c) => c.rate.unwrap().0,
-                _ => 0.0,
-            })
-            .collect();
+        let rates = per_test(&tests(1, 3, Pairing::Spread, &cps).unwrap(), |w| match w {
+            Workload::Cps(c) => c.rate.unwrap().0,
+            _ => 0.0,
+        });
         assert_eq!(rates, [10_000.0, 5_000.0, 5_000.0]);
         // Mesh and one-to-one keep the whole profile per test.
         assert!(tests(1, 3, Pairing::Mesh, &cps).unwrap().iter().all(|t| t.profile == cps));
@@ -200,8 +197,7 @@ mod tests {
         h.rate = Some(netblast_spec::units::Rate(1000.0));
         h.rate_to = Some(netblast_spec::units::Rate(3000.0));
         h.requests = Some(1001);
-        let t = tests(1, 3, Pairing::Spread, &http).unwrap();
-        let hs: Vec<_> = t.iter().map(|t| t.profile.workload.http().unwrap().clone()).collect();
+        let hs = per_test(&tests(1, 3, Pairing::Spread, &http).unwrap(), |w| w.http().unwrap().clone());
         assert_eq!(hs.iter().map(|h| h.connections).collect::<Vec<_>>(), [4, 3, 3]);
         assert_eq!(hs.iter().map(|h| h.rate.unwrap().0).collect::<Vec<_>>(), [400.0, 300.0, 300.0]);
         assert_eq!(hs.iter().map(|h| h.rate_to.unwrap().0).collect::<Vec<_>>(), [1200.0, 900.0, 900.0]);
@@ -209,14 +205,10 @@ mod tests {
         // bulk: a byte count divided, adding up exactly.
         let mut b = bulk(3);
         b.workload.bulk_mut().unwrap().bytes = Some(netblast_spec::units::ByteSize(1_000_000_001));
-        let bytes: u64 = tests(1, 2, Pairing::Spread, &b)
-            .unwrap()
-            .iter()
-            .map(|t| match &t.profile.workload {
-                Workload::Bulk(b) => b.bytes.unwrap().0,
-                _ => 0,
-            })
-            .sum();
-        assert_eq!(bytes, 1_000_000_001);
+        let bytes = per_test(&tests(1, 2, Pairing::Spread, &b).unwrap(), |w| match w {
+            Workload::Bulk(b) => b.bytes.unwrap().0,
+            _ => 0,
+        });
+        assert_eq!(bytes.iter().sum::<u64>(), 1_000_000_001);
     }
 }

@@ -1038,17 +1038,7 @@ mod tests {
 
     fn bulk_interval(start_s: f64, end_s: f64, sent: u64, received: u64) -> (Interval, Vec<StreamInfo>, Profile) {
         let (profile, _) = Profile::load("bulk-1flow").unwrap();
-        let streams: Vec<StreamInfo> = (0..4)
-            .map(|id| StreamInfo {
-                id,
-                way: Way::Up,
-                local: String::new(),
-                remote: String::new(),
-                client_cpu: 0,
-                server_cpu: None,
-                part: None,
-            })
-            .collect();
+        let streams: Vec<StreamInfo> = (0..4).map(|id| stream_info(id, Way::Up)).collect();
         let iv = Interval {
             index: 3,
             start_s,
@@ -1056,27 +1046,37 @@ mod tests {
             streams: (0..4)
                 .map(|id| StreamInterval { id, sent_bytes: sent, received_bytes: Some(received), ..Default::default() })
                 .collect(),
-            sums: vec![WayInterval {
-                way: Way::Up,
-                sent_bytes: 0,
-                sent_bits_per_s: 0.0,
-                received_bytes: None,
-                received_bits_per_s: None,
-                retransmits: 0,
-                sent_msgs: None,
-                sent_msgs_per_s: None,
-                received_msgs: None,
-                received_msgs_per_s: None,
-                segs_out: None,
-                segs_out_per_s: None,
-                latency: None,
-                latency_hist: None,
-                udp: None,
-                failed: None,
-            }],
+            sums: vec![empty_way(Way::Up)],
             http: None,
         };
         (iv, streams, profile)
+    }
+
+    /// A stream of a test, addresses and CPUs left blank.
+    fn stream_info(id: u32, way: Way) -> StreamInfo {
+        StreamInfo { id, way, local: String::new(), remote: String::new(), client_cpu: 0, server_cpu: None, part: None }
+    }
+
+    /// A way's interval with nothing counted.
+    fn empty_way(way: Way) -> WayInterval {
+        WayInterval {
+            way,
+            sent_bytes: 0,
+            sent_bits_per_s: 0.0,
+            received_bytes: None,
+            received_bits_per_s: None,
+            retransmits: 0,
+            sent_msgs: None,
+            sent_msgs_per_s: None,
+            received_msgs: None,
+            received_msgs_per_s: None,
+            segs_out: None,
+            segs_out_per_s: None,
+            latency: None,
+            latency_hist: None,
+            udp: None,
+            failed: None,
+        }
     }
 
     #[test]
@@ -1142,36 +1142,12 @@ mod tests {
             ..Default::default()
         };
         let way = |way, received: u64, udp| WayInterval {
-            way,
-            sent_bytes: 0,
-            sent_bits_per_s: 0.0,
-            received_bytes: None,
-            received_bits_per_s: None,
-            retransmits: 0,
             sent_msgs: Some(0),
-            sent_msgs_per_s: None,
             received_msgs: Some(received),
-            received_msgs_per_s: None,
-            segs_out: None,
-            segs_out_per_s: None,
-            latency: None,
-            latency_hist: None,
             udp,
-            failed: None,
+            ..empty_way(way)
         };
-        let streams: Vec<StreamInfo> = [Way::Up, Way::Down]
-            .into_iter()
-            .enumerate()
-            .map(|(id, way)| StreamInfo {
-                id: id as u32,
-                way,
-                local: String::new(),
-                remote: String::new(),
-                client_cpu: 0,
-                server_cpu: None,
-                part: None,
-            })
-            .collect();
+        let streams = vec![stream_info(0, Way::Up), stream_info(1, Way::Down)];
         let mut iv = Interval {
             index: 2,
             start_s: 2.0,

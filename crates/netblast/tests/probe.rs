@@ -131,6 +131,23 @@ fn http_connections_get_the_kernel_rtt_distribution() {
     assert_eq!(probe.ebpf().unwrap().registered(), 0, "no socket was registered one by one");
 }
 
+/// Answers each 4-byte request on `c` with "pong" until the peer closes.
+fn pong_each_ping(mut c: std::net::TcpStream) {
+    let mut b = [0u8; 4];
+    while std::io::Read::read_exact(&mut c, &mut b).is_ok() {
+        std::io::Write::write_all(&mut c, b"pong").unwrap();
+    }
+}
+
+/// `n` request-response exchanges of 4 bytes on `c`.
+fn ping(c: &mut std::net::TcpStream, n: usize) {
+    let mut b = [0u8; 4];
+    for _ in 0..n {
+        std::io::Write::write_all(c, b"ping").unwrap();
+        std::io::Read::read_exact(c, &mut b).unwrap();
+    }
+}
+
 #[test]
 fn only_a_group_thread_s_connections_count_in_it() {
     let Some(_lock) = ebpf_or_skip("only_a_group_thread_s_connections_count_in_it") else { return };
@@ -144,21 +161,10 @@ fn only_a_group_thread_s_connections_count_in_it() {
     let server = std::thread::spawn(move || {
         // Echo each connection's five requests, then take the next.
         for c in listener.incoming().take(9) {
-            let mut a = c.unwrap();
-            let mut b = [0u8; 4];
-            while std::io::Read::read_exact(&mut a, &mut b).is_ok() {
-                std::io::Write::write_all(&mut a, b"pong").unwrap();
-            }
+            pong_each_ping(c.unwrap());
         }
     });
-    let exchange = move || {
-        let mut c = std::net::TcpStream::connect(addr).unwrap();
-        let mut b = [0u8; 4];
-        for _ in 0..5 {
-            std::io::Write::write_all(&mut c, b"ping").unwrap();
-            std::io::Read::read_exact(&mut c, &mut b).unwrap();
-        }
-    };
+    let exchange = move || ping(&mut std::net::TcpStream::connect(addr).unwrap(), 5);
     // Another thread's connections to the same port are not the group's.
     for _ in 0..3 {
         exchange();
@@ -198,13 +204,7 @@ fn connections_sharing_a_local_port_both_count() {
     let echo = || {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
-        let h = std::thread::spawn(move || {
-            let (mut a, _) = l.accept().unwrap();
-            let mut b = [0u8; 4];
-            while std::io::Read::read_exact(&mut a, &mut b).is_ok() {
-                std::io::Write::write_all(&mut a, b"pong").unwrap();
-            }
-        });
+        let h = std::thread::spawn(move || pong_each_ping(l.accept().unwrap().0));
         (addr, h)
     };
     let ((one, h1), (two, h2)) = (echo(), echo());
@@ -222,12 +222,9 @@ fn connections_sharing_a_local_port_both_count() {
         let b = from(port);
         b.connect(&two.into()).unwrap();
         let (mut a, mut b): (std::net::TcpStream, std::net::TcpStream) = (a.into(), b.into());
-        let mut buf = [0u8; 4];
         for _ in 0..5 {
-            for c in [&mut a, &mut b] {
-                std::io::Write::write_all(c, b"ping").unwrap();
-                std::io::Read::read_exact(c, &mut buf).unwrap();
-            }
+            ping(&mut a, 1);
+            ping(&mut b, 1);
         }
     })
     .join()

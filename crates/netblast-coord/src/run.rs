@@ -177,6 +177,9 @@ impl LiveAcc {
 #[derive(Debug)]
 struct AgentState {
     role: &'static str,
+    /// Its place in the lists as given (`--clients` then `--servers`); registrations come
+    /// after every listed agent, in the order they arrived. Pairing follows it.
+    place: usize,
     address: String,
     hello: Option<Box<AgentHello>>,
     clock: Option<ClockInfo>,
@@ -242,30 +245,34 @@ pub async fn run(
     let bound = cfg.profile.time_bound();
     let mut agents: Vec<AgentState> = Vec::new();
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Event>();
-    let spawn_session =
-        |agents: &mut Vec<AgentState>, role: &'static str, address: String, conn: tokio::net::TcpStream| {
-            let (tx, rx) = mpsc::unbounded_channel();
-            let idx = agents.len();
-            agents.push(AgentState {
-                role,
-                address,
-                hello: None,
-                clock: None,
-                status: Status::Connecting,
-                cmds: Some(tx),
-                actual_start: None,
-                last_frame_ns: 0,
-            });
-            tokio::spawn(session::run(idx, conn, ev_tx.clone(), rx));
-        };
+    let spawn_session = |agents: &mut Vec<AgentState>,
+                         role: &'static str,
+                         place: usize,
+                         address: String,
+                         conn: tokio::net::TcpStream| {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let idx = agents.len();
+        agents.push(AgentState {
+            role,
+            place,
+            address,
+            hello: None,
+            clock: None,
+            status: Status::Connecting,
+            cmds: Some(tx),
+            actual_start: None,
+            last_frame_ns: 0,
+        });
+        tokio::spawn(session::run(idx, conn, ev_tx.clone(), rx));
+    };
 
     // 1. Agents: dial the listed ones, take registrations for the groups.
     let mut wanted: HashMap<String, (&'static str, usize)> = HashMap::new();
-    let mut dials: Vec<(&'static str, SocketAddr)> = Vec::new();
+    let mut dials: Vec<(&'static str, usize, SocketAddr)> = Vec::new();
     for (role, list) in [("client", &cfg.clients), ("server", &cfg.servers)] {
         for src in list {
             match src {
-                AgentSource::Dial(a) => dials.push((role, *a)),
+                AgentSource::Dial(a) => dials.push((role, dials.len(), *a)),
                 AgentSource::Registered { group, count } => {
                     if let Some((other, _)) = wanted.insert(group.clone(), (role, *count)) {
                         return Err(FleetError::Config(format!(
@@ -280,12 +287,12 @@ pub async fn run(
         return Err(FleetError::Config("registered agents need the coordinator to --listen".into()));
     }
     let (dial_tx, mut dial_rx) =
-        mpsc::unbounded_channel::<(&'static str, SocketAddr, Result<tokio::net::TcpStream, String>)>();
-    for (role, a) in &dials {
-        let (tx, token, role, a) = (dial_tx.clone(), cfg.token.clone(), *role, *a);
+        mpsc::unbounded_channel::<(&'static str, usize, SocketAddr, Result<tokio::net::TcpStream, String>)>();
+    for (role, place, a) in &dials {
+        let (tx, token, role, place, a) = (dial_tx.clone(), cfg.token.clone(), *role, *place, *a);
         tokio::spawn(async move {
             let r = session::dial(a, &token).await;
-            let _ = tx.send((role, a, r));
+            let _ = tx.send((role, place, a, r));
         });
     }
     drop(dial_tx);
@@ -315,14 +322,14 @@ pub async fn run(
     };
     while !settled(&agents, dials_left, &registered) {
         tokio::select! {
-            Some((role, addr, r)) = dial_rx.recv() => {
+            Some((role, place, addr, r)) = dial_rx.recv() => {
                 dials_left -= 1;
                 match r {
-                    Ok(conn) => spawn_session(&mut agents, role, addr.to_string(), conn),
+                    Ok(conn) => spawn_session(&mut agents, role, place, addr.to_string(), conn),
                     Err(why) => {
                         live(FleetEvent::AgentFailed { role, address: &addr.to_string(), why: &why });
                         agents.push(AgentState {
-                            role, address: addr.to_string(), hello: None, clock: None, status: Status::Failed(why),
+                            role, place, address: addr.to_string(), hello: None, clock: None, status: Status::Failed(why),
                             cmds: None, actual_start: None, last_frame_ns: 0,
                         });
                     }
@@ -330,7 +337,10 @@ pub async fn run(
             }
             Some((peer, r)) = reg_rx.recv() => match r {
                 // Its role is known once its hello names its group.
-                Ok(conn) => spawn_session(&mut agents, "", peer.to_string(), conn),
+                Ok(conn) => {
+                    let place = dials.len() + agents.len();
+                    spawn_session(&mut agents, "", place, peer.to_string(), conn)
+                }
                 Err(why) => tracing::warn!(%peer, "refused registration: {why}"),
             },
             Some(ev) = ev_rx.recv() => match ev {
@@ -387,6 +397,7 @@ pub async fn run(
             live(FleetEvent::AgentFailed { role, address: "(not registered)", why: &why });
             agents.push(AgentState {
                 role,
+                place: usize::MAX,
                 address: format!("registered:{g}"),
                 hello: None,
                 clock: None,
@@ -404,9 +415,17 @@ pub async fn run(
     // Registrations that were not needed keep their place (sessions know agents by index)
     // with no role; they take no part and are left out of the result.
 
-    // 2. Pairing over the agents that are ready.
+    // 2. Pairing over the agents that are ready, in the order they were listed (not the order
+    // they happened to answer in: client i meets server i mod S of the lists as given).
     let ready = |role: &str| -> Vec<usize> {
-        agents.iter().enumerate().filter(|(_, a)| a.role == role && a.status == Status::Ready).map(|(i, _)| i).collect()
+        let mut r: Vec<usize> = agents
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.role == role && a.status == Status::Ready)
+            .map(|(i, _)| i)
+            .collect();
+        r.sort_by_key(|&i| agents[i].place);
+        r
     };
     let (clients, servers) = (ready("client"), ready("server"));
     if clients.is_empty() || interrupted {
@@ -649,9 +668,19 @@ pub async fn run(
             });
         }
     }
-    for a in agents.iter().filter(|a| a.role == "server") {
+    // Every agent that failed is an error of the fleet's, named with why: a server, and a
+    // client whose failure is not already a failed test's (one that never connected,
+    // authenticated, registered or got a test).
+    for (i, a) in agents.iter().enumerate().filter(|(_, a)| !a.role.is_empty()) {
         if let Status::Failed(why) = &a.status {
-            errors.push(RunError { at_s: 0.0, source: format!("server {}", a.address), message: why.clone() });
+            if a.role == "client" && !tests_of(i).is_empty() {
+                continue;
+            }
+            errors.push(RunError {
+                at_s: 0.0,
+                source: format!("{} agent {}", a.role, a.address),
+                message: why.clone(),
+            });
         }
     }
     if interrupted {

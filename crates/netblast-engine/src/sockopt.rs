@@ -158,6 +158,17 @@ pub fn bind_local(sock: &Socket, local: &Local) -> io::Result<()> {
     Ok(())
 }
 
+/// The address this host's connections to `to` leave from: the local binding's, or the one
+/// the kernel's route picks (a datagram socket connected to `to` reads it; nothing is sent).
+pub fn source_address(to: SocketAddr) -> io::Result<std::net::IpAddr> {
+    let sock = Socket::new(Domain::for_address(to), Type::DGRAM, None)?;
+    if let Some(l) = local() {
+        bind_local(&sock, l)?;
+    }
+    sock.connect(&to.into())?;
+    sock.local_addr()?.as_socket().map(|a| a.ip()).ok_or_else(|| io::Error::other("not an IP socket"))
+}
+
 /// Opens a TCP connection with the options applied before `connect` (so the SYN already
 /// carries the window scale and MSS they imply), from the local binding if one is set.
 pub fn connect(addr: SocketAddr, tcp: &TcpSection, nodelay_default: bool, timeout: Duration) -> io::Result<TcpStream> {

@@ -136,7 +136,9 @@ fn about(out: &mut String, name: &str, r: &RunResult, label: &str) {
         esc(&r.test_id),
         esc(&p.origin),
         esc(&p.profile.description),
-        esc(&if p.peer.starts_with("0.0.0.0") || p.peer == p.target {
+        esc(&if p.profile.workload.is_http() {
+            p.aimed_at()
+        } else if p.peer.starts_with("0.0.0.0") || p.peer == p.target {
             p.target.clone()
         } else {
             format!("{} ({})", p.target, p.peer)

@@ -22,18 +22,6 @@ fn id_col(id: u32) -> String {
     format!("{id:>3}")
 }
 
-/// What a run is aimed at, in words: the peer, or for http the URLs.
-pub fn aimed_at(plan: &netblast_spec::result::Plan) -> String {
-    let Some(h) = plan.profile.workload.http() else { return plan.peer.clone() };
-    let scheme = if h.tls { "https" } else { "http" };
-    let urls: Vec<String> = h
-        .urls
-        .iter()
-        .map(|u| if u.starts_with('/') { format!("{scheme}://{}{u}", plan.target) } else { u.clone() })
-        .collect();
-    urls.join(", ")
-}
-
 /// The lines printed once the test started: what runs where.
 pub fn started(test_id: &str, peer: &str, kind: &str, streams: &[StreamInfo], server: &str) -> String {
     let mut s = String::new();
@@ -744,40 +732,49 @@ fn parts_and_agents(s: &mut String, r: &RunResult) {
     if r.parts.is_empty() {
         return;
     }
-    let agents = r.agents.iter().filter(|a| a.role == "client").count();
-    let servers = r.agents.iter().filter(|a| a.role == "server").count();
-    let _ =
-        write!(s, "Merged {} tests from {agents} client agent{}", r.parts.len(), if agents == 1 { "" } else { "s" });
+    // The agents whose tests were merged; those that failed without a part are named below.
+    let took_part = |role: &str| r.agents.iter().filter(|a| a.role == role && !a.parts.is_empty()).count();
+    let (agents, servers) = (took_part("client"), took_part("server"));
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    let _ = write!(
+        s,
+        "Merged {} test{} from {agents} client agent{}",
+        r.parts.len(),
+        plural(r.parts.len()),
+        plural(agents)
+    );
     if servers > 0 {
-        let _ = write!(s, " and {servers} server agent{}", if servers == 1 { "" } else { "s" });
+        let _ = write!(s, " and {servers} server agent{}", plural(servers));
     }
     let _ = writeln!(s, ", intervals from {}:", r.started_at);
     for (i, p) in r.parts.iter().enumerate() {
+        let streams = match p.streams {
+            0 => String::new(),
+            n => format!("  streams {}..{}", p.first_stream, p.first_stream + n - 1),
+        };
         let _ = writeln!(
             s,
-            "  [{i:>3}] {} {} -> {}  streams {}..{}  from interval {}{}  {}",
+            "  [{i:>3}] {} {} -> {}{streams}  from interval {}{}  {}",
             if p.agent.hostname.is_empty() { "?" } else { p.agent.hostname.as_str() },
             p.agent.address,
             p.peer,
-            p.first_stream,
-            p.first_stream + p.streams.max(1) - 1,
             p.interval_offset,
             if p.complete { "" } else { "  INCOMPLETE" },
             headline(&p.summary)
         );
     }
     let starts: Vec<u64> = r.agents.iter().filter_map(|a| a.actual_start_unix_ns).collect();
-    if let (Some(lo), Some(hi)) = (starts.iter().min(), starts.iter().max()) {
+    if let (Some(lo), Some(hi), true) = (starts.iter().min(), starts.iter().max(), starts.len() > 1) {
         let _ =
             writeln!(s, "Start skew between agents: {} (latest minus earliest actual start)", fmt_ns((hi - lo) as f64));
     }
     for a in r.agents.iter().filter(|a| a.status != "ok") {
+        let host = if a.agent.hostname.is_empty() { String::new() } else { format!(" ({})", a.agent.hostname) };
         let _ = writeln!(
             s,
-            "  {} {} ({}): {}{}",
+            "  {} agent {}{host}: {}{}",
             a.role,
             a.agent.address,
-            a.agent.hostname,
             a.status,
             a.why.as_deref().map(|w| format!(": {w}")).unwrap_or_default()
         );
@@ -962,7 +959,7 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
 pub fn full(r: &RunResult) -> String {
     let mut s = started(
         &r.test_id,
-        &aimed_at(&r.plan),
+        &r.plan.aimed_at(),
         r.plan.profile.kind().name(),
         &r.streams,
         r.server.as_ref().map(|h| h.hostname.as_str()).unwrap_or(""),

@@ -255,7 +255,7 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
         if r.parts.is_empty() {
             parts.push(Part {
                 agent: r.agent.clone().unwrap_or_default(),
-                peer: r.plan.peer.clone(),
+                peer: r.plan.aimed_at(),
                 test_id: r.test_id.clone(),
                 start_unix_ns: start_local,
                 clock,

@@ -51,6 +51,21 @@ pub struct Plan {
     pub profile: Profile,
 }
 
+impl Plan {
+    /// What the run is aimed at, in words: the peer's address, or for http its URLs (paths
+    /// completed with the target).
+    pub fn aimed_at(&self) -> String {
+        let Some(h) = self.profile.workload.http() else { return self.peer.clone() };
+        let scheme = if h.tls { "https" } else { "http" };
+        let urls: Vec<String> = h
+            .urls
+            .iter()
+            .map(|u| if u.starts_with('/') { format!("{scheme}://{}{u}", self.target) } else { u.clone() })
+            .collect();
+        urls.join(", ")
+    }
+}
+
 /// How far this result's clock is from the reference clock, and how well that is known.
 ///
 /// On one host the reference is the host's own clock (`source = "local"`, offset 0, error 0).

@@ -257,8 +257,7 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
         Live::Started { plan, test_id, server, streams: s, .. } => {
             streams = s.to_vec();
             if human {
-                let mut out =
-                    text::started(test_id, &text::aimed_at(plan), plan.profile.kind().name(), s, &server.hostname);
+                let mut out = text::started(test_id, &plan.aimed_at(), plan.profile.kind().name(), s, &server.hostname);
                 for n in &plan.notes {
                     out.push_str(&format!("note: {n}\n"));
                 }

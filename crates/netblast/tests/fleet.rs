@@ -177,6 +177,50 @@ fn rr_and_http_fleets_add_their_histograms_exactly() {
     assert_eq!(h.completed, parts);
     assert_eq!(h.status_codes.get("200").copied(), Some(h.completed));
     assert_eq!(count(&h.latency_hist), h.completed);
+    // Each part names its client agent (the address it reached its server from) and the URL.
+    let mut named: Vec<(String, String)> = r.parts.iter().map(|p| (p.agent.address.clone(), p.peer.clone())).collect();
+    named.sort();
+    let ip = |a: &str| a.rsplit_once(':').unwrap().0.to_string();
+    assert_eq!(
+        named,
+        vec![
+            (ip(&tb.agents[0]), format!("http://{}:8080/", ip(&tb.agents[2]))),
+            (ip(&tb.agents[1]), format!("http://{}:8080/", ip(&tb.agents[3]))),
+        ]
+    );
+}
+
+/// A listed client agent that never connects: the fleet runs with the others, but its result
+/// is incomplete (exit 3) and names the agent and why, in the JSON and the text.
+#[test]
+fn a_client_that_never_connected_makes_the_fleet_incomplete() {
+    let Some(tb) = Testbed::up("a_client_that_never_connected", 16, 3) else { return };
+    // An address of the testbed's subnet that no namespace holds.
+    let nowhere = "10.77.16.99:5210".to_string();
+    let out_file = std::env::temp_dir().join(format!("nb-fleet-unreachable-{}.json", std::process::id()));
+    let out = tb
+        .fleet()
+        .args(["--clients", &format!("{},{nowhere}", tb.agents[0])])
+        .args(["--servers", &format!("{},{}", tb.agents[1], tb.agents[2])])
+        .args(["-t", "2", "--wait-agents", "5s", "-o"])
+        .arg(&out_file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let r: RunResult = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
+    assert!(!r.complete);
+    assert!(r.errors.iter().any(|e| e.source.contains(&nowhere)), "{:?}", r.errors);
+    let failed = r.agents.iter().find(|a| a.agent.address == nowhere).expect("the unreachable agent is listed");
+    assert_eq!((failed.role.as_str(), failed.status.as_str()), ("client", "failed"));
+    assert!(failed.why.as_deref().is_some_and(|w| !w.is_empty()));
+    // The text counts what merged and names the agent that took no part.
+    assert!(text.contains("Merged 1 test from 1 client agent and 1 server agent"), "{text}");
+    assert!(text.contains(&format!("client agent {nowhere}: failed")), "{text}");
+    // Client i meets server i of the lists as given, whichever answered first.
+    assert_eq!(r.parts[0].peer, tb.agents[1]);
+    let _ = std::fs::remove_file(&out_file);
+    let _ = std::fs::remove_file(netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl"));
 }
 
 #[test]

@@ -296,9 +296,12 @@ pub fn run(
             error: std::io::Error::other(e.to_string()),
         })?;
     }
+    // The address this client reaches its (first) server from, as a bulk test's control
+    // connection shows it: fleet parts name the client agent by it.
     let local_address = requests
         .first()
-        .map(|r| if r.endpoint.addr.ip().is_loopback() { r.endpoint.addr.ip().to_string() } else { String::new() })
+        .and_then(|r| crate::sockopt::source_address(r.endpoint.addr).ok())
+        .map(|a| a.to_string())
         .unwrap_or_default();
     let bound = plan.time_bound.get();
     let schedule = Schedule::from_section(&h, bound);

@@ -3,7 +3,9 @@
 //! Two agent lists, usable wherever a fleet takes one (`--clients`, `--servers`):
 //!
 //! - `azure:vmss=NAME,rg=RG[,subscription=ID][,port=PORT]`: the primary private address of the
-//!   primary network interface of every instance of a scale set;
+//!   primary network interface of every instance of a scale set, in either orchestration mode
+//!   (read from the set first: Uniform instances' interfaces are filed under the set, Flexible
+//!   instances are virtual machines listed by the set's id; see [`Orchestration`]);
 //! - `azure:rg=RG,tag=KEY=VALUE[,subscription=ID][,port=PORT]`: the primary private address of
 //!   every network interface in a resource group that carries the tag.
 //!
@@ -25,7 +27,9 @@ pub mod fake_arm;
 
 use azure_core::auth::{AccessToken, TokenCredential};
 use azure_core::error::ErrorKind;
+use azure_mgmt_network::package_2024_03::models::{NetworkInterface, NetworkInterfaceListResult};
 use futures::StreamExt;
+use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -330,8 +334,8 @@ fn explain(e: &azure_core::Error, source: CredentialSource, q: &Query, endpoint:
                  or audience than {endpoint}){detail}"
             ),
             403 => format!(
-                "the identity from {source} may not list network interfaces in resource group {} (403 Forbidden: \
-                 it needs Reader there){detail}",
+                "the identity from {source} may not read scale sets, virtual machines or network interfaces in \
+                 resource group {} (403 Forbidden: it needs Reader there){detail}",
                 q.resource_group
             ),
             404 => format!("not found (404): check the subscription, resource group and name{detail}"),
@@ -343,7 +347,7 @@ fn explain(e: &azure_core::Error, source: CredentialSource, q: &Query, endpoint:
         },
         ErrorKind::Io => format!("cannot reach Resource Manager at {endpoint}: {}", one_line(&root_cause(e))),
         ErrorKind::DataConversion => {
-            format!("Resource Manager's answer is not a network interface list: {}", one_line(&e.to_string()))
+            format!("Resource Manager's answer is not in the shape netblast reads: {}", one_line(&e.to_string()))
         }
         _ => one_line(&e.to_string()),
     }
@@ -365,7 +369,7 @@ fn root_cause(e: &azure_core::Error) -> String {
 }
 
 /// The primary private address of a network interface, if it is one this list wants.
-fn address_of(nic: &azure_mgmt_network::package_2024_03::models::NetworkInterface, sel: &Selector) -> Option<IpAddr> {
+fn address_of(nic: &NetworkInterface, sel: &Selector) -> Option<IpAddr> {
     if let Selector::Tagged { key, value } = sel {
         let tags = nic.resource.tags.as_ref()?;
         if tags.get(key)?.as_str()? != value {
@@ -385,9 +389,146 @@ fn address_of(nic: &azure_mgmt_network::package_2024_03::models::NetworkInterfac
     config.properties.as_ref()?.private_ip_address.as_deref()?.parse().ok()
 }
 
+/// How a scale set orchestrates its virtual machines, which decides how they are listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Orchestration {
+    /// Instances made from one model; Resource Manager files their network interfaces under the
+    /// scale set (`…/virtualMachineScaleSets/NAME/networkInterfaces`, the network provider).
+    Uniform,
+    /// Instances are ordinary virtual machines that own ordinary network interfaces: listed with
+    /// the compute provider's `virtualMachines?$filter='virtualMachineScaleSet/id' eq '…'`, their
+    /// primary interfaces read from the network provider. `az vmss create` makes these unless
+    /// told otherwise (azure-cli 2.55 and later).
+    Flexible,
+}
+
+impl fmt::Display for Orchestration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Uniform => "Uniform",
+            Self::Flexible => "Flexible",
+        })
+    }
+}
+
+/// What a discovery found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// The agents: primary private addresses with the list's port, in the order Resource
+    /// Manager gave them, without repeats.
+    pub agents: Vec<SocketAddr>,
+    /// A scale set's orchestration mode (`None` for a tag list).
+    pub orchestration: Option<Orchestration>,
+    /// What was listed, for a person: "scale set clients (Flexible orchestration): 30 virtual
+    /// machines, 30 agents".
+    pub note: String,
+}
+
+/// Pages of network interfaces, flattened, with the runaway guard.
+async fn collect_nics<S>(mut pages: S, seen: &mut usize) -> Result<Vec<NetworkInterface>, ListError>
+where
+    S: futures::Stream<Item = azure_core::Result<NetworkInterfaceListResult>> + Unpin,
+{
+    let mut out = Vec::new();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(ListError::Arm)?;
+        *seen += page.value.len();
+        if *seen > MAX_INTERFACES {
+            return Err(ListError::TooMany);
+        }
+        out.extend(page.value);
+    }
+    Ok(out)
+}
+
+/// Why a listing stopped.
+enum ListError {
+    Arm(azure_core::Error),
+    TooMany,
+    Other(String),
+}
+
+/// The resource group named in a resource id (`/subscriptions/S/resourceGroups/RG/...`).
+fn resource_group_of(id: &str) -> Option<&str> {
+    let mut parts = id.split('/');
+    while let Some(p) = parts.next() {
+        if p.eq_ignore_ascii_case("resourceGroups") {
+            return parts.next().filter(|g| !g.is_empty());
+        }
+    }
+    None
+}
+
+/// The id of a virtual machine's primary network interface (the one marked primary, else the
+/// only one), lower case: Resource Manager's ids compare without case.
+fn primary_nic_id(vm: &azure_mgmt_compute::package_2024_07_01::models::VirtualMachine) -> Option<String> {
+    let nics = &vm.properties.as_ref()?.network_profile.as_ref()?.network_interfaces;
+    let nic = nics.iter().find(|n| n.properties.as_ref().and_then(|p| p.primary) == Some(true)).or_else(|| {
+        if nics.len() == 1 {
+            nics.first()
+        } else {
+            None
+        }
+    })?;
+    nic.sub_resource.id.as_deref().map(str::to_ascii_lowercase)
+}
+
+/// The agents of a Flexible scale set: its virtual machines (compute provider, filtered by the
+/// set's id), then their primary interfaces (network provider, listed per resource group).
+async fn flexible_set(
+    compute: &azure_mgmt_compute::package_2024_07_01::Client,
+    network: &azure_mgmt_network::package_2024_03::Client,
+    set_id: &str,
+    q: &Query,
+    subscription: &str,
+    seen: &mut usize,
+) -> Result<(Vec<IpAddr>, usize), ListError> {
+    let filter = format!("'virtualMachineScaleSet/id' eq '{set_id}'");
+    let mut pages =
+        compute.virtual_machines_client().list(&q.resource_group, subscription).filter(filter).into_stream();
+    let mut wanted: Vec<String> = Vec::new();
+    let mut vms = 0usize;
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(ListError::Arm)?;
+        vms += page.value.len();
+        if vms > MAX_INTERFACES {
+            return Err(ListError::TooMany);
+        }
+        for vm in &page.value {
+            // The filter is Resource Manager's; a VM of another set would be its bug, but an
+            // agent list must not take it.
+            let member = vm
+                .properties
+                .as_ref()
+                .and_then(|p| p.virtual_machine_scale_set.as_ref())
+                .and_then(|s| s.id.as_deref())
+                .is_some_and(|id| id.eq_ignore_ascii_case(set_id));
+            if let (true, Some(id)) = (member, primary_nic_id(vm)) {
+                wanted.push(id);
+            }
+        }
+    }
+    let mut groups: Vec<String> =
+        wanted.iter().filter_map(|id| resource_group_of(id)).map(str::to_ascii_lowercase).collect();
+    groups.sort();
+    groups.dedup();
+    let mut by_id: HashMap<String, NetworkInterface> = HashMap::new();
+    for g in groups {
+        let nics = network.network_interfaces_client().list(&g, subscription).into_stream();
+        for nic in collect_nics(nics, seen).await? {
+            if let Some(id) = nic.resource.id.as_deref() {
+                by_id.insert(id.to_ascii_lowercase(), nic);
+            }
+        }
+    }
+    let ips = wanted.iter().filter_map(|id| by_id.get(id)).filter_map(|nic| address_of(nic, &q.selector)).collect();
+    Ok((ips, vms))
+}
+
 /// Lists the agents a query names: their primary private addresses with the query's port, in
-/// the order Resource Manager gave them, without repeats.
-pub async fn discover(q: &Query, opts: &Options) -> Result<Vec<SocketAddr>, Error> {
+/// the order Resource Manager gave them, without repeats. A scale set is read first, to list
+/// its instances the way its orchestration mode files them.
+pub async fn discover(q: &Query, opts: &Options) -> Result<Found, Error> {
     let fail = |message: String| Error { query: q.to_string(), message };
     let subscription = match &q.subscription {
         Some(s) => s.clone(),
@@ -403,48 +544,103 @@ pub async fn discover(q: &Query, opts: &Options) -> Result<Vec<SocketAddr>, Erro
         // Retries end by half the time allowed and no wait is over a quarter of it, so an
         // endpoint that keeps failing (refused, reset) is reported as that failure before the
         // deadline below, which is left for one that does not answer at all.
-        let retry = azure_core::ExponentialRetryOptions::default()
-            .initial_delay(Duration::from_millis(500))
-            .max_retries(6u32)
-            .max_delay((opts.timeout / 4).clamp(Duration::from_millis(500), Duration::from_secs(30)))
-            .max_total_elapsed(opts.timeout / 2);
-        let client = azure_mgmt_network::package_2024_03::Client::builder(cred)
-            .endpoint(endpoint)
+        let retry = || {
+            azure_core::RetryOptions::exponential(
+                azure_core::ExponentialRetryOptions::default()
+                    .initial_delay(Duration::from_millis(500))
+                    .max_retries(6u32)
+                    .max_delay((opts.timeout / 4).clamp(Duration::from_millis(500), Duration::from_secs(30)))
+                    .max_total_elapsed(opts.timeout / 2),
+            )
+        };
+        let network = azure_mgmt_network::package_2024_03::Client::builder(cred.clone())
+            .endpoint(endpoint.clone())
             .scopes(&[&scope])
-            .retry(azure_core::RetryOptions::exponential(retry))
+            .retry(retry())
             .build()
             .map_err(|e| fail(e.to_string()))?;
-        let nics = client.network_interfaces_client();
-        let mut pages = match &q.selector {
-            Selector::ScaleSet { name } => nics
-                .list_virtual_machine_scale_set_network_interfaces(&q.resource_group, name, &subscription)
-                .into_stream(),
-            Selector::Tagged { .. } => nics.list(&q.resource_group, &subscription).into_stream(),
+        let arm = |e: ListError| match e {
+            ListError::Arm(e) => fail(explain(&e, source, q, &opts.endpoint)),
+            ListError::TooMany => fail(format!("more than {MAX_INTERFACES} network interfaces: narrow the list")),
+            ListError::Other(m) => fail(m),
         };
-        let mut out: Vec<SocketAddr> = Vec::new();
         let mut seen = 0usize;
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| fail(explain(&e, source, q, &opts.endpoint)))?;
-            seen += page.value.len();
-            if seen > MAX_INTERFACES {
-                return Err(fail(format!("more than {MAX_INTERFACES} network interfaces: narrow the list")));
-            }
-            for nic in &page.value {
-                if let Some(ip) = address_of(nic, &q.selector) {
-                    let a = SocketAddr::new(ip, q.port);
-                    if !out.contains(&a) {
-                        out.push(a);
+        let (ips, orchestration, listed) = match &q.selector {
+            Selector::ScaleSet { name } => {
+                let compute = azure_mgmt_compute::package_2024_07_01::Client::builder(cred)
+                    .endpoint(endpoint)
+                    .scopes(&[&scope])
+                    .retry(retry())
+                    .build()
+                    .map_err(|e| fail(e.to_string()))?;
+                let set = compute
+                    .virtual_machine_scale_sets_client()
+                    .get(&q.resource_group, name, &subscription)
+                    .await
+                    .map_err(|e| arm(ListError::Arm(e)))?;
+                use azure_mgmt_compute::package_2024_07_01::models::OrchestrationMode;
+                // Absent: a set made before the mode existed, which is Uniform.
+                let mode = match set.properties.as_ref().and_then(|p| p.orchestration_mode.as_ref()) {
+                    None | Some(OrchestrationMode::Uniform) => Orchestration::Uniform,
+                    Some(OrchestrationMode::Flexible) => Orchestration::Flexible,
+                    Some(OrchestrationMode::UnknownValue(v)) => {
+                        return Err(arm(ListError::Other(format!(
+                            "the scale set's orchestration mode {v:?} is neither Uniform nor Flexible"
+                        ))))
+                    }
+                };
+                tracing::info!(query = %q, "azure: {mode} orchestration");
+                match mode {
+                    Orchestration::Uniform => {
+                        let pages = network
+                            .network_interfaces_client()
+                            .list_virtual_machine_scale_set_network_interfaces(&q.resource_group, name, &subscription)
+                            .into_stream();
+                        let nics = collect_nics(pages, &mut seen).await.map_err(arm)?;
+                        let ips = nics.iter().filter_map(|n| address_of(n, &q.selector)).collect();
+                        (ips, Some(mode), format!("{seen} network interface(s)"))
+                    }
+                    Orchestration::Flexible => {
+                        let set_id = set.resource.id.clone().unwrap_or_else(|| {
+                            format!(
+                                "/subscriptions/{subscription}/resourceGroups/{}/providers/Microsoft.Compute/virtualMachineScaleSets/{name}",
+                                q.resource_group
+                            )
+                        });
+                        let (ips, vms) = flexible_set(&compute, &network, &set_id, q, &subscription, &mut seen)
+                            .await
+                            .map_err(arm)?;
+                        (ips, Some(mode), format!("{vms} virtual machine(s), {seen} network interface(s)"))
                     }
                 }
             }
+            Selector::Tagged { .. } => {
+                let pages = network.network_interfaces_client().list(&q.resource_group, &subscription).into_stream();
+                let nics = collect_nics(pages, &mut seen).await.map_err(arm)?;
+                let ips = nics.iter().filter_map(|n| address_of(n, &q.selector)).collect();
+                (ips, None, format!("{seen} network interface(s)"))
+            }
+        };
+        let mut agents: Vec<SocketAddr> = Vec::new();
+        for ip in ips {
+            let a = SocketAddr::new(ip, q.port);
+            if !agents.contains(&a) {
+                agents.push(a);
+            }
         }
-        if out.is_empty() {
-            return Err(fail(format!(
-                "no agents: {seen} network interface(s) listed, none with a primary private address that matches"
-            )));
+        let what = match orchestration {
+            Some(m) => format!("{q} ({m} orchestration)"),
+            None => q.to_string(),
+        };
+        if agents.is_empty() {
+            return Err(Error {
+                query: what,
+                message: format!("no agents: {listed} listed, none with a primary private address that matches"),
+            });
         }
-        tracing::info!(query = %q, agents = out.len(), "azure: {} agent(s) from {seen} network interface(s)", out.len());
-        Ok(out)
+        let note = format!("{what}: {listed} listed, {} agent(s)", agents.len());
+        tracing::info!("azure: {note}");
+        Ok(Found { agents, orchestration, note })
     };
     match tokio::time::timeout(opts.timeout, work).await {
         Ok(r) => r,
@@ -457,7 +653,7 @@ pub async fn discover(q: &Query, opts: &Options) -> Result<Vec<SocketAddr>, Erro
 }
 
 /// [`discover`] for callers without a runtime, or inside one: it runs on a thread of its own.
-pub fn discover_blocking(q: &Query, opts: &Options) -> Result<Vec<SocketAddr>, Error> {
+pub fn discover_blocking(q: &Query, opts: &Options) -> Result<Found, Error> {
     std::thread::scope(|s| {
         s.spawn(|| {
             let rt = tokio::runtime::Builder::new_current_thread()

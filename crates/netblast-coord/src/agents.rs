@@ -29,9 +29,15 @@ pub enum AgentSource {
 
 /// Parses an agent list; `what` names the flag in errors (`--clients`).
 pub fn parse(list: &str, what: &str) -> Result<Vec<AgentSource>, String> {
+    parse_noted(list, what, &mut Vec::new())
+}
+
+/// [`parse`], adding to `notes` what a discovery found, for a person (an `azure:` list says
+/// which orchestration mode its scale set has and how many agents it found).
+pub fn parse_noted(list: &str, what: &str, notes: &mut Vec<String>) -> Result<Vec<AgentSource>, String> {
     let mut out = Vec::new();
     for item in items(list.split(',')) {
-        parse_item(&item, what, &mut out, 0)?;
+        parse_item(&item, what, &mut out, notes, 0)?;
     }
     if out.is_empty() {
         return Err(format!("{what}: names no agent"));
@@ -59,25 +65,32 @@ fn items<'a>(tokens: impl Iterator<Item = &'a str>) -> Vec<String> {
 }
 
 #[cfg(feature = "azure")]
-fn azure(query: &str, what: &str, out: &mut Vec<AgentSource>) -> Result<(), String> {
+fn azure(query: &str, what: &str, out: &mut Vec<AgentSource>, notes: &mut Vec<String>) -> Result<(), String> {
     let q = netblast_azure::Query::parse(query).map_err(|e| format!("{what}: {e}"))?;
     let opts = netblast_azure::Options::from_env().map_err(|e| format!("{what}: {e}"))?;
     let found = netblast_azure::discover_blocking(&q, &opts).map_err(|e| format!("{what}: {e}"))?;
-    out.extend(found.into_iter().map(AgentSource::Dial));
+    notes.push(format!("{what}: azure: {}", found.note));
+    out.extend(found.agents.into_iter().map(AgentSource::Dial));
     Ok(())
 }
 
 #[cfg(not(feature = "azure"))]
-fn azure(query: &str, what: &str, _out: &mut Vec<AgentSource>) -> Result<(), String> {
+fn azure(query: &str, what: &str, _out: &mut Vec<AgentSource>, _notes: &mut Vec<String>) -> Result<(), String> {
     Err(format!(
         "{what}: azure:{query}: this netblast was built without Azure discovery; build it with \
          `cargo build --release -p netblast --features azure`"
     ))
 }
 
-fn parse_item(item: &str, what: &str, out: &mut Vec<AgentSource>, depth: usize) -> Result<(), String> {
+fn parse_item(
+    item: &str,
+    what: &str,
+    out: &mut Vec<AgentSource>,
+    notes: &mut Vec<String>,
+    depth: usize,
+) -> Result<(), String> {
     if let Some(query) = item.strip_prefix("azure:") {
-        return azure(query, what, out);
+        return azure(query, what, out, notes);
     }
     if let Some(path) = item.strip_prefix('@') {
         if depth > 0 {
@@ -87,7 +100,7 @@ fn parse_item(item: &str, what: &str, out: &mut Vec<AgentSource>, depth: usize) 
         for line in text.lines() {
             let line = line.split('#').next().unwrap_or("").trim();
             for entry in items(line.split([',', ' ', '\t'])) {
-                parse_item(&entry, &format!("{what} {path}"), out, depth + 1)?;
+                parse_item(&entry, &format!("{what} {path}"), out, notes, depth + 1)?;
             }
         }
         return Ok(());

@@ -669,8 +669,10 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
                 .into(),
         )
     })?;
-    let clients = agents::parse(&a.clients, "--clients").map_err(input)?;
-    let servers = a.servers.as_deref().map(|s| agents::parse(s, "--servers")).transpose().map_err(input)?;
+    let mut notes = Vec::new();
+    let clients = agents::parse_noted(&a.clients, "--clients", &mut notes).map_err(input)?;
+    let servers =
+        a.servers.as_deref().map(|s| agents::parse_noted(s, "--servers", &mut notes)).transpose().map_err(input)?;
     let log =
         a.frames.clone().or_else(|| a.output.as_ref().map(|o| json::PartialLog::path_for_suffix(o, ".fleet.jsonl")));
     let log = log.unwrap_or_else(|| {
@@ -682,6 +684,9 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
     let human = !a.json && !a.quiet;
     if human {
         println!("netblast fleet: {}; agents' frames logged to {}", profile.description, log.display());
+        for n in &notes {
+            println!("{n}");
+        }
     }
     let mut status = crate::status::Status::new(profile.time_bound(), human);
     let mut failed = 0usize;

@@ -457,36 +457,27 @@ fn an_agent_bound_to_one_address_is_reached_at_it() {
     let _ = std::fs::remove_file(token);
 }
 
-/// `--clients azure:vmss=…` and `--servers azure:rg=…,tag=…`: agents found through a fake
-/// Resource Manager on loopback (their "private addresses" are 127.0.0.2 and 127.0.0.3), then
-/// driven like any others.
+/// `--clients azure:vmss=…` (a Flexible scale set, what `az vmss create` makes today) and
+/// `--servers azure:rg=…,tag=…`: agents found through a fake Resource Manager on loopback (their
+/// "private addresses" are 127.0.0.2 and 127.0.0.3), then driven like any others.
 #[cfg(feature = "azure")]
 #[test]
 fn agents_found_in_azure_take_part() {
-    use netblast_azure::fake_arm::{nic, page, FakeArm, Reply};
+    use netblast_azure::fake_arm::{flexible_set, nic, FakeArm, Reply};
     let _one = one_fleet();
     let token = util::token_file("azure", "a-token-for-azure-agents");
     let (port, _agents) = bound_pair(&token);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let sub = "/subscriptions/sub1/resourceGroups/perf/providers";
-    let arm = rt
-        .block_on(FakeArm::start(vec![
-            (
-                &format!("{sub}/microsoft.Compute/virtualMachineScaleSets/clients/networkInterfaces"),
-                vec![Reply::ok(page(&[nic("c0", "127.0.0.2", true, &[])], None))],
-            ),
-            (
-                &format!("{sub}/Microsoft.Network/networkInterfaces"),
-                vec![Reply::ok(page(
-                    &[
-                        nic("c0", "127.0.0.2", true, &[("role", "client")]),
-                        nic("s0", "127.0.0.3", true, &[("role", "server")]),
-                    ],
-                    None,
-                ))],
-            ),
-        ]))
-        .unwrap();
+    let mut routes = flexible_set("sub1", "perf", "clients", &["127.0.0.2"], &[], 10);
+    // The resource group's interfaces: the client VM's (from flexible_set) and the server's,
+    // tagged; one listing answers both lists.
+    let group_nics =
+        routes.iter_mut().find(|(p, _)| p == &format!("{sub}/Microsoft.Network/networkInterfaces")).unwrap();
+    let mut listing: serde_json::Value = serde_json::from_str(&group_nics.1[0].body).unwrap();
+    listing["value"].as_array_mut().unwrap().push(nic("s0", "127.0.0.3", true, &[("role", "server")]));
+    group_nics.1[0].body = listing.to_string();
+    let arm = rt.block_on(FakeArm::start(routes)).unwrap();
     let out = fleet_cmd(&token)
         .args(["--clients", &format!("azure:vmss=clients,rg=perf,subscription=sub1,port={port}")])
         .args(["--servers", &format!("azure:rg=perf,tag=role=server,subscription=sub1,port={port}")])
@@ -501,12 +492,13 @@ fn agents_found_in_azure_take_part() {
     assert!(r.complete, "{:?}", r.errors);
     assert_eq!(r.agents.len(), 2);
     assert!(r.summary.ways[0].receiver.as_ref().is_some_and(|t| t.bytes > 0), "{:?}", r.summary.ways);
-    assert_eq!(arm.seen().len(), 2, "one listing per agent list");
+    // The set, its VMs, the group's interfaces (clients); the group's interfaces (servers).
+    assert_eq!(arm.seen().len(), 4, "{:?}", arm.seen());
     // A list Resource Manager refuses: bad input naming the list and the credential.
     drop(arm);
     let arm = rt
         .block_on(FakeArm::start(vec![(
-            &format!("{sub}/microsoft.Compute/virtualMachineScaleSets/clients/networkInterfaces"),
+            format!("{sub}/Microsoft.Compute/virtualMachineScaleSets/clients"),
             vec![Reply::error(403, "AuthorizationFailed", "no")],
         )]))
         .unwrap();

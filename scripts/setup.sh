@@ -14,6 +14,7 @@ PKGS=(
   iperf3 qperf nginx wrk sockperf  # anchor tools the comparison scripts run side by side
   procps curl openssl util-linux   # pgrep, curl and nsenter in scripts; certificates for nginx
   shellcheck python3-yaml          # scripts/check-deploy.sh (Azure and Kubernetes files)
+  cloud-init                       # ... its judge of the custom data (`cloud-init schema`)
   chromium fonts-dejavu-core       # the HTML report's test renders it in headless Chromium
 )
 if command -v apt-get >/dev/null; then
@@ -34,6 +35,30 @@ if ! command -v cargo >/dev/null; then
   else
     echo "setup.sh: cargo not found. Install a stable Rust toolchain (rustup, or your distribution's rustc >= 1.85)." >&2
     exit 1
+  fi
+fi
+
+# The tools that judge what netblast writes for others to read (scripts/check-deploy.sh):
+# the Azure CLI's own parser, Kubernetes' schemas, kustomize. Pinned: a new release is a
+# deliberate change, checked before the pin moves.
+TOOLS=${NETBLAST_TOOLS:-$HOME/.local/share/netblast-tools}
+venv() {  # DIR PACKAGE==VERSION...
+  local dir=$1; shift
+  [ -x "$dir/bin/pip" ] || python3 -m venv "$dir"
+  "$dir/bin/pip" install -q --disable-pip-version-check "$@"
+}
+if ! "$TOOLS/azcli/bin/az" version >/dev/null 2>&1; then
+  echo "setup.sh: installing azure-cli 2.91.0 in $TOOLS/azcli (about a minute)"
+  venv "$TOOLS/azcli" azure-cli==2.91.0
+fi
+venv "$TOOLS/py" kubernetes-validate==1.37.0 hdrhistogram==0.10.8
+GOBIN_DIR=$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin
+if [ ! -x "$GOBIN_DIR/kustomize" ]; then
+  if command -v go >/dev/null; then
+    echo "setup.sh: installing kustomize v5.5.0 with go install"
+    GOFLAGS=-mod=mod go install sigs.k8s.io/kustomize/kustomize/v5@v5.5.0
+  else
+    echo "setup.sh: no Go toolchain: install kustomize v5.5.0 yourself (scripts/check-deploy.sh needs it)" >&2
   fi
 fi
 

@@ -18,4 +18,4 @@ pub mod pairing;
 pub mod run;
 pub mod session;
 
-pub use run::{run, FleetConfig, FleetError, FleetEvent, FleetInterval};
+pub use run::{default_log_path, run, FleetConfig, FleetError, FleetEvent, FleetInterval};

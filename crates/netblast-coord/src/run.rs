@@ -226,6 +226,22 @@ impl Log {
     }
 }
 
+/// Where a fleet logs its frames when not told (no `-o`, no `--frames`): the user's state
+/// directory (`$XDG_STATE_HOME/netblast`, else `~/.local/state/netblast`), else the temporary
+/// directory; `fleet-UNIXTIME-PID.jsonl` there. The directory is made if missing.
+pub fn default_log_path(unix_s: u64) -> PathBuf {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".local/state")))
+        .map(|d| d.join("netblast"));
+    let dir = match state {
+        Some(d) if std::fs::create_dir_all(&d).is_ok() => d,
+        _ => std::env::temp_dir(),
+    };
+    dir.join(format!("fleet-{unix_s}-{}.jsonl", std::process::id()))
+}
+
 /// How long after the time bound a test's final result may take (the server's receivers give
 /// up 30 s after the bound; the client drains 10 s).
 pub const FINAL_GRACE: Duration = Duration::from_secs(45);

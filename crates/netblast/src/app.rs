@@ -675,13 +675,17 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
         a.servers.as_deref().map(|s| agents::parse_noted(s, "--servers", &mut notes)).transpose().map_err(input)?;
     let log =
         a.frames.clone().or_else(|| a.output.as_ref().map(|o| json::PartialLog::path_for_suffix(o, ".fleet.jsonl")));
-    let log = log.unwrap_or_else(|| {
-        std::path::PathBuf::from(format!(
-            "netblast-fleet-{}.jsonl",
-            netblast_engine::clock::now_unix_ns() / 1_000_000_000
-        ))
-    });
     let human = !a.json && !a.quiet;
+    let log = log.unwrap_or_else(|| {
+        let path = netblast_coord::default_log_path(netblast_engine::clock::now_unix_ns() / 1_000_000_000);
+        if !human {
+            eprintln!(
+                "netblast fleet: agents' frames logged to {} (-o FILE or --frames FILE puts them elsewhere)",
+                path.display()
+            );
+        }
+        path
+    });
     if human {
         println!("netblast fleet: {}; agents' frames logged to {}", profile.description, log.display());
         for n in &notes {

@@ -400,7 +400,8 @@ pub struct FleetArgs {
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
     /// Where to append the agents' frames (default: beside --output, else
-    /// ./netblast-fleet-UNIXTIME.jsonl); `netblast report FILE` renders it.
+    /// fleet-UNIXTIME-PID.jsonl in $XDG_STATE_HOME/netblast or ~/.local/state/netblast, said at
+    /// the start); `netblast report FILE` renders it.
     #[arg(long, value_name = "FILE")]
     pub frames: Option<PathBuf>,
 }

@@ -18,7 +18,7 @@
 
 use netblast_spec::profile::{Direction, Profile, WaitMode, Way};
 use netblast_spec::units::{ByteSize, Dur};
-use netblast_spec::wire::{
+use netblast_wire::wire::{
     self, blocking, ClientHandshake, ClientMsg, Header, Role, ServerMsg, StreamAck, StreamSetup, TestId, TestSetup,
 };
 use std::io::{Read, Write};
@@ -71,7 +71,7 @@ fn connect(to: SocketAddr) -> Result<TcpStream, String> {
 /// A test set up by hand.
 struct Raw {
     control: TcpStream,
-    key: netblast_spec::auth::StreamKey,
+    key: netblast_wire::auth::StreamKey,
     id: TestId,
     addr: SocketAddr,
 }

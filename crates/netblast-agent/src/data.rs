@@ -1,6 +1,6 @@
 //! The data port: one listener hosts every test of every client at once.
 //!
-//! Each connection opens with the 32-byte header of [`netblast_spec::wire`]. Control
+//! Each connection opens with the 32-byte header of [`netblast_wire::wire`]. Control
 //! connections shake hands (version, token) and set up a test; stream connections are matched
 //! to their test by id and tag and handed to pinned worker threads when the test starts.
 //! Anything else is dropped after one log line, counted.
@@ -12,10 +12,10 @@ use netblast_engine::sockopt;
 use netblast_engine::sys;
 use netblast_engine::worker::{Event, EventTx, RunFlags, StartGate};
 use netblast_probe::Probe;
-use netblast_spec::gather::Gather;
+use netblast_wire::gather::Gather;
 use netblast_spec::profile::{Kind, Way};
 use netblast_spec::result::{CpuUsage, MAX_STREAM_DETAIL};
-use netblast_spec::wire::{
+use netblast_wire::wire::{
     self, ClientMsg, Header, Refusal, Role, ServerMsg, ServerSample, ServerStreamFinal, ServerWaySample, Session,
     StreamAck, TestId, TestSetup, HEADER_LEN, STREAM_TAG_LEN,
 };

@@ -22,7 +22,7 @@ use netblast_spec::plan;
 use netblast_spec::profile::Workload;
 use netblast_spec::result::AgentInfo;
 use netblast_spec::units::Cidr;
-use netblast_spec::wire::{self, nonblocking};
+use netblast_wire::wire::{self, nonblocking};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -22,8 +22,8 @@ pub mod metrics;
 pub mod registry;
 
 use netblast_probe::Probe;
-use netblast_spec::auth::Token;
-use netblast_spec::wire::Refusal;
+use netblast_wire::auth::Token;
+use netblast_wire::wire::Refusal;
 use registry::Registry;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};

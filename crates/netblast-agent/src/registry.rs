@@ -1,8 +1,8 @@
 //! Tests that are set up but not yet started, by id: where stream connections find their test.
 
-use netblast_spec::auth::StreamKey;
+use netblast_wire::auth::StreamKey;
 use netblast_spec::profile::{TcpSection, Way};
-use netblast_spec::wire::{StreamAck, TestId};
+use netblast_wire::wire::{StreamAck, TestId};
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Mutex;
@@ -189,7 +189,7 @@ mod tests {
 
     #[test]
     fn streams_match_their_test_once_and_only_with_its_tag() {
-        use netblast_spec::auth::Transcript;
+        use netblast_wire::auth::Transcript;
         let r = std::sync::Arc::new(Registry::new(3, 2));
         let me: IpAddr = "127.0.0.1".parse().unwrap();
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
@@ -217,7 +217,7 @@ mod tests {
 
     #[test]
     fn a_test_s_udp_group_sockets_share_one_port() {
-        use netblast_spec::auth::Transcript;
+        use netblast_wire::auth::Transcript;
         let r = std::sync::Arc::new(Registry::new(4, 4));
         let me: IpAddr = "127.0.0.1".parse().unwrap();
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();

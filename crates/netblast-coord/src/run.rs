@@ -4,9 +4,9 @@
 use crate::agents::AgentSource;
 use crate::pairing::{self, Pairing, Test};
 use crate::session::{self, now_ns, Event};
-use netblast_spec::auth::Token;
+use netblast_wire::auth::Token;
 use netblast_spec::fleet::{AgentHello, AgentMsg, CoordMsg, LogAgent, LogHeader, LogRecord, LogTest, Order};
-use netblast_spec::gather::Gather;
+use netblast_wire::gather::Gather;
 use netblast_spec::merge;
 use netblast_spec::profile::Profile;
 use netblast_spec::result::{AgentInfo, AgentStatus, ClockInfo, Interval, RunError, RunResult};

@@ -2,12 +2,12 @@
 //! events and errors out, and the envelope every [`RunResult`] is built in.
 
 use crate::clock;
-use netblast_spec::auth::Token;
+use netblast_wire::auth::Token;
 use netblast_spec::plan::PlanError;
 use netblast_spec::result::{
     AgentInfo, ClockInfo, HostInfo, Interval, Plan, ProbeInfo, RunError, RunResult, StreamInfo, Summary, SCHEMA,
 };
-use netblast_spec::wire::HandshakeError;
+use netblast_wire::wire::HandshakeError;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::OnceLock;
@@ -142,7 +142,7 @@ pub enum Live<'a> {
 /// The random id of this process, reported as the agent id of its results.
 pub fn agent_id() -> &'static str {
     static ID: OnceLock<String> = OnceLock::new();
-    ID.get_or_init(|| netblast_spec::wire::TestId::random().to_string()[..16].to_string())
+    ID.get_or_init(|| netblast_wire::wire::TestId::random().to_string()[..16].to_string())
 }
 
 /// Everything of a result that is not a measurement.

@@ -21,11 +21,11 @@ use crate::sockopt;
 use crate::sys::{self, CpuMark};
 use crate::worker::{Event, EventTx, RunFlags, StartGate};
 use netblast_probe::Probe;
-use netblast_spec::auth::StreamKey;
+use netblast_wire::auth::StreamKey;
 use netblast_spec::plan::{self, stream_setups};
 use netblast_spec::profile::Profile;
 use netblast_spec::result::{Plan, RunResult, StreamInfo};
-use netblast_spec::wire::{
+use netblast_wire::wire::{
     blocking, ClientHandshake, ClientMsg, HandshakeFailure, Header, Refusal, Role, ServerMsg, StreamAck, TestId,
     TestSetup,
 };
@@ -77,7 +77,7 @@ fn open_stream(
     let stream = sockopt::connect(peer, &profile.tcp, profile.workload.nodelay_default(), CONNECT_TIMEOUT)
         .map_err(|e| connect_error(peer, e))?;
     stream.set_read_timeout(Some(REPLY_TIMEOUT)).ok();
-    let mut hello = netblast_spec::wire::stream_preamble(&Header::new(Role::Stream, test_id, id), key);
+    let mut hello = netblast_wire::wire::stream_preamble(&Header::new(Role::Stream, test_id, id), key);
     let udp_sock = if profile.workload.uses_udp() {
         let local = stream.local_addr().map_err(io_err("cannot read the stream's address"))?;
         let sock = sockopt::udp_on(local.ip()).map_err(io_err("cannot open a UDP socket"))?;

@@ -1,5 +1,5 @@
 //! The fleet session: what a coordinator and an agent say to each other once a fleet or
-//! register connection is authenticated (the handshake of [`crate::wire`], with the token
+//! register connection is authenticated (the handshake of `netblast_wire::wire`, with the token
 //! required on both sides).
 //!
 //! ```text

@@ -5,8 +5,20 @@
 use crate::profile::{Profile, Way, Workload};
 use crate::result::Plan;
 use crate::units::{CpuList, Dur};
-use crate::wire::StreamSetup;
+use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+
+/// One stream of a plan: the client opens it, the set-up message names it to the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamSetup {
+    /// Stream id.
+    pub id: u32,
+    /// Which way bytes flow on it.
+    pub way: Way,
+    /// CPU the server should pin its end of the stream to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu: Option<usize>,
+}
 
 /// Port `netblast serve` listens on unless told otherwise.
 pub const DEFAULT_PORT: u16 = 5210;

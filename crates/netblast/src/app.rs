@@ -6,7 +6,7 @@ use netblast_engine::api::{ClientError, Live, RunOptions};
 use netblast_engine::worker::RunFlags;
 use netblast_probe::{Probe, ProbeMode};
 use netblast_report::{json, text};
-use netblast_spec::auth::Token;
+use netblast_wire::auth::Token;
 use netblast_spec::Profile;
 use std::io::Write;
 use std::path::Path;

@@ -4,7 +4,7 @@
 use crate::util::{self, Server};
 use netblast_agent::{Limits, ServeConfig};
 use netblast_spec::profile::{Profile, WaitMode, Way};
-use netblast_spec::wire::{
+use netblast_wire::wire::{
     self, blocking, ClientHandshake, ClientMsg, Header, Role, ServerMsg, StreamAck, StreamSetup, TestId, TestSetup,
 };
 use netblast_spec::RunResult;
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 /// A test set up by hand, its streams connected by hand: a client that does what it likes.
 struct RawTest {
     control: TcpStream,
-    key: netblast_spec::auth::StreamKey,
+    key: netblast_wire::auth::StreamKey,
     id: TestId,
     addr: SocketAddr,
 }

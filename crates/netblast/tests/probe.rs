@@ -286,7 +286,7 @@ fn unrelated_traffic_adds_nothing() {
         // And the bytes they saw acknowledged are this stream's (its data, the 32-byte stream
         // header and 16-byte tag, and the SYN and FIN sequence numbers), not iperf3's.
         let wire_bytes =
-            s.sender.bytes + (netblast_spec::wire::HEADER_LEN + netblast_spec::wire::STREAM_TAG_LEN) as u64 + 2;
+            s.sender.bytes + (netblast_wire::wire::HEADER_LEN + netblast_wire::wire::STREAM_TAG_LEN) as u64 + 2;
         assert!(e.bytes_acked <= wire_bytes, "{} acked > {wire_bytes} sent", e.bytes_acked);
     }
     drop(srv);

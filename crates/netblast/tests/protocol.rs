@@ -5,8 +5,8 @@ use crate::util::{self, Server};
 use netblast_agent::{Access, ServeConfig};
 use netblast_engine::api::{ClientError, RunOptions};
 use netblast_probe::Probe;
-use netblast_spec::auth::Token;
-use netblast_spec::wire::{
+use netblast_wire::auth::Token;
+use netblast_wire::wire::{
     self, blocking, ClientHandshake, ClientMsg, Header, Refusal, Role, ServerHello, ServerMsg, StreamAck, TestId,
     TestSetup, SERVER_HELLO_LEN,
 };
@@ -189,7 +189,7 @@ fn set_up(addr: SocketAddr, test: TestId) -> (TcpStream, wire::Session) {
     (c, s)
 }
 
-fn stream_ack(addr: SocketAddr, test: TestId, key: &netblast_spec::auth::StreamKey) -> Option<StreamAck> {
+fn stream_ack(addr: SocketAddr, test: TestId, key: &netblast_wire::auth::StreamKey) -> Option<StreamAck> {
     let mut s = connect(addr);
     s.write_all(&wire::stream_preamble(&Header::new(Role::Stream, test, 0), key)).unwrap();
     let mut ack = [0u8; 1];

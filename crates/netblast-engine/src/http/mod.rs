@@ -35,7 +35,7 @@ use bytes::Bytes;
 use conn::Endpoint;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
 use netblast_probe::Probe;
-use netblast_spec::gather::Gather;
+use netblast_wire::gather::Gather;
 use netblast_spec::hist::{EncodedHistogram, LatencySummary};
 use netblast_spec::plan::split_budget;
 use netblast_spec::profile::{HttpSection, HttpVersion};
@@ -326,7 +326,7 @@ pub fn run(
         probe: probe.clone(),
         group: group_tag,
     });
-    let test_id = netblast_spec::wire::TestId::random().to_string();
+    let test_id = netblast_wire::wire::TestId::random().to_string();
     let gate = StartGate::new();
     let (tx, rx) = mpsc::channel::<(usize, WorkerMsg)>();
     let mut handles = Vec::new();

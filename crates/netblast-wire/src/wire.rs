@@ -19,7 +19,7 @@
 //!   32-byte nonce; the listening side answers with a [`ServerHello`] (the version it chose, its
 //!   nonce, its proof when it has a token); when it asks for authentication the dialing side
 //!   sends its 32-byte proof. Then length-prefixed JSON frames (`u32` big-endian length): a
-//!   [`ClientMsg`]/[`ServerMsg`] exchange for a test, [`crate::fleet`] messages for a fleet.
+//!   [`ClientMsg`]/[`ServerMsg`] exchange for a test, [`netblast_spec::fleet`] messages for a fleet.
 //!
 //! Version negotiation: each side speaks a range; the highest common version wins, and a peer
 //! with no common version gets a refusal naming both ranges (a version 1 peer in the form it
@@ -29,9 +29,9 @@
 //! a set-up stays strict, since ignoring a setting would run another test than the one asked.
 
 use crate::auth::{self, StreamKey, Token, Transcript, NONCE_LEN, PROOF_LEN, TAG_LEN};
-use crate::profile::{Profile, Way};
-use crate::result::{CpuUsage, HostInfo, ProbeInfo, TcpStats};
-use crate::units::Dur;
+use netblast_spec::profile::{Profile, Way};
+use netblast_spec::result::{CpuUsage, HostInfo, ProbeInfo, TcpStats};
+use netblast_spec::units::Dur;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -542,17 +542,8 @@ impl StreamAck {
     }
 }
 
-/// One stream the client will open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StreamSetup {
-    /// Stream id.
-    pub id: u32,
-    /// Which way bytes flow on it.
-    pub way: Way,
-    /// CPU the server should pin its end of the stream to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_cpu: Option<usize>,
-}
+/// One stream the client will open (a plan's; defined with the plan).
+pub use netblast_spec::plan::StreamSetup;
 
 /// What the client asks the server to host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -594,7 +585,7 @@ pub struct ServerSample {
     pub tcp: Option<TcpStats>,
     /// UDP: what the server's receiver saw of the stream's sequenced datagrams.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub udp: Option<crate::result::UdpQuality>,
+    pub udp: Option<netblast_spec::result::UdpQuality>,
 }
 
 /// The server's view of one way during one interval, summed over its streams.
@@ -635,7 +626,7 @@ pub struct ServerStreamFinal {
     pub cpu: Option<usize>,
     /// The kernel's RTT histogram of the server's socket (eBPF probe, server sends).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rtt_hist: Option<crate::hist::EncodedHistogram>,
+    pub rtt_hist: Option<netblast_spec::hist::EncodedHistogram>,
     /// `TCP_INFO` of the server's socket at the end, when its statistics came from eBPF.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_info: Option<TcpStats>,
@@ -650,7 +641,7 @@ pub struct ServerStreamFinal {
     pub error: Option<String>,
     /// UDP: what the server's receiver saw of the stream's sequenced datagrams, in total.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub udp: Option<crate::result::UdpQuality>,
+    pub udp: Option<netblast_spec::result::UdpQuality>,
     /// UDP: the server's receive queue for the stream, in bytes, as its kernel applied it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rcvbuf: Option<u64>,
@@ -683,7 +674,7 @@ pub enum ServerMsg {
         start_s: f64,
         /// End, seconds since the server saw `Start`.
         end_s: f64,
-        /// Per stream (tests of at most [`crate::result::MAX_STREAM_DETAIL`] streams).
+        /// Per stream (tests of at most [`netblast_spec::result::MAX_STREAM_DETAIL`] streams).
         streams: Vec<ServerSample>,
         /// Per way, summed over the streams (larger tests, instead of `streams`).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -1,11 +1,11 @@
 //! Property tests of every parser of bytes from the network: the connection header, the
 //! server's hello, the handshake as the dialing side reads it, control frames, stream acks and
-//! tags. Each runs 100 000 cases in the normal suite; `cargo test -p netblast-spec --test fuzz
+//! tags. Each runs 100 000 cases in the normal suite; `cargo test -p netblast-wire --test fuzz
 //! -- --ignored` runs 10 million each. None may panic, allocate without bound, or accept what
 //! it should not.
 
-use netblast_spec::auth::{Token, Transcript};
-use netblast_spec::wire::{
+use netblast_wire::auth::{Token, Transcript};
+use netblast_wire::wire::{
     self, blocking, ClientHandshake, ClientMsg, Header, Role, ServerHello, ServerMsg, StreamAck, TestId, HEADER_LEN,
     SERVER_HELLO_LEN,
 };
@@ -170,7 +170,7 @@ macro_rules! both {
         }
 
         #[test]
-        #[ignore = "long fuzzing run: cargo test -p netblast-spec --test fuzz -- --ignored"]
+        #[ignore = "long fuzzing run: cargo test -p netblast-wire --test fuzz -- --ignored"]
         fn $long() {
             $prop(LONG);
         }

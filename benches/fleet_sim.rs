@@ -5,11 +5,11 @@
 //! coordinator runs on a thread of its own (a current-thread runtime), so its CPU time is read
 //! from that thread alone.
 
-use netblast_wire::auth::Token;
 use netblast_spec::fleet::{AgentHello, AgentMsg, CoordMsg};
 use netblast_spec::hist::{self, EncodedHistogram, LatencySummary};
 use netblast_spec::profile::Way;
 use netblast_spec::result::{AgentInfo, HostInfo, Interval, StreamInterval, TcpStats, WayInterval};
+use netblast_wire::auth::Token;
 use netblast_wire::wire::{self, nonblocking, ClientHandshake, Header, Role, TestId};
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -5,19 +5,19 @@
 //! to their test by id and tag and handed to pinned worker threads when the test starts.
 //! Anything else is dropped after one log line, counted.
 
-use crate::registry::{Extra, Registry, TestEntry, UdpReady};
-use crate::{Access, ServeStats};
+use crate::config::{HANDSHAKE_TIMEOUT, RECV_GRACE, SEND_GRACE, SETUP_TIMEOUT};
+use crate::registry::{Extra, TestEntry, UdpReady};
+use crate::shared::Shared;
 use netblast_engine::end::{self, Conn, Ctx, Side, Timing};
 use netblast_engine::sockopt;
 use netblast_engine::sys;
 use netblast_engine::worker::{Event, EventTx, RunFlags, StartGate};
-use netblast_probe::Probe;
-use netblast_wire::gather::Gather;
 use netblast_spec::profile::{Kind, Way};
 use netblast_spec::result::{CpuUsage, MAX_STREAM_DETAIL};
+use netblast_wire::gather::Gather;
 use netblast_wire::wire::{
-    self, ClientMsg, Header, Refusal, Role, ServerMsg, ServerSample, ServerStreamFinal, ServerWaySample, Session,
-    StreamAck, TestId, TestSetup, HEADER_LEN, STREAM_TAG_LEN,
+    self, ClientMsg, Header, Refusal, ServerMsg, ServerSample, ServerStreamFinal, ServerWaySample, Session, StreamAck,
+    TestId, TestSetup, STREAM_TAG_LEN,
 };
 use socket2::SockRef;
 use std::collections::{HashMap, HashSet};
@@ -29,37 +29,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
-/// How long a new connection may take to send its header (and handshake).
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a client may take between setup and start.
-pub const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
-/// Server senders stop by themselves this long after the client's bound, if no `Stop` came.
-pub const SEND_GRACE: Duration = Duration::from_secs(5);
-/// Server receivers give up this long after the client's bound.
-pub const RECV_GRACE: Duration = Duration::from_secs(30);
-
-/// What every connection of one server shares.
-#[derive(Debug)]
-pub struct Shared {
-    /// Tests waiting for their streams.
-    pub reg: Arc<Registry>,
-    /// Source of TCP statistics.
-    pub probe: Probe,
-    /// Who may connect.
-    pub access: Access,
-    /// Counters of refusals.
-    pub stats: Arc<ServeStats>,
-    /// How this serve takes fleet orders.
-    pub agent: crate::fleet::AgentConfig,
-    /// What a peer or test may take.
-    pub limits: crate::Limits,
-    /// What the running tests hold.
-    pub held: crate::Held,
-}
-
 /// Resources a test holds while it runs, given back on drop.
 struct Holding<'a> {
-    held: &'a crate::Held,
+    held: &'a crate::config::Held,
     fds: u64,
     spinning: u64,
 }
@@ -139,122 +111,7 @@ fn hold<'a>(shared: &'a Shared, setup: &TestSetup) -> Result<Holding<'a>, String
     Ok(Holding { held: &shared.held, fds, spinning })
 }
 
-/// Handles one accepted connection to the data port.
-pub async fn handle(mut conn: TcpStream, peer: SocketAddr, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
-    let mut hdr = [0u8; HEADER_LEN];
-    // The magic first: a peer that is not netblast (an HTTP client, a port scanner) is turned
-    // away as soon as its first bytes arrive, not when the handshake times out.
-    let (magic, rest) = hdr.split_at_mut(wire::MAGIC.len());
-    let read = async {
-        conn.read_exact(magic).await?;
-        if *magic != wire::MAGIC {
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "not a netblast peer"));
-        }
-        conn.read_exact(rest).await
-    };
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, read).await {
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
-            let what = if hdr[..4].iter().all(|b| b.is_ascii_uppercase()) {
-                "not a netblast peer (it speaks text: an HTTP client on the data port?)"
-            } else {
-                "not a netblast peer (bad magic)"
-            };
-            shared.stats.refuse(peer, Refusal::Invalid, what);
-            return;
-        }
-        Ok(Ok(_)) => {}
-        Ok(Err(_)) => {
-            shared.stats.refuse(peer, Refusal::Invalid, "closed before a full netblast handshake");
-            return;
-        }
-        Err(_) => {
-            shared.stats.refuse(
-                peer,
-                Refusal::Invalid,
-                &format!("no netblast handshake within {}s", HANDSHAKE_TIMEOUT.as_secs()),
-            );
-            return;
-        }
-    }
-    let header = match Header::decode(&hdr) {
-        Ok(h) => h,
-        Err(e) => {
-            shared.stats.refuse(peer, Refusal::Invalid, &e.to_string());
-            return;
-        }
-    };
-    if let Err(e) = wire::negotiate(header.range()) {
-        shared.stats.refuse(peer, Refusal::Version, &e.to_string());
-        let _ = conn.write_all(&wire::version_refusal(&header, &e)).await;
-        return;
-    }
-    let allowed = shared.access.allows(peer.ip());
-    match header.role {
-        Role::Stream => {
-            if !allowed {
-                shared.stats.refuse(peer, Refusal::NotAllowed, shared.access.refusal());
-                let _ = conn.write_all(&[StreamAck::BadTag as u8]).await;
-                return;
-            }
-            stream_conn(conn, peer, header, &shared).await
-        }
-        Role::Control => {
-            let Some(session) = handshake(&mut conn, peer, &header, &hdr, allowed, &shared).await else { return };
-            if let Err(e) = control_conn(conn, peer, header.test_id, session, &shared, stop).await {
-                tracing::info!(%peer, test = %header.test_id, "control connection ended: {e}");
-            }
-        }
-        Role::Fleet => {
-            let Some(session) = handshake(&mut conn, peer, &header, &hdr, allowed, &shared).await else { return };
-            if !session.authenticated {
-                let m = "orders need the token: this serve runs without --token-file".to_string();
-                shared.stats.refuse(peer, Refusal::Auth, &m);
-                let _ = conn.write_all(&wire::refusal(Refusal::Auth, m)).await;
-                return;
-            }
-            conn.set_nodelay(true).ok();
-            crate::fleet::session(conn, peer, shared.clone(), stop).await;
-        }
-        Role::Register => {
-            let Some(_session) = handshake(&mut conn, peer, &header, &hdr, allowed, &shared).await else { return };
-            let m = "this is an agent, not a coordinator: register with `netblast fleet --listen`".to_string();
-            shared.stats.refuse(peer, Refusal::Invalid, &m);
-            let _ = conn.write_all(&wire::refusal(Refusal::Invalid, m)).await;
-        }
-    }
-}
-
-/// The listening side of the handshake: the dialing side's nonce, the hello, its proof.
-/// `None` when the peer was refused (already answered, logged and counted).
-pub async fn handshake(
-    conn: &mut TcpStream,
-    peer: SocketAddr,
-    header: &Header,
-    hdr: &[u8; HEADER_LEN],
-    allowed: bool,
-    shared: &Shared,
-) -> Option<Session> {
-    let not_allowed = (!allowed).then(|| shared.access.refusal());
-    let token = shared.access.token.as_ref();
-    match tokio::time::timeout(
-        HANDSHAKE_TIMEOUT,
-        wire::nonblocking::server_handshake(conn, header, hdr, token, not_allowed),
-    )
-    .await
-    {
-        Ok(Ok(s)) => Some(s),
-        Ok(Err(r)) => {
-            shared.stats.refuse(peer, r.reason, &r.why);
-            None
-        }
-        Err(_) => {
-            shared.stats.refuse(peer, Refusal::Invalid, "handshake not completed in time");
-            None
-        }
-    }
-}
-
-async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: Header, shared: &Shared) {
+pub(crate) async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: Header, shared: &Shared) {
     let mut tag = [0u8; STREAM_TAG_LEN];
     if tokio::time::timeout(HANDSHAKE_TIMEOUT, conn.read_exact(&mut tag)).await.map_or(true, |r| r.is_err()) {
         shared.stats.refuse(peer, Refusal::Invalid, "stream without its tag");
@@ -284,9 +141,9 @@ async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: Header, shar
         let client_udp = SocketAddr::new(peer.ip(), u16::from_be_bytes(port));
         let opened = conn.local_addr().and_then(|local| {
             let sock = if offer.extra == Extra::UdpGroup {
-                shared.reg.udp_group_socket(&header.test_id, local.ip())?
+                shared.reg.udp_group_socket(&header.test_id, local.ip(), shared.bind_dev.as_deref())?
             } else {
-                let sock = netblast_engine::sockopt::udp_on(local.ip())?;
+                let sock = netblast_engine::sockopt::udp_on(local.ip(), shared.bind_dev.as_deref())?;
                 sock.connect(client_udp)?;
                 sock
             };
@@ -434,7 +291,7 @@ enum Ctl {
     Frame(Result<Option<ClientMsg>, String>),
 }
 
-async fn control_conn(
+pub(crate) async fn control_conn(
     conn: TcpStream,
     peer: SocketAddr,
     test_id: TestId,
@@ -551,18 +408,7 @@ async fn control_conn(
     // Run.
     let m = &shared.stats.metrics;
     m.tests_active.inc();
-    let outcome = run_test(
-        &setup,
-        sockets,
-        &ways,
-        m,
-        &shared.probe,
-        shared.limits.control_write_timeout,
-        &mut wr,
-        &mut ctl_rx,
-        &mut stop,
-    )
-    .await;
+    let outcome = run_test(&setup, sockets, &ways, shared, &mut wr, &mut ctl_rx, &mut stop).await;
     drop(holding);
     reader.abort();
     let (outcome, totals) = outcome;
@@ -575,14 +421,11 @@ async fn control_conn(
     outcome.map_or(Ok(()), Err)
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn run_test(
     setup: &TestSetup,
     mut sockets: HashMap<u32, Sockets>,
     ways: &HashMap<u32, Way>,
-    metrics: &crate::metrics::ServeMetrics,
-    probe: &Probe,
-    write_timeout: Duration,
+    shared: &Shared,
     wr: &mut tokio::net::tcp::OwnedWriteHalf,
     ctl_rx: &mut mpsc::UnboundedReceiver<Ctl>,
     stop: &mut watch::Receiver<bool>,
@@ -600,6 +443,7 @@ async fn run_test(
             Err(_) => Err(format!("the client did not read its reports for {}s", timeout.as_secs())),
         }
     }
+    let (metrics, probe, write_timeout) = (&shared.stats.metrics, &shared.probe, shared.limits.control_write_timeout);
     let profile = &setup.profile;
     let usable = sys::allowed_cpus().unwrap_or_default();
     let mut notes: HashMap<u32, String> = HashMap::new();
@@ -637,7 +481,13 @@ async fn run_test(
     });
     let flags = RunFlags::new();
     let gate = StartGate::new();
-    let ctx = Ctx { probe: probe.clone(), gate: gate.clone(), flags: flags.clone(), tx: sink };
+    let ctx = Ctx {
+        probe: probe.clone(),
+        gate: gate.clone(),
+        flags: flags.clone(),
+        tx: sink,
+        bind: netblast_engine::sockopt::Binding::device(shared.bind_dev.clone()),
+    };
     let timing =
         Timing { send_for: setup.time_bound.get() + SEND_GRACE, give_up_after: setup.time_bound.get() + RECV_GRACE };
     let handles = match end::spawn(Side::Server, profile, timing, conns, &vec![None; bulk_workers], &ctx) {

@@ -14,7 +14,7 @@
 //! agent dialing a coordinator (`serve --register`, role `register`): after the handshake both
 //! run [`session`].
 
-use crate::data::Shared;
+use crate::shared::Shared;
 use netblast_engine::api::{Live, RunOptions};
 use netblast_engine::worker::RunFlags;
 use netblast_spec::fleet::{AgentHello, AgentMsg, CoordMsg, Order};
@@ -29,41 +29,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, Mutex};
-
-/// How this serve takes part in fleets.
-#[derive(Debug, Clone, Default)]
-pub struct AgentConfig {
-    /// Networks orders may send traffic to; empty: this host's interface networks and loopback.
-    pub allow: Vec<Cidr>,
-    /// The group it registers in (`serve --group`).
-    pub group: String,
-    /// This serve's data port.
-    pub data_port: u16,
-    /// The one address the data port listens on (`serve --bind ADDR`); `None`: every address.
-    pub data_ip: Option<IpAddr>,
-    /// Its HTTP responder's port.
-    pub http_port: Option<u16>,
-    /// Its HTTPS responder's port.
-    pub https_port: Option<u16>,
-}
-
-impl AgentConfig {
-    /// The allowlist in effect: the configured networks, or the interfaces' and loopback.
-    pub fn allowlist(&self) -> Vec<Cidr> {
-        if !self.allow.is_empty() {
-            return self.allow.clone();
-        }
-        let mut v: Vec<Cidr> =
-            netblast_engine::sys::interfaces().unwrap_or_default().into_iter().map(|(a, p)| Cidr::new(a, p)).collect();
-        for lo in ["127.0.0.0/8", "::1/128"] {
-            let c: Cidr = lo.parse().expect("valid loopback network");
-            if !v.contains(&c) {
-                v.push(c);
-            }
-        }
-        v
-    }
-}
 
 /// Most orders one session runs at once.
 pub const MAX_ORDERS: usize = 64;
@@ -241,11 +206,11 @@ where
     let dropped_in = dropped.clone();
     let runner = std::thread::Builder::new().name(format!("netblast-order{id}")).spawn(move || {
         let outcome = (|| {
-            let allowed = netblast_engine::sys::allowed_cpus().map_err(|e| e.to_string())?;
             let origin = format!("fleet order {id} ({}) from {peer}", order.label);
-            let (mut p, addr) =
-                plan::plan(order.profile, origin, &order.target, &allowed, false).map_err(|e| e.to_string())?;
-            p.start_at_unix_ns = Some(order.start_at_unix_ns);
+            let mut req = netblast_engine::runner::Request::new(order.profile, origin, order.target);
+            req.start_at_unix_ns = Some(order.start_at_unix_ns);
+            let r = netblast_engine::runner::resolve(req).map_err(|e| e.to_string())?;
+            let (p, addr) = (r.plan, r.peer);
             let opts = RunOptions { token, clock: order.clock };
             let mut live = |ev: Live<'_>| {
                 let msg = match ev {
@@ -364,7 +329,7 @@ mod tests {
 
     #[test]
     fn the_default_allowlist_is_this_hosts_networks() {
-        let a = AgentConfig::default().allowlist();
+        let a = crate::config::AgentConfig::default().allowlist();
         assert!(a.iter().any(|n| n.contains("127.0.0.1".parse().unwrap())));
         assert!(!a.iter().any(|n| n.contains("8.8.8.8".parse().unwrap())), "{a:?}");
     }

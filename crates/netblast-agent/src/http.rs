@@ -172,7 +172,7 @@ pub async fn serve(
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            let _open = crate::OpenConnection::new();
+            let _open = crate::shared::OpenConnection::new();
             // A connection that sends nothing is not kept (hyper's own timer starts only after
             // it has picked the protocol).
             let mut first = [0u8; 1];

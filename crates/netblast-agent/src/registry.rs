@@ -1,7 +1,7 @@
 //! Tests that are set up but not yet started, by id: where stream connections find their test.
 
-use netblast_wire::auth::StreamKey;
 use netblast_spec::profile::{TcpSection, Way};
+use netblast_wire::auth::StreamKey;
 use netblast_wire::wire::{StreamAck, TestId};
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
@@ -158,12 +158,17 @@ impl Registry {
 
     /// A socket of test `id`'s UDP group on `ip`: the first takes a free port, the others join
     /// it (under the lock, so concurrent streams agree on one port).
-    pub fn udp_group_socket(&self, id: &TestId, ip: IpAddr) -> std::io::Result<std::net::UdpSocket> {
+    pub fn udp_group_socket(
+        &self,
+        id: &TestId,
+        ip: IpAddr,
+        device: Option<&str>,
+    ) -> std::io::Result<std::net::UdpSocket> {
         let mut t = self.lock();
         let Some((entry, _)) = t.get_mut(id) else {
             return Err(std::io::Error::new(std::io::ErrorKind::NotFound, "the test is gone"));
         };
-        let sock = netblast_engine::sockopt::udp_group_on(ip, entry.group_port)?;
+        let sock = netblast_engine::sockopt::udp_group_on(ip, entry.group_port, device)?;
         entry.group_port = Some(sock.local_addr()?.port());
         Ok(sock)
     }
@@ -227,11 +232,11 @@ mod tests {
         let _ga = r.insert(a, me, entry(tx.clone())).unwrap();
         let _gb = r.insert(b, me, entry(tx)).unwrap();
         let port = |s: &std::net::UdpSocket| s.local_addr().unwrap().port();
-        let (a0, a1) = (r.udp_group_socket(&a, me).unwrap(), r.udp_group_socket(&a, me).unwrap());
-        let b0 = r.udp_group_socket(&b, me).unwrap();
+        let (a0, a1) = (r.udp_group_socket(&a, me, None).unwrap(), r.udp_group_socket(&a, me, None).unwrap());
+        let b0 = r.udp_group_socket(&b, me, None).unwrap();
         assert_eq!(port(&a0), port(&a1));
         assert_ne!(port(&a0), port(&b0), "another test's group has its own port");
-        assert!(r.udp_group_socket(&TestId([9; 16]), me).is_err());
+        assert!(r.udp_group_socket(&TestId([9; 16]), me, None).is_err());
     }
 
     #[test]
@@ -240,7 +245,8 @@ mod tests {
         let incoming_cpu = |s: &std::net::UdpSocket| socket2::SockRef::from(s).cpu_affinity().unwrap() as isize;
         let me: IpAddr = "127.0.0.1".parse().unwrap();
         let ready = UdpReady { tcp: TcpSection::default(), cpus: HashMap::from([(1, 0)]) };
-        let (a, b) = (netblast_engine::sockopt::udp_on(me).unwrap(), netblast_engine::sockopt::udp_on(me).unwrap());
+        let (a, b) =
+            (netblast_engine::sockopt::udp_on(me, None).unwrap(), netblast_engine::sockopt::udp_on(me, None).unwrap());
         ready.apply(&a, 1).unwrap();
         ready.apply(&b, 2).unwrap();
         assert_eq!(incoming_cpu(&a), 0, "stream 1's receiver is tied to its CPU");

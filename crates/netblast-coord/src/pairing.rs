@@ -22,6 +22,17 @@ pub enum Pairing {
     Mesh,
 }
 
+impl std::fmt::Display for Pairing {
+    /// The name `--pairing` takes.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Pairing::OneToOne => "one-to-one",
+            Pairing::Spread => "spread",
+            Pairing::Mesh => "mesh",
+        })
+    }
+}
+
 impl std::str::FromStr for Pairing {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

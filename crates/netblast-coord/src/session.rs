@@ -3,9 +3,9 @@
 //! it tells the coordinator's loop what happened through [`Event`]s and takes [`CoordMsg`]s to
 //! send.
 
-use netblast_wire::auth::Token;
 use netblast_spec::fleet::{self, AgentHello, AgentMsg, ClockSample, CoordMsg};
 use netblast_spec::result::ClockInfo;
+use netblast_wire::auth::Token;
 use netblast_wire::wire::{self, nonblocking, ClientHandshake, Header, Role, TestId, HEADER_LEN};
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -13,13 +13,13 @@
 
 use crate::worker::{Event, FlowEnd, FlowSample};
 use hdrhistogram::Histogram;
-use netblast_wire::gather::Gather;
 use netblast_spec::hist::{self, EncodedHistogram, LatencySummary};
 use netblast_spec::profile::{Kind, Protocol, Way, Workload};
 use netblast_spec::result::{
     CpuSummary, CpuUsage, Interval, MsgTotals, RttSummary, RunError, SideTotal, StreamInfo, StreamInterval,
     StreamSummary, Summary, UdpQuality, WayInterval, WaySummary, MAX_STREAM_DETAIL,
 };
+use netblast_wire::gather::Gather;
 use netblast_wire::wire::{ServerSample, ServerStreamFinal, ServerWaySample};
 use std::collections::HashMap;
 

@@ -2,11 +2,11 @@
 //! events and errors out, and the envelope every [`RunResult`] is built in.
 
 use crate::clock;
-use netblast_wire::auth::Token;
 use netblast_spec::plan::PlanError;
 use netblast_spec::result::{
     AgentInfo, ClockInfo, HostInfo, Interval, Plan, ProbeInfo, RunError, RunResult, StreamInfo, Summary, SCHEMA,
 };
+use netblast_wire::auth::Token;
 use netblast_wire::wire::HandshakeError;
 use std::io;
 use std::net::SocketAddr;
@@ -70,6 +70,10 @@ pub enum ClientError {
         /// The server's reason (shown escaped: it is the peer's text).
         message: String,
     },
+    /// A setting this host cannot take (a congestion control it lacks, a `-B` address that is
+    /// not its own, an interface it does not have).
+    #[error("{0}")]
+    Setting(String),
     /// Not enough file descriptors for the flows.
     #[error("{0}")]
     Fds(String),
@@ -89,7 +93,14 @@ pub enum ClientError {
 impl ClientError {
     /// Whether the error is the user's input (flags, profile, token, start time): exit 2.
     pub fn is_input(&self) -> bool {
-        matches!(self, ClientError::Plan(_) | ClientError::Start(_) | ClientError::Auth { .. } | ClientError::Http(_))
+        matches!(
+            self,
+            ClientError::Plan(_)
+                | ClientError::Start(_)
+                | ClientError::Auth { .. }
+                | ClientError::Http(_)
+                | ClientError::Setting(_)
+        )
     }
 
     /// The error of a failed handshake with `peer`.

@@ -70,10 +70,7 @@ const BURST: usize = 16;
 pub const SETTLE: Duration = Duration::from_secs(2);
 /// Longest sleep in `epoll_wait`, so run flags are seen promptly.
 const MAX_WAIT: Duration = Duration::from_millis(50);
-/// Share of an interval a worker may spend reading kernel TCP statistics at a tick. With more
-/// flows than fit in it, flows are read in turn over several ticks (each tick reads at least
-/// one), so the loop never falls behind its ticks.
-pub const SAMPLE_SHARE: f64 = 0.05;
+pub use crate::worker::SAMPLE_SHARE;
 
 struct Flow {
     id: u32,

@@ -21,10 +21,9 @@ use crate::sockopt;
 use crate::sys::{self, CpuMark};
 use crate::worker::{Event, EventTx, RunFlags, StartGate};
 use netblast_probe::Probe;
-use netblast_wire::auth::StreamKey;
 use netblast_spec::plan::{self, stream_setups};
-use netblast_spec::profile::Profile;
 use netblast_spec::result::{Plan, RunResult, StreamInfo};
+use netblast_wire::auth::StreamKey;
 use netblast_wire::wire::{
     blocking, ClientHandshake, ClientMsg, HandshakeFailure, Header, Refusal, Role, ServerMsg, StreamAck, TestId,
     TestSetup,
@@ -67,20 +66,27 @@ enum Incoming {
 /// server's UDP port); for UDP flows the datagram socket ends up connected to the server's.
 fn open_stream(
     peer: SocketAddr,
-    profile: &Profile,
+    plan: &Plan,
     test_id: TestId,
     key: &StreamKey,
     id: u32,
 ) -> Result<(TcpStream, Option<UdpSocket>, Option<CpsEnd>), ClientError> {
     let io_err =
         |what: &'static str| move |error: io::Error| ClientError::Io { what: format!("{what} ({peer})"), error };
-    let stream = sockopt::connect(peer, &profile.tcp, profile.workload.nodelay_default(), CONNECT_TIMEOUT)
-        .map_err(|e| connect_error(peer, e))?;
+    let profile = &plan.profile;
+    let dial = sockopt::Dial {
+        tcp: &profile.tcp,
+        nodelay_default: profile.workload.nodelay_default(),
+        timeout: CONNECT_TIMEOUT,
+        bind: &plan.bind,
+    };
+    let stream = sockopt::connect(peer, dial).map_err(|e| connect_error(peer, e))?;
     stream.set_read_timeout(Some(REPLY_TIMEOUT)).ok();
     let mut hello = netblast_wire::wire::stream_preamble(&Header::new(Role::Stream, test_id, id), key);
     let udp_sock = if profile.workload.uses_udp() {
         let local = stream.local_addr().map_err(io_err("cannot read the stream's address"))?;
-        let sock = sockopt::udp_on(local.ip()).map_err(io_err("cannot open a UDP socket"))?;
+        let sock =
+            sockopt::udp_on(local.ip(), plan.bind.device.as_deref()).map_err(io_err("cannot open a UDP socket"))?;
         sockopt::ready_udp(&sock, &profile.tcp).map_err(io_err("cannot size the UDP socket's buffers"))?;
         let port = sock.local_addr().map_err(io_err("cannot read the UDP port"))?.port();
         hello.extend_from_slice(&port.to_be_bytes());
@@ -125,8 +131,14 @@ struct Control {
 }
 
 /// Connects, shakes hands and sets the test up.
-fn set_up(peer: SocketAddr, test_id: TestId, setup: TestSetup, opts: &RunOptions) -> Result<Control, ClientError> {
-    let mut control = sockopt::connect_plain(peer, CONNECT_TIMEOUT).map_err(|e| connect_error(peer, e))?;
+fn set_up(
+    peer: SocketAddr,
+    test_id: TestId,
+    setup: TestSetup,
+    opts: &RunOptions,
+    bind: &sockopt::Binding,
+) -> Result<Control, ClientError> {
+    let mut control = sockopt::connect_plain(peer, CONNECT_TIMEOUT, bind).map_err(|e| connect_error(peer, e))?;
     control.set_nodelay(true).ok();
     control.set_read_timeout(Some(REPLY_TIMEOUT)).ok();
     let no_answer = |e: io::Error| match e.kind() {
@@ -195,7 +207,8 @@ pub fn run(
         time_bound: plan.time_bound,
         streams: setups.clone(),
     };
-    let Control { stream: mut control, key, server: server_host, server_probe } = set_up(peer, test_id, setup, opts)?;
+    let Control { stream: mut control, key, server: server_host, server_probe } =
+        set_up(peer, test_id, setup, opts, &plan.bind)?;
     let local_address = control.local_addr().map(|a| a.ip().to_string()).unwrap_or_default();
     let io_err = |what: &str| {
         let what = what.to_string();
@@ -206,7 +219,7 @@ pub fn run(
     let mut infos = Vec::with_capacity(setups.len());
     let mut conns = Vec::with_capacity(setups.len());
     for (i, s) in setups.iter().enumerate() {
-        let (tcp, udp_sock, cps) = open_stream(peer, profile, test_id, &key, s.id)?;
+        let (tcp, udp_sock, cps) = open_stream(peer, plan, test_id, &key, s.id)?;
         let client_cpu = plan::client_cpu_of(plan, i, setups.len());
         infos.push(StreamInfo {
             id: s.id,
@@ -227,7 +240,7 @@ pub fn run(
         let _ = wtx.send(Incoming::Worker(w, ev));
     });
     let gate = StartGate::new();
-    let ctx = Ctx { probe: probe.clone(), gate: gate.clone(), flags: flags.clone(), tx: sink };
+    let ctx = Ctx { probe: probe.clone(), gate: gate.clone(), flags: flags.clone(), tx: sink, bind: plan.bind.clone() };
     let timing = Timing { send_for: plan.time_bound.get(), give_up_after: plan.time_bound.get() + DRAIN_GRACE };
     let bulk_workers = plan.client_cpus.len().max(1).min(setups.len()).max(1);
     let bulk_cpus: Vec<Option<usize>> = plan.client_cpus.iter().take(bulk_workers).map(|&c| Some(c)).collect();

@@ -50,6 +50,8 @@ pub struct CpsConfig {
     pub timeout: Duration,
     /// Socket options of each new connection.
     pub tcp: TcpSection,
+    /// Where each connection leaves from.
+    pub bind: crate::sockopt::Binding,
     /// Read SYN retransmissions from each connection's `TCP_INFO` (off with `--probe off`).
     pub kernel_stats: bool,
     /// Reporting interval.
@@ -156,13 +158,11 @@ fn fatal(e: &io::Error) -> bool {
 fn new_socket(to: SocketAddr, cfg: &CpsConfig) -> io::Result<Socket> {
     let sock = Socket::new(Domain::for_address(to), Type::STREAM, None)?;
     crate::sockopt::apply(SockRef::from(&sock), &cfg.tcp, true)?;
-    if let Some(l) = crate::sockopt::local() {
-        if l.addr.is_some() {
-            // Choose the port at connect time, per destination, not at bind time.
-            net::set_int_opt(sock.as_raw_fd(), libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1)?;
-        }
-        crate::sockopt::bind_local(&sock, l)?;
+    if cfg.bind.addr.is_some() {
+        // Choose the port at connect time, per destination, not at bind time.
+        net::set_int_opt(sock.as_raw_fd(), libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1)?;
     }
+    crate::sockopt::bind_local(&sock, &cfg.bind)?;
     sock.set_write_timeout(Some(cfg.timeout))?;
     if cfg.resp_bytes > 0 {
         sock.set_read_timeout(Some(cfg.timeout))?;

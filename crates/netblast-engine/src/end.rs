@@ -52,6 +52,8 @@ pub struct Ctx {
     pub flags: Arc<RunFlags>,
     /// Event sink.
     pub tx: EventTx,
+    /// Where this end's own connections leave from (a cps client dials one per connection).
+    pub bind: crate::sockopt::Binding,
 }
 
 pub use crate::worker::Timing;
@@ -144,6 +146,7 @@ pub fn spawn(
                 close: c.close,
                 timeout: c.timeout(),
                 tcp: profile.tcp.clone(),
+                bind: ctx.bind.clone(),
                 kernel_stats: ctx.probe.collects(),
                 interval,
                 timing,

@@ -20,6 +20,7 @@
 //! - [`aggregate`]: turns worker events and server reports into intervals and a summary.
 //! - [`clock`]: the wall clock and the common start instant.
 //! - [`sys`]: affinity, CPU time, host facts, descriptor limits.
+//! - [`doctor`]: what this host supports, one line per fact (`netblast doctor`).
 
 #![warn(missing_docs)]
 
@@ -29,6 +30,7 @@ pub mod bulk;
 pub mod client;
 pub mod clock;
 pub mod cps;
+pub mod doctor;
 pub mod end;
 pub mod http;
 pub mod meter;

@@ -1,5 +1,6 @@
-//! One entry point for every kind: a data-port test against `netblast serve`, or an HTTP test
-//! against any HTTP server.
+//! One entry point for every kind: a profile resolved against this host into a plan
+//! ([`resolve`]: what `netblast run`, a fleet agent's order and the tests all use), then run
+//! ([`run`]): a data-port test against `netblast serve`, or an HTTP test against any HTTP server.
 
 use crate::api::{ClientError, Live, RunOptions};
 use crate::worker::RunFlags;
@@ -26,8 +27,83 @@ pub fn run(
     }
 }
 
-/// Plans `profile` against `target` on the CPUs this process may use and runs it, with no
-/// live output: what tests, benches and agents do.
+/// What a run is asked to be, before it is resolved against this host: a validated profile
+/// (see `netblast_spec::Overrides::profile`), a target, and the settings that are not the
+/// profile's.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The validated profile.
+    pub profile: netblast_spec::Profile,
+    /// Where it came from, for the result.
+    pub origin: String,
+    /// `HOST[:PORT]` of the `netblast serve` (empty for http with absolute URLs).
+    pub target: String,
+    /// The CPU list came from `--cpus` (strict) rather than the profile.
+    pub cpus_from_flag: bool,
+    /// The common start instant (UTC ns), if one was given.
+    pub start_at_unix_ns: Option<u64>,
+    /// Where the client's sockets leave from.
+    pub bind: netblast_spec::result::Binding,
+}
+
+impl Request {
+    /// A request for `profile` against `target` with nothing else set.
+    pub fn new(profile: netblast_spec::Profile, origin: impl Into<String>, target: impl Into<String>) -> Request {
+        Request {
+            profile,
+            origin: origin.into(),
+            target: target.into(),
+            cpus_from_flag: false,
+            start_at_unix_ns: None,
+            bind: Default::default(),
+        }
+    }
+}
+
+/// A request resolved against this host: the plan (with what resolving changed in its notes,
+/// the client's socket buffers among them) and the peer's address.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The plan.
+    pub plan: Plan,
+    /// The resolved data-port address (unused by http).
+    pub peer: SocketAddr,
+    /// What the host did to settings asked for, which a person should see before the run (a
+    /// socket buffer the kernel clamped).
+    pub warnings: Vec<String>,
+}
+
+/// Resolves a request: the `[tcp]` options checked on this host (a congestion control it
+/// lacks is bad input; the buffer sizes the kernel applied go into the plan's notes), the
+/// binding checked, the target resolved, the CPUs this process may use, the start instant.
+pub fn resolve(req: Request) -> Result<Resolved, ClientError> {
+    let mut warnings = Vec::new();
+    let mut notes = Vec::new();
+    if !req.profile.workload.is_http() {
+        let applied = crate::sockopt::check(&req.profile.tcp, req.profile.workload.nodelay_default())
+            .map_err(|e| ClientError::Setting(e.to_string()))?;
+        for b in applied {
+            if b.clamped() {
+                warnings.push(b.describe());
+            }
+            notes.push(format!("client socket buffer: {}", b.describe()));
+        }
+    }
+    if !req.bind.is_empty() {
+        crate::sockopt::check_binding(&req.bind).map_err(|e| ClientError::Setting(e.to_string()))?;
+    }
+    let allowed = crate::sys::allowed_cpus()
+        .map_err(|e| ClientError::Io { what: "cannot read this process's CPU affinity".into(), error: e })?;
+    let (mut plan, peer) =
+        netblast_spec::plan::plan(req.profile, req.origin, &req.target, &allowed, req.cpus_from_flag)?;
+    plan.notes.extend(notes);
+    plan.start_at_unix_ns = req.start_at_unix_ns;
+    plan.bind = req.bind;
+    Ok(Resolved { plan, peer, warnings })
+}
+
+/// Resolves `profile` against `target` and runs it, with no live output: what tests and
+/// benches do.
 pub fn plan_and_run(
     profile: netblast_spec::Profile,
     origin: &str,
@@ -35,8 +111,6 @@ pub fn plan_and_run(
     probe: &Probe,
     opts: &RunOptions,
 ) -> Result<RunResult, ClientError> {
-    let allowed = crate::sys::allowed_cpus()
-        .map_err(|e| ClientError::Io { what: "cannot read this process's CPU affinity".into(), error: e })?;
-    let (plan, peer) = netblast_spec::plan::plan(profile, origin.to_string(), target, &allowed, false)?;
-    run(&plan, peer, probe, &RunFlags::new(), opts, &mut |_| {})
+    let r = resolve(Request::new(profile, origin, target))?;
+    run(&r.plan, r.peer, probe, &RunFlags::new(), opts, &mut |_| {})
 }

@@ -111,37 +111,23 @@ impl Applied {
     }
 }
 
-/// Where this process's outgoing connections leave from (`run -B ADDR`, `--bind-dev IFACE`):
-/// set once, at start, for the whole process, as iperf3's `-B` is.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Local {
-    /// Source address of every connection and datagram socket.
-    pub addr: Option<std::net::IpAddr>,
-    /// Interface every socket is bound to (SO_BINDTODEVICE).
-    pub device: Option<String>,
-}
+/// Where a test's sockets leave from (`run -B ADDR`, `--bind-dev IFACE`): the plan's, passed to
+/// every socket call that opens one.
+pub use netblast_spec::result::Binding;
 
-static LOCAL: std::sync::OnceLock<Local> = std::sync::OnceLock::new();
-
-/// Sets where outgoing connections leave from, checking the interface exists and the address
-/// is one of this host's (by binding a socket to them); the error names the one that is not.
-pub fn set_local(local: Local) -> io::Result<()> {
+/// Checks that the interface exists and the address is one of this host's (by binding a socket
+/// to them); the error names the one that is not.
+pub fn check_binding(bind: &Binding) -> io::Result<()> {
     let probe = Socket::new(
-        if local.addr.is_some_and(|a| a.is_ipv6()) { Domain::IPV6 } else { Domain::IPV4 },
+        if bind.addr.is_some_and(|a| a.is_ipv6()) { Domain::IPV6 } else { Domain::IPV4 },
         Type::STREAM,
         None,
     )?;
-    bind_local(&probe, &local)?;
-    LOCAL.set(local).map_err(|_| io::Error::other("the local binding is already set"))
+    bind_local(&probe, bind)
 }
 
-/// The binding set by [`set_local`], if any.
-pub fn local() -> Option<&'static Local> {
-    LOCAL.get()
-}
-
-/// Binds `sock` to `local`'s device and address (port 0).
-pub fn bind_local(sock: &Socket, local: &Local) -> io::Result<()> {
+/// Binds `sock` to the binding's device and address (port 0).
+pub fn bind_local(sock: &Socket, local: &Binding) -> io::Result<()> {
     if let Some(dev) = &local.device {
         sock.bind_device(Some(dev.as_bytes())).map_err(|e| {
             let hint = if e.raw_os_error() == Some(libc::ENODEV) { " (no such interface)" } else { "" };
@@ -158,43 +144,69 @@ pub fn bind_local(sock: &Socket, local: &Local) -> io::Result<()> {
     Ok(())
 }
 
-/// The address this host's connections to `to` leave from: the local binding's, or the one
-/// the kernel's route picks (a datagram socket connected to `to` reads it; nothing is sent).
-pub fn source_address(to: SocketAddr) -> io::Result<std::net::IpAddr> {
-    let sock = Socket::new(Domain::for_address(to), Type::DGRAM, None)?;
-    if let Some(l) = local() {
-        bind_local(&sock, l)?;
+/// A listening TCP socket on `addr` (`SO_REUSEADDR`; `::` takes IPv4 too), on interface
+/// `device` if given, non-blocking (for an event loop), with a backlog of 1024.
+pub fn listener(addr: SocketAddr, device: Option<&str>) -> io::Result<std::net::TcpListener> {
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    if let Some(dev) = device {
+        s.bind_device(Some(dev.as_bytes()))?;
     }
+    if addr.is_ipv6() {
+        s.set_only_v6(false)?;
+    }
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
+}
+
+/// The address this host's connections to `to` leave from: the binding's, or the one the
+/// kernel's route picks (a datagram socket connected to `to` reads it; nothing is sent).
+pub fn source_address(to: SocketAddr, bind: &Binding) -> io::Result<std::net::IpAddr> {
+    let sock = Socket::new(Domain::for_address(to), Type::DGRAM, None)?;
+    bind_local(&sock, bind)?;
     sock.connect(&to.into())?;
     sock.local_addr()?.as_socket().map(|a| a.ip()).ok_or_else(|| io::Error::other("not an IP socket"))
 }
 
+/// How a test's TCP connections are opened: the `[tcp]` options, whether `TCP_NODELAY` is the
+/// kind's default, the connect timeout, and where they leave from.
+#[derive(Debug, Clone, Copy)]
+pub struct Dial<'a> {
+    /// The profile's socket options.
+    pub tcp: &'a TcpSection,
+    /// `TCP_NODELAY` unless the profile says otherwise.
+    pub nodelay_default: bool,
+    /// A connection not made within this long fails.
+    pub timeout: Duration,
+    /// Where it leaves from.
+    pub bind: &'a Binding,
+}
+
 /// Opens a TCP connection with the options applied before `connect` (so the SYN already
-/// carries the window scale and MSS they imply), from the local binding if one is set.
-pub fn connect(addr: SocketAddr, tcp: &TcpSection, nodelay_default: bool, timeout: Duration) -> io::Result<TcpStream> {
+/// carries the window scale and MSS they imply), from the binding.
+pub fn connect(addr: SocketAddr, d: Dial<'_>) -> io::Result<TcpStream> {
+    let (tcp, nodelay_default, timeout) = (d.tcp, d.nodelay_default, d.timeout);
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     apply(SockRef::from(&sock), tcp, nodelay_default)?;
-    if let Some(l) = local() {
-        bind_local(&sock, l)?;
-    }
+    bind_local(&sock, d.bind)?;
     sock.connect_timeout(&addr.into(), timeout)?;
     Ok(sock.into())
 }
 
-/// A plain TCP connection (the control connection) from the local binding if one is set.
-pub fn connect_plain(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+/// A plain TCP connection (the control connection) from the binding.
+pub fn connect_plain(addr: SocketAddr, timeout: Duration, bind: &Binding) -> io::Result<TcpStream> {
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    if let Some(l) = local() {
-        bind_local(&sock, l)?;
-    }
+    bind_local(&sock, bind)?;
     sock.connect_timeout(&addr.into(), timeout)?;
     Ok(sock.into())
 }
 
-/// A UDP socket on `ip` (port 0), bound to the local binding's device if one is set.
-pub fn udp_on(ip: std::net::IpAddr) -> io::Result<std::net::UdpSocket> {
+/// A UDP socket on `ip` (port 0), bound to interface `device` if given.
+pub fn udp_on(ip: std::net::IpAddr, device: Option<&str>) -> io::Result<std::net::UdpSocket> {
     let sock = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), Type::DGRAM, Some(Protocol::UDP))?;
-    if let Some(dev) = local().and_then(|l| l.device.as_ref()) {
+    if let Some(dev) = device {
         sock.bind_device(Some(dev.as_bytes()))?;
     }
     sock.bind(&SocketAddr::new(ip, 0).into())?;
@@ -204,16 +216,16 @@ pub fn udp_on(ip: std::net::IpAddr) -> io::Result<std::net::UdpSocket> {
 /// A UDP socket on `ip`, in an `SO_REUSEPORT` group on `port`: the group's first socket
 /// (`port` `None`) takes a port nobody uses, the others join it. Unconnected: the receiver
 /// filters what it takes by source.
-pub fn udp_group_on(ip: std::net::IpAddr, port: Option<u16>) -> io::Result<std::net::UdpSocket> {
+pub fn udp_group_on(ip: std::net::IpAddr, port: Option<u16>, device: Option<&str>) -> io::Result<std::net::UdpSocket> {
     let port = match port {
         Some(p) => p,
         // A port free of any socket: binding port 0 with SO_REUSEPORT set could land on another
         // group of this user's and join it, so the port comes from a plain socket first.
-        None => udp_on(ip)?.local_addr()?.port(),
+        None => udp_on(ip, device)?.local_addr()?.port(),
     };
     let sock = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), Type::DGRAM, Some(Protocol::UDP))?;
     sock.set_reuse_port(true)?;
-    if let Some(dev) = local().and_then(|l| l.device.as_ref()) {
+    if let Some(dev) = device {
         sock.bind_device(Some(dev.as_bytes()))?;
     }
     sock.bind(&SocketAddr::new(ip, port).into())?;
@@ -282,7 +294,9 @@ mod tests {
     fn applies_buffers_and_nodelay() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let tcp = TcpSection { window: Some(ByteSize(1 << 20)), nodelay: Some(true), ..Default::default() };
-        let s = connect(l.local_addr().unwrap(), &tcp, false, Duration::from_secs(2)).unwrap();
+        let dial =
+            Dial { tcp: &tcp, nodelay_default: false, timeout: Duration::from_secs(2), bind: &Binding::default() };
+        let s = connect(l.local_addr().unwrap(), dial).unwrap();
         let r = SockRef::from(&s);
         assert!(r.send_buffer_size().unwrap() >= 1 << 20);
         assert!(r.tcp_nodelay().unwrap());
@@ -291,9 +305,9 @@ mod tests {
     #[test]
     fn a_reuseport_group_shares_one_port_and_its_first_port_is_free() {
         let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
-        let a = udp_group_on(ip, None).unwrap();
+        let a = udp_group_on(ip, None, None).unwrap();
         let port = a.local_addr().unwrap().port();
-        let b = udp_group_on(ip, Some(port)).unwrap();
+        let b = udp_group_on(ip, Some(port), None).unwrap();
         assert_eq!(b.local_addr().unwrap().port(), port);
         // A socket outside the group cannot take the port.
         assert!(std::net::UdpSocket::bind((ip, port)).is_err());

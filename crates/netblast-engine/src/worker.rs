@@ -274,11 +274,16 @@ impl Sampled {
                 self.read as f64 * 100.0 / self.wanted as f64,
                 self.read,
                 self.wanted,
-                crate::bulk::SAMPLE_SHARE * 100.0
+                SAMPLE_SHARE * 100.0
             )
         })
     }
 }
+
+/// Share of an interval a worker may spend reading kernel TCP statistics at a tick. With more
+/// flows than fit in it, flows are read in turn over several ticks (each tick reads at least
+/// one), so the loop never falls behind its ticks.
+pub const SAMPLE_SHARE: f64 = 0.05;
 
 /// Where workers deliver their events, tagged with the worker index. A closure, so the client
 /// (std channel) and the server (tokio channel) can each route events their own way.

@@ -3,7 +3,7 @@
 //! present. It is what is left when a coordinator dies mid-run.
 
 use crate::text;
-use netblast_spec::fleet::{AgentMsg, LogHeader, LogRecord};
+use netblast_spec::fleet::{AgentMsg, FleetInterval, LogHeader, LogRecord};
 use netblast_spec::merge;
 use netblast_spec::result::RunResult;
 use netblast_spec::units::{fmt_bits_per_s, fmt_per_s};
@@ -15,9 +15,42 @@ pub fn is_log(text: &str) -> bool {
     text.trim_start().starts_with("{\"fleet\"")
 }
 
+/// The fleet-wide line of one interval, as the coordinator prints it live and the log's
+/// replay prints it: span, total rate, tests reporting, the slowest test.
+pub fn interval_line(iv: &FleetInterval) -> String {
+    let rate = match iv.responses_per_s {
+        Some(r) => format!("{} ({})", fmt_per_s(r), fmt_bits_per_s(iv.bits_per_s)),
+        None => fmt_bits_per_s(iv.bits_per_s),
+    };
+    let slowest = iv
+        .slowest
+        .as_ref()
+        .map(|(who, r)| {
+            let r = if iv.responses_per_s.is_some() { fmt_per_s(*r) } else { fmt_bits_per_s(*r) };
+            format!("  slowest {who} {r}")
+        })
+        .unwrap_or_default();
+    format!(
+        "[FLEET] {:>6.2}-{:<6.2} sec  {rate:>16}  {}/{} tests reporting{slowest}\n",
+        iv.start_s, iv.end_s, iv.reporting, iv.running
+    )
+}
+
+/// What one test's interval frame adds to the fleet-wide line: bits per second (received
+/// where receivers reported, else sent; for http both ways), responses per second (http).
+pub fn test_rates(interval: &netblast_spec::result::Interval) -> (f64, Option<f64>) {
+    match &interval.http {
+        Some(h) => {
+            let secs = (interval.end_s - interval.start_s).max(1e-9);
+            ((h.bytes_sent + h.bytes_received) as f64 * 8.0 / secs, Some(h.responses_per_s))
+        }
+        None => (interval.sums.iter().map(|w| w.received_bits_per_s.unwrap_or(w.sent_bits_per_s)).sum(), None),
+    }
+}
+
 #[derive(Default)]
 struct TestLog {
-    intervals: BTreeMap<u32, (f64, f64, f64)>,
+    intervals: BTreeMap<u32, (f64, f64, f64, Option<f64>)>,
     final_result: Option<RunResult>,
     failed: Option<String>,
 }
@@ -39,15 +72,12 @@ pub fn render(text: &str) -> Result<String, String> {
             LogRecord::Failed { agent, why } => failed_agents.push((agent, why)),
             LogRecord::Frame { msg, .. } => match *msg {
                 AgentMsg::Interval { id, interval } => {
-                    let rate = match &interval.http {
-                        Some(h) => h.responses_per_s,
-                        None => interval.sums.iter().map(|w| w.received_bits_per_s.unwrap_or(w.sent_bits_per_s)).sum(),
-                    };
+                    let (bits, responses) = test_rates(&interval);
                     tests
                         .entry(id)
                         .or_default()
                         .intervals
-                        .insert(interval.index, (interval.start_s, interval.end_s, rate));
+                        .insert(interval.index, (interval.start_s, interval.end_s, bits, responses));
                 }
                 AgentMsg::Final { id, result } => tests.entry(id).or_default().final_result = Some(*result),
                 AgentMsg::Failed { id, error } | AgentMsg::Refused { id, reason: error } => {
@@ -58,8 +88,6 @@ pub fn render(text: &str) -> Result<String, String> {
         }
     }
     let h = header.ok_or("not a fleet log: no fleet record first")?;
-    let http = h.profile.workload.is_http();
-    let fmt = |r: f64| if http { fmt_per_s(r) } else { fmt_bits_per_s(r) };
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -69,9 +97,10 @@ pub fn render(text: &str) -> Result<String, String> {
         netblast_spec::units::fmt_rfc3339(h.t0_unix_ns),
         h.profile.description
     );
+    let address = |t: &netblast_spec::fleet::LogTest| h.agents.get(t.client).map(|a| a.address.as_str()).unwrap_or("?");
     for (i, t) in h.tests.iter().enumerate() {
         let log = tests.get(&(i as u32));
-        let client = h.agents.get(t.client).map(|a| a.address.as_str()).unwrap_or("?");
+        let client = address(t);
         let server = t.server.and_then(|k| h.agents.get(k)).map(|a| a.address.as_str()).unwrap_or("its URLs");
         let state = match log {
             Some(TestLog { final_result: Some(r), .. }) => {
@@ -92,18 +121,36 @@ pub fn render(text: &str) -> Result<String, String> {
         let _ = writeln!(s, "  agent {addr} failed: {why}");
     }
     // Fleet-wide, from the interval frames (counters only: the exact merge needs the finals).
-    let mut by_index: BTreeMap<u32, (f64, f64, f64, usize)> = BTreeMap::new();
-    for t in tests.values() {
-        for (&i, &(a, b, r)) in &t.intervals {
-            let e = by_index.entry(i).or_insert((a, b, 0.0, 0));
-            e.0 = e.0.min(a);
-            e.1 = e.1.max(b);
-            e.2 += r;
-            e.3 += 1;
+    let running = h.tests.len() - tests.values().filter(|t| t.failed.is_some()).count();
+    let mut by_index: BTreeMap<u32, FleetInterval> = BTreeMap::new();
+    for (id, t) in &tests {
+        let who = h.tests.get(*id as usize).map(address).unwrap_or("?");
+        for (&i, &(a, b, bits, responses)) in &t.intervals {
+            let e = by_index.entry(i).or_insert(FleetInterval {
+                index: i,
+                start_s: a,
+                end_s: b,
+                bits_per_s: 0.0,
+                responses_per_s: None,
+                reporting: 0,
+                running,
+                slowest: None,
+            });
+            e.start_s = e.start_s.min(a);
+            e.end_s = e.end_s.max(b);
+            e.bits_per_s += bits;
+            if let Some(r) = responses {
+                *e.responses_per_s.get_or_insert(0.0) += r;
+            }
+            e.reporting += 1;
+            let rank = responses.unwrap_or(bits);
+            if e.slowest.as_ref().is_none_or(|(_, r)| rank < *r) {
+                e.slowest = Some((who.to_string(), rank));
+            }
         }
     }
-    for (i, (a, b, r, n)) in &by_index {
-        let _ = writeln!(s, "[FLEET] {a:>6.2}-{b:<6.2} sec  {:>16}  {n} tests reporting  (interval {i})", fmt(*r));
+    for iv in by_index.values() {
+        s.push_str(&interval_line(iv));
     }
     let finals: Vec<(String, &RunResult)> =
         tests.iter().filter_map(|(id, t)| t.final_result.as_ref().map(|r| (format!("test {id}"), r))).collect();

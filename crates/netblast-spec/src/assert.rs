@@ -20,7 +20,8 @@
 use crate::hist::LatencySummary;
 use crate::profile::Way;
 use crate::result::RunResult;
-use std::fmt;
+
+pub use crate::result::Verdict;
 
 /// A comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,23 +142,6 @@ pub struct Assertion {
     /// In the metric's base unit: bit/s, ns, a count, or a fraction (0.01 for 1%).
     value: f64,
     percent: bool,
-}
-
-/// The outcome of one assertion; a result's `asserts` holds those checked when it was made.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Verdict {
-    /// The assertion as written.
-    pub text: String,
-    /// Whether it holds.
-    pub pass: bool,
-    /// The measured figure (formatted in the assertion's unit), or why there is none.
-    pub measured: String,
-}
-
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}: measured {}", if self.pass { "pass" } else { "FAIL" }, self.text, self.measured)
-    }
 }
 
 const METRICS: &str = "throughput[.up|.down], p50..p99.99, latency.min|mean|max, rtt.p50..rtt.max, \

@@ -275,3 +275,26 @@ mod tests {
         assert_eq!(m, CoordMsg::Cancel { reason: "x".into() });
     }
 }
+
+/// Fleet-wide figures of one interval (from the tests' counters; the exact merge, with
+/// histograms, is made from their final results).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetInterval {
+    /// Interval index.
+    pub index: u32,
+    /// Start, s after T0.
+    pub start_s: f64,
+    /// End, s after T0.
+    pub end_s: f64,
+    /// Bits per second over every test (received where the receivers reported, else sent).
+    pub bits_per_s: f64,
+    /// Responses per second (http).
+    pub responses_per_s: Option<f64>,
+    /// Tests that reported this interval.
+    pub reporting: usize,
+    /// Tests running.
+    pub running: usize,
+    /// The test with the lowest rate: its client agent's address and its rate (bit/s, or
+    /// responses/s for http).
+    pub slowest: Option<(String, f64)>,
+}

@@ -882,6 +882,7 @@ pub(crate) mod tests {
                 notes: Vec::new(),
                 time_bound: Dur(std::time::Duration::from_secs(10)),
                 start_at_unix_ns: None,
+                bind: Default::default(),
                 profile,
             },
             client: HostInfo::default(),

@@ -190,6 +190,7 @@ pub fn plan(
         notes,
         time_bound: Dur(profile.time_bound()),
         start_at_unix_ns: None,
+        bind: Default::default(),
         profile,
     };
     Ok((plan, peer))

@@ -47,8 +47,36 @@ pub struct Plan {
     /// coordinator's T0); `None`: the next interval boundary of the wall clock after set-up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at_unix_ns: Option<u64>,
+    /// Where the client's connections and datagrams leave from (`-B`, `--bind-dev`); empty:
+    /// where the route sends them.
+    #[serde(default, skip_serializing_if = "Binding::is_empty")]
+    pub bind: Binding,
     /// The profile after overrides and validation.
     pub profile: Profile,
+}
+
+/// Where a host's sockets of a test leave from: a source address (iperf3 `-B`) and an
+/// interface (`SO_BINDTODEVICE`), each optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Binding {
+    /// Source address of every connection and datagram socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addr: Option<std::net::IpAddr>,
+    /// The interface every socket is bound to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+}
+
+impl Binding {
+    /// Whether it binds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.addr.is_none() && self.device.is_none()
+    }
+
+    /// Only an interface (a server's `--bind-dev`).
+    pub fn device(device: Option<String>) -> Binding {
+        Binding { addr: None, device }
+    }
 }
 
 impl Plan {
@@ -922,5 +950,22 @@ pub struct RunResult {
     /// The `--assert`s checked on this result when it was made (`run`, `fleet`), each with its
     /// verdict and the figure measured; empty when none was given. A merge judges afresh.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub asserts: Vec<crate::assert::Verdict>,
+    pub asserts: Vec<Verdict>,
+}
+
+/// The outcome of one assertion; a result's `asserts` holds those checked when it was made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// The assertion as written.
+    pub text: String,
+    /// Whether it holds.
+    pub pass: bool,
+    /// The measured figure (formatted in the assertion's unit), or why there is none.
+    pub measured: String,
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: measured {}", if self.pass { "pass" } else { "FAIL" }, self.text, self.measured)
+    }
 }

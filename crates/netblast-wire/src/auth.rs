@@ -1,8 +1,8 @@
 //! Authentication of the data port: a shared token, proven by HMAC-SHA256 over a nonce from each
 //! side, so the token itself never crosses the wire.
 //!
-//! After the 32-byte connection [`Header`](crate::wire::Header) the dialing side sends a 32-byte
-//! nonce `Nc`; the listening side answers with a [`ServerHello`](crate::wire::ServerHello)
+//! After the 32-byte connection header the dialing side sends a 32-byte nonce `Nc`; the
+//! listening side answers with a server hello (the handshake module)
 //! carrying its own nonce `Ns` and, when it has a token, its proof. The transcript is
 //! `header ‖ Nc ‖ Ns`:
 //!
@@ -93,7 +93,7 @@ pub fn nonce() -> [u8; NONCE_LEN] {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transcript {
     /// The dialing side's 32-byte connection header.
-    pub header: [u8; crate::wire::HEADER_LEN],
+    pub header: [u8; crate::header::HEADER_LEN],
     /// The dialing side's nonce.
     pub client_nonce: [u8; NONCE_LEN],
     /// The listening side's nonce.

@@ -6,13 +6,18 @@
 //! reporters.
 //!
 //! # Layout
-//! - [`wire`]: the data-port protocol (connection header, handshake, control frames); with the
-//!   `tokio` feature, its async transport.
+//! - [`wire`]: the data-port protocol under one name: [`header`] (the connection header,
+//!   version negotiation, a stream's answer), [`handshake`] (nonces, hello, proofs, over the
+//!   primitives of [`auth`]) and [`frame`] (length-prefixed JSON control frames); with the
+//!   `tokio` feature, their async transport.
 //! - [`auth`]: the token, and the HMAC proofs and stream tags made from it.
 //! - [`gather`]: releases each interval once every reporter has reported it.
 
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod frame;
 pub mod gather;
+pub mod handshake;
+pub mod header;
 pub mod wire;

@@ -1,5 +1,6 @@
 //! The command line: every flag defined once here; help is generated from these docs.
 
+use crate::outcome::AppError;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use netblast_spec::units::{ByteSize, CpuList, Dur};
 use std::net::IpAddr;
@@ -458,6 +459,42 @@ pub struct MergeArgs {
     pub json: bool,
 }
 
+impl ServeArgs {
+    /// The server these flags ask for.
+    pub fn options(&self) -> Result<netblast_agent::server::ServerOptions, AppError> {
+        let token = match &self.token_file {
+            Some(f) => Some(netblast_wire::auth::Token::from_file(f).map_err(|e| AppError::input(anyhow::anyhow!(e)))?),
+            None => None,
+        };
+        let mut limits =
+            netblast_agent::Limits { pending_per_peer: self.max_pending_per_peer.max(1), ..Default::default() };
+        if let Some(n) = self.max_spinning {
+            limits.spinning = n;
+        }
+        Ok(netblast_agent::server::ServerOptions {
+            bind: self.bind,
+            port: self.port,
+            bind_dev: self.bind_dev.clone(),
+            metrics: self.metrics,
+            access: netblast_agent::Access { token, open: self.open },
+            allow: self.allow.clone(),
+            group: self.group.clone(),
+            register: self.register.clone(),
+            probe: self.probe,
+            limits,
+            http: self.http,
+            https: self.https,
+            tls_files: self.cert.clone().zip(self.key.clone()),
+            responder: netblast_agent::http::ResponderConfig {
+                default_size: self.http_size.bytes(),
+                max_connections: self.http_max_connections.max(1),
+                header_timeout: self.http_timeout.get(),
+                ..Default::default()
+            },
+        })
+    }
+}
+
 impl ProfileArgs {
     /// The flags that change the profile.
     pub fn overrides(&self) -> netblast_spec::profile::Overrides {
@@ -542,5 +579,19 @@ mod tests {
     fn the_command_line_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+}
+
+/// The token: from `file`, else from the `NETBLAST_TOKEN` variable; errors are bad input.
+pub fn load_token(file: Option<&std::path::Path>) -> Result<Option<netblast_wire::auth::Token>, AppError> {
+    let bad = |e: String| AppError::input(anyhow::anyhow!(e));
+    match file {
+        Some(f) => netblast_wire::auth::Token::from_file(f).map(Some).map_err(bad),
+        None => match std::env::var("NETBLAST_TOKEN") {
+            Ok(t) if !t.trim().is_empty() => {
+                netblast_wire::auth::Token::new(&t).map(Some).map_err(|e| bad(format!("NETBLAST_TOKEN: {e}")))
+            }
+            _ => Ok(None),
+        },
     }
 }

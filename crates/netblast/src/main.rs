@@ -1,6 +1,6 @@
 //! The `netblast` binary: parses the command line, sets up logging, calls the library, prints
 //! the error chain once and maps the outcome to the exit status (0 complete, 1 run failed or
-//! incomplete, 2 bad input, 3 a fleet without some of its agents).
+//! incomplete, 2 bad input, 3 a fleet without some of its agents, 4 an `--assert` failed).
 
 use clap::Parser;
 use netblast::app::{dispatch, Outcome};

@@ -8,6 +8,13 @@ use netblast_spec::result::Interval;
 use netblast_spec::units::{fmt_bits_per_s, fmt_per_s};
 use std::time::Duration;
 
+/// Writes to stdout and flushes; a closed stdout (`| head`) is not an error.
+pub fn print_stdout(s: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(s.as_bytes()).and_then(|_| out.flush());
+}
+
 /// The status line of one run.
 pub struct Status {
     bound: Duration,
@@ -24,7 +31,7 @@ impl Status {
 
     /// The test started: prints `header`, then shows the line (its clock starts now).
     pub fn started(&mut self, header: &str) {
-        super::app::print_stdout(header);
+        print_stdout(header);
         if !self.on {
             return;
         }
@@ -48,9 +55,9 @@ impl Status {
     /// Prints interval lines above the status line, then updates it from the interval.
     pub fn interval(&mut self, lines: &str, iv: &Interval) {
         let Some(b) = self.bar.clone() else {
-            return super::app::print_stdout(lines);
+            return print_stdout(lines);
         };
-        b.suspend(|| super::app::print_stdout(lines));
+        b.suspend(|| print_stdout(lines));
         b.set_position((iv.end_s * 1000.0) as u64);
         b.set_message(self.message(iv));
     }
@@ -83,9 +90,9 @@ impl Status {
     /// fleet-wide interval: rate, tests reporting, agents failed so far.
     pub fn fleet_interval(&mut self, lines: &str, iv: &netblast_coord::FleetInterval, failed: usize) {
         let Some(b) = self.bar.clone() else {
-            return super::app::print_stdout(lines);
+            return print_stdout(lines);
         };
-        b.suspend(|| super::app::print_stdout(lines));
+        b.suspend(|| print_stdout(lines));
         b.set_position((iv.end_s * 1000.0) as u64);
         let rate = match iv.responses_per_s {
             Some(r) => format!("{} responses", fmt_per_s(r)),
@@ -100,8 +107,8 @@ impl Status {
     /// Prints lines above the status line (or plainly, when there is none).
     pub fn print(&self, lines: &str) {
         match &self.bar {
-            Some(b) => b.suspend(|| super::app::print_stdout(lines)),
-            None => super::app::print_stdout(lines),
+            Some(b) => b.suspend(|| print_stdout(lines)),
+            None => print_stdout(lines),
         }
     }
 

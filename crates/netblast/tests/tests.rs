@@ -1,6 +1,7 @@
 //! netblast's integration tests: one binary, one module per area.
 //!
 //! - `util`: in-process servers on ephemeral ports, in-process runs, the real binary.
+//! - `architecture`: docs/architecture.md's crate graph against the manifests.
 //! - `bulk`: TCP bulk streams end to end (accounting, directions, concurrency, failures).
 //! - `cli`: the command line: bad input gets a clear error and exit status 2.
 //! - `cps`: new connections per second: counts, rate, failures by cause.
@@ -16,6 +17,7 @@
 //! Tests run on loopback with short bounded durations; none asserts a speed. Fleets have a
 //! binary of their own (`fleet_main.rs`).
 
+mod architecture;
 mod bulk;
 mod cli;
 mod cps;

@@ -30,6 +30,8 @@ pub struct Endpoint {
     pub tls_name: Option<ServerName<'static>>,
     /// `host:port` as written, for the Host header and h2 `:authority`.
     pub authority: String,
+    /// Where connections to it leave from.
+    pub bind: crate::sockopt::Binding,
 }
 
 /// Bytes written and read by a worker's connections.
@@ -162,9 +164,11 @@ fn io_failure(e: &io::Error, what: &str) -> Failure {
     (ErrorKind::of_io(e), format!("{what}: {e}"))
 }
 
-/// A TCP connection to `addr`, from the process's local binding (`-B`, `--bind-dev`) if set.
-async fn connect_tcp(addr: std::net::SocketAddr) -> std::io::Result<TcpStream> {
-    let Some(local) = crate::sockopt::local() else { return TcpStream::connect(addr).await };
+/// A TCP connection to `addr`, from the plan's binding (`-B`, `--bind-dev`) if it has one.
+async fn connect_tcp(addr: std::net::SocketAddr, local: &crate::sockopt::Binding) -> std::io::Result<TcpStream> {
+    if local.is_empty() {
+        return TcpStream::connect(addr).await;
+    }
     let sock = if addr.is_ipv6() { tokio::net::TcpSocket::new_v6()? } else { tokio::net::TcpSocket::new_v4()? };
     if let Some(dev) = &local.device {
         sock.bind_device(Some(dev.as_bytes()))?;
@@ -183,7 +187,7 @@ pub async fn open(
     meters: &Meters,
 ) -> Result<(Sender, OpenTimes), Failure> {
     let t0 = Instant::now();
-    let tcp = connect_tcp(ep.addr).await.map_err(|e| {
+    let tcp = connect_tcp(ep.addr, &ep.bind).await.map_err(|e| {
         let (kind, msg) = io_failure(&e, &format!("connect to {}", ep.addr));
         (if kind == ErrorKind::Refused { kind } else { ErrorKind::Connect }, msg)
     })?;

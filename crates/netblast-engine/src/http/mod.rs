@@ -35,7 +35,6 @@ use bytes::Bytes;
 use conn::Endpoint;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
 use netblast_probe::Probe;
-use netblast_wire::gather::Gather;
 use netblast_spec::hist::{EncodedHistogram, LatencySummary};
 use netblast_spec::plan::split_budget;
 use netblast_spec::profile::{HttpSection, HttpVersion};
@@ -43,6 +42,7 @@ use netblast_spec::result::{
     CpuSummary, CpuUsage, HostInfo, HttpConnections, HttpErrorCount, HttpInterval, HttpPhases, HttpSummary, HttpTcp,
     Interval, Plan, RunError, RunResult, Summary,
 };
+use netblast_wire::gather::Gather;
 use schedule::Schedule;
 use stats::{summary, IntervalStats, RunStats};
 use std::collections::BTreeMap;
@@ -56,7 +56,11 @@ fn bad(what: impl Into<String>) -> ClientError {
 }
 
 /// Resolves the section's URLs (paths against `target`) into ready requests.
-fn prepare(h: &HttpSection, target: &str) -> Result<(Vec<Prepared>, bool), ClientError> {
+fn prepare(
+    h: &HttpSection,
+    target: &str,
+    bind: &crate::sockopt::Binding,
+) -> Result<(Vec<Prepared>, bool), ClientError> {
     let body = match (&h.body, &h.body_file) {
         (Some(b), _) => Bytes::from(b.clone().into_bytes()),
         (None, Some(path)) => {
@@ -154,7 +158,7 @@ fn prepare(h: &HttpSection, target: &str) -> Result<(Vec<Prepared>, bool), Clien
         let h1 = serialize_h1(&method, &path, &headers, &body);
         out.push(Prepared {
             h1,
-            endpoint: Endpoint { addr, tls_name, authority: authority.to_string() },
+            endpoint: Endpoint { addr, tls_name, authority: authority.to_string(), bind: bind.clone() },
             method: method.clone(),
             uri: send_uri,
             headers,
@@ -269,7 +273,7 @@ pub fn run(
     live: &mut dyn FnMut(Live<'_>),
 ) -> Result<RunResult, ClientError> {
     let h = plan.profile.workload.http().cloned().ok_or_else(|| bad("not an http profile"))?;
-    let (requests, any_tls) = prepare(&h, &plan.target)?;
+    let (requests, any_tls) = prepare(&h, &plan.target, &plan.bind)?;
     let tls = if any_tls { Some(tls::client_config(&h).map_err(bad)?) } else { None };
     // Registering a socket with the eBPF probe costs two map updates of its 9 KiB RTT
     // histogram: nothing next to a kept-alive connection's requests, more than the request
@@ -300,7 +304,7 @@ pub fn run(
     // connection shows it: fleet parts name the client agent by it.
     let local_address = requests
         .first()
-        .and_then(|r| crate::sockopt::source_address(r.endpoint.addr).ok())
+        .and_then(|r| crate::sockopt::source_address(r.endpoint.addr, &r.endpoint.bind).ok())
         .map(|a| a.to_string())
         .unwrap_or_default();
     let bound = plan.time_bound.get();
@@ -562,8 +566,8 @@ mod tests {
     #[test]
     fn paths_need_a_target_and_urls_resolve() {
         let h = HttpSection { urls: vec!["/x".into()], ..Default::default() };
-        assert!(prepare(&h, "").unwrap_err().to_string().contains("--target"));
-        let (p, tls) = prepare(&h, "127.0.0.1:8080").unwrap();
+        assert!(prepare(&h, "", &Default::default()).unwrap_err().to_string().contains("--target"));
+        let (p, tls) = prepare(&h, "127.0.0.1:8080", &Default::default()).unwrap();
         assert!(!tls);
         assert_eq!(p[0].uri, "/x");
         assert_eq!(p[0].headers[http::header::HOST], "127.0.0.1:8080");
@@ -572,17 +576,20 @@ mod tests {
             version: HttpVersion::Http2,
             ..Default::default()
         };
-        let (p, tls) = prepare(&h2, "").unwrap();
+        let (p, tls) = prepare(&h2, "", &Default::default()).unwrap();
         assert!(tls);
         assert_eq!(p[0].uri.to_string(), "https://localhost:8443/y?size=1");
         assert!(p[0].endpoint.tls_name.is_some());
         for url in ["http://127.0.0.1:99999/", "http://127.0.0.1:0/"] {
             let h = HttpSection { urls: vec![url.into()], ..Default::default() };
-            assert!(prepare(&h, "").unwrap_err().to_string().contains("outside 1..65535"), "{url}");
+            assert!(
+                prepare(&h, "", &Default::default()).unwrap_err().to_string().contains("outside 1..65535"),
+                "{url}"
+            );
         }
         let v6 = HttpSection { urls: vec!["http://[::1]/".into()], ..Default::default() };
-        assert_eq!(prepare(&v6, "").unwrap().0[0].endpoint.addr.port(), 80);
+        assert_eq!(prepare(&v6, "", &Default::default()).unwrap().0[0].endpoint.addr.port(), 80);
         let bad_header = HttpSection { headers: vec!["no colon".into()], ..Default::default() };
-        assert!(prepare(&bad_header, "127.0.0.1:1").is_err());
+        assert!(prepare(&bad_header, "127.0.0.1:1", &Default::default()).is_err());
     }
 }

@@ -19,7 +19,7 @@ pub use bulk::{BulkSection, Direction, SendMode, Way};
 pub use cps::{CloseMode, CpsSection};
 pub use http::{HttpSection, HttpVersion, RateStep};
 pub use msgrate::{MsgrateSection, Protocol, Receivers, RecvMode};
-pub use overrides::Overrides;
+pub use overrides::{is_url, Overrides};
 pub use rr::{RrSection, WaitMode};
 pub use run::{Kind, RunSection};
 pub use tcp::TcpSection;

@@ -113,7 +113,45 @@ pub fn parse_rate_range(s: &str) -> Result<(Rate, Option<Rate>), String> {
     Ok((from, to))
 }
 
+/// Whether a target is a URL (`http://…`, `https://…`): the test is then an HTTP one.
+pub fn is_url(target: &str) -> bool {
+    let t = target.to_ascii_lowercase();
+    t.starts_with("http://") || t.starts_with("https://")
+}
+
 impl Overrides {
+    /// The profile a run asks for: `name` (a built-in profile or a file), or without one
+    /// `http-max` when a `--url` or a URL `target` says the test is HTTP, `udp-1g` with `--udp`
+    /// or `-b`, else `bulk-1flow`; with these overrides applied (a URL target requested as a
+    /// `--url` would be) and validated. Returns it with its origin.
+    pub fn profile(&self, name: Option<&str>, target: Option<&str>) -> Result<(Profile, String), SpecError> {
+        let url_target = target.filter(|t| is_url(t));
+        let name = match name {
+            Some(p) => p,
+            None if !self.urls.is_empty() || url_target.is_some() => "http-max",
+            None if self.udp || self.bitrate.is_some() => "udp-1g",
+            None => "bulk-1flow",
+        };
+        let (mut profile, origin) = Profile::load(name)?;
+        let mut overrides = self.clone();
+        if let Some(u) = url_target {
+            if !profile.workload.is_http() {
+                return Err(SpecError::Flag {
+                    flag: "--target".into(),
+                    message: format!(
+                        "{u} is a URL, but profile {name} is a {} test: name an http profile, or give HOST[:PORT]",
+                        profile.kind().name()
+                    ),
+                });
+            }
+            overrides.urls.insert(0, u.to_string());
+        }
+        overrides.apply(&mut profile, &origin)?;
+        let origin = if overrides.is_empty() { origin } else { format!("{origin} (with command-line overrides)") };
+        profile.validate(&origin)?;
+        Ok((profile, origin))
+    }
+
     /// The kind-specific flags that are set, each with the kinds it applies to.
     fn kind_flags(&self) -> Vec<(&'static str, &'static [Kind])> {
         const BULK: &[Kind] = &[Kind::Bulk];

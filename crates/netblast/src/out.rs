@@ -1,0 +1,167 @@
+//! What a finished (or running) command writes: the result to `-o` (atomically), to stdout as
+//! text or JSON, its `--hlog`, its `--assert` verdicts; and, while a run goes, its live lines
+//! and partial log.
+
+use crate::outcome::{AppError, Outcome};
+use crate::status::{print_stdout, Status};
+use anyhow::Context;
+use netblast_engine::api::Live;
+use netblast_report::{json, text};
+use netblast_spec::assert::{Assertion, Verdict};
+use netblast_spec::result::StreamInfo;
+use netblast_spec::{Profile, RunResult};
+use std::path::{Path, PathBuf};
+
+/// Where and how a result is written.
+#[derive(Debug, Clone, Default)]
+pub struct Sinks {
+    /// `-o FILE`.
+    pub output: Option<PathBuf>,
+    /// `--json` on stdout instead of the text report.
+    pub json: bool,
+    /// `--hlog FILE`.
+    pub hlog: Option<PathBuf>,
+}
+
+/// Judges `assertions` on a result about to be written, keeping the verdicts in it.
+pub fn judge_into(assertions: &[Assertion], r: &mut RunResult) {
+    r.asserts = netblast_spec::assert::check_all(assertions, r).0;
+}
+
+/// Prints verdicts (on stderr beside JSON output); whether all passed.
+pub fn print_verdicts(verdicts: &[Verdict], json: bool) -> bool {
+    if verdicts.is_empty() {
+        return true;
+    }
+    let text: String = verdicts.iter().map(|v| format!("assert: {v}\n")).collect();
+    if json {
+        eprint!("{text}");
+    } else {
+        print_stdout(&text);
+    }
+    verdicts.iter().all(|v| v.pass)
+}
+
+/// The outcome of a finished run: incomplete first, then the assertions.
+pub fn judged(complete: bool, asserts_ok: bool) -> Outcome {
+    match (complete, asserts_ok) {
+        (false, _) => Outcome::Incomplete,
+        (true, false) => Outcome::AssertFailed,
+        (true, true) => Outcome::Complete,
+    }
+}
+
+/// Writes `--hlog FILE` (atomically); the error names the file.
+pub fn write_hlog(path: &Path, r: &RunResult) -> Result<(), AppError> {
+    let (bytes, _) = netblast_report::hlog::write(r)
+        .map_err(|e| AppError::input(anyhow::anyhow!("--hlog {}: {e}", path.display())))?;
+    json::write_atomic(path, &bytes)
+        .with_context(|| format!("cannot write the interval log to {}", path.display()))
+        .map_err(AppError::run)
+}
+
+/// Writes a finished result where `sinks` say (`what` names it in errors: "result", "fleet's
+/// result"), prints it, and prints its verdicts; the outcome.
+pub fn finish(r: &RunResult, sinks: &Sinks, what: &str) -> Result<Outcome, AppError> {
+    if let Some(path) = &sinks.output {
+        json::write_atomic(path, json::to_string(r).as_bytes())
+            .with_context(|| format!("cannot write the {what} to {}", path.display()))
+            .map_err(AppError::run)?;
+    }
+    if sinks.json {
+        print_stdout(&format!("{}\n", json::to_string(r)));
+    } else {
+        print_stdout(&text::summary(r));
+    }
+    if let Some(p) = &sinks.hlog {
+        write_hlog(p, r)?;
+    }
+    let ok = print_verdicts(&r.asserts, sinks.json);
+    Ok(judged(r.complete, ok))
+}
+
+/// A run's live output: its lines and status line for a person, and its partial log.
+pub struct RunLive {
+    human: bool,
+    status: Status,
+    streams: Vec<StreamInfo>,
+    partial: Option<json::PartialLog>,
+    log_full: bool,
+    profile: Profile,
+}
+
+impl RunLive {
+    /// Live output of a run of `profile` bounded by `bound`; a partial log beside `output`.
+    pub fn new(
+        profile: &Profile,
+        bound: std::time::Duration,
+        human: bool,
+        output: Option<&Path>,
+    ) -> Result<Self, AppError> {
+        let partial = match output {
+            Some(path) => Some(
+                json::PartialLog::create(path)
+                    .with_context(|| format!("cannot write beside --output {}", path.display()))
+                    .map_err(AppError::input)?,
+            ),
+            None => None,
+        };
+        let status = Status::new(bound, human);
+        Ok(RunLive { human, status, streams: Vec::new(), partial, log_full: false, profile: profile.clone() })
+    }
+
+    /// Takes one live event.
+    pub fn event(&mut self, ev: Live<'_>) {
+        match ev {
+            Live::Started { plan, test_id, server, streams, .. } => {
+                self.streams = streams.to_vec();
+                if self.human {
+                    let kind = plan.profile.kind().name();
+                    let mut out = text::started(test_id, &plan.aimed_at(), kind, streams, &server.hostname);
+                    for n in &plan.notes {
+                        out.push_str(&format!("note: {n}\n"));
+                    }
+                    out.push_str(&text::interval_header(&plan.profile));
+                    self.status.started(&out);
+                }
+            }
+            Live::Interval(iv) => {
+                if let Some(p) = self.partial.as_mut() {
+                    match p.append(iv) {
+                        Ok(true) => {}
+                        Ok(false) if !self.log_full => {
+                            self.log_full = true;
+                            eprintln!(
+                                "netblast: the partial log reached {} MiB: it stops here (the result will hold every interval)",
+                                json::PartialLog::MAX_BYTES >> 20
+                            );
+                        }
+                        Ok(false) => {}
+                        Err(e) => eprintln!("netblast: cannot append to the partial log: {e}"),
+                    }
+                }
+                if self.human {
+                    self.status.interval(&text::interval(iv, &self.streams, &self.profile), iv);
+                }
+            }
+        }
+    }
+
+    /// The run ended: the status line goes; `measured`: whether there is a result (the
+    /// partial log stays until the result is written, and goes with nothing measured).
+    pub fn end(&mut self, measured: bool) {
+        self.status.finish();
+        if !measured {
+            if let Some(p) = self.partial.take() {
+                let _ = p.remove();
+            }
+        }
+    }
+
+    /// The result is written: the partial log is no longer needed.
+    pub fn written(&mut self) {
+        if let Some(p) = self.partial.take() {
+            let _ = p.remove();
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! docs/architecture.md's crate graph against the crates' manifests (`cargo metadata`): every
+//! `[dependencies]` edge between workspace crates is drawn, and nothing else; an optional one
+//! (a feature) dashed.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+/// (from, to, optional) of every dependency between workspace crates, from the manifests.
+fn manifest_edges() -> BTreeSet<(String, String, bool)> {
+    let out = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let packages = m["packages"].as_array().unwrap();
+    let names: BTreeSet<String> = packages.iter().map(|p| p["name"].as_str().unwrap().to_string()).collect();
+    let mut edges = BTreeSet::new();
+    for p in packages {
+        for d in p["dependencies"].as_array().unwrap() {
+            let to = d["name"].as_str().unwrap();
+            // Normal dependencies only (dev- and build-dependencies have a kind).
+            if names.contains(to) && d["kind"].is_null() {
+                let optional = d["optional"].as_bool().unwrap_or(false);
+                edges.insert((p["name"].as_str().unwrap().to_string(), to.to_string(), optional));
+            }
+        }
+    }
+    edges
+}
+
+/// The same, from the mermaid graph in docs/architecture.md: nodes `id[crate-name<br/>…]`,
+/// edges `a --> b` and (optional) `a -.->|…| b`.
+fn documented_edges(doc: &str) -> BTreeSet<(String, String, bool)> {
+    let start = doc.find("```mermaid").expect("a mermaid graph");
+    let graph = &doc[start..start + doc[start..].find("\n```\n").expect("the graph ends")];
+    let mut crate_of = std::collections::HashMap::new();
+    for line in graph.lines() {
+        let line = line.trim();
+        if let Some((id, rest)) = line.split_once('[') {
+            let name = rest.split(['<', ']']).next().unwrap().trim();
+            crate_of.insert(id.trim().to_string(), name.to_string());
+        }
+    }
+    let node = |s: &str| -> String {
+        let id = s.split('[').next().unwrap().trim();
+        crate_of.get(id).cloned().unwrap_or_else(|| panic!("node {id:?} is not declared"))
+    };
+    let mut edges = BTreeSet::new();
+    for line in graph.lines().map(str::trim) {
+        if let Some((a, b)) = line.split_once("-.->") {
+            let b = b.trim_start().strip_prefix('|').and_then(|b| b.split_once('|')).map_or(b, |(_, b)| b);
+            edges.insert((node(a), node(b), true));
+        } else if let Some((a, b)) = line.split_once("-->") {
+            edges.insert((node(a), node(b), false));
+        }
+    }
+    edges
+}
+
+#[test]
+fn the_documented_crate_graph_is_the_manifests() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/architecture.md")).unwrap();
+    let (real, drawn) = (manifest_edges(), documented_edges(&doc));
+    let missing: Vec<_> = real.difference(&drawn).collect();
+    let extra: Vec<_> = drawn.difference(&real).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "docs/architecture.md's graph disagrees with the manifests:\n  not drawn: {missing:?}\n  drawn but not a dependency: {extra:?}"
+    );
+}
+
+#[test]
+fn an_edge_added_without_the_doc_fails_the_check() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/architecture.md")).unwrap();
+    let mut real = manifest_edges();
+    // As if a manifest gained a dependency the graph does not draw.
+    real.insert(("netblast-report".into(), "netblast-engine".into(), false));
+    assert_ne!(real, documented_edges(&doc));
+    // And a drawn edge no manifest has is caught too.
+    let doc = doc.replacen("```mermaid\n", "```mermaid\n  spec --> report\n", 1);
+    assert_ne!(manifest_edges(), documented_edges(&doc));
+}

@@ -571,17 +571,6 @@ fn parse_assertion(s: &str) -> Result<netblast_spec::assert::Assertion, String> 
     netblast_spec::assert::Assertion::parse(s)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_command_line_is_consistent() {
-        use clap::CommandFactory;
-        Cli::command().debug_assert();
-    }
-}
-
 /// The token: from `file`, else from the `NETBLAST_TOKEN` variable; errors are bad input.
 pub fn load_token(file: Option<&std::path::Path>) -> Result<Option<netblast_wire::auth::Token>, AppError> {
     let bad = |e: String| AppError::input(anyhow::anyhow!(e));
@@ -593,5 +582,16 @@ pub fn load_token(file: Option<&std::path::Path>) -> Result<Option<netblast_wire
             }
             _ => Ok(None),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
     }
 }

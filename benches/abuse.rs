@@ -164,148 +164,17 @@ impl Tally {
 }
 
 fn run(a: &Args) -> Result<String, String> {
-    let n = |default: usize| if a.count > 0 { a.count } else { default };
     let mut held: Vec<Box<dyn std::any::Any>> = Vec::new();
     let mut t = Tally::default();
     let line = match a.attack.as_str() {
-        "pending" => {
-            for _ in 0..n(1024) {
-                if let Some(r) = t.note(Raw::set_up(a.data, profile("bulk-1flow", |_| {}), &[Way::Up])) {
-                    held.push(Box::new(r));
-                }
-            }
-            t.line("tests set up, never started")
-        }
-        "pending-streams" => {
-            let streams = n(10_000);
-            for _ in 0..2 {
-                let p = profile("bulk-1flow", |p| p.workload.bulk_mut().expect("bulk").flows = streams as u32);
-                if let Some(r) = t.note(Raw::set_up(a.data, p, &vec![Way::Up; streams])) {
-                    let mut connected = Vec::new();
-                    for i in 0..streams as u32 {
-                        match r.stream(i) {
-                            Ok(s) => connected.push(s),
-                            Err(_) => break,
-                        }
-                    }
-                    held.push(Box::new((r, connected)));
-                }
-            }
-            t.line(&format!("tests of {streams} streams, connected, never started"))
-        }
-        "rr-silent" => {
-            let flows = n(100);
-            let p = profile("latency", |p| {
-                let r = p.workload.rr_mut().expect("rr");
-                r.flows = flows as u32;
-                r.wait = WaitMode::Block;
-                r.req_bytes = ByteSize(16 << 20);
-                r.resp_bytes = ByteSize(16 << 20);
-            });
-            if let Some(running) = t.note(Raw::started(a.data, p, &vec![Way::Up; flows])) {
-                held.push(Box::new(running));
-            }
-            t.line(&format!("rr of {flows} flows of 16 MiB messages, the client sending nothing"))
-        }
-        "no-read" => {
-            let flows = n(200);
-            let p = profile("bulk-1flow", |p| {
-                p.run.interval = Some("10ms".parse().expect("interval"));
-                let b = p.workload.bulk_mut().expect("bulk");
-                b.flows = flows as u32;
-                b.direction = Direction::Reverse;
-            });
-            if let Some(running) = t.note(Raw::started(a.data, p, &vec![Way::Down; flows])) {
-                held.push(Box::new(running));
-            }
-            t.line(&format!("reverse test of {flows} streams whose client never reads its reports"))
-        }
-        "spin" => {
-            let flows = n(4);
-            let p = profile("latency", |p| {
-                let r = p.workload.rr_mut().expect("rr");
-                r.flows = flows as u32;
-                r.wait = WaitMode::Spin;
-            });
-            if let Some(r) = t.note(Raw::set_up(a.data, p, &vec![Way::Up; flows])) {
-                held.push(Box::new(r));
-            }
-            t.line(&format!("rr of {flows} busy-polling flows"))
-        }
-        "idle-data" => {
-            for _ in 0..n(10_000) {
-                if let Some(c) = t.note(connect(a.data)) {
-                    held.push(Box::new(c));
-                }
-            }
-            t.line("connections to the data port that send nothing")
-        }
-        "garbage" => {
-            let (mut answered, mut held_open) = (0, 0);
-            let tries: Vec<Vec<u8>> = vec![
-                b"GET / HTTP/1.1\r\n\r\n".to_vec(),
-                {
-                    let mut h = Header::new(Role::Control, TestId([1; 16]), 0).encode();
-                    h[4..6].copy_from_slice(&1u16.to_be_bytes());
-                    h[28..30].copy_from_slice(&[0, 0]);
-                    h.to_vec()
-                },
-                Header::new(Role::Stream, TestId([2; 16]), 0).encode().iter().chain(&[0u8; 16]).copied().collect(),
-                (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect(),
-            ];
-            for _ in 0..n(50) {
-                for bytes in &tries {
-                    if let Ok(mut c) = connect(a.data) {
-                        c.set_read_timeout(Some(Duration::from_secs(6))).ok();
-                        let _ = c.write_all(bytes);
-                        let mut buf = [0u8; 256];
-                        // An answer (a refusal frame) or a close is what a server should give;
-                        // a connection still open after 6 s is one it let linger.
-                        match c.read(&mut buf) {
-                            Ok(_) => answered += 1,
-                            Err(e)
-                                if matches!(
-                                    e.kind(),
-                                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                                ) =>
-                            {
-                                held_open += 1
-                            }
-                            Err(_) => answered += 1,
-                        }
-                    }
-                }
-            }
-            format!("garbage: {answered} connections refused or closed by the server, {held_open} left open 6 s")
-        }
-        "partial-http" | "keepalive-http" => {
-            let http = a.http.ok_or("--http HOST:PORT is needed")?;
-            let full = a.attack == "keepalive-http";
-            for _ in 0..n(10_000) {
-                let c = connect(http).and_then(|mut c| {
-                    if full {
-                        c.write_all(b"GET /?size=1 HTTP/1.1\r\nHost: x\r\n\r\n").map_err(|e| e.to_string())?;
-                        let mut buf = [0u8; 512];
-                        c.set_read_timeout(Some(Duration::from_secs(5))).ok();
-                        let k = c.read(&mut buf).map_err(|e| e.to_string())?;
-                        if !buf[..k].starts_with(b"HTTP/1.1 200") {
-                            return Err("no 200".into());
-                        }
-                    } else {
-                        c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ").map_err(|e| e.to_string())?;
-                    }
-                    Ok(c)
-                });
-                if let Some(c) = t.note(c) {
-                    held.push(Box::new(c));
-                }
-            }
-            t.line(if full {
-                "HTTP keep-alive connections, one request each"
-            } else {
-                "HTTP connections with half a header"
-            })
-        }
+        "pending" => attack_pending(a, &mut t, &mut held)?,
+        "pending-streams" => attack_pending_streams(a, &mut t, &mut held)?,
+        "rr-silent" => attack_rr_silent(a, &mut t, &mut held)?,
+        "no-read" => attack_no_read(a, &mut t, &mut held)?,
+        "spin" => attack_spin(a, &mut t, &mut held)?,
+        "idle-data" => attack_idle_data(a, &mut t, &mut held)?,
+        "garbage" => attack_garbage(a, &mut t, &mut held)?,
+        "partial-http" | "keepalive-http" => attack_partial_http(a, &mut t, &mut held)?,
         other => return Err(format!("unknown attack {other}")),
     };
     let until = Instant::now() + a.hold;
@@ -314,6 +183,163 @@ fn run(a: &Args) -> Result<String, String> {
     }
     drop(held);
     Ok(line)
+}
+
+/// The `pending` attack; what it held, in one line.
+fn attack_pending(a: &Args, t: &mut Tally, held: &mut Vec<Box<dyn std::any::Any>>) -> Result<String, String> {
+    let n = |default: usize| if a.count > 0 { a.count } else { default };
+    for _ in 0..n(1024) {
+        if let Some(r) = t.note(Raw::set_up(a.data, profile("bulk-1flow", |_| {}), &[Way::Up])) {
+            held.push(Box::new(r));
+        }
+    }
+    Ok(t.line("tests set up, never started"))
+}
+
+/// The `pending-streams` attack; what it held, in one line.
+fn attack_pending_streams(a: &Args, t: &mut Tally, held: &mut Vec<Box<dyn std::any::Any>>) -> Result<String, String> {
+    let n = |default: usize| if a.count > 0 { a.count } else { default };
+    let streams = n(10_000);
+    for _ in 0..2 {
+        let p = profile("bulk-1flow", |p| p.workload.bulk_mut().expect("bulk").flows = streams as u32);
+        if let Some(r) = t.note(Raw::set_up(a.data, p, &vec![Way::Up; streams])) {
+            let mut connected = Vec::new();
+            for i in 0..streams as u32 {
+                match r.stream(i) {
+                    Ok(s) => connected.push(s),
+                    Err(_) => break,
+                }
+            }
+            held.push(Box::new((r, connected)));
+        }
+    }
+    Ok(t.line(&format!("tests of {streams} streams, connected, never started")))
+}
+
+/// The `rr-silent` attack; what it held, in one line.
+fn attack_rr_silent(a: &Args, t: &mut Tally, held: &mut Vec<Box<dyn std::any::Any>>) -> Result<String, String> {
+    let n = |default: usize| if a.count > 0 { a.count } else { default };
+    let flows = n(100);
+    let p = profile("latency", |p| {
+        let r = p.workload.rr_mut().expect("rr");
+        r.flows = flows as u32;
+        r.wait = WaitMode::Block;
+        r.req_bytes = ByteSize(16 << 20);
+        r.resp_bytes = ByteSize(16 << 20);
+    });
+    if let Some(running) = t.note(Raw::started(a.data, p, &vec![Way::Up; flows])) {
+        held.push(Box::new(running));
+    }
+    Ok(t.line(&format!("rr of {flows} flows of 16 MiB messages, the client sending nothing")))
+}
+
+/// The `no-read` attack; what it held, in one line.
+fn attack_no_read(a: &Args, t: &mut Tally, held: &mut Vec<Box<dyn std::any::Any>>) -> Result<String, String> {
+    let n = |default: usize| if a.count > 0 { a.count } else { default };
+    let flows = n(200);
+    let p = profile("bulk-1flow", |p| {
+        p.run.interval = Some("10ms".parse().expect("interval"));
+        let b = p.workload.bulk_mut().expect("bulk");
+        b.flows = flows as u32;
+        b.direction = Direction::Reverse;
+    });
+    if let Some(running) = t.note(Raw::started(a.data, p, &vec![Way::Down; flows])) {
+        held.push(Box::new(running));
+    }
+    Ok(t.line(&format!("reverse test of {flows} streams whose client never reads its reports")))
+}
+
+/// The `spin` attack; what it held, in one line.
+fn attack_spin(a: &Args, t: &mut Tally, held: &mut Vec<Box<dyn std::any::Any>>) -> Result<String, String> {
+    let n = |default: usize| if a.count > 0 { a.count } else { default };
+    let flows = n(4);
+    let p = profile("latency", |p| {
+        let r = p.workload.rr_mut().expect("rr");
+        r.flows = flows as u32;
+        r.wait = WaitMode::Spin;
+    });
+    if let Some(r) = t.note(Raw::set_up(a.data, p, &vec![Way::Up; flows])) {
+        held.push(Box::new(r));
+    }
+    Ok(t.line(&format!("rr of {flows} busy-polling flows")))
+}
+
+/// The `idle-data` attack; what it held, in one line.
+fn attack_idle_data(a: &Args, t: &mut Tally, held: &mut Vec<Box<dyn std::any::Any>>) -> Result<String, String> {
+    let n = |default: usize| if a.count > 0 { a.count } else { default };
+    for _ in 0..n(10_000) {
+        if let Some(c) = t.note(connect(a.data)) {
+            held.push(Box::new(c));
+        }
+    }
+    Ok(t.line("connections to the data port that send nothing"))
+}
+
+/// The `garbage` attack; what it held, in one line.
+fn attack_garbage(a: &Args, _: &mut Tally, _: &mut Vec<Box<dyn std::any::Any>>) -> Result<String, String> {
+    let n = |default: usize| if a.count > 0 { a.count } else { default };
+    let (mut answered, mut held_open) = (0, 0);
+    let tries: Vec<Vec<u8>> = vec![
+        b"GET / HTTP/1.1\r\n\r\n".to_vec(),
+        {
+            let mut h = Header::new(Role::Control, TestId([1; 16]), 0).encode();
+            h[4..6].copy_from_slice(&1u16.to_be_bytes());
+            h[28..30].copy_from_slice(&[0, 0]);
+            h.to_vec()
+        },
+        Header::new(Role::Stream, TestId([2; 16]), 0).encode().iter().chain(&[0u8; 16]).copied().collect(),
+        (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect(),
+    ];
+    for _ in 0..n(50) {
+        for bytes in &tries {
+            if let Ok(mut c) = connect(a.data) {
+                c.set_read_timeout(Some(Duration::from_secs(6))).ok();
+                let _ = c.write_all(bytes);
+                let mut buf = [0u8; 256];
+                // An answer (a refusal frame) or a close is what a server should give;
+                // a connection still open after 6 s is one it let linger.
+                match c.read(&mut buf) {
+                    Ok(_) => answered += 1,
+                    Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                        held_open += 1
+                    }
+                    Err(_) => answered += 1,
+                }
+            }
+        }
+    }
+    Ok(format!("garbage: {answered} connections refused or closed by the server, {held_open} left open 6 s"))
+}
+
+/// The `partial-http` / `keepalive-http` attack; what it held, in one line.
+fn attack_partial_http(a: &Args, t: &mut Tally, held: &mut Vec<Box<dyn std::any::Any>>) -> Result<String, String> {
+    let n = |default: usize| if a.count > 0 { a.count } else { default };
+    let http = a.http.ok_or("--http HOST:PORT is needed")?;
+    let full = a.attack == "keepalive-http";
+    for _ in 0..n(10_000) {
+        let c = connect(http).and_then(|mut c| {
+            if full {
+                c.write_all(b"GET /?size=1 HTTP/1.1\r\nHost: x\r\n\r\n").map_err(|e| e.to_string())?;
+                let mut buf = [0u8; 512];
+                c.set_read_timeout(Some(Duration::from_secs(5))).ok();
+                let k = c.read(&mut buf).map_err(|e| e.to_string())?;
+                if !buf[..k].starts_with(b"HTTP/1.1 200") {
+                    return Err("no 200".into());
+                }
+            } else {
+                c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ").map_err(|e| e.to_string())?;
+            }
+            Ok(c)
+        });
+        if let Some(c) = t.note(c) {
+            held.push(Box::new(c));
+        }
+    }
+    Ok(t.line(if full {
+        "HTTP keep-alive connections, one request each"
+    } else {
+        "HTTP connections with half a header"
+    }))
 }
 
 fn main() {

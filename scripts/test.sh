@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The test suite: formatting, lints, then every crate's unit and integration tests, then the
+# The test suite: formatting, the code's shape, the deployment files against their tools, lints, then every crate's unit and integration tests, then the
 # `azure` feature (Azure discovery against a fake Resource Manager on loopback), then the truth
 # checks of `cargo bench` (short runs).
 # Tests that need root (eBPF, network namespaces) print SKIP with the reason when not root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
+# No two files of a crate import each other; no function outside tests over 150 lines.
+scripts/check-structure.py
 scripts/check-deploy.sh
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy -p netblast --features azure --all-targets --locked -- -D warnings

@@ -421,59 +421,68 @@ pub(crate) async fn control_conn(
     outcome.map_or(Ok(()), Err)
 }
 
-async fn run_test(
+/// A report the client does not take within the timeout ends its test: the reports would
+/// otherwise pile up in this server's memory.
+async fn send_report(wr: &mut tokio::net::tcp::OwnedWriteHalf, bytes: &[u8], timeout: Duration) -> Result<(), String> {
+    match tokio::time::timeout(timeout, wr.write_all(bytes)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("cannot write to the client: {e}")),
+        Err(_) => Err(format!("the client did not read its reports for {}s", timeout.as_secs())),
+    }
+}
+
+/// The test's connected streams, in id order, with the profile's socket options applied and
+/// pinned where asked and possible (a note says where not).
+fn connections(
     setup: &TestSetup,
     mut sockets: HashMap<u32, Sockets>,
-    ways: &HashMap<u32, Way>,
-    shared: &Shared,
-    wr: &mut tokio::net::tcp::OwnedWriteHalf,
-    ctl_rx: &mut mpsc::UnboundedReceiver<Ctl>,
-    stop: &mut watch::Receiver<bool>,
-) -> (Option<String>, TestTotals) {
-    // A report the client does not take within the timeout ends its test: the reports would
-    // otherwise pile up in this server's memory.
-    async fn send_report(
-        wr: &mut tokio::net::tcp::OwnedWriteHalf,
-        bytes: &[u8],
-        timeout: Duration,
-    ) -> Result<(), String> {
-        match tokio::time::timeout(timeout, wr.write_all(bytes)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(format!("cannot write to the client: {e}")),
-            Err(_) => Err(format!("the client did not read its reports for {}s", timeout.as_secs())),
-        }
-    }
-    let (metrics, probe, write_timeout) = (&shared.stats.metrics, &shared.probe, shared.limits.control_write_timeout);
+    notes: &mut HashMap<u32, String>,
+) -> Result<Vec<Conn>, String> {
     let profile = &setup.profile;
     let usable = sys::allowed_cpus().unwrap_or_default();
-    let mut notes: HashMap<u32, String> = HashMap::new();
-    let mut conns = Vec::with_capacity(ways.len());
     let mut streams = setup.streams.clone();
     streams.sort_by_key(|s| s.id);
+    let mut conns = Vec::with_capacity(streams.len());
     for st in &streams {
         let Some((tcp, udp, listener)) = sockets.remove(&st.id) else { continue };
-        if let Err(e) = sockopt::apply(SockRef::from(&tcp), &profile.tcp, profile.workload.nodelay_default()) {
-            let m = format!("cannot apply socket options: {e}");
-            let _ = wr.write_all(&wire::refusal(Refusal::Invalid, m.clone())).await;
-            return (Some(m), TestTotals::default());
-        }
-        // Pin where asked and possible; say so where not.
+        sockopt::apply(SockRef::from(&tcp), &profile.tcp, profile.workload.nodelay_default())
+            .map_err(|e| format!("cannot apply socket options: {e}"))?;
         let cpu = st.server_cpu.filter(|c| {
             let ok = usable.contains(c);
             if !ok {
-                notes.insert(
-                    st.id,
-                    format!(
-                        "cannot pin to CPU {c}: this server can use CPUs {}",
-                        netblast_spec::units::CpuList(usable.clone())
-                    ),
+                let why = format!(
+                    "cannot pin to CPU {c}: this server can use CPUs {}",
+                    netblast_spec::units::CpuList(usable.clone())
                 );
+                notes.insert(st.id, why);
             }
             ok
         });
         let cps = listener.map(netblast_engine::cps::CpsEnd::Listen);
         conns.push(Conn { id: st.id, way: st.way, tcp, udp, cps, cpu });
     }
+    Ok(conns)
+}
+
+/// Runs a started test on this server: its workers, one interval frame per interval once
+/// every worker reported it, the client's stop, the final report.
+async fn run_test(
+    setup: &TestSetup,
+    sockets: HashMap<u32, Sockets>,
+    ways: &HashMap<u32, Way>,
+    shared: &Shared,
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    ctl_rx: &mut mpsc::UnboundedReceiver<Ctl>,
+    stop: &mut watch::Receiver<bool>,
+) -> (Option<String>, TestTotals) {
+    let mut notes: HashMap<u32, String> = HashMap::new();
+    let conns = match connections(setup, sockets, &mut notes) {
+        Ok(c) => c,
+        Err(m) => {
+            let _ = wr.write_all(&wire::refusal(Refusal::Invalid, m.clone())).await;
+            return (Some(m), TestTotals::default());
+        }
+    };
     let bulk_workers = (sys::cpus_online() as usize).min(conns.len()).max(1);
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<(usize, Event)>();
     let sink: EventTx = Arc::new(move |w, ev| {
@@ -482,15 +491,15 @@ async fn run_test(
     let flags = RunFlags::new();
     let gate = StartGate::new();
     let ctx = Ctx {
-        probe: probe.clone(),
+        probe: shared.probe.clone(),
         gate: gate.clone(),
         flags: flags.clone(),
         tx: sink,
         bind: netblast_engine::sockopt::Binding::device(shared.bind_dev.clone()),
     };
-    let timing =
-        Timing { send_for: setup.time_bound.get() + SEND_GRACE, give_up_after: setup.time_bound.get() + RECV_GRACE };
-    let handles = match end::spawn(Side::Server, profile, timing, conns, &vec![None; bulk_workers], &ctx) {
+    let bound = setup.time_bound.get();
+    let timing = Timing { send_for: bound + SEND_GRACE, give_up_after: bound + RECV_GRACE };
+    let handles = match end::spawn(Side::Server, &setup.profile, timing, conns, &vec![None; bulk_workers], &ctx) {
         Ok(h) => h,
         Err(e) => {
             gate.cancel();
@@ -500,48 +509,107 @@ async fn run_test(
         }
     };
     drop(ctx);
-    let start = Instant::now();
-    gate.open(start);
-
-    let mut finals: Vec<ServerStreamFinal> = Vec::new();
-    let mut cpu = CpuUsage::default();
-    let mut gather: Gather<ServerInterval> = Gather::new(handles.len());
-    let mut coarse = WaySums::default();
-    let mut sampled = netblast_engine::worker::Sampled::default();
-    let mut client_gone = false;
-    let mut problem: Option<String> = None;
-    while !gather.all_done() {
+    let mut t = ServerTest::new(ways, shared, flags, notes, handles.len(), wr);
+    gate.open(t.start);
+    while !t.gather.all_done() {
         tokio::select! {
             ev = ev_rx.recv() => match ev {
-                Some((w, Event::Interval { index, start_s, end_s, flows })) => {
-                    // One frame per interval, once every worker of this test reported it.
-                    let part = gather.part(w, index);
-                    part.span = Some(part.span.map_or((start_s, end_s), |(a, b)| (a.min(start_s), b.max(end_s))));
-                    // Kernel statistics matter where the server sends (`down` streams); the
-                    // client has its own where it sends.
-                    for f in &flows {
-                        let dir = crate::metrics::label("direction", match ways.get(&f.id) {
+                Some((w, ev)) => t.event(w, ev),
+                None => break,
+            },
+            _ = stop.changed(), if !t.flags.aborting() => t.shutdown().await,
+            msg = ctl_rx.recv(), if !t.client_gone => t.control(msg),
+        }
+        t.report_intervals().await;
+    }
+    for h in handles {
+        let _ = tokio::task::spawn_blocking(move || h.join()).await;
+    }
+    t.finish().await
+}
+
+/// A test running on this server, from its start to its final report.
+struct ServerTest<'a, 'w> {
+    ways: &'a HashMap<u32, Way>,
+    shared: &'a Shared,
+    wr: &'w mut tokio::net::tcp::OwnedWriteHalf,
+    flags: Arc<RunFlags>,
+    start: Instant,
+    /// Why a stream's server end is not as asked (pinning), said in its final report.
+    notes: HashMap<u32, String>,
+    finals: Vec<ServerStreamFinal>,
+    cpu: CpuUsage,
+    gather: Gather<ServerInterval>,
+    /// Tests of more than `MAX_STREAM_DETAIL` streams report way sums.
+    coarse: WaySums,
+    sampled: netblast_engine::worker::Sampled,
+    client_gone: bool,
+    problem: Option<String>,
+}
+
+impl<'a, 'w> ServerTest<'a, 'w> {
+    fn new(
+        ways: &'a HashMap<u32, Way>,
+        shared: &'a Shared,
+        flags: Arc<RunFlags>,
+        notes: HashMap<u32, String>,
+        workers: usize,
+        wr: &'w mut tokio::net::tcp::OwnedWriteHalf,
+    ) -> Self {
+        ServerTest {
+            ways,
+            shared,
+            wr,
+            flags,
+            start: Instant::now(),
+            notes,
+            finals: Vec::new(),
+            cpu: CpuUsage::default(),
+            gather: Gather::new(workers),
+            coarse: WaySums::default(),
+            sampled: Default::default(),
+            client_gone: false,
+            problem: None,
+        }
+    }
+
+    /// One worker event: an interval's part (counted in the metrics), a flow's end, a
+    /// worker's end.
+    fn event(&mut self, w: usize, ev: Event) {
+        let (metrics, ways) = (&self.shared.stats.metrics, self.ways);
+        match ev {
+            Event::Interval { index, start_s, end_s, flows } => {
+                // One frame per interval, once every worker of this test reported it.
+                let part = self.gather.part(w, index);
+                part.span = Some(part.span.map_or((start_s, end_s), |(a, b)| (a.min(start_s), b.max(end_s))));
+                for f in &flows {
+                    let dir = crate::metrics::label(
+                        "direction",
+                        match ways.get(&f.id) {
                             Some(Way::Down) => "sent",
                             _ => "received",
-                        });
-                        metrics.bytes.get_or_create(&dir).inc_by(f.bytes);
-                        if f.msgs > 0 {
-                            metrics.messages.get_or_create(&dir).inc_by(f.msgs);
-                        }
+                        },
+                    );
+                    metrics.bytes.get_or_create(&dir).inc_by(f.bytes);
+                    if f.msgs > 0 {
+                        metrics.messages.get_or_create(&dir).inc_by(f.msgs);
                     }
-                    part.streams.extend(flows.into_iter().map(|f| {
-                        let tcp = f.tcp.filter(|_| ways.get(&f.id) == Some(&Way::Down));
-                        ServerSample { id: f.id, bytes: f.bytes, msgs: f.msgs, tcp, udp: f.udp }
-                    }));
                 }
-                Some((_, Event::FlowDone(f))) => finals.push({
-                    if let (Some(t), Some(Way::Down)) = (&f.tcp, ways.get(&f.id)) {
-                        metrics.retransmits.inc_by(t.retrans_segs);
-                    }
-                    if let Some(h) = f.rtt_hist.as_deref() {
-                        metrics.rtt.add(h);
-                    }
-                    ServerStreamFinal {
+                // Kernel statistics matter where the server sends (`down` streams); the client
+                // has its own where it sends.
+                part.streams.extend(flows.into_iter().map(|f| {
+                    let tcp = f.tcp.filter(|_| ways.get(&f.id) == Some(&Way::Down));
+                    ServerSample { id: f.id, bytes: f.bytes, msgs: f.msgs, tcp, udp: f.udp }
+                }));
+            }
+            Event::FlowDone(f) => {
+                if let (Some(t), Some(Way::Down)) = (&f.tcp, ways.get(&f.id)) {
+                    metrics.retransmits.inc_by(t.retrans_segs);
+                }
+                if let Some(h) = f.rtt_hist.as_deref() {
+                    metrics.rtt.add(h);
+                }
+                self.finals.push(ServerStreamFinal {
                     id: f.id,
                     bytes: f.bytes,
                     msgs: f.msgs,
@@ -551,78 +619,102 @@ async fn run_test(
                     kernel_drops: f.kernel_drops,
                     rtt_hist: f.rtt_hist.as_deref().and_then(|h| netblast_spec::hist::EncodedHistogram::encode(h).ok()),
                     tcp_info: f.tcp_info,
-                    note: notes.remove(&f.id),
+                    note: self.notes.remove(&f.id),
                     error: f.error,
                     udp: f.udp,
                     rcvbuf: f.rcvbuf,
-                }}),
-                Some((w, Event::WorkerDone { cpu: c, pin_error, tcp_samples, .. })) => {
-                    if let Some(e) = pin_error {
-                        tracing::warn!("{e}");
-                    }
-                    sampled.add(tcp_samples);
-                    cpu.user_s += c.user_s;
-                    cpu.system_s += c.system_s;
-                    gather.done(w);
-                }
-                None => break,
-            },
-            _ = stop.changed(), if !flags.aborting() => {
-                flags.abort();
-                problem = Some("server shutting down".into());
-                let msg = wire::refusal(Refusal::Shutdown, "the server is shutting down; test aborted".into());
-                if !client_gone && wr.write_all(&msg).await.is_err() {
-                    client_gone = true;
-                }
+                });
             }
-            msg = ctl_rx.recv(), if !client_gone => match msg {
-                Some(Ctl::Frame(Ok(Some(ClientMsg::Stop)))) => flags.stop(),
-                Some(Ctl::Frame(Ok(Some(other)))) => {
-                    problem = Some(format!("unexpected control frame during the test: {other:?}"));
-                    flags.stop();
+            Event::WorkerDone { cpu: c, pin_error, tcp_samples, .. } => {
+                if let Some(e) = pin_error {
+                    tracing::warn!("{e}");
                 }
-                Some(Ctl::Frame(Ok(None))) | None => { client_gone = true; flags.stop(); problem = Some("client closed the control connection during the test".into()); }
-                Some(Ctl::Frame(Err(e))) => { client_gone = true; flags.stop(); problem = Some(format!("bad control frame: {e}")); }
-            },
+                self.sampled.add(tcp_samples);
+                self.cpu.user_s += c.user_s;
+                self.cpu.system_s += c.system_s;
+                self.gather.done(w);
+            }
         }
-        for (index, part) in gather.ready() {
+    }
+
+    /// The server shuts down: the test is aborted and the client told why.
+    async fn shutdown(&mut self) {
+        self.flags.abort();
+        self.problem = Some("server shutting down".into());
+        let msg = wire::refusal(Refusal::Shutdown, "the server is shutting down; test aborted".into());
+        if !self.client_gone && self.wr.write_all(&msg).await.is_err() {
+            self.client_gone = true;
+        }
+    }
+
+    /// A control frame during the test: `stop` stops the senders; anything else, or the
+    /// connection's end, stops the test with the reason.
+    fn control(&mut self, msg: Option<Ctl>) {
+        let problem = match msg {
+            Some(Ctl::Frame(Ok(Some(ClientMsg::Stop)))) => {
+                self.flags.stop();
+                return;
+            }
+            Some(Ctl::Frame(Ok(Some(other)))) => format!("unexpected control frame during the test: {other:?}"),
+            Some(Ctl::Frame(Ok(None))) | None => {
+                self.client_gone = true;
+                "client closed the control connection during the test".into()
+            }
+            Some(Ctl::Frame(Err(e))) => {
+                self.client_gone = true;
+                format!("bad control frame: {e}")
+            }
+        };
+        self.flags.stop();
+        self.problem = Some(problem);
+    }
+
+    /// Every interval each worker has now reported, one frame each (way sums only for tests
+    /// of more than `MAX_STREAM_DETAIL` streams).
+    async fn report_intervals(&mut self) {
+        let timeout = self.shared.limits.control_write_timeout;
+        for (index, part) in self.gather.ready() {
             let (start_s, end_s) = part.span.unwrap_or((0.0, 0.0));
-            let msg = if ways.len() > MAX_STREAM_DETAIL {
-                let ways = coarse.sums(&part.streams, ways);
+            let msg = if self.ways.len() > MAX_STREAM_DETAIL {
+                let ways = self.coarse.sums(&part.streams, self.ways);
                 ServerMsg::Interval { index, start_s, end_s, streams: Vec::new(), ways }
             } else {
                 ServerMsg::Interval { index, start_s, end_s, streams: part.streams, ways: Vec::new() }
             };
-            if !client_gone {
-                if let Err(e) = send_report(wr, &wire::encode_frame(&msg), write_timeout).await {
-                    client_gone = true;
-                    flags.abort();
-                    problem = Some(e);
+            if !self.client_gone {
+                if let Err(e) = send_report(self.wr, &wire::encode_frame(&msg), timeout).await {
+                    self.client_gone = true;
+                    self.flags.abort();
+                    self.problem = Some(e);
                 }
             }
         }
     }
-    for h in handles {
-        let _ = tokio::task::spawn_blocking(move || h.join()).await;
-    }
-    cpu.wall_s = start.elapsed().as_secs_f64();
-    finals.sort_by_key(|f| f.id);
-    let mut totals = TestTotals { streams: finals.len(), ..Default::default() };
-    for f in &finals {
-        let sent = ways.get(&f.id) == Some(&Way::Down);
-        *(if sent { &mut totals.sent } else { &mut totals.received }) += f.bytes;
-        *(if sent { &mut totals.msgs_sent } else { &mut totals.msgs_received }) += f.msgs;
-        totals.seconds = totals.seconds.max(f.seconds);
-    }
-    if !client_gone {
-        let tcp_samples = (sampled.read < sampled.wanted).then_some([sampled.read, sampled.wanted]);
-        let msg = ServerMsg::Final { streams: finals, cpu, tcp_samples };
-        if let Err(e) = send_report(wr, &wire::encode_frame(&msg), write_timeout).await {
-            return (Some(format!("cannot send the final report: {e}")), totals);
+
+    /// The final report (every stream's totals, the CPU used) and the test's totals for the
+    /// server's own line.
+    async fn finish(mut self) -> (Option<String>, TestTotals) {
+        self.cpu.wall_s = self.start.elapsed().as_secs_f64();
+        self.finals.sort_by_key(|f| f.id);
+        let mut totals = TestTotals { streams: self.finals.len(), ..Default::default() };
+        for f in &self.finals {
+            let sent = self.ways.get(&f.id) == Some(&Way::Down);
+            *(if sent { &mut totals.sent } else { &mut totals.received }) += f.bytes;
+            *(if sent { &mut totals.msgs_sent } else { &mut totals.msgs_received }) += f.msgs;
+            totals.seconds = totals.seconds.max(f.seconds);
         }
-        let _ = wr.shutdown().await;
+        if !self.client_gone {
+            let s = &self.sampled;
+            let tcp_samples = (s.read < s.wanted).then_some([s.read, s.wanted]);
+            let msg = ServerMsg::Final { streams: std::mem::take(&mut self.finals), cpu: self.cpu, tcp_samples };
+            let timeout = self.shared.limits.control_write_timeout;
+            if let Err(e) = send_report(self.wr, &wire::encode_frame(&msg), timeout).await {
+                return (Some(format!("cannot send the final report: {e}")), totals);
+            }
+            let _ = self.wr.shutdown().await;
+        }
+        (self.problem, totals)
     }
-    (problem, totals)
 }
 
 /// What one test moved through this server, for its line on `serve`'s stderr.

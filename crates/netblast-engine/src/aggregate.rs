@@ -463,207 +463,21 @@ impl Aggregator {
             client_cpu.user_s += c.user_s;
             client_cpu.system_s += c.system_s;
         }
-        let msgs = self.info.counts_msgs();
-        let intervals = &self.intervals;
+        let mut acc = WayAcc::default();
         let server: HashMap<u32, &ServerStreamFinal> =
             self.server_final.iter().flat_map(|(v, _)| v.iter().map(|s| (s.id, s))).collect();
-        let mut problems: Vec<String> = Vec::new();
-        let mut stream_sums = Vec::new();
-        let mut way_lat: HashMap<Way, Option<Histogram<u64>>> = HashMap::new();
-        let mut way_rtt: HashMap<Way, Option<Histogram<u64>>> = HashMap::new();
-        for s in &self.streams {
-            let mine = self.ends.get(&s.id);
-            let theirs = server.get(&s.id);
-            let mine_total = mine.map(|e| SideTotal::new(e.bytes, e.seconds));
-            let theirs_total = theirs.map(|e| SideTotal::new(e.bytes, e.seconds));
-            let (sender, receiver, tcp, sent_msgs, recv_msgs) = match s.way {
-                Way::Up => {
-                    (mine_total, theirs_total, mine.and_then(|e| e.tcp), mine.map(|e| e.msgs), theirs.map(|e| e.msgs))
-                }
-                Way::Down => {
-                    (theirs_total, mine_total, theirs.and_then(|e| e.tcp), theirs.map(|e| e.msgs), mine.map(|e| e.msgs))
-                }
-            };
-            let of_stream = || intervals.iter().flat_map(|i| i.streams.iter()).filter(move |x| x.id == s.id);
-            // When the sender's total is missing (its end died), fall back to the interval sums.
-            let sender = sender.unwrap_or_else(|| {
-                let bytes = of_stream().map(|x| x.sent_bytes).sum();
-                SideTotal::new(bytes, intervals.last().map(|i| i.end_s).unwrap_or(0.0))
-            });
-            let sent_msgs = sent_msgs.unwrap_or_else(|| of_stream().filter_map(|x| x.sent_msgs).sum());
-            let last_tcp = tcp.or_else(|| {
-                intervals.iter().rev().flat_map(|i| i.streams.iter()).find(|x| x.id == s.id).and_then(|x| x.tcp)
-            });
-            let latency_hist = self.totals.latency.get(&s.id);
-            if let Some(h) = latency_hist {
-                if let Err(e) = add_hist(way_lat.entry(s.way).or_default(), h) {
-                    problems.push(format!("stream {} latency: {e}", s.id));
-                }
-            }
-            let msg_totals = msgs.then(|| {
-                let lost = match (self.info.kind, self.info.protocol) {
-                    // A per-CPU receiver's count is not its stream's: loss is the way's.
-                    (Kind::Msgrate, Protocol::Udp) if self.info.shared_receivers => None,
-                    (Kind::Msgrate, Protocol::Udp) => recv_msgs.map(|r| sent_msgs.saturating_sub(r)),
-                    (Kind::Rr, Protocol::Udp) | (Kind::Cps, _) => Some(mine.map(|e| e.lost).unwrap_or(0)),
-                    _ => None,
-                };
-                // A cps flow's statistics are many connections': no one socket's segment count.
-                let one_socket = last_tcp.filter(|_| self.info.kind.one_socket_per_stream());
-                let segs = one_socket.map(|t| t.segs_out);
-                let wire = one_socket.map(|t| t.segs_out + t.segs_in);
-                let kernel_drops = match s.way {
-                    Way::Up => theirs.and_then(|e| e.kernel_drops),
-                    Way::Down => mine.and_then(|e| e.kernel_drops),
-                };
-                MsgTotals {
-                    kernel_drops,
-                    sent: sent_msgs,
-                    sent_per_s: rate(sent_msgs as f64, sender.seconds),
-                    received: recv_msgs,
-                    received_per_s: recv_msgs.zip(receiver).map(|(m, r)| rate(m as f64, r.seconds)),
-                    lost,
-                    segs_out: segs,
-                    segs_out_per_s: segs.map(|n| rate(n as f64, sender.seconds)),
-                    wire_packets: wire,
-                    wire_packets_per_s: wire.map(|n| rate(n as f64, sender.seconds)),
-                    udp: match s.way {
-                        Way::Up => theirs.and_then(|e| e.udp),
-                        Way::Down => mine.and_then(|e| e.udp),
-                    },
-                    rcvbuf: match s.way {
-                        Way::Up => theirs.and_then(|e| e.rcvbuf),
-                        Way::Down => mine.and_then(|e| e.rcvbuf),
-                    },
-                    conns: mine.and_then(|e| e.conns),
-                }
-            });
-            // Kernel RTT histogram and TCP_INFO cross-check of the sending socket.
-            let (rtt_hist, tcp_info) = match s.way {
-                Way::Up => (mine.and_then(|e| e.rtt_hist.as_deref().cloned()), mine.and_then(|e| e.tcp_info)),
-                Way::Down => {
-                    let decoded = theirs.and_then(|e| e.rtt_hist.as_ref()).map(|h| h.decode()).transpose();
-                    let h = decoded.unwrap_or_else(|e| {
-                        problems.push(format!("server's RTT histogram of stream {}: {e}", s.id));
-                        None
-                    });
-                    (h, theirs.and_then(|e| e.tcp_info))
-                }
-            };
-            if let Some(h) = &rtt_hist {
-                if let Err(e) = add_hist(way_rtt.entry(s.way).or_default(), h) {
-                    problems.push(format!("stream {} kernel RTT: {e}", s.id));
-                }
-            }
-            // A receiver cannot read more than its sender sent: a report that says so is wrong
-            // (a broken or hostile peer), and the run is not complete.
-            if let Some(r) = receiver.filter(|r| r.bytes > sender.bytes && !self.info.shared_receivers) {
-                let who = if s.way == Way::Up { "server (receiver)" } else { "server (sender)" };
-                problems.push(format!(
-                    "stream {}: the {who} reports {} bytes received of {} sent: the report is wrong",
-                    s.id, r.bytes, sender.bytes
-                ));
-            }
-            stream_sums.push(StreamSummary {
-                kernel_rtt: rtt_hist.as_ref().map(LatencySummary::of),
-                kernel_rtt_hist: rtt_hist.as_ref().and_then(|h| EncodedHistogram::encode(h).ok()),
-                tcp_info,
-                id: s.id,
-                way: s.way,
-                sender,
-                receiver,
-                retransmits: last_tcp.map(|t| t.retrans_segs).unwrap_or(0),
-                // TCP_INFO at the end: the cross-check beside eBPF, else the last poll.
-                spurious_retransmits: tcp_info.or(last_tcp).and_then(|t| t.dsack_segs),
-                tcp: last_tcp,
-                msgs: msg_totals,
-                latency: latency_hist.map(LatencySummary::of),
-                latency_hist: latency_hist.and_then(|h| EncodedHistogram::encode(h).ok()),
-                client_cpu: mine.and_then(|e| e.cpu),
-                server_cpu: theirs.and_then(|e| e.cpu),
-            });
-        }
-
-        let mut ways = Vec::new();
-        for way in [Way::Up, Way::Down] {
-            let of_way: Vec<&StreamSummary> = stream_sums.iter().filter(|s| s.way == way).collect();
-            if of_way.is_empty() {
-                continue;
-            }
-            let sent: u64 = of_way.iter().map(|s| s.sender.bytes).sum();
-            let sent_s = of_way.iter().map(|s| s.sender.seconds).fold(0.0, f64::max);
-            let receiver = if of_way.iter().all(|s| s.receiver.is_some()) {
-                let b: u64 = of_way.iter().filter_map(|s| s.receiver).map(|r| r.bytes).sum();
-                let secs = of_way.iter().filter_map(|s| s.receiver).map(|r| r.seconds).fold(0.0, f64::max);
-                Some(SideTotal::new(b, secs))
-            } else {
-                None
-            };
-            let srtt = self.totals.srtt.get(&way);
-            let rtt = srtt.filter(|h| !h.is_empty()).map(|h| RttSummary {
-                min_us: self.totals.min_rtt_us.get(&way).copied().unwrap_or(0),
-                mean_us: self.totals.srtt_sum_us.get(&way).copied().unwrap_or(0) as f64 / h.len() as f64,
-                max_us: (h.max() / 1000) as u32,
-                samples: h.len(),
-            });
-            let msg_totals = msgs.then(|| {
-                let m: Vec<MsgTotals> = of_way.iter().filter_map(|s| s.msgs).collect();
-                let sent: u64 = m.iter().map(|x| x.sent).sum();
-                let received: Option<u64> = m.iter().map(|x| x.received).sum();
-                let lost: Option<u64> = match self.info.shared_receivers {
-                    true => received.map(|r| sent.saturating_sub(r)),
-                    false => m.iter().map(|x| x.lost).sum(),
-                };
-                if let Some(r) = received.filter(|&r| self.info.shared_receivers && r > sent) {
-                    problems.push(format!(
-                        "the server's receivers report {r} datagrams received of {sent} sent: the report is wrong"
-                    ));
-                }
-                let segs: Option<u64> = m.iter().map(|x| x.segs_out).sum();
-                let wire: Option<u64> = m.iter().map(|x| x.wire_packets).sum();
-                let recv_s = receiver.map(|r| r.seconds).unwrap_or(0.0);
-                MsgTotals {
-                    kernel_drops: m.iter().map(|x| x.kernel_drops).sum(),
-                    sent,
-                    sent_per_s: rate(sent as f64, sent_s),
-                    received,
-                    received_per_s: received.map(|r| rate(r as f64, recv_s)),
-                    lost,
-                    segs_out: segs,
-                    segs_out_per_s: segs.map(|n| rate(n as f64, sent_s)),
-                    wire_packets: wire,
-                    wire_packets_per_s: wire.map(|n| rate(n as f64, sent_s)),
-                    udp: UdpQuality::sum(m.iter().filter_map(|x| x.udp.as_ref())),
-                    rcvbuf: m.iter().filter_map(|x| x.rcvbuf).min(),
-                    conns: netblast_spec::result::ConnCounts::sum(m.iter().filter_map(|x| x.conns.as_ref())),
-                }
-            });
-            let merged = way_lat.get(&way).and_then(|h| h.as_ref());
-            let rtt_merged = way_rtt.get(&way).and_then(|h| h.as_ref());
-            let retransmits: u64 = of_way.iter().map(|s| s.retransmits).sum();
-            let segs_out: u64 = of_way.iter().filter_map(|s| s.tcp).map(|t| t.segs_out).sum();
-            ways.push(WaySummary {
-                retransmit_rate: (segs_out > 0).then(|| retransmits as f64 / segs_out as f64),
-                kernel_rtt: rtt_merged.map(LatencySummary::of),
-                kernel_rtt_hist: rtt_merged.and_then(|h| EncodedHistogram::encode(h).ok()),
-                way,
-                streams: of_way.len() as u32,
-                sender: SideTotal::new(sent, sent_s),
-                receiver,
-                retransmits,
-                spurious_retransmits: of_way.iter().map(|s| s.spurious_retransmits).sum(),
-                rtt,
-                rtt_hist: srtt.filter(|h| !h.is_empty()).and_then(|h| EncodedHistogram::encode(h).ok()),
-                cwnd_max_bytes: self.totals.cwnd_max.get(&way).copied().unwrap_or(0),
-                msgs: msg_totals,
-                latency: merged.map(LatencySummary::of),
-                latency_hist: merged.and_then(|h| EncodedHistogram::encode(h).ok()),
-            });
-        }
-        for p in problems {
+        let stream_sums: Vec<StreamSummary> =
+            self.streams.iter().map(|s| self.stream_summary(s, server.get(&s.id).copied(), &mut acc)).collect();
+        let ways: Vec<WaySummary> = [Way::Up, Way::Down]
+            .into_iter()
+            .filter_map(|way| {
+                let of_way: Vec<&StreamSummary> = stream_sums.iter().filter(|s| s.way == way).collect();
+                (!of_way.is_empty()).then(|| self.way_summary(way, &of_way, &mut acc))
+            })
+            .collect();
+        for p in std::mem::take(&mut acc.problems) {
             self.error(0.0, "aggregator", p);
         }
-
         let duration_s = stream_sums
             .iter()
             .flat_map(|s| [Some(s.sender.seconds), s.receiver.map(|r| r.seconds)])
@@ -679,6 +493,241 @@ impl Aggregator {
             bits_per_server_cpu_s: server_cpu.as_ref().map(per),
         };
         Summary { duration_s, ways, streams: stream_sums, cpu, http: None }
+    }
+
+    /// One stream's totals: each end's count (the sender's from the interval sums when its end
+    /// died), its messages, its kernel figures; its histograms added to its way's.
+    fn stream_summary(&self, s: &StreamInfo, theirs: Option<&ServerStreamFinal>, acc: &mut WayAcc) -> StreamSummary {
+        let intervals = &self.intervals;
+        let mine = self.ends.get(&s.id);
+        let mine_total = mine.map(|e| SideTotal::new(e.bytes, e.seconds));
+        let theirs_total = theirs.map(|e| SideTotal::new(e.bytes, e.seconds));
+        let (sender, receiver, tcp, sent_msgs, recv_msgs) = match s.way {
+            Way::Up => {
+                (mine_total, theirs_total, mine.and_then(|e| e.tcp), mine.map(|e| e.msgs), theirs.map(|e| e.msgs))
+            }
+            Way::Down => {
+                (theirs_total, mine_total, theirs.and_then(|e| e.tcp), theirs.map(|e| e.msgs), mine.map(|e| e.msgs))
+            }
+        };
+        let of_stream = || intervals.iter().flat_map(|i| i.streams.iter()).filter(move |x| x.id == s.id);
+        // When the sender's total is missing (its end died), fall back to the interval sums.
+        let sender = sender.unwrap_or_else(|| {
+            let bytes = of_stream().map(|x| x.sent_bytes).sum();
+            SideTotal::new(bytes, intervals.last().map(|i| i.end_s).unwrap_or(0.0))
+        });
+        let sent_msgs = sent_msgs.unwrap_or_else(|| of_stream().filter_map(|x| x.sent_msgs).sum());
+        let last_tcp = tcp.or_else(|| {
+            intervals.iter().rev().flat_map(|i| i.streams.iter()).find(|x| x.id == s.id).and_then(|x| x.tcp)
+        });
+        let latency_hist = self.totals.latency.get(&s.id);
+        if let Some(h) = latency_hist {
+            if let Err(e) = add_hist(acc.latency.entry(s.way).or_default(), h) {
+                acc.problems.push(format!("stream {} latency: {e}", s.id));
+            }
+        }
+        let msgs = self.info.counts_msgs().then(|| {
+            let receiving = match s.way {
+                Way::Up => theirs.map(ReceivingEnd::of_server),
+                Way::Down => mine.map(ReceivingEnd::of_client),
+            };
+            self.stream_msgs((sent_msgs, recv_msgs), (sender, receiver), last_tcp, receiving, mine)
+        });
+        // Kernel RTT histogram and TCP_INFO cross-check of the sending socket.
+        let (rtt_hist, tcp_info) = match s.way {
+            Way::Up => (mine.and_then(|e| e.rtt_hist.as_deref().cloned()), mine.and_then(|e| e.tcp_info)),
+            Way::Down => {
+                let decoded = theirs.and_then(|e| e.rtt_hist.as_ref()).map(|h| h.decode()).transpose();
+                let h = decoded.unwrap_or_else(|e| {
+                    acc.problems.push(format!("server's RTT histogram of stream {}: {e}", s.id));
+                    None
+                });
+                (h, theirs.and_then(|e| e.tcp_info))
+            }
+        };
+        if let Some(h) = &rtt_hist {
+            if let Err(e) = add_hist(acc.rtt.entry(s.way).or_default(), h) {
+                acc.problems.push(format!("stream {} kernel RTT: {e}", s.id));
+            }
+        }
+        // A receiver cannot read more than its sender sent: a report that says so is wrong
+        // (a broken or hostile peer), and the run is not complete.
+        if let Some(r) = receiver.filter(|r| r.bytes > sender.bytes && !self.info.shared_receivers) {
+            let who = if s.way == Way::Up { "server (receiver)" } else { "server (sender)" };
+            acc.problems.push(format!(
+                "stream {}: the {who} reports {} bytes received of {} sent: the report is wrong",
+                s.id, r.bytes, sender.bytes
+            ));
+        }
+        StreamSummary {
+            kernel_rtt: rtt_hist.as_ref().map(LatencySummary::of),
+            kernel_rtt_hist: rtt_hist.as_ref().and_then(|h| EncodedHistogram::encode(h).ok()),
+            tcp_info,
+            id: s.id,
+            way: s.way,
+            sender,
+            receiver,
+            retransmits: last_tcp.map(|t| t.retrans_segs).unwrap_or(0),
+            // TCP_INFO at the end: the cross-check beside eBPF, else the last poll.
+            spurious_retransmits: tcp_info.or(last_tcp).and_then(|t| t.dsack_segs),
+            tcp: last_tcp,
+            msgs,
+            latency: latency_hist.map(LatencySummary::of),
+            latency_hist: latency_hist.and_then(|h| EncodedHistogram::encode(h).ok()),
+            client_cpu: mine.and_then(|e| e.cpu),
+            server_cpu: theirs.and_then(|e| e.cpu),
+        }
+    }
+
+    /// A message kind's stream totals: sent and received (each over its end's span), lost
+    /// (as the kind defines it), segments and wire packets of its one socket, the receiving
+    /// end's drops, queue and datagram quality, a cps flow's connection counts.
+    fn stream_msgs(
+        &self,
+        (sent, received): (u64, Option<u64>),
+        (sender, receiver): (SideTotal, Option<SideTotal>),
+        last_tcp: Option<netblast_spec::result::TcpStats>,
+        receiving: Option<ReceivingEnd>,
+        mine: Option<&FlowEnd>,
+    ) -> MsgTotals {
+        let lost = match (self.info.kind, self.info.protocol) {
+            // A per-CPU receiver's count is not its stream's: loss is the way's.
+            (Kind::Msgrate, Protocol::Udp) if self.info.shared_receivers => None,
+            (Kind::Msgrate, Protocol::Udp) => received.map(|r| sent.saturating_sub(r)),
+            (Kind::Rr, Protocol::Udp) | (Kind::Cps, _) => Some(mine.map(|e| e.lost).unwrap_or(0)),
+            _ => None,
+        };
+        // A cps flow's statistics are many connections': no one socket's segment count.
+        let one_socket = last_tcp.filter(|_| self.info.kind.one_socket_per_stream());
+        let segs = one_socket.map(|t| t.segs_out);
+        let wire = one_socket.map(|t| t.segs_out + t.segs_in);
+        MsgTotals {
+            kernel_drops: receiving.and_then(|r| r.kernel_drops),
+            sent,
+            sent_per_s: rate(sent as f64, sender.seconds),
+            received,
+            received_per_s: received.zip(receiver).map(|(m, r)| rate(m as f64, r.seconds)),
+            lost,
+            segs_out: segs,
+            segs_out_per_s: segs.map(|n| rate(n as f64, sender.seconds)),
+            wire_packets: wire,
+            wire_packets_per_s: wire.map(|n| rate(n as f64, sender.seconds)),
+            udp: receiving.and_then(|r| r.udp),
+            rcvbuf: receiving.and_then(|r| r.rcvbuf),
+            conns: mine.and_then(|e| e.conns),
+        }
+    }
+
+    /// One way's totals from its streams': bytes over the longest span, RTT from the sampled
+    /// smoothed RTTs, messages, retransmissions, the way's histograms.
+    fn way_summary(&self, way: Way, of_way: &[&StreamSummary], acc: &mut WayAcc) -> WaySummary {
+        let sent: u64 = of_way.iter().map(|s| s.sender.bytes).sum();
+        let sent_s = of_way.iter().map(|s| s.sender.seconds).fold(0.0, f64::max);
+        let receiver = if of_way.iter().all(|s| s.receiver.is_some()) {
+            let b: u64 = of_way.iter().filter_map(|s| s.receiver).map(|r| r.bytes).sum();
+            let secs = of_way.iter().filter_map(|s| s.receiver).map(|r| r.seconds).fold(0.0, f64::max);
+            Some(SideTotal::new(b, secs))
+        } else {
+            None
+        };
+        let srtt = self.totals.srtt.get(&way);
+        let rtt = srtt.filter(|h| !h.is_empty()).map(|h| RttSummary {
+            min_us: self.totals.min_rtt_us.get(&way).copied().unwrap_or(0),
+            mean_us: self.totals.srtt_sum_us.get(&way).copied().unwrap_or(0) as f64 / h.len() as f64,
+            max_us: (h.max() / 1000) as u32,
+            samples: h.len(),
+        });
+        let msgs = self.info.counts_msgs().then(|| self.way_msgs(of_way, sent_s, receiver, &mut acc.problems));
+        let merged = acc.latency.get(&way).and_then(|h| h.as_ref());
+        let rtt_merged = acc.rtt.get(&way).and_then(|h| h.as_ref());
+        let retransmits: u64 = of_way.iter().map(|s| s.retransmits).sum();
+        let segs_out: u64 = of_way.iter().filter_map(|s| s.tcp).map(|t| t.segs_out).sum();
+        WaySummary {
+            retransmit_rate: (segs_out > 0).then(|| retransmits as f64 / segs_out as f64),
+            kernel_rtt: rtt_merged.map(LatencySummary::of),
+            kernel_rtt_hist: rtt_merged.and_then(|h| EncodedHistogram::encode(h).ok()),
+            way,
+            streams: of_way.len() as u32,
+            sender: SideTotal::new(sent, sent_s),
+            receiver,
+            retransmits,
+            spurious_retransmits: of_way.iter().map(|s| s.spurious_retransmits).sum(),
+            rtt,
+            rtt_hist: srtt.filter(|h| !h.is_empty()).and_then(|h| EncodedHistogram::encode(h).ok()),
+            cwnd_max_bytes: self.totals.cwnd_max.get(&way).copied().unwrap_or(0),
+            msgs,
+            latency: merged.map(LatencySummary::of),
+            latency_hist: merged.and_then(|h| EncodedHistogram::encode(h).ok()),
+        }
+    }
+
+    /// A way's message totals from its streams': counts added, rates over the way's spans,
+    /// loss per way when the server's per-CPU receivers take the datagrams.
+    fn way_msgs(
+        &self,
+        of_way: &[&StreamSummary],
+        sent_s: f64,
+        receiver: Option<SideTotal>,
+        problems: &mut Vec<String>,
+    ) -> MsgTotals {
+        let m: Vec<MsgTotals> = of_way.iter().filter_map(|s| s.msgs).collect();
+        let sent: u64 = m.iter().map(|x| x.sent).sum();
+        let received: Option<u64> = m.iter().map(|x| x.received).sum();
+        let lost: Option<u64> = match self.info.shared_receivers {
+            true => received.map(|r| sent.saturating_sub(r)),
+            false => m.iter().map(|x| x.lost).sum(),
+        };
+        if let Some(r) = received.filter(|&r| self.info.shared_receivers && r > sent) {
+            problems.push(format!(
+                "the server's receivers report {r} datagrams received of {sent} sent: the report is wrong"
+            ));
+        }
+        let segs: Option<u64> = m.iter().map(|x| x.segs_out).sum();
+        let wire: Option<u64> = m.iter().map(|x| x.wire_packets).sum();
+        let recv_s = receiver.map(|r| r.seconds).unwrap_or(0.0);
+        MsgTotals {
+            kernel_drops: m.iter().map(|x| x.kernel_drops).sum(),
+            sent,
+            sent_per_s: rate(sent as f64, sent_s),
+            received,
+            received_per_s: received.map(|r| rate(r as f64, recv_s)),
+            lost,
+            segs_out: segs,
+            segs_out_per_s: segs.map(|n| rate(n as f64, sent_s)),
+            wire_packets: wire,
+            wire_packets_per_s: wire.map(|n| rate(n as f64, sent_s)),
+            udp: UdpQuality::sum(m.iter().filter_map(|x| x.udp.as_ref())),
+            rcvbuf: m.iter().filter_map(|x| x.rcvbuf).min(),
+            conns: netblast_spec::result::ConnCounts::sum(m.iter().filter_map(|x| x.conns.as_ref())),
+        }
+    }
+}
+
+/// What the summary gathers per way while it goes over the streams: their latency and kernel
+/// RTT histograms added, and the problems found.
+#[derive(Default)]
+struct WayAcc {
+    latency: HashMap<Way, Option<Histogram<u64>>>,
+    rtt: HashMap<Way, Option<Histogram<u64>>>,
+    problems: Vec<String>,
+}
+
+/// What a stream's receiving end reports of its socket: kernel drops, its receive queue,
+/// datagram quality (client and server report them in their own shapes).
+#[derive(Clone, Copy)]
+struct ReceivingEnd {
+    kernel_drops: Option<u64>,
+    rcvbuf: Option<u64>,
+    udp: Option<UdpQuality>,
+}
+
+impl ReceivingEnd {
+    fn of_server(e: &ServerStreamFinal) -> ReceivingEnd {
+        ReceivingEnd { kernel_drops: e.kernel_drops, rcvbuf: e.rcvbuf, udp: e.udp }
+    }
+
+    fn of_client(e: &FlowEnd) -> ReceivingEnd {
+        ReceivingEnd { kernel_drops: e.kernel_drops, rcvbuf: e.rcvbuf, udp: e.udp }
     }
 }
 

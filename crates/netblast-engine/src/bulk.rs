@@ -14,9 +14,7 @@
 //! (`send(MSG_ZEROCOPY)`, completions drained from the error queue).
 
 use crate::sys::CpuMark;
-use crate::worker::{
-    Deadlines, Event, EventTx, FlowEnd, FlowSample, Pinning, RunFlags, Sampled, StartGate, Ticker, Timing,
-};
+use crate::worker::{Ctx, Deadlines, Event, FlowEnd, FlowSample, Sampled, Seat, Ticker, Timing};
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};
 use netblast_probe::{FlowWatch, Probe};
@@ -227,135 +225,164 @@ fn receive(fd: RawFd, buf: &mut [u8]) -> io::Result<Step> {
     errno_result(rc)
 }
 
-/// Runs one bulk worker over `flows` until every flow is done; reports through `tx`.
+/// Runs one bulk worker over `flows` until every flow is done; reports through `ctx`.
 ///
-/// Waits at `gate` for the common start instant. Senders stop at `send_for` after the start, when
-/// their budget is spent or when `flags.stopping()`; receivers run until end of file or until
-/// `give_up_after`. Every flow ends with an [`Event::FlowDone`], the worker with
+/// Waits at the start gate for the common start instant. Senders stop at `send_for` after the
+/// start, when their budget is spent or when the run stops; receivers run until end of file or
+/// until `give_up_after`. Every flow ends with an [`Event::FlowDone`], the worker with
 /// [`Event::WorkerDone`].
-#[allow(clippy::too_many_arguments)]
-pub fn run_worker(
-    worker: usize,
-    pinned: Pinning,
-    flows: Vec<BulkFlow>,
-    cfg: &BulkConfig,
-    probe: &Probe,
-    gate: &StartGate,
-    flags: &RunFlags,
-    tx: &EventTx,
-) {
+pub fn run_worker(seat: Seat, flows: Vec<BulkFlow>, cfg: &BulkConfig, ctx: &Ctx) {
     let cpu_mark = CpuMark::thread();
-    let send = |ev: Event| {
-        tx(worker, ev);
-    };
-    let cpu = pinned.as_ref().ok().copied().flatten();
-    let pin_error = pinned.err();
-    let mut sampled = Sampled::default();
-    let finish_worker = |pin_error: Option<String>, tcp_samples: Sampled| {
-        send(Event::WorkerDone { cpu: cpu_mark.usage(), pinned: cpu, pin_error, tcp_samples })
-    };
     let ids: Vec<u32> = flows.iter().map(|f| f.id).collect();
-    let setup = || -> io::Result<(Poll, Vec<Flow>, Sender)> {
-        let poll = Poll::new()?;
-        let sender = Sender::new(cfg.block.max(1), cfg.send_mode)?;
-        let mut out = Vec::with_capacity(flows.len());
-        for (i, f) in flows.into_iter().enumerate() {
-            f.stream.set_nonblocking(true)?;
-            if f.role == FlowRole::Send && cfg.send_mode == SendMode::MsgZerocopy {
-                enable_zerocopy(f.stream.as_raw_fd()).map_err(|e| {
-                    io::Error::new(e.kind(), format!("MSG_ZEROCOPY is not available on this kernel or socket: {e}"))
-                })?;
-            }
-            let watch = probe.watch(f.stream.as_raw_fd());
-            let mut sock = MioStream::from_std(f.stream);
-            let interest = match f.role {
-                FlowRole::Send => Interest::WRITABLE,
-                FlowRole::Recv => Interest::READABLE,
-            };
-            poll.registry().register(&mut sock, Token(i), interest)?;
-            out.push(Flow {
-                id: f.id,
-                sock,
-                role: f.role,
-                watch,
-                total: 0,
-                at_tick: 0,
-                budget_left: if f.role == FlowRole::Send { f.budget } else { None },
-                ready: true,
-                done: false,
-                last_byte: Instant::now(),
-                error: None,
-            });
-        }
-        Ok((poll, out, sender))
-    };
-    let (mut poll, mut flows, sender) = match setup() {
+    let (poll, flows, sender) = match open_flows(flows, cfg, &ctx.probe) {
         Ok(x) => x,
         Err(e) => {
-            // Report every flow as failed so the aggregator is not left waiting.
-            for id in ids {
-                send(Event::FlowDone(Box::new(FlowEnd {
-                    msgs: 0,
-                    lost: 0,
-                    id,
-                    bytes: 0,
-                    seconds: 0.0,
-                    tcp: None,
-                    error: Some(format!("worker {worker} setup failed: {e}")),
-                    cpu,
-                    ..Default::default()
-                })));
+            // Every flow reported failed, so the aggregator is not left waiting.
+            let why = format!("worker {} setup failed: {e}", seat.index);
+            fail_flows(&seat, ctx, &ids, &why);
+            return worker_done(&seat, ctx, &cpu_mark, Sampled::default());
+        }
+    };
+    let Some(start) = ctx.gate.wait() else {
+        fail_flows(&seat, ctx, &ids, "test cancelled before start");
+        return worker_done(&seat, ctx, &cpu_mark, Sampled::default());
+    };
+    let mut w = Loop::new(&seat, cfg, ctx, poll, flows, sender, start);
+    w.run();
+    w.tail();
+    w.finish();
+    let sampled = w.sampled;
+    worker_done(&seat, ctx, &cpu_mark, sampled);
+}
+
+/// Reports every flow of `ids` ended with `why` before it moved a byte.
+fn fail_flows(seat: &Seat, ctx: &Ctx, ids: &[u32], why: &str) {
+    for &id in ids {
+        let end = FlowEnd { id, error: Some(why.to_string()), cpu: seat.cpu(), ..Default::default() };
+        ctx.send(seat.index, Event::FlowDone(Box::new(end)));
+    }
+}
+
+/// The worker's last event: its CPU time, pinning and kernel-statistics sampling.
+fn worker_done(seat: &Seat, ctx: &Ctx, cpu_mark: &CpuMark, tcp_samples: Sampled) {
+    let ev = Event::WorkerDone { cpu: cpu_mark.usage(), pinned: seat.cpu(), pin_error: seat.pin_error(), tcp_samples };
+    ctx.send(seat.index, ev);
+}
+
+/// Sets the worker's flows up: non-blocking, MSG_ZEROCOPY where asked, watched by the probe,
+/// registered with one epoll instance; and the sender's pattern (or file).
+fn open_flows(flows: Vec<BulkFlow>, cfg: &BulkConfig, probe: &Probe) -> io::Result<(Poll, Vec<Flow>, Sender)> {
+    let poll = Poll::new()?;
+    let sender = Sender::new(cfg.block.max(1), cfg.send_mode)?;
+    let mut out = Vec::with_capacity(flows.len());
+    for (i, f) in flows.into_iter().enumerate() {
+        f.stream.set_nonblocking(true)?;
+        if f.role == FlowRole::Send && cfg.send_mode == SendMode::MsgZerocopy {
+            enable_zerocopy(f.stream.as_raw_fd()).map_err(|e| {
+                io::Error::new(e.kind(), format!("MSG_ZEROCOPY is not available on this kernel or socket: {e}"))
+            })?;
+        }
+        let watch = probe.watch(f.stream.as_raw_fd());
+        let mut sock = MioStream::from_std(f.stream);
+        let interest = match f.role {
+            FlowRole::Send => Interest::WRITABLE,
+            FlowRole::Recv => Interest::READABLE,
+        };
+        poll.registry().register(&mut sock, Token(i), interest)?;
+        out.push(Flow {
+            id: f.id,
+            sock,
+            role: f.role,
+            watch,
+            total: 0,
+            at_tick: 0,
+            budget_left: if f.role == FlowRole::Send { f.budget } else { None },
+            ready: true,
+            done: false,
+            last_byte: Instant::now(),
+            error: None,
+        });
+    }
+    Ok((poll, out, sender))
+}
+
+/// A bulk worker's loop state, from the start to the last flow's end.
+struct Loop<'a> {
+    seat: &'a Seat,
+    cfg: &'a BulkConfig,
+    ctx: &'a Ctx,
+    poll: Poll,
+    flows: Vec<Flow>,
+    sender: Sender,
+    start: Instant,
+    deadlines: Deadlines,
+    ticker: Ticker,
+    rbuf: Vec<u8>,
+    events: Events,
+    /// Flows not yet done.
+    active: usize,
+    last_tick_s: f64,
+    /// Where the next tick's kernel-statistics reading starts (flows are read in turn).
+    cursor: usize,
+    sampled: Sampled,
+}
+
+impl<'a> Loop<'a> {
+    fn new(
+        seat: &'a Seat,
+        cfg: &'a BulkConfig,
+        ctx: &'a Ctx,
+        poll: Poll,
+        flows: Vec<Flow>,
+        sender: Sender,
+        start: Instant,
+    ) -> Loop<'a> {
+        Loop {
+            active: flows.len(),
+            seat,
+            cfg,
+            ctx,
+            poll,
+            flows,
+            sender,
+            start,
+            deadlines: cfg.timing.after(start),
+            ticker: Ticker::new(start, cfg.interval),
+            rbuf: vec![0u8; RECV_BYTES],
+            events: Events::with_capacity(1024),
+            last_tick_s: 0.0,
+            cursor: 0,
+            sampled: Sampled::default(),
+        }
+    }
+
+    /// Ticks, bounds, bursts and waits until every flow is done.
+    fn run(&mut self) {
+        loop {
+            self.ticks(Instant::now());
+            let stop_senders = self.bounds(Instant::now());
+            if self.active == 0 {
+                return;
             }
-            finish_worker(pin_error, sampled);
-            return;
+            let any_ready = self.bursts(stop_senders);
+            if self.active == 0 {
+                continue; // report the tick (if due) and leave through the top of the loop
+            }
+            if !self.wait(any_ready) {
+                return;
+            }
         }
-    };
-    let Some(start) = gate.wait() else {
-        for f in &flows {
-            send(Event::FlowDone(Box::new(FlowEnd {
-                msgs: 0,
-                lost: 0,
-                id: f.id,
-                bytes: 0,
-                seconds: 0.0,
-                tcp: None,
-                error: Some("test cancelled before start".into()),
-                cpu,
-                ..Default::default()
-            })));
-        }
-        finish_worker(pin_error, sampled);
-        return;
-    };
-    let Deadlines { send_until, give_up: give_up_at } = cfg.timing.after(start);
-    let mut ticker = Ticker::new(start, cfg.interval);
-    let mut rbuf = vec![0u8; RECV_BYTES];
-    let mut events = Events::with_capacity(1024);
-    let mut active = flows.len();
-    let mut last_tick_s = 0.0f64;
-    let zerocopy = cfg.send_mode == SendMode::MsgZerocopy;
+    }
 
-    let end_flow = |f: &mut Flow, now: Instant, error: Option<String>, poll: &Poll| {
-        if f.done {
-            return;
-        }
-        if f.role == FlowRole::Send {
-            // Our end of file tells the receiver the test is over for this flow.
-            let _ = f.sock.shutdown(std::net::Shutdown::Write);
-            f.last_byte = now;
-        }
-        let _ = poll.registry().deregister(&mut f.sock);
-        f.done = true;
-        f.error = error;
-    };
-
-    let budget = cfg.interval.mul_f64(SAMPLE_SHARE);
-    let mut cursor = 0usize;
-    loop {
-        let now = Instant::now();
-        while let Some((index, end)) = ticker.due(now) {
-            let end_s = (end - start).as_secs_f64();
-            let mut samples: Vec<FlowSample> = flows
+    /// Reports every interval that ended by `now`: each flow's bytes, and the kernel
+    /// statistics of the live flows in turn from where the last tick stopped, within
+    /// [`SAMPLE_SHARE`] of the interval.
+    fn ticks(&mut self, now: Instant) {
+        let budget = self.cfg.interval.mul_f64(SAMPLE_SHARE);
+        while let Some((index, end)) = self.ticker.due(now) {
+            let end_s = (end - self.start).as_secs_f64();
+            let mut samples: Vec<FlowSample> = self
+                .flows
                 .iter_mut()
                 .map(|f| {
                     let s = FlowSample { id: f.id, bytes: f.total - f.at_tick, ..Default::default() };
@@ -363,154 +390,189 @@ pub fn run_worker(
                     s
                 })
                 .collect();
-            // Kernel statistics of the live flows, in turn from where the last tick stopped,
-            // within the budget.
-            let live = flows.iter().filter(|f| !f.done).count();
+            let live = self.flows.iter().filter(|f| !f.done).count();
             let until = Instant::now() + budget;
             let mut read = 0usize;
-            for k in 0..flows.len() {
-                let i = (cursor + k) % flows.len();
-                if flows[i].done {
+            let n = self.flows.len();
+            for k in 0..n {
+                let i = (self.cursor + k) % n;
+                if self.flows[i].done {
                     continue;
                 }
                 if read > 0 && read % 8 == 0 && Instant::now() >= until {
-                    cursor = i;
+                    self.cursor = i;
                     break;
                 }
-                samples[i].tcp = flows[i].watch.sample();
+                samples[i].tcp = self.flows[i].watch.sample();
                 read += 1;
             }
-            sampled.add(Sampled { read: read as u64, wanted: live as u64 });
-            send(Event::Interval { index, start_s: last_tick_s, end_s, flows: samples });
-            last_tick_s = end_s;
+            self.sampled.add(Sampled { read: read as u64, wanted: live as u64 });
+            self.ctx.send(self.seat.index, Event::Interval { index, start_s: self.last_tick_s, end_s, flows: samples });
+            self.last_tick_s = end_s;
         }
-        let stop_senders = flags.stopping() || now >= send_until;
-        let give_up = flags.aborting() || now >= give_up_at;
-        if stop_senders || give_up {
-            for f in flows.iter_mut().filter(|f| !f.done) {
-                if give_up {
-                    let why = if flags.aborting() { "aborted" } else { "timed out waiting for the peer to finish" };
-                    end_flow(f, now, (f.role == FlowRole::Recv).then(|| why.to_string()), &poll);
-                    active -= 1;
-                } else if f.role == FlowRole::Send {
-                    end_flow(f, now, None, &poll);
-                    active -= 1;
-                }
-            }
-        }
-        if active == 0 {
-            break;
-        }
+    }
 
-        let mut any_ready = false;
-        // A burst ends at the next tick or the senders' bound, so no bytes spill across them.
-        let mut burst_until = ticker.next();
-        if !stop_senders {
-            burst_until = burst_until.min(send_until);
+    /// Ends the senders once the run stops or their bound passed, and every flow once the run
+    /// aborts or the give-up bound passed; returns whether senders are stopped.
+    fn bounds(&mut self, now: Instant) -> bool {
+        let flags = &self.ctx.flags;
+        let stop_senders = flags.stopping() || now >= self.deadlines.send_until;
+        let give_up = flags.aborting() || now >= self.deadlines.give_up;
+        if stop_senders || give_up {
+            let why = if flags.aborting() { "aborted" } else { "timed out waiting for the peer to finish" };
+            for k in 0..self.flows.len() {
+                let f = &self.flows[k];
+                if f.done {
+                    continue;
+                }
+                if give_up {
+                    let error = (f.role == FlowRole::Recv).then(|| why.to_string());
+                    self.end_flow(k, now, error);
+                } else if f.role == FlowRole::Send {
+                    self.end_flow(k, now, None);
+                }
+            }
         }
-        for f in flows.iter_mut().filter(|f| f.ready && !f.done) {
-            let fd = f.fd();
-            let mut moved = false;
-            let mut outcome: io::Result<()> = Ok(());
-            for i in 0..BURST {
-                if i > 0 && Instant::now() >= burst_until {
-                    break;
-                }
-                let step = match f.role {
-                    FlowRole::Send => {
-                        let len = f.budget_left.map_or(cfg.block, |b| (b as usize).min(cfg.block));
-                        sender.send(fd, len)
-                    }
-                    FlowRole::Recv => receive(fd, &mut rbuf),
-                };
-                match step {
-                    Ok(Step::Moved(n)) => {
-                        f.total += n as u64;
-                        moved = true;
-                        if let Some(b) = f.budget_left.as_mut() {
-                            *b -= n as u64;
-                            if *b == 0 {
-                                break;
-                            }
-                        }
-                    }
-                    Ok(Step::Again) => {
-                        f.ready = false;
-                        break;
-                    }
-                    Ok(Step::NoBufs) => {
-                        drain_errqueue(fd);
-                        f.ready = false;
-                        break;
-                    }
-                    Ok(Step::Eof) => {
-                        outcome = Err(io::Error::from(io::ErrorKind::UnexpectedEof));
-                        break;
-                    }
-                    Err(e) => {
-                        outcome = Err(e);
-                        break;
-                    }
-                }
+        stop_senders
+    }
+
+    /// Ends flow `k` (once): a sender shuts its write side (its end of file tells the
+    /// receiver the test is over for this flow); the flow leaves the epoll set.
+    fn end_flow(&mut self, k: usize, now: Instant, error: Option<String>) {
+        let f = &mut self.flows[k];
+        if f.done {
+            return;
+        }
+        if f.role == FlowRole::Send {
+            let _ = f.sock.shutdown(std::net::Shutdown::Write);
+            f.last_byte = now;
+        }
+        let _ = self.poll.registry().deregister(&mut f.sock);
+        f.done = true;
+        f.error = error;
+        self.active -= 1;
+    }
+
+    /// Drives every ready flow for a burst (at most [`BURST`] calls, ending at the next tick or
+    /// the senders' bound, so no bytes spill across them); whether any flow is still ready.
+    fn bursts(&mut self, stop_senders: bool) -> bool {
+        let mut burst_until = self.ticker.next();
+        if !stop_senders {
+            burst_until = burst_until.min(self.deadlines.send_until);
+        }
+        let mut any_ready = false;
+        for k in 0..self.flows.len() {
+            if !self.flows[k].ready || self.flows[k].done {
+                continue;
             }
-            if zerocopy && f.role == FlowRole::Send {
-                drain_errqueue(fd);
-            }
+            let (moved, outcome) = self.burst(k, burst_until);
             let now = Instant::now();
+            let f = &mut self.flows[k];
             if moved && f.role == FlowRole::Recv {
                 f.last_byte = now;
             }
             match outcome {
-                Ok(()) if f.budget_left == Some(0) => {
-                    end_flow(f, now, None, &poll);
-                    active -= 1;
-                }
+                Ok(()) if f.budget_left == Some(0) => self.end_flow(k, now, None),
                 Ok(()) => any_ready |= f.ready,
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                    // The sender's end of file: the normal end of a receiving flow.
-                    end_flow(f, now, None, &poll);
-                    active -= 1;
+                // The sender's end of file: the normal end of a receiving flow.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => self.end_flow(k, now, None),
+                Err(e) => self.end_flow(k, now, Some(describe_io(&e))),
+            }
+        }
+        any_ready
+    }
+
+    /// One flow's burst: whether it moved bytes, and how it ended (end of file and errors as
+    /// `Err`).
+    fn burst(&mut self, k: usize, until: Instant) -> (bool, io::Result<()>) {
+        let (cfg, sender, rbuf) = (self.cfg, &self.sender, &mut self.rbuf);
+        let f = &mut self.flows[k];
+        let fd = f.fd();
+        let mut moved = false;
+        let mut outcome = Ok(());
+        for i in 0..BURST {
+            if i > 0 && Instant::now() >= until {
+                break;
+            }
+            let step = match f.role {
+                FlowRole::Send => sender.send(fd, f.budget_left.map_or(cfg.block, |b| (b as usize).min(cfg.block))),
+                FlowRole::Recv => receive(fd, rbuf),
+            };
+            match step {
+                Ok(Step::Moved(n)) => {
+                    f.total += n as u64;
+                    moved = true;
+                    if let Some(b) = f.budget_left.as_mut() {
+                        *b -= n as u64;
+                        if *b == 0 {
+                            break;
+                        }
+                    }
+                }
+                Ok(Step::Again) => {
+                    f.ready = false;
+                    break;
+                }
+                Ok(Step::NoBufs) => {
+                    drain_errqueue(fd);
+                    f.ready = false;
+                    break;
+                }
+                Ok(Step::Eof) => {
+                    outcome = Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+                    break;
                 }
                 Err(e) => {
-                    let msg = describe_io(&e);
-                    end_flow(f, now, Some(msg), &poll);
-                    active -= 1;
+                    outcome = Err(e);
+                    break;
                 }
             }
         }
-        if active == 0 {
-            continue; // report the tick (if due) and leave through the top of the loop
+        if cfg.send_mode == SendMode::MsgZerocopy && f.role == FlowRole::Send {
+            drain_errqueue(fd);
         }
+        (moved, outcome)
+    }
 
+    /// Waits for sockets to be ready (not at all when one still is), at most until the next
+    /// tick, a bound or [`MAX_WAIT`]; false when epoll failed (every flow then ended).
+    fn wait(&mut self, any_ready: bool) -> bool {
         let now = Instant::now();
         let timeout = if any_ready {
             Duration::ZERO
         } else {
-            let mut wake = ticker.next().min(give_up_at).min(now + MAX_WAIT);
-            if flows.iter().any(|f| !f.done && f.role == FlowRole::Send) {
-                wake = wake.min(send_until);
+            let mut wake = self.ticker.next().min(self.deadlines.give_up).min(now + MAX_WAIT);
+            if self.flows.iter().any(|f| !f.done && f.role == FlowRole::Send) {
+                wake = wake.min(self.deadlines.send_until);
             }
             wake.saturating_duration_since(now)
         };
-        if let Err(e) = poll.poll(&mut events, Some(timeout)) {
+        if let Err(e) = self.poll.poll(&mut self.events, Some(timeout)) {
             if e.kind() != io::ErrorKind::Interrupted {
-                for f in flows.iter_mut().filter(|f| !f.done) {
-                    end_flow(f, Instant::now(), Some(format!("epoll failed: {e}")), &poll);
+                for k in 0..self.flows.len() {
+                    self.end_flow(k, Instant::now(), Some(format!("epoll failed: {e}")));
                 }
-                break;
+                return false;
             }
         }
-        for ev in events.iter() {
-            if let Some(f) = flows.get_mut(ev.token().0) {
+        for ev in self.events.iter() {
+            if let Some(f) = self.flows.get_mut(ev.token().0) {
                 f.ready = true;
             }
         }
+        true
     }
 
-    // The last, usually shorter, interval: whatever moved since the last tick.
-    if flows.iter().any(|f| f.total > f.at_tick) {
-        let end_s = flows.iter().map(|f| (f.last_byte.max(start) - start).as_secs_f64()).fold(last_tick_s, f64::max);
-        let samples = flows
+    /// The last, usually shorter, interval: whatever moved since the last tick.
+    fn tail(&mut self) {
+        if !self.flows.iter().any(|f| f.total > f.at_tick) {
+            return;
+        }
+        let start = self.start;
+        let end_s =
+            self.flows.iter().map(|f| (f.last_byte.max(start) - start).as_secs_f64()).fold(self.last_tick_s, f64::max);
+        let samples = self
+            .flows
             .iter_mut()
             .map(|f| {
                 let s =
@@ -519,33 +581,32 @@ pub fn run_worker(
                 s
             })
             .collect();
-        send(Event::Interval { index: ticker.index(), start_s: last_tick_s, end_s, flows: samples });
+        let index = self.ticker.index();
+        self.ctx.send(self.seat.index, Event::Interval { index, start_s: self.last_tick_s, end_s, flows: samples });
     }
-    // Final figures once the peer acknowledged everything (retransmissions can run on after
-    // the last send); a peer that does not acknowledge costs at most SETTLE in all.
-    let settle_until = Instant::now() + SETTLE;
-    for f in flows.iter().filter(|f| f.role == FlowRole::Send && f.error.is_none()) {
-        f.watch.settle(settle_until.saturating_duration_since(Instant::now()));
+
+    /// Every flow's final figures, once the peer acknowledged everything (retransmissions can
+    /// run on after the last send); a peer that does not acknowledge costs at most [`SETTLE`].
+    fn finish(&mut self) {
+        let settle_until = Instant::now() + SETTLE;
+        for f in self.flows.iter().filter(|f| f.role == FlowRole::Send && f.error.is_none()) {
+            f.watch.settle(settle_until.saturating_duration_since(Instant::now()));
+        }
+        for f in &self.flows {
+            let end = FlowEnd {
+                id: f.id,
+                bytes: f.total,
+                seconds: (f.last_byte.max(self.start) - self.start).as_secs_f64(),
+                tcp: f.watch.sample(),
+                error: f.error.clone(),
+                cpu: self.seat.cpu(),
+                rtt_hist: f.watch.rtt_histogram().map(Box::new),
+                tcp_info: f.watch.tcp_info_check(),
+                ..Default::default()
+            };
+            self.ctx.send(self.seat.index, Event::FlowDone(Box::new(end)));
+        }
     }
-    for f in &flows {
-        send(Event::FlowDone(Box::new(FlowEnd {
-            msgs: 0,
-            lost: 0,
-            id: f.id,
-            bytes: f.total,
-            seconds: (f.last_byte.max(start) - start).as_secs_f64(),
-            tcp: f.watch.sample(),
-            error: f.error.clone(),
-            cpu,
-            kernel_drops: None,
-            rcvbuf: None,
-            rtt_hist: f.watch.rtt_histogram().map(Box::new),
-            tcp_info: f.watch.tcp_info_check(),
-            udp: None,
-            conns: None,
-        })));
-    }
-    finish_worker(pin_error, sampled);
 }
 
 /// Words a socket error the way users read it (reset, broken pipe, timeout).
@@ -559,33 +620,19 @@ pub fn describe_io(e: &io::Error) -> String {
     }
 }
 
-/// Convenience for callers that spawn one bulk worker per CPU: everything a worker thread needs.
-#[derive(Clone)]
-pub struct WorkerShared {
-    /// Test parameters.
-    pub cfg: Arc<BulkConfig>,
-    /// Source of TCP statistics.
-    pub probe: Probe,
-    /// Start gate.
-    pub gate: Arc<StartGate>,
-    /// Run flags.
-    pub flags: Arc<RunFlags>,
-    /// Event channel.
-    pub tx: EventTx,
-}
-
 /// Spawns one pinned worker thread per group of flows. `cpus[i]` (when given) pins group `i`.
 pub fn spawn_workers(
     groups: Vec<Vec<BulkFlow>>,
     cpus: &[Option<usize>],
-    shared: &WorkerShared,
+    cfg: &Arc<BulkConfig>,
+    ctx: &Ctx,
 ) -> io::Result<Vec<std::thread::JoinHandle<()>>> {
     let mut handles = Vec::with_capacity(groups.len());
     for (i, group) in groups.into_iter().enumerate() {
         let cpu = cpus.get(i).copied().flatten();
-        let sh = shared.clone();
+        let (cfg, ctx) = (cfg.clone(), ctx.clone());
         handles.push(crate::worker::spawn(i, cpu, move |pinned| {
-            run_worker(i, pinned, group, &sh.cfg, &sh.probe, &sh.gate, &sh.flags, &sh.tx)
+            run_worker(Seat { index: i, pinned }, group, &cfg, &ctx)
         })?);
     }
     Ok(handles)

@@ -22,7 +22,7 @@ use crate::sys::{self, CpuMark};
 use crate::worker::{Event, EventTx, RunFlags, StartGate};
 use netblast_probe::Probe;
 use netblast_spec::plan::{self, stream_setups};
-use netblast_spec::result::{Plan, RunResult, StreamInfo};
+use netblast_spec::result::{CpuUsage, Interval, Plan, RunResult, StreamInfo};
 use netblast_wire::auth::StreamKey;
 use netblast_wire::wire::{
     blocking, ClientHandshake, ClientMsg, HandshakeFailure, Header, Refusal, Role, ServerMsg, StreamAck, TestId,
@@ -173,7 +173,9 @@ fn set_up(
     }
 }
 
-/// Runs one test against a `netblast serve` at `peer`.
+/// Runs one test against a `netblast serve` at `peer`: set up on the control connection,
+/// streams opened, workers spawned, started together at the start instant, driven and gathered
+/// until the workers are done and the server reported, the result made.
 ///
 /// Errors before the start are returned; after the start everything goes into the result.
 pub fn run(
@@ -184,14 +186,11 @@ pub fn run(
     opts: &RunOptions,
     live: &mut dyn FnMut(Live<'_>),
 ) -> Result<RunResult, ClientError> {
-    let profile = &plan.profile;
-    let udp = profile.workload.uses_udp();
     let setups = stream_setups(plan);
-    sys::ensure_fds(setups.len() as u64 * if udp { 2 } else { 1 } + 64).map_err(ClientError::Fds)?;
+    let per_stream = if plan.profile.workload.uses_udp() { 2 } else { 1 };
+    sys::ensure_fds(setups.len() as u64 * per_stream + 64).map_err(ClientError::Fds)?;
     let test_id = TestId::random();
-    let test_id_s = test_id.to_string();
     let probe_stats_at_start = probe.run_stats();
-
     // The kernel callbacks (eBPF) must be on before the streams connect.
     if let Err(e) = probe.watch_port(peer.port()) {
         return Err(ClientError::Io {
@@ -199,27 +198,57 @@ pub fn run(
             error: io::Error::other(e.to_string()),
         });
     }
-
-    // 1. Control connection, handshake and setup.
     let setup = TestSetup {
         client_version: env!("CARGO_PKG_VERSION").to_string(),
-        profile: profile.clone(),
+        profile: plan.profile.clone(),
         time_bound: plan.time_bound,
         streams: setups.clone(),
     };
-    let Control { stream: mut control, key, server: server_host, server_probe } =
-        set_up(peer, test_id, setup, opts, &plan.bind)?;
-    let local_address = control.local_addr().map(|a| a.ip().to_string()).unwrap_or_default();
-    let io_err = |what: &str| {
-        let what = what.to_string();
-        move |error: io::Error| ClientError::Io { what: format!("{what} ({peer})"), error }
+    let control = set_up(peer, test_id, setup, opts, &plan.bind)?;
+    let (infos, conns) = open_streams(plan, peer, test_id, &control.key, &setups)?;
+    let (tx, rx) = mpsc::channel::<Incoming>();
+    let (gate, handles) = spawn_workers(plan, conns, probe, flags, &tx)?;
+    let mut run = Drive {
+        plan,
+        peer,
+        flags,
+        control,
+        rx,
+        handles,
+        gate,
+        infos,
+        start: Instant::now(),
+        reader: None,
+        cpu_mark: None,
     };
+    let start_unix_ns = run.start(tx, &test_id.to_string(), live)?;
+    let agg = run.drive(live);
+    let (agg, cpu) = run.wind_down(agg, live);
+    let local_address = run.control.stream.local_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+    let envelope = Envelope {
+        test_id: test_id.to_string(),
+        start_unix_ns,
+        clock: opts.clock,
+        local_address,
+        server: Some(run.control.server.clone()),
+        probe: probe.info_since(probe_stats_at_start),
+        server_probe: Some(run.control.server_probe.clone()),
+    };
+    Ok(run.result(agg, cpu, envelope, live))
+}
 
-    // 2. Streams.
+/// Opens every stream of the plan; returns what the result says of each, and the connections.
+fn open_streams(
+    plan: &Plan,
+    peer: SocketAddr,
+    test_id: TestId,
+    key: &StreamKey,
+    setups: &[netblast_spec::plan::StreamSetup],
+) -> Result<(Vec<StreamInfo>, Vec<Conn>), ClientError> {
     let mut infos = Vec::with_capacity(setups.len());
     let mut conns = Vec::with_capacity(setups.len());
     for (i, s) in setups.iter().enumerate() {
-        let (tcp, udp_sock, cps) = open_stream(peer, plan, test_id, &key, s.id)?;
+        let (tcp, udp_sock, cps) = open_stream(peer, plan, test_id, key, s.id)?;
         let client_cpu = plan::client_cpu_of(plan, i, setups.len());
         infos.push(StreamInfo {
             id: s.id,
@@ -232,9 +261,17 @@ pub fn run(
         });
         conns.push(Conn { id: s.id, way: s.way, tcp, udp: udp_sock, cps, cpu: Some(client_cpu) });
     }
+    Ok((infos, conns))
+}
 
-    // 3. Workers, then start at the start instant.
-    let (tx, rx) = mpsc::channel::<Incoming>();
+/// This end's workers for the streams, waiting at a start gate; their events go to `tx`.
+fn spawn_workers(
+    plan: &Plan,
+    conns: Vec<Conn>,
+    probe: &Probe,
+    flags: &Arc<RunFlags>,
+    tx: &mpsc::Sender<Incoming>,
+) -> Result<(Arc<StartGate>, Vec<std::thread::JoinHandle<()>>), ClientError> {
     let wtx = tx.clone();
     let sink: EventTx = Arc::new(move |w, ev| {
         let _ = wtx.send(Incoming::Worker(w, ev));
@@ -242,115 +279,167 @@ pub fn run(
     let gate = StartGate::new();
     let ctx = Ctx { probe: probe.clone(), gate: gate.clone(), flags: flags.clone(), tx: sink, bind: plan.bind.clone() };
     let timing = Timing { send_for: plan.time_bound.get(), give_up_after: plan.time_bound.get() + DRAIN_GRACE };
-    let bulk_workers = plan.client_cpus.len().max(1).min(setups.len()).max(1);
+    let bulk_workers = plan.client_cpus.len().max(1).min(conns.len()).max(1);
     let bulk_cpus: Vec<Option<usize>> = plan.client_cpus.iter().take(bulk_workers).map(|&c| Some(c)).collect();
-    let handles = end::spawn(Side::Client, profile, timing, conns, &bulk_cpus, &ctx)
+    let handles = end::spawn(Side::Client, &plan.profile, timing, conns, &bulk_cpus, &ctx)
         .map_err(|e| ClientError::Io { what: "cannot start worker threads".into(), error: e })?;
-    drop(ctx);
-    let abandon = |handles: Vec<std::thread::JoinHandle<()>>, control: &TcpStream| {
-        gate.cancel();
-        flags.abort();
-        for h in handles {
+    Ok((gate, handles))
+}
+
+/// A test from its start to its result.
+struct Drive<'a> {
+    plan: &'a Plan,
+    peer: SocketAddr,
+    flags: &'a Arc<RunFlags>,
+    control: Control,
+    rx: mpsc::Receiver<Incoming>,
+    handles: Vec<std::thread::JoinHandle<()>>,
+    gate: Arc<StartGate>,
+    infos: Vec<StreamInfo>,
+    /// The start instant (monotonic).
+    start: Instant,
+    /// The thread reading the server's frames.
+    reader: Option<std::thread::JoinHandle<()>>,
+    /// This thread's CPU time from the start on.
+    cpu_mark: Option<CpuMark>,
+}
+
+impl Drive<'_> {
+    /// Waits for the start instant (reading the server's frames from then on), opens the gate
+    /// and tells the server to start; the start instant (UTC ns). Before the start, a failure
+    /// stops the workers and is returned.
+    fn start(
+        &mut self,
+        tx: mpsc::Sender<Incoming>,
+        test_id: &str,
+        live: &mut dyn FnMut(Live<'_>),
+    ) -> Result<u64, ClientError> {
+        let (start_unix_ns, start) = match crate::api::start_instant(self.plan, START_LEAD) {
+            Ok(s) => s,
+            Err(e) => {
+                self.abandon();
+                return Err(e);
+            }
+        };
+        self.start = start;
+        self.control.stream.set_read_timeout(None).ok();
+        let r = self.control.stream.try_clone().map_err(|error| ClientError::Io {
+            what: format!("cannot clone the control connection ({})", self.peer),
+            error,
+        });
+        let reader = match r.and_then(|r| spawn_reader(r, tx)) {
+            Ok(h) => h,
+            Err(e) => {
+                self.abandon();
+                return Err(e);
+            }
+        };
+        self.reader = Some(reader);
+        self.cpu_mark = Some(CpuMark::thread());
+        // The workers start at the instant; the server starts when `Start` reaches it (its
+        // intervals count from then, and are matched to ours by index).
+        crate::clock::sleep_until(start);
+        let actual_start_unix_ns = crate::clock::now_unix_ns();
+        self.gate.open(start);
+        let (plan, server, streams) = (self.plan, &self.control.server, &self.infos);
+        live(Live::Started { plan, test_id, server, streams, start_unix_ns, actual_start_unix_ns });
+        if let Err(e) = blocking::write_frame(&mut self.control.stream, &ClientMsg::Start) {
+            self.abandon();
+            return Err(ClientError::Io { what: format!("cannot start the test ({})", self.peer), error: e });
+        }
+        Ok(start_unix_ns)
+    }
+
+    /// Stops the workers before they measured anything, and closes the control connection.
+    fn abandon(&mut self) {
+        self.gate.cancel();
+        self.flags.abort();
+        for h in self.handles.drain(..) {
             let _ = h.join();
         }
-        let _ = control.shutdown(Shutdown::Both);
-    };
-    let (start_unix_ns, start) = match crate::api::start_instant(plan, START_LEAD) {
-        Ok(s) => s,
-        Err(e) => {
-            abandon(handles, &control);
-            return Err(e);
+        let _ = self.control.stream.shutdown(Shutdown::Both);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
         }
-    };
-
-    control.set_read_timeout(None).ok();
-    let reader = {
-        let mut r = control.try_clone().map_err(io_err("cannot clone the control connection"))?;
-        let tx = tx.clone();
-        std::thread::Builder::new()
-            .name("netblast-ctl".into())
-            .spawn(move || loop {
-                match blocking::read_frame::<_, ServerMsg>(&mut r) {
-                    Ok(Some(msg)) => {
-                        if tx.send(Incoming::Server(msg)).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) => {
-                        let _ = tx.send(Incoming::ControlClosed("the server closed the control connection".into()));
-                        return;
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Incoming::ControlClosed(format!(
-                            "control connection failed: {}",
-                            bulk::describe_io(&e)
-                        )));
-                        return;
-                    }
-                }
-            })
-            .map_err(|e| ClientError::Io { what: "cannot start the control reader".into(), error: e })?
-    };
-    drop(tx);
-
-    let cpu_mark = CpuMark::thread();
-    // The workers start at the instant; the server starts when `Start` reaches it (its
-    // intervals count from then, and are matched to ours by index).
-    crate::clock::sleep_until(start);
-    let actual_start_unix_ns = crate::clock::now_unix_ns();
-    gate.open(start);
-    live(Live::Started {
-        plan,
-        test_id: &test_id_s,
-        server: &server_host,
-        streams: &infos,
-        start_unix_ns,
-        actual_start_unix_ns,
-    });
-    if let Err(e) = blocking::write_frame(&mut control, &ClientMsg::Start) {
-        abandon(handles, &control);
-        let _ = reader.join();
-        return Err(ClientError::Io { what: format!("cannot start the test ({peer})"), error: e });
     }
 
-    // 4. Aggregate until every worker is done and the server has reported.
-    let mut agg = Aggregator::new(infos.clone(), handles.len(), KindInfo::of(&profile.workload));
-    for n in &plan.notes {
-        agg.warn(0.0, "plan", n.clone());
+    fn since_start(&self) -> f64 {
+        Instant::now().saturating_duration_since(self.start).as_secs_f64()
     }
-    let bound_at = start + plan.time_bound.get();
-    let mut stop_sent = false;
-    let mut control_closed = false;
-    let mut workers_done_at: Option<Instant> = None;
-    let since = |start: Instant| Instant::now().saturating_duration_since(start).as_secs_f64();
-    loop {
-        let now = Instant::now();
-        if !stop_sent && (now >= bound_at || flags.stopping()) {
-            // The server stops its senders; our own workers stop by themselves.
-            if !control_closed {
-                if let Err(e) = blocking::write_frame(&mut control, &ClientMsg::Stop) {
-                    agg.error(since(start), "control", format!("cannot send stop: {}", bulk::describe_io(&e)));
+
+    /// Gathers the workers' events and the server's frames until every worker is done and the
+    /// server sent its final report (or closed, or [`DRAIN_GRACE`] passed); sends `stop` at the
+    /// bound or when the run stops. Every released interval goes to `live`.
+    fn drive(&mut self, live: &mut dyn FnMut(Live<'_>)) -> Aggregator {
+        let mut agg =
+            Aggregator::new(self.infos.clone(), self.handles.len(), KindInfo::of(&self.plan.profile.workload));
+        for n in &self.plan.notes {
+            agg.warn(0.0, "plan", n.clone());
+        }
+        let bound_at = self.start + self.plan.time_bound.get();
+        let (mut stop_sent, mut control_closed) = (false, false);
+        let mut workers_done_at: Option<Instant> = None;
+        loop {
+            let now = Instant::now();
+            if !stop_sent && (now >= bound_at || self.flags.stopping()) {
+                // The server stops its senders; our own workers stop by themselves.
+                if !control_closed {
+                    if let Err(e) = blocking::write_frame(&mut self.control.stream, &ClientMsg::Stop) {
+                        agg.error(
+                            self.since_start(),
+                            "control",
+                            format!("cannot send stop: {}", bulk::describe_io(&e)),
+                        );
+                    }
+                }
+                stop_sent = true;
+            }
+            if agg.workers_done() {
+                let t = *workers_done_at.get_or_insert(now);
+                if agg.has_server_final() || control_closed || now >= t + DRAIN_GRACE {
+                    break;
                 }
             }
-            stop_sent = true;
-        }
-        if agg.workers_done() {
-            let t = *workers_done_at.get_or_insert(now);
-            if agg.has_server_final() || control_closed || now >= t + DRAIN_GRACE {
-                break;
+            let wait = if stop_sent {
+                Duration::from_millis(100)
+            } else {
+                bound_at.saturating_duration_since(now).min(Duration::from_millis(100))
+            };
+            let released = match self.rx.recv_timeout(wait) {
+                Ok(Incoming::ControlClosed(why)) => {
+                    control_closed = true;
+                    if !agg.has_server_final() {
+                        agg.error(
+                            self.since_start(),
+                            "server",
+                            format!("{why} before its final report ({})", self.peer),
+                        );
+                    }
+                    agg.server_gone()
+                }
+                Ok(incoming) => self.take(&mut agg, incoming),
+                Err(mpsc::RecvTimeoutError::Timeout) => Vec::new(),
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            };
+            for iv in &released {
+                live(Live::Interval(iv));
             }
         }
-        let wait = if stop_sent {
-            Duration::from_millis(100)
-        } else {
-            bound_at.saturating_duration_since(now).min(Duration::from_millis(100))
-        };
-        let released = match rx.recv_timeout(wait) {
-            Ok(Incoming::Worker(w, ev)) => agg.on_worker(w, ev),
-            Ok(Incoming::Server(ServerMsg::Interval { index, start_s, end_s, streams, ways })) => {
+        if !agg.has_server_final() && !control_closed {
+            let why = format!("no final report within {}s after the end", DRAIN_GRACE.as_secs());
+            agg.error(self.since_start(), "server", why);
+        }
+        agg
+    }
+
+    /// One worker event or server frame into the aggregator; the intervals it released.
+    fn take(&self, agg: &mut Aggregator, incoming: Incoming) -> Vec<Interval> {
+        match incoming {
+            Incoming::Worker(w, ev) => agg.on_worker(w, ev),
+            Incoming::Server(ServerMsg::Interval { index, start_s, end_s, streams, ways }) => {
                 agg.on_server_interval(index, start_s, end_s, streams, ways)
             }
-            Ok(Incoming::Server(ServerMsg::Final { streams, cpu, tcp_samples })) => {
+            Incoming::Server(ServerMsg::Final { streams, cpu, tcp_samples }) => {
                 for s in &streams {
                     if let Some(n) = &s.note {
                         agg.warn(0.0, format!("server stream {}", s.id), escape(n));
@@ -362,74 +451,83 @@ pub fn run(
                 }
                 agg.on_server_final(streams, cpu)
             }
-            Ok(Incoming::Server(ServerMsg::Refused { message, .. })) => {
-                agg.error(since(start), "server", escape(&message));
+            Incoming::Server(ServerMsg::Refused { message, .. }) => {
+                agg.error(self.since_start(), "server", escape(&message));
                 Vec::new()
             }
-            Ok(Incoming::Server(other)) => {
-                agg.error(since(start), "control", format!("unexpected frame from the server: {other:?}"));
+            Incoming::Server(other) => {
+                agg.error(self.since_start(), "control", format!("unexpected frame from the server: {other:?}"));
                 Vec::new()
             }
-            Ok(Incoming::ControlClosed(why)) => {
-                control_closed = true;
-                if !agg.has_server_final() {
-                    agg.error(since(start), "server", format!("{why} before its final report ({peer})"));
-                }
-                agg.server_gone()
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => Vec::new(),
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        };
-        for iv in &released {
-            live(Live::Interval(iv));
+            Incoming::ControlClosed(_) => Vec::new(),
         }
-    }
-    let control_cpu = cpu_mark.usage();
-    if !agg.has_server_final() && !control_closed {
-        agg.error(since(start), "server", format!("no final report within {}s after the end", DRAIN_GRACE.as_secs()));
-    }
-    flags.abort();
-    for h in handles {
-        let _ = h.join();
-    }
-    // Events the workers sent while stopping.
-    while let Ok(msg) = rx.try_recv() {
-        if let Incoming::Worker(w, ev) = msg {
-            for iv in agg.on_worker(w, ev) {
-                live(Live::Interval(&iv));
-            }
-        }
-    }
-    let _ = control.shutdown(Shutdown::Both);
-    let _ = reader.join();
-    if flags.interrupted() {
-        agg.error(since(start), "client", "interrupted by the user");
     }
 
-    // 5. The result.
-    let (last, summary) = agg.finish(control_cpu);
-    for iv in &last {
-        live(Live::Interval(iv));
+    /// Stops and joins the workers, takes the events they sent while stopping, closes the
+    /// control connection; the aggregator and this thread's CPU time.
+    fn wind_down(&mut self, mut agg: Aggregator, live: &mut dyn FnMut(Live<'_>)) -> (Aggregator, CpuUsage) {
+        let control_cpu = self.cpu_mark.as_ref().map(|m| m.usage()).unwrap_or_default();
+        self.flags.abort();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+        while let Ok(msg) = self.rx.try_recv() {
+            if let Incoming::Worker(w, ev) = msg {
+                for iv in agg.on_worker(w, ev) {
+                    live(Live::Interval(&iv));
+                }
+            }
+        }
+        let _ = self.control.stream.shutdown(Shutdown::Both);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        if self.flags.interrupted() {
+            agg.error(self.since_start(), "client", "interrupted by the user");
+        }
+        (agg, control_cpu)
     }
-    let complete = agg.errors.is_empty() && agg.all_streams_clean() && agg.has_server_final();
-    let envelope = Envelope {
-        test_id: test_id_s,
-        start_unix_ns,
-        clock: opts.clock,
-        local_address,
-        server: Some(server_host),
-        probe: probe.info_since(probe_stats_at_start),
-        server_probe: Some(server_probe),
-    };
-    Ok(envelope.result(
-        plan,
-        Measured {
+
+    /// The result: the aggregator's last intervals (to `live`) and summary, complete when
+    /// nothing failed, every stream ended clean and the server reported.
+    fn result(
+        &self,
+        mut agg: Aggregator,
+        cpu: CpuUsage,
+        envelope: Envelope,
+        live: &mut dyn FnMut(Live<'_>),
+    ) -> RunResult {
+        let (last, summary) = agg.finish(cpu);
+        for iv in &last {
+            live(Live::Interval(iv));
+        }
+        let complete = agg.errors.is_empty() && agg.all_streams_clean() && agg.has_server_final();
+        let measured = Measured {
             complete,
             errors: agg.errors.clone(),
             warnings: agg.warnings.clone(),
-            streams: infos,
+            streams: self.infos.clone(),
             intervals: agg.intervals().to_vec(),
             summary,
-        },
-    ))
+        };
+        envelope.result(self.plan, measured)
+    }
+}
+
+/// The thread that reads the server's frames off the control connection into `tx`.
+fn spawn_reader(mut r: TcpStream, tx: mpsc::Sender<Incoming>) -> Result<std::thread::JoinHandle<()>, ClientError> {
+    std::thread::Builder::new()
+        .name("netblast-ctl".into())
+        .spawn(move || loop {
+            let msg = match blocking::read_frame::<_, ServerMsg>(&mut r) {
+                Ok(Some(msg)) => Incoming::Server(msg),
+                Ok(None) => Incoming::ControlClosed("the server closed the control connection".into()),
+                Err(e) => Incoming::ControlClosed(format!("control connection failed: {}", bulk::describe_io(&e))),
+            };
+            let last = matches!(msg, Incoming::ControlClosed(_));
+            if tx.send(msg).is_err() || last {
+                return;
+            }
+        })
+        .map_err(|e| ClientError::Io { what: "cannot start the control reader".into(), error: e })
 }

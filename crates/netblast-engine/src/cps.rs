@@ -25,8 +25,7 @@ use crate::bulk::{describe_io, FlowRole};
 use crate::meter::{run_single, should_stop, Meter};
 use crate::msgrate::WAKE;
 use crate::net;
-use crate::worker::{Deadlines, EventTx, Pinning, RunFlags, StartGate, Timing};
-use netblast_probe::Probe;
+use crate::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
 use netblast_spec::profile::{CloseMode, TcpSection};
 use netblast_spec::result::ConnCounts;
 use socket2::{Domain, SockRef, Socket, Type};
@@ -79,21 +78,24 @@ pub fn listen_on(ip: IpAddr) -> io::Result<TcpListener> {
     Ok(sock.into())
 }
 
+/// One cps flow: its stream id, its role, its anchor (the stream connection that set it up)
+/// and its other end.
+#[derive(Debug)]
+pub struct CpsFlow {
+    /// Stream id.
+    pub id: u32,
+    /// Send: this end dials; recv: it accepts.
+    pub role: FlowRole,
+    /// The flow's stream connection: shut when the flow ends.
+    pub anchor: TcpStream,
+    /// Where connections go, or where they come from.
+    pub end: CpsEnd,
+}
+
 /// Runs one cps flow on the calling (pinned) worker thread until it ends.
-#[allow(clippy::too_many_arguments)]
-pub fn run_worker(
-    worker: usize,
-    pinned: Pinning,
-    id: u32,
-    role: FlowRole,
-    anchor: TcpStream,
-    end: CpsEnd,
-    cfg: &CpsConfig,
-    probe: &Probe,
-    gate: &StartGate,
-    flags: &RunFlags,
-    tx: &EventTx,
-) {
+pub fn run_worker(seat: Seat, flow: CpsFlow, cfg: &CpsConfig, ctx: &Ctx) {
+    let CpsFlow { id, role, anchor, end } = flow;
+    let (probe, flags) = (&ctx.probe, &*ctx.flags);
     let client = role == FlowRole::Send;
     // With eBPF the kernel keeps the flow's connections as one group (RTT histogram,
     // retransmissions, SYN retransmissions): nothing to register per connection.
@@ -101,7 +103,7 @@ pub fn run_worker(
         CpsEnd::Dial(to) if client && cfg.kernel_stats => probe.watch_group(to.port()),
         _ => None,
     };
-    run_single(worker, pinned, id, gate, tx, (cfg.interval, client, watch), |m, start| {
+    run_single(&seat, id, ctx, (cfg.interval, client, watch), |m, start| {
         let ends = cfg.timing.after(start);
         let outcome = match (&end, client) {
             (CpsEnd::Dial(to), true) => {

@@ -2,12 +2,11 @@
 //! side. The client and `serve` both call [`spawn`]; only the roles differ (for an `up` stream
 //! the client sends and the server receives; rr clients ask and servers answer).
 
-use crate::bulk::{self, BulkConfig, BulkFlow, FlowRole, WorkerShared};
+use crate::bulk::{self, BulkConfig, BulkFlow, FlowRole};
 use crate::cps::{self, CpsConfig, CpsEnd};
 use crate::msgrate::{self, MsgConfig, MsgFlow, MsgSocket};
 use crate::rr::{self, RrConfig};
-use crate::worker::{self, EventTx, RunFlags, StartGate};
-use netblast_probe::Probe;
+use crate::worker::{self, Seat};
 use netblast_spec::plan::split_budget;
 use netblast_spec::profile::{Profile, Way, Workload};
 use std::io;
@@ -41,21 +40,7 @@ pub struct Conn {
     pub cpu: Option<usize>,
 }
 
-/// What every worker of this end shares.
-#[derive(Clone)]
-pub struct Ctx {
-    /// Source of TCP statistics.
-    pub probe: Probe,
-    /// Start gate.
-    pub gate: Arc<StartGate>,
-    /// Run flags.
-    pub flags: Arc<RunFlags>,
-    /// Event sink.
-    pub tx: EventTx,
-    /// Where this end's own connections leave from (a cps client dials one per connection).
-    pub bind: crate::sockopt::Binding,
-}
-
+pub use crate::worker::Ctx;
 pub use crate::worker::Timing;
 
 fn role(side: Side, way: Way) -> FlowRole {
@@ -93,19 +78,13 @@ pub fn spawn(
                 };
                 flows.push(BulkFlow { id: c.id, stream: c.tcp, role, budget });
             }
-            let shared = WorkerShared {
-                cfg: Arc::new(BulkConfig {
-                    block: b.block_bytes.bytes() as usize,
-                    send_mode: b.send_mode,
-                    interval,
-                    timing,
-                }),
-                probe: ctx.probe.clone(),
-                gate: ctx.gate.clone(),
-                flags: ctx.flags.clone(),
-                tx: ctx.tx.clone(),
-            };
-            bulk::spawn_workers(bulk::spread(flows, bulk_cpus.len().max(1)), bulk_cpus, &shared)
+            let cfg = Arc::new(BulkConfig {
+                block: b.block_bytes.bytes() as usize,
+                send_mode: b.send_mode,
+                interval,
+                timing,
+            });
+            bulk::spawn_workers(bulk::spread(flows, bulk_cpus.len().max(1)), bulk_cpus, &cfg, ctx)
         }
         Workload::Msgrate(m) => {
             let cfg = Arc::new(MsgConfig {
@@ -120,7 +99,7 @@ pub fn spawn(
                 timing,
             });
             spawn_per_flow(side, conns, ctx, move |i, pinned, flow, ctx| {
-                msgrate::run_worker(i, pinned, flow, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)
+                msgrate::run_worker(Seat { index: i, pinned }, flow, &cfg, ctx)
             })
         }
         Workload::Rr(r) => {
@@ -134,7 +113,7 @@ pub fn spawn(
                 timing,
             });
             spawn_per_flow(side, conns, ctx, move |i, pinned, flow, ctx| {
-                rr::run_worker(i, pinned, flow, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)
+                rr::run_worker(Seat { index: i, pinned }, flow, &cfg, ctx)
             })
         }
         Workload::Cps(c) => {
@@ -159,10 +138,10 @@ pub fn spawn(
                         format!("cps flow {} has no listener", c.id),
                     ));
                 };
-                let (cfg, ctx, role) = (cfg.clone(), ctx.clone(), role(side, c.way));
-                let (id, anchor) = (c.id, c.tcp);
+                let (cfg, ctx) = (cfg.clone(), ctx.clone());
+                let flow = cps::CpsFlow { id: c.id, role: role(side, c.way), anchor: c.tcp, end };
                 handles.push(worker::spawn(i, c.cpu, move |pinned| {
-                    cps::run_worker(i, pinned, id, role, anchor, end, &cfg, &ctx.probe, &ctx.gate, &ctx.flags, &ctx.tx)
+                    cps::run_worker(Seat { index: i, pinned }, flow, &cfg, &ctx)
                 })?);
             }
             Ok(handles)

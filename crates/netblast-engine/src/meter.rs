@@ -2,7 +2,7 @@
 //! hot path, turned into one [`Event::Interval`] per tick, and a [`Event::FlowDone`] at the end.
 
 use crate::sys::CpuMark;
-use crate::worker::{Event, EventTx, FlowEnd, FlowSample, Pinning, RunFlags, StartGate, Ticker};
+use crate::worker::{Ctx, Event, EventTx, FlowEnd, FlowSample, RunFlags, Seat, Ticker};
 use hdrhistogram::Histogram;
 use netblast_probe::FlowWatch;
 use netblast_spec::hist;
@@ -182,18 +182,15 @@ pub type BodyResult = Result<Option<u64>, String>;
 /// Runs a single-flow worker body: waits at the gate, hands the body a [`Meter`], reports the
 /// flow's end and the worker's CPU.
 pub fn run_single(
-    worker: usize,
-    pinned: Pinning,
+    seat: &Seat,
     id: u32,
-    gate: &StartGate,
-    tx: &EventTx,
+    ctx: &Ctx,
     meter_cfg: (Duration, bool, Option<FlowWatch>),
     body: impl FnOnce(&mut Meter, Instant) -> BodyResult,
 ) {
     let cpu_mark = CpuMark::thread();
-    let cpu = pinned.as_ref().ok().copied().flatten();
-    let pin_error = pinned.err();
-    match gate.wait() {
+    let (worker, cpu, pin_error, tx) = (seat.index, seat.cpu(), seat.pin_error(), &ctx.tx);
+    match ctx.gate.wait() {
         Some(start) => {
             let (interval, latency, watch) = meter_cfg;
             let mut meter = Meter::new(worker, id, start, interval, latency, watch, tx.clone());

@@ -27,8 +27,7 @@ use crate::bulk::{describe_io, FlowRole};
 use crate::meter::{run_single, should_stop, Meter};
 use crate::net::{self, OwnBatch, RecvBatch, SendBatch};
 use crate::udpseq;
-use crate::worker::{Deadlines, EventTx, Pinning, RunFlags, StartGate, Timing};
-use netblast_probe::Probe;
+use crate::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
 use std::io::{self, ErrorKind};
 use std::net::{IpAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
@@ -88,28 +87,19 @@ pub struct MsgConfig {
 }
 
 /// Runs one msgrate flow on the calling (pinned) worker thread until it ends.
-#[allow(clippy::too_many_arguments)]
-pub fn run_worker(
-    worker: usize,
-    pinned: Pinning,
-    flow: MsgFlow,
-    cfg: &MsgConfig,
-    probe: &Probe,
-    gate: &StartGate,
-    flags: &RunFlags,
-    tx: &EventTx,
-) {
+pub fn run_worker(seat: Seat, flow: MsgFlow, cfg: &MsgConfig, ctx: &Ctx) {
     let watch = match &flow.socket {
-        MsgSocket::Tcp(s) if flow.role == FlowRole::Send => Some(probe.watch(s.as_raw_fd())),
+        MsgSocket::Tcp(s) if flow.role == FlowRole::Send => Some(ctx.probe.watch(s.as_raw_fd())),
         _ => None,
     };
-    run_single(worker, pinned, flow.id, gate, tx, (cfg.interval, false, watch), |m, start| {
+    let flags = &*ctx.flags;
+    run_single(&seat, flow.id, ctx, (cfg.interval, false, watch), |m, start| {
         let Deadlines { send_until, give_up } = cfg.timing.after(start);
         match (&flow.socket, flow.role) {
             (MsgSocket::Tcp(s), FlowRole::Send) => tcp_send(s, cfg, m, flags, send_until, give_up).map(|_| None),
             (MsgSocket::Tcp(s), FlowRole::Recv) => tcp_recv(s, cfg, m, flags, give_up).map(|_| None),
             (MsgSocket::Udp { udp, anchor }, FlowRole::Send) => {
-                udp_send(udp, anchor, cfg, m, flags, start, send_until).map(|_| None)
+                udp_send(udp, anchor, cfg, m, flags, (start, send_until)).map(|_| None)
             }
             (MsgSocket::Udp { udp, anchor }, FlowRole::Recv) => {
                 udp_recv(udp, anchor, cfg, m, flags, give_up).map(|_| net::udp_drops(udp.as_raw_fd()))
@@ -232,15 +222,13 @@ fn tcp_recv(s: &TcpStream, cfg: &MsgConfig, m: &mut Meter, flags: &RunFlags, giv
 /// `sendmmsg`, so pacing is even to this grain and never a burst of an interval's budget.
 const PACE_GRAIN: Duration = Duration::from_micros(50);
 
-#[allow(clippy::too_many_arguments)]
 fn udp_send(
     udp: &UdpSocket,
     anchor: &TcpStream,
     cfg: &MsgConfig,
     m: &mut Meter,
     flags: &RunFlags,
-    start: Instant,
-    send_until: Instant,
+    (start, send_until): (Instant, Instant),
 ) -> Result<(), String> {
     let fd = udp.as_raw_fd();
     udp.set_nonblocking(false).map_err(|e| io_msg(&e))?;

@@ -18,8 +18,7 @@ use crate::bulk::{describe_io, FlowRole};
 use crate::meter::{run_single, should_stop, Meter};
 use crate::msgrate::{MsgFlow, MsgSocket, WAKE};
 use crate::net;
-use crate::worker::{Deadlines, EventTx, Pinning, RunFlags, StartGate, Timing};
-use netblast_probe::Probe;
+use crate::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
 use netblast_spec::profile::WaitMode;
 use std::io::ErrorKind;
 use std::net::TcpStream;
@@ -46,23 +45,14 @@ pub struct RrConfig {
 }
 
 /// Runs one rr flow on the calling (pinned) worker thread until it ends.
-#[allow(clippy::too_many_arguments)]
-pub fn run_worker(
-    worker: usize,
-    pinned: Pinning,
-    flow: MsgFlow,
-    cfg: &RrConfig,
-    probe: &Probe,
-    gate: &StartGate,
-    flags: &RunFlags,
-    tx: &EventTx,
-) {
+pub fn run_worker(seat: Seat, flow: MsgFlow, cfg: &RrConfig, ctx: &Ctx) {
     let client = flow.role == FlowRole::Send;
     let watch = match &flow.socket {
-        MsgSocket::Tcp(s) if client => Some(probe.watch(s.as_raw_fd())),
+        MsgSocket::Tcp(s) if client => Some(ctx.probe.watch(s.as_raw_fd())),
         _ => None,
     };
-    run_single(worker, pinned, flow.id, gate, tx, (cfg.interval, client, watch), |m, start| {
+    let flags = &*ctx.flags;
+    run_single(&seat, flow.id, ctx, (cfg.interval, client, watch), |m, start| {
         let ends = cfg.timing.after(start);
         let data_fd = match &flow.socket {
             MsgSocket::Tcp(s) => s.as_raw_fd(),

@@ -293,6 +293,51 @@ pub type EventTx = Arc<dyn Fn(usize, Event) + Send + Sync>;
 /// `Ok(None)` not asked to pin; `Err` pinning failed (the worker runs unpinned and says why).
 pub type Pinning = Result<Option<usize>, String>;
 
+/// A worker thread's place: its index (events are tagged with it) and its pinning.
+#[derive(Debug, Clone)]
+pub struct Seat {
+    /// Worker index.
+    pub index: usize,
+    /// The CPU it is pinned to, or why pinning failed.
+    pub pinned: Pinning,
+}
+
+impl Seat {
+    /// The CPU it runs on, if pinned.
+    pub fn cpu(&self) -> Option<usize> {
+        self.pinned.as_ref().ok().copied().flatten()
+    }
+
+    /// Why pinning failed, if it did.
+    pub fn pin_error(&self) -> Option<String> {
+        self.pinned.as_ref().err().cloned()
+    }
+}
+
+/// What every worker of one end of a test shares: the probe, the start gate, the run flags,
+/// where events go, and where this end's own connections leave from. Every generator's
+/// `run_worker` takes its [`Seat`], its flows, its kind's configuration and this.
+#[derive(Clone)]
+pub struct Ctx {
+    /// Source of TCP statistics.
+    pub probe: netblast_probe::Probe,
+    /// Start gate.
+    pub gate: Arc<StartGate>,
+    /// Run flags.
+    pub flags: Arc<RunFlags>,
+    /// Event sink.
+    pub tx: EventTx,
+    /// Where this end's own connections leave from (a cps client dials one per connection).
+    pub bind: crate::sockopt::Binding,
+}
+
+impl Ctx {
+    /// Sends `ev` tagged with worker `index`.
+    pub fn send(&self, index: usize, ev: Event) {
+        (self.tx)(index, ev)
+    }
+}
+
 /// Spawns a worker thread named `netblast-w<index>`, pinned to `cpu` when given, and checks the
 /// pinning by reading the thread's affinity back. A failure is reported by the body in its
 /// final [`Event::WorkerDone`], not fatal.

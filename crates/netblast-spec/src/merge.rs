@@ -174,16 +174,15 @@ struct Place {
     first_part: u32,
 }
 
-/// Merges results of concurrent tests into one.
-pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
+/// Checks that the inputs can merge (this schema, one kind, one interval); each one's start on
+/// the reference clock, and its clock.
+fn reference_starts(inputs: &[Input<'_>]) -> Result<Vec<(i128, ClockInfo)>, MergeError> {
     let (first_name, first) = *inputs.first().ok_or(MergeError::Empty)?;
     let interval = first.plan.profile.run.interval();
-    let interval_ns = interval.as_nanos() as i128;
     let kind = first.plan.profile.kind();
     let mut refs = Vec::with_capacity(inputs.len());
     for &(name, r) in inputs {
-        let start = r.start_unix_ns.filter(|_| r.schema == SCHEMA);
-        let Some(start) = start else {
+        let Some(start) = r.start_unix_ns.filter(|_| r.schema == SCHEMA) else {
             return Err(MergeError::Schema { input: name.to_string(), schema: r.schema.clone() });
         };
         if r.plan.profile.kind() != kind {
@@ -205,6 +204,14 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
         let clock = r.clock.unwrap_or_default();
         refs.push((clock.to_reference(start), clock));
     }
+    Ok(refs)
+}
+
+/// Where each input sits: its interval offset from the earliest start (which must be a whole
+/// number of intervals, within the clocks' errors), its first stream id and part index.
+fn places(inputs: &[Input<'_>], refs: &[(i128, ClockInfo)]) -> Result<Vec<Place>, MergeError> {
+    let interval = inputs[0].1.plan.profile.run.interval();
+    let interval_ns = interval.as_nanos() as i128;
     let (t0_idx, &(t0, t0_clock)) = refs.iter().enumerate().min_by_key(|(_, (s, _))| *s).expect("non-empty");
     let mut places = Vec::with_capacity(inputs.len());
     let (mut next_stream, mut next_part) = (0u32, 0u32);
@@ -232,28 +239,30 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
         next_stream += r.streams.iter().map(|s| s.id + 1).max().unwrap_or(0);
         next_part += r.parts.len().max(1) as u32;
     }
-    let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
+    Ok(places)
+}
 
-    let intervals = merge_intervals(inputs, &places)?;
-    let summary = merge_summaries(&names, &inputs.iter().map(|(_, r)| &r.summary).collect::<Vec<_>>(), &places)?;
+/// The inputs' streams (renumbered), parts (one per plain input, the parts of merged ones),
+/// agents, errors and warnings (tagged with the input's name).
+#[derive(Default)]
+struct Members {
+    streams: Vec<StreamInfo>,
+    parts: Vec<Part>,
+    agents: Vec<AgentStatus>,
+    errors: Vec<RunError>,
+    warnings: Vec<RunError>,
+}
 
-    let mut streams = Vec::new();
-    let mut parts = Vec::new();
-    let mut agents: Vec<AgentStatus> = Vec::new();
-    let mut errors = Vec::new();
-    let mut warnings = Vec::new();
-    for (j, &(name, r)) in inputs.iter().enumerate() {
-        let p = places[j];
+impl Members {
+    /// Adds input `r` (named `name`) placed at `p`.
+    fn add(&mut self, name: &str, r: &RunResult, p: Place) {
         let (start_local, clock) = (r.start_unix_ns.unwrap_or(0), r.clock.unwrap_or_default());
         for s in &r.streams {
-            let part = match s.part {
-                Some(k) => p.first_part + k,
-                None => p.first_part,
-            };
-            streams.push(StreamInfo { id: s.id + p.first_stream, part: Some(part), ..s.clone() });
+            let part = p.first_part + s.part.unwrap_or(0);
+            self.streams.push(StreamInfo { id: s.id + p.first_stream, part: Some(part), ..s.clone() });
         }
         if r.parts.is_empty() {
-            parts.push(Part {
+            self.parts.push(Part {
                 agent: r.agent.clone().unwrap_or_default(),
                 peer: r.plan.aimed_at(),
                 test_id: r.test_id.clone(),
@@ -267,43 +276,63 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
                 summary: r.summary.clone(),
             });
         } else {
-            for q in &r.parts {
-                parts.push(Part {
-                    interval_offset: q.interval_offset + p.offset,
-                    first_stream: q.first_stream + p.first_stream,
-                    ..q.clone()
-                });
-            }
+            self.parts.extend(r.parts.iter().map(|q| Part {
+                interval_offset: q.interval_offset + p.offset,
+                first_stream: q.first_stream + p.first_stream,
+                ..q.clone()
+            }));
         }
-        let shift_agent =
-            |a: &AgentStatus| AgentStatus { parts: a.parts.iter().map(|k| k + p.first_part).collect(), ..a.clone() };
         if r.agents.is_empty() {
-            let agent = r.agent.clone().unwrap_or_default();
-            let status = if r.complete { "ok" } else { "partial" };
-            match agents.iter_mut().find(|a| a.agent == agent && a.role == "client") {
-                Some(a) => {
-                    a.parts.push(p.first_part);
-                    if !r.complete {
-                        a.status = status.into();
-                    }
-                }
-                None => agents.push(AgentStatus {
-                    agent,
-                    role: "client".into(),
-                    clock,
-                    actual_start_unix_ns: u64::try_from(clock.to_reference(start_local)).ok(),
-                    status: status.into(),
-                    why: (!r.complete).then(|| format!("{name}: incomplete run")),
-                    parts: vec![p.first_part],
-                    summary: None,
-                }),
-            }
+            self.add_client(name, r, p, clock, start_local);
         } else {
-            agents.extend(r.agents.iter().map(shift_agent));
+            let shift = |a: &AgentStatus| AgentStatus {
+                parts: a.parts.iter().map(|k| k + p.first_part).collect(),
+                ..a.clone()
+            };
+            self.agents.extend(r.agents.iter().map(shift));
         }
         let tag = |e: &RunError| RunError { source: format!("{name}: {}", e.source), ..e.clone() };
-        errors.extend(r.errors.iter().map(tag));
-        warnings.extend(r.warnings.iter().map(tag));
+        self.errors.extend(r.errors.iter().map(tag));
+        self.warnings.extend(r.warnings.iter().map(tag));
+    }
+
+    /// A plain input's client as an agent (one per client: its parts gathered).
+    fn add_client(&mut self, name: &str, r: &RunResult, p: Place, clock: ClockInfo, start_local: u64) {
+        let agent = r.agent.clone().unwrap_or_default();
+        let status = if r.complete { "ok" } else { "partial" };
+        match self.agents.iter_mut().find(|a| a.agent == agent && a.role == "client") {
+            Some(a) => {
+                a.parts.push(p.first_part);
+                if !r.complete {
+                    a.status = status.into();
+                }
+            }
+            None => self.agents.push(AgentStatus {
+                agent,
+                role: "client".into(),
+                clock,
+                actual_start_unix_ns: u64::try_from(clock.to_reference(start_local)).ok(),
+                status: status.into(),
+                why: (!r.complete).then(|| format!("{name}: incomplete run")),
+                parts: vec![p.first_part],
+                summary: None,
+            }),
+        }
+    }
+}
+
+/// Merges results of concurrent tests into one: aligned on the reference clock, counters and
+/// histograms added, streams renumbered, each input kept as a part.
+pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
+    let refs = reference_starts(inputs)?;
+    let places = places(inputs, &refs)?;
+    let first = inputs[0].1;
+    let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
+    let intervals = merge_intervals(inputs, &places)?;
+    let summary = merge_summaries(&names, &inputs.iter().map(|(_, r)| &r.summary).collect::<Vec<_>>(), &places)?;
+    let mut m = Members::default();
+    for (j, &(name, r)) in inputs.iter().enumerate() {
+        m.add(name, r, places[j]);
     }
     let mut plan = first.plan.clone();
     if inputs.iter().any(|(_, r)| r.plan.profile != first.plan.profile) {
@@ -314,7 +343,7 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
     } else {
         ClockSource::Coordinator
     };
-    let t0_ns = u64::try_from(t0).unwrap_or(0);
+    let t0_ns = u64::try_from(refs.iter().map(|(s, _)| *s).min().unwrap_or(0)).unwrap_or(0);
     let mut out = RunResult {
         schema: SCHEMA.to_string(),
         netblast_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -324,18 +353,18 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
         clock: Some(ClockInfo { source, offset_ns: 0, error_ns: 0 }),
         agent: None,
         complete: inputs.iter().all(|(_, r)| r.complete),
-        errors,
-        warnings,
+        errors: m.errors,
+        warnings: m.warnings,
         plan,
         client: first.client.clone(),
         server: first.server.clone(),
         probe: first.probe.clone(),
         server_probe: first.server_probe.clone(),
-        streams,
+        streams: m.streams,
         intervals,
         summary,
-        parts,
-        agents,
+        parts: m.parts,
+        agents: m.agents,
         asserts: Vec::new(),
     };
     fill_agent_summaries(&mut out)?;

@@ -30,7 +30,7 @@ pub mod worker;
 
 use crate::api::{ClientError, Envelope, Live, Measured, RunOptions};
 use crate::sys::{self, CpuMark};
-use crate::worker::{RunFlags, StartGate};
+use crate::worker::{RunFlags, Seat, StartGate};
 use bytes::Bytes;
 use conn::Endpoint;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
@@ -264,7 +264,255 @@ fn http_tcp(t: &stats::ConnTcp) -> HttpTcp {
 /// Time to let the workers reach the start gate before the start instant.
 const START_LEAD: Duration = Duration::from_millis(5);
 
-/// Runs an http test.
+/// An HTTP test set up: the job its workers share, and what the result needs of the set-up.
+struct Setup {
+    h: HttpSection,
+    job: Arc<Job>,
+    /// The probe the connections use (without eBPF registration when not kept alive).
+    probe: Probe,
+    /// The kernel group of connections made without keep-alive, read once at the end.
+    group_watch: Option<netblast_probe::FlowWatch>,
+    schedule: Option<Schedule>,
+    any_tls: bool,
+    local_address: String,
+}
+
+impl Setup {
+    /// Resolves the URLs into requests, the TLS configuration, how the probe sees the
+    /// connections, the schedule, and the job.
+    fn new(plan: &Plan, probe: &Probe) -> Result<Setup, ClientError> {
+        let h = plan.profile.workload.http().cloned().ok_or_else(|| bad("not an http profile"))?;
+        let (requests, any_tls) = prepare(&h, &plan.target, &plan.bind)?;
+        let tls = if any_tls { Some(tls::client_config(&h).map_err(bad)?) } else { None };
+        // Registering a socket with the eBPF probe costs two map updates of its 9 KiB RTT
+        // histogram: nothing next to a kept-alive connection's requests, more than the request
+        // itself when every request opens a connection (-36% requests/s measured). Without
+        // keep-alive the connections are one kernel group instead, tied to it by the worker
+        // thread that makes them; each one's own figures come from TCP_INFO as it closes.
+        let group = if h.keepalive { None } else { probe.thread_group() };
+        let conn_probe = if h.keepalive {
+            probe.clone()
+        } else {
+            probe.without_ebpf(if group.is_some() {
+                "without keep-alive each connection's own figures are its TCP_INFO at close; kernel RTT samples of all of them come from one eBPF group"
+            } else {
+                "http without keep-alive opens a connection per request; registering each with the eBPF probe would cost more than the request"
+            })
+        };
+        let (group_watch, group_tag) = group.unzip();
+        // The kernel callbacks (eBPF) must be on before the connections are made.
+        for port in requests.iter().map(|r| r.endpoint.addr.port()).collect::<std::collections::BTreeSet<_>>() {
+            conn_probe.watch_port(port).map_err(|e| ClientError::Io {
+                what: "cannot set up the eBPF probe".into(),
+                error: std::io::Error::other(e.to_string()),
+            })?;
+        }
+        // The address this client reaches its (first) server from, as a bulk test's control
+        // connection shows it: fleet parts name the client agent by it.
+        let local_address = requests
+            .first()
+            .and_then(|r| crate::sockopt::source_address(r.endpoint.addr, &r.endpoint.bind).ok())
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let bound = plan.time_bound.get();
+        let schedule = Schedule::from_section(&h, bound);
+        let streams = h.streams.max(1);
+        let workers = (plan.client_cpus.len() as u32).min(h.connections).max(1);
+        sys::ensure_fds(h.connections as u64 * 2 + 64).map_err(ClientError::Fds)?;
+        let job = Arc::new(Job {
+            cycle: cycle(h.weights.as_deref(), requests.len()),
+            requests,
+            version: h.version,
+            tls,
+            keepalive: h.keepalive,
+            timeout: h.timeout(),
+            interval: plan.profile.run.interval(),
+            bound,
+            schedule: schedule.clone(),
+            requests_bound: h.requests,
+            slots: h.connections * streams,
+            streams,
+            workers,
+            probe: conn_probe.clone(),
+            group: group_tag,
+        });
+        Ok(Setup { h, job, probe: conn_probe, group_watch, schedule, any_tls, local_address })
+    }
+
+    /// One pinned worker thread per client CPU (at most one per connection), each with its
+    /// lanes: lane k belongs to connection k / streams, on worker (k / streams) mod W; in
+    /// closed loop each lane sends its exact share of `-n`.
+    fn spawn(&self, plan: &Plan, links: &worker::Links) -> Result<Vec<std::thread::JoinHandle<()>>, ClientError> {
+        let (slots, streams, workers) = (self.job.slots, self.job.streams, self.job.workers);
+        let mut handles = Vec::new();
+        for w in 0..workers as usize {
+            let my: Vec<(u32, Option<u64>)> = (0..slots)
+                .filter(|k| (k / streams) as usize % workers as usize == w)
+                .map(|k| {
+                    let budget = self.h.requests.map(|n| split_budget(n, slots as u64, k as u64));
+                    (k, if self.schedule.is_none() { budget } else { None })
+                })
+                .collect();
+            let (job, links) = (self.job.clone(), links.clone());
+            let cpu = plan.client_cpus.get(w).copied();
+            let body = move |pinned| worker::run_worker(Seat { index: w, pinned }, my, job, links);
+            handles.push(
+                crate::worker::spawn(w, cpu, body)
+                    .map_err(|e| ClientError::Io { what: "cannot start worker threads".into(), error: e })?,
+            );
+        }
+        Ok(handles)
+    }
+}
+
+/// What the workers reported, gathered.
+#[derive(Default)]
+struct Collected {
+    intervals: Vec<Interval>,
+    total: IntervalStats,
+    run: RunStats,
+    worker_cpu: CpuUsage,
+    errors: Vec<RunError>,
+    merge_errors: Vec<String>,
+}
+
+/// Takes the workers' messages until every worker is done: each interval released (and shown
+/// live) once every worker reported it, the workers' run totals added.
+fn collect(
+    rx: mpsc::Receiver<(usize, WorkerMsg)>,
+    handles: &[std::thread::JoinHandle<()>],
+    setup: &Setup,
+    live: &mut dyn FnMut(Live<'_>),
+) -> Collected {
+    let workers = setup.job.workers as usize;
+    let mut gather: Gather<Acc> = Gather::new(workers);
+    let mut c = Collected { total: IntervalStats::new(), run: RunStats::new(), ..Default::default() };
+    loop {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok((w, WorkerMsg::Interval { index, start_s, end_s, stats })) => {
+                let a = gather.part(w, index);
+                a.span = Some(a.span.map_or((start_s, end_s), |(s, e)| (s.min(start_s), e.max(end_s))));
+                if let Err(e) = a.stats.add(&stats) {
+                    c.merge_errors.push(e.to_string());
+                }
+            }
+            Ok((w, WorkerMsg::Done { run, cpu, pin_error })) => {
+                if let Err(e) = c.run.add(&run) {
+                    c.merge_errors.push(e.to_string());
+                }
+                c.worker_cpu.user_s += cpu.user_s;
+                c.worker_cpu.system_s += cpu.system_s;
+                if let Some(e) = pin_error {
+                    c.errors.push(RunError { at_s: 0.0, source: format!("worker {w}"), message: e });
+                }
+                gather.done(w);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) if !handles.iter().all(|h| h.is_finished()) => continue,
+            // Every worker is gone: whatever it did not report will not come.
+            Err(_) => (0..workers).for_each(|w| gather.done(w)),
+        }
+        for (i, a) in gather.ready() {
+            if let Err(e) = c.total.add(&a.stats) {
+                c.merge_errors.push(e.to_string());
+            }
+            let iv = http_interval(i, &a, setup.schedule.as_ref());
+            live(Live::Interval(&iv));
+            c.intervals.push(iv);
+        }
+        if gather.all_done() {
+            return c;
+        }
+    }
+}
+
+/// The run's HTTP figures from the gathered totals.
+fn summarize(setup: &Setup, c: &Collected, bound: Duration) -> HttpSummary {
+    let (total, run, h) = (&c.total, &c.run, &setup.h);
+    let seconds = run.last_done_s.max(1e-9);
+    // The window requests were sent in: the schedule's (open loop) or the run's (closed loop).
+    let send_window = match &setup.schedule {
+        Some(s) => s.end().as_secs_f64().min(bound.as_secs_f64()),
+        None => seconds,
+    };
+    let errors: Vec<HttpErrorCount> = {
+        let mut v: Vec<_> = run.errors.iter().collect();
+        v.sort_by_key(|(k, _)| **k);
+        v.into_iter()
+            .map(|(k, (n, s))| HttpErrorCount { kind: k.name().into(), count: *n, sample: s.clone() })
+            .collect()
+    };
+    let (latency, latency_hist) = dist(&total.latency);
+    let (connect, connect_hist) = dist(&run.connect);
+    let (tls, tls_hist) = dist(&run.tls);
+    let (ttfb, ttfb_hist) = dist(&run.ttfb);
+    let (body, body_hist) = dist(&run.body);
+    let (send_lag, send_lag_hist) = dist(&run.send_lag);
+    let phases =
+        HttpPhases { connect, tls, ttfb, body, send_lag, connect_hist, tls_hist, ttfb_hist, body_hist, send_lag_hist };
+    HttpSummary {
+        mode: if setup.schedule.is_some() { "open_loop" } else { "closed_loop" }.into(),
+        version: match h.version {
+            HttpVersion::Http1 => "http1",
+            HttpVersion::Http2 => "http2",
+        }
+        .into(),
+        tls: setup.any_tls,
+        sent: total.sent,
+        completed: total.completed,
+        succeeded: run.succeeded,
+        success_ratio: if total.sent > 0 { run.succeeded as f64 / total.sent as f64 } else { 0.0 },
+        seconds,
+        responses_per_s: total.completed as f64 / seconds,
+        sent_per_s: total.sent as f64 / send_window.max(1e-9),
+        target_rate: setup.schedule.as_ref().map(|s| s.rate_between(0.0, send_window)),
+        late: total.late,
+        bytes_sent: total.bytes_sent,
+        bytes_received: total.bytes_received,
+        latency: latency.unwrap_or_default(),
+        latency_hist,
+        phases,
+        status_codes: status_map(&total.status),
+        errors,
+        connections: HttpConnections {
+            configured: h.connections,
+            established: run.established,
+            failed: run.failed,
+            peak_open: run.peak_open,
+        },
+        tcp: setup.probe.collects().then(|| http_tcp(&run.tcp)),
+    }
+}
+
+/// The run's errors: the workers', an interruption, the aggregator's, and a run in which not
+/// one request got a response (failed requests are results, not run errors; but such a run
+/// measured nothing of the server).
+fn run_errors(c: &mut Collected, summary: &HttpSummary, interrupted_at: Option<f64>) -> Vec<RunError> {
+    let mut errors = std::mem::take(&mut c.errors);
+    if let Some(at_s) = interrupted_at {
+        errors.push(RunError { at_s, source: "client".into(), message: "interrupted by the user".into() });
+    }
+    c.merge_errors.extend(c.run.tcp.problem.clone());
+    for e in c.merge_errors.drain(..) {
+        errors.push(RunError { at_s: 0.0, source: "aggregator".into(), message: e });
+    }
+    if summary.completed == 0 {
+        let why: Vec<String> =
+            summary.errors.iter().map(|e| format!("{} {} (e.g. {})", e.kind, e.count, e.sample)).collect();
+        errors.push(RunError {
+            at_s: summary.seconds,
+            source: "client".into(),
+            message: if why.is_empty() {
+                "no request got a response".into()
+            } else {
+                format!("every request failed: {}", why.join("; "))
+            },
+        });
+    }
+    errors
+}
+
+/// Runs an http test: set up, workers spawned, started together at the start instant,
+/// intervals gathered, the result made.
 pub fn run(
     plan: &Plan,
     probe: &Probe,
@@ -272,85 +520,12 @@ pub fn run(
     opts: &RunOptions,
     live: &mut dyn FnMut(Live<'_>),
 ) -> Result<RunResult, ClientError> {
-    let h = plan.profile.workload.http().cloned().ok_or_else(|| bad("not an http profile"))?;
-    let (requests, any_tls) = prepare(&h, &plan.target, &plan.bind)?;
-    let tls = if any_tls { Some(tls::client_config(&h).map_err(bad)?) } else { None };
-    // Registering a socket with the eBPF probe costs two map updates of its 9 KiB RTT
-    // histogram: nothing next to a kept-alive connection's requests, more than the request
-    // itself when every request opens a connection (-36% requests/s measured). Without
-    // keep-alive the connections are one kernel group instead, tied to it by the worker
-    // thread that makes them; each one's own figures come from TCP_INFO as it closes.
-    let group = if h.keepalive { None } else { probe.thread_group() };
-    let result_probe = probe;
     let probe_stats_at_start = probe.run_stats();
-    let probe = &if h.keepalive {
-        probe.clone()
-    } else {
-        probe.without_ebpf(if group.is_some() {
-            "without keep-alive each connection's own figures are its TCP_INFO at close; kernel RTT samples of all of them come from one eBPF group"
-        } else {
-            "http without keep-alive opens a connection per request; registering each with the eBPF probe would cost more than the request"
-        })
-    };
-    let (group_watch, group_tag) = group.unzip();
-    // The kernel callbacks (eBPF) must be on before the connections are made.
-    for port in requests.iter().map(|r| r.endpoint.addr.port()).collect::<std::collections::BTreeSet<_>>() {
-        probe.watch_port(port).map_err(|e| ClientError::Io {
-            what: "cannot set up the eBPF probe".into(),
-            error: std::io::Error::other(e.to_string()),
-        })?;
-    }
-    // The address this client reaches its (first) server from, as a bulk test's control
-    // connection shows it: fleet parts name the client agent by it.
-    let local_address = requests
-        .first()
-        .and_then(|r| crate::sockopt::source_address(r.endpoint.addr, &r.endpoint.bind).ok())
-        .map(|a| a.to_string())
-        .unwrap_or_default();
-    let bound = plan.time_bound.get();
-    let schedule = Schedule::from_section(&h, bound);
-    let streams = h.streams.max(1);
-    let slots = h.connections * streams;
-    let workers = (plan.client_cpus.len() as u32).min(h.connections).max(1);
-    sys::ensure_fds(h.connections as u64 * 2 + 64).map_err(ClientError::Fds)?;
-    let job = Arc::new(Job {
-        cycle: cycle(h.weights.as_deref(), requests.len()),
-        requests,
-        version: h.version,
-        tls,
-        keepalive: h.keepalive,
-        timeout: h.timeout(),
-        interval: plan.profile.run.interval(),
-        bound,
-        schedule: schedule.clone(),
-        requests_bound: h.requests,
-        slots,
-        streams,
-        workers,
-        probe: probe.clone(),
-        group: group_tag,
-    });
+    let setup = Setup::new(plan, probe)?;
     let test_id = netblast_wire::wire::TestId::random().to_string();
     let gate = StartGate::new();
     let (tx, rx) = mpsc::channel::<(usize, WorkerMsg)>();
-    let mut handles = Vec::new();
-    for w in 0..workers as usize {
-        // Lane k belongs to connection k / streams, on worker (k / streams) mod W; in closed
-        // loop each lane sends its exact share of -n.
-        let my: Vec<(u32, Option<u64>)> = (0..slots)
-            .filter(|k| (k / streams) as usize % workers as usize == w)
-            .map(|k| {
-                (k, if schedule.is_none() { h.requests.map(|n| split_budget(n, slots as u64, k as u64)) } else { None })
-            })
-            .collect();
-        let (job, gate, flags, tx) = (job.clone(), gate.clone(), flags.clone(), tx.clone());
-        let cpu = plan.client_cpus.get(w).copied();
-        handles.push(
-            crate::worker::spawn(w, cpu, move |pinned| worker::run_worker(w, pinned, my, job, gate, flags, tx))
-                .map_err(|e| ClientError::Io { what: "cannot start worker threads".into(), error: e })?,
-        );
-    }
-    drop(tx);
+    let handles = setup.spawn(plan, &worker::Links { gate: gate.clone(), flags: flags.clone(), tx })?;
     let (start_unix_ns, start) = match crate::api::start_instant(plan, START_LEAD) {
         Ok(s) => s,
         Err(e) => {
@@ -367,159 +542,34 @@ pub fn run(
     gate.open(start);
     let server = HostInfo::default();
     live(Live::Started { plan, test_id: &test_id, server: &server, streams: &[], start_unix_ns, actual_start_unix_ns });
-
-    let mut gather: Gather<Acc> = Gather::new(workers as usize);
-    let mut intervals: Vec<Interval> = Vec::new();
-    let mut total = IntervalStats::new();
-    let mut total_run = RunStats::new();
-    let mut worker_cpu = CpuUsage::default();
-    let mut errors: Vec<RunError> = Vec::new();
-    let mut merge_errors: Vec<String> = Vec::new();
-    loop {
-        let msg = rx.recv_timeout(Duration::from_millis(200));
-        match msg {
-            Ok((w, WorkerMsg::Interval { index, start_s, end_s, stats })) => {
-                let a = gather.part(w, index);
-                a.span = Some(a.span.map_or((start_s, end_s), |(s, e)| (s.min(start_s), e.max(end_s))));
-                if let Err(e) = a.stats.add(&stats) {
-                    merge_errors.push(e.to_string());
-                }
-            }
-            Ok((w, WorkerMsg::Done { run, cpu, pin_error })) => {
-                if let Err(e) = total_run.add(&run) {
-                    merge_errors.push(e.to_string());
-                }
-                worker_cpu.user_s += cpu.user_s;
-                worker_cpu.system_s += cpu.system_s;
-                if let Some(e) = pin_error {
-                    errors.push(RunError { at_s: 0.0, source: format!("worker {w}"), message: e });
-                }
-                gather.done(w);
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) if !handles.iter().all(|h| h.is_finished()) => continue,
-            // Every worker is gone: whatever it did not report will not come.
-            Err(_) => (0..workers as usize).for_each(|w| gather.done(w)),
-        }
-        for (i, a) in gather.ready() {
-            if let Err(e) = total.add(&a.stats) {
-                merge_errors.push(e.to_string());
-            }
-            let iv = http_interval(i, &a, schedule.as_ref());
-            live(Live::Interval(&iv));
-            intervals.push(iv);
-        }
-        if gather.all_done() {
-            break;
-        }
-    }
+    let mut c = collect(rx, &handles, &setup, live);
     for h in handles {
         let _ = h.join();
     }
-    let mut control_cpu = cpu_mark.usage();
-    control_cpu.user_s += worker_cpu.user_s;
-    control_cpu.system_s += worker_cpu.system_s;
-    if flags.interrupted() {
-        errors.push(RunError {
-            at_s: start.elapsed().as_secs_f64(),
-            source: "client".into(),
-            message: "interrupted by the user".into(),
-        });
-    }
+    let mut cpu = cpu_mark.usage();
+    cpu.user_s += c.worker_cpu.user_s;
+    cpu.system_s += c.worker_cpu.system_s;
     // The group's kernel RTT samples: every connection's, in one read.
-    if let Some(h) = group_watch.as_ref().and_then(|w| w.rtt_histogram()) {
-        if let Err(e) = crate::aggregate::add_hist(&mut total_run.tcp.kernel_rtt, &h) {
-            merge_errors.push(e.to_string());
+    if let Some(h) = setup.group_watch.as_ref().and_then(|w| w.rtt_histogram()) {
+        if let Err(e) = crate::aggregate::add_hist(&mut c.run.tcp.kernel_rtt, &h) {
+            c.merge_errors.push(e.to_string());
         }
     }
-    merge_errors.extend(total_run.tcp.problem.clone());
-    for e in merge_errors {
-        errors.push(RunError { at_s: 0.0, source: "aggregator".into(), message: e });
-    }
-
-    let seconds = total_run.last_done_s.max(1e-9);
-    // The window requests were sent in: the schedule's (open loop) or the run's (closed loop).
-    let send_window = match &schedule {
-        Some(s) => s.end().as_secs_f64().min(bound.as_secs_f64()),
-        None => seconds,
-    };
-    let errors_by_kind: Vec<HttpErrorCount> = {
-        let mut v: Vec<_> = total_run.errors.iter().collect();
-        v.sort_by_key(|(k, _)| **k);
-        v.into_iter()
-            .map(|(k, (n, s))| HttpErrorCount { kind: k.name().into(), count: *n, sample: s.clone() })
-            .collect()
-    };
-    let (latency, latency_hist) = dist(&total.latency);
-    let phases = {
-        let r = &total_run;
-        let (connect, connect_hist) = dist(&r.connect);
-        let (tls, tls_hist) = dist(&r.tls);
-        let (ttfb, ttfb_hist) = dist(&r.ttfb);
-        let (body, body_hist) = dist(&r.body);
-        let (send_lag, send_lag_hist) = dist(&r.send_lag);
-        HttpPhases { connect, tls, ttfb, body, send_lag, connect_hist, tls_hist, ttfb_hist, body_hist, send_lag_hist }
-    };
-    let http_summary = HttpSummary {
-        mode: if schedule.is_some() { "open_loop" } else { "closed_loop" }.into(),
-        version: match h.version {
-            HttpVersion::Http1 => "http1",
-            HttpVersion::Http2 => "http2",
-        }
-        .into(),
-        tls: any_tls,
-        sent: total.sent,
-        completed: total.completed,
-        succeeded: total_run.succeeded,
-        success_ratio: if total.sent > 0 { total_run.succeeded as f64 / total.sent as f64 } else { 0.0 },
-        seconds,
-        responses_per_s: total.completed as f64 / seconds,
-        sent_per_s: total.sent as f64 / send_window.max(1e-9),
-        target_rate: schedule.as_ref().map(|s| s.rate_between(0.0, send_window)),
-        late: total.late,
-        bytes_sent: total.bytes_sent,
-        bytes_received: total.bytes_received,
-        latency: latency.unwrap_or_default(),
-        latency_hist,
-        phases,
-        status_codes: status_map(&total.status),
-        errors: errors_by_kind,
-        connections: HttpConnections {
-            configured: h.connections,
-            established: total_run.established,
-            failed: total_run.failed,
-            peak_open: total_run.peak_open,
-        },
-        tcp: probe.collects().then(|| http_tcp(&total_run.tcp)),
-    };
-    // Failed requests are results, not run errors; but a run in which not one request got a
-    // response measured nothing of the server, and is a failed run.
-    if total.completed == 0 {
-        let why: Vec<String> =
-            http_summary.errors.iter().map(|e| format!("{} {} (e.g. {})", e.kind, e.count, e.sample)).collect();
-        errors.push(RunError {
-            at_s: seconds,
-            source: "client".into(),
-            message: if why.is_empty() {
-                "no request got a response".into()
-            } else {
-                format!("every request failed: {}", why.join("; "))
-            },
-        });
-    }
-    let complete = errors.is_empty();
-    let bits = (total.bytes_sent + total.bytes_received) as f64 * 8.0;
+    let http = summarize(&setup, &c, plan.time_bound.get());
+    let errors = run_errors(&mut c, &http, flags.interrupted().then(|| start.elapsed().as_secs_f64()));
+    let bits = (http.bytes_sent + http.bytes_received) as f64 * 8.0;
     let envelope = Envelope {
         test_id,
         start_unix_ns,
         clock: opts.clock,
-        local_address,
+        local_address: setup.local_address.clone(),
         server: None,
         probe: {
             // The program runs on every connection while it is attached: its run time, when
             // counted, is the attached probe's.
-            let mut info = probe.info_since(probe_stats_at_start);
-            if !h.keepalive {
-                let k = result_probe.info_since(probe_stats_at_start);
+            let mut info = setup.probe.info_since(probe_stats_at_start);
+            if !setup.h.keepalive {
+                let k = probe.info_since(probe_stats_at_start);
                 (info.kernel_run_ns, info.kernel_runs) = (k.kernel_run_ns, k.kernel_runs);
             }
             info
@@ -528,28 +578,27 @@ pub fn run(
     };
     let warnings =
         plan.notes.iter().map(|n| RunError { at_s: 0.0, source: "plan".into(), message: n.clone() }).collect();
-    Ok(envelope.result(
-        plan,
-        Measured {
-            complete,
-            errors,
-            warnings,
-            streams: Vec::new(),
-            intervals,
-            summary: Summary {
-                duration_s: seconds,
-                ways: Vec::new(),
-                streams: Vec::new(),
-                cpu: CpuSummary {
-                    client: control_cpu,
-                    server: None,
-                    bits_per_client_cpu_s: if control_cpu.cpu_s() > 0.0 { bits / control_cpu.cpu_s() } else { 0.0 },
-                    bits_per_server_cpu_s: None,
-                },
-                http: Some(http_summary),
-            },
+    let summary = Summary {
+        duration_s: http.seconds,
+        ways: Vec::new(),
+        streams: Vec::new(),
+        cpu: CpuSummary {
+            client: cpu,
+            server: None,
+            bits_per_client_cpu_s: if cpu.cpu_s() > 0.0 { bits / cpu.cpu_s() } else { 0.0 },
+            bits_per_server_cpu_s: None,
         },
-    ))
+        http: Some(http),
+    };
+    let measured = Measured {
+        complete: errors.is_empty(),
+        errors,
+        warnings,
+        streams: Vec::new(),
+        intervals: c.intervals,
+        summary,
+    };
+    Ok(envelope.result(plan, measured))
 }
 
 #[cfg(test)]

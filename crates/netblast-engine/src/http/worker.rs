@@ -12,7 +12,7 @@ use super::conn::{self, ByteCount, Endpoint, Meters, Sender};
 use super::schedule::Schedule;
 use super::stats::{ConnTcp, ErrorKind, IntervalStats, RunStats};
 use crate::sys::CpuMark;
-use crate::worker::{Pinning, RunFlags, StartGate, Ticker};
+use crate::worker::{RunFlags, Seat, StartGate, Ticker};
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Uri};
 use http_body_util::{BodyExt, Full};
@@ -128,19 +128,24 @@ struct State {
 
 type Shared = Rc<RefCell<State>>;
 
-/// Runs one worker on the calling (pinned) thread until its slots are done.
-#[allow(clippy::too_many_arguments)]
-pub fn run_worker(
-    w: usize,
-    pinned: Pinning,
-    slots: Vec<(u32, Option<u64>)>,
-    job: Arc<Job>,
-    gate: Arc<StartGate>,
-    flags: Arc<RunFlags>,
-    tx: mpsc::Sender<(usize, WorkerMsg)>,
-) {
+/// What the HTTP run gives each of its workers besides the job: the start gate, the run
+/// flags, where its messages go.
+#[derive(Clone)]
+pub struct Links {
+    /// Start gate.
+    pub gate: Arc<StartGate>,
+    /// Run flags.
+    pub flags: Arc<RunFlags>,
+    /// Where the worker's interval and final messages go, tagged with its index.
+    pub tx: mpsc::Sender<(usize, WorkerMsg)>,
+}
+
+/// Runs one worker on the calling (pinned) thread until its slots (lane, request budget)
+/// are done.
+pub fn run_worker(seat: Seat, slots: Vec<(u32, Option<u64>)>, job: Arc<Job>, links: Links) {
+    let Links { gate, flags, tx } = links;
+    let (w, pin_error) = (seat.index, seat.pin_error());
     let cpu_mark = CpuMark::thread();
-    let pin_error = pinned.err();
     let done = |run: RunStats, pin_error: Option<String>| {
         let _ = tx.send((w, WorkerMsg::Done { run: Box::new(run), cpu: cpu_mark.usage(), pin_error }));
     };

@@ -213,8 +213,6 @@ impl Overrides {
     /// Applies the flags to `p`. A flag of another kind is an error naming it. When anything
     /// changed, the description is rewritten from the result, naming `origin`.
     pub fn apply(&self, p: &mut Profile, origin: &str) -> Result<(), SpecError> {
-        let flag_err =
-            |flag: &str, message: String| SpecError::Flag { flag: flag.to_string(), message: message.to_string() };
         let kind = p.kind();
         if let Some((flag, kinds)) = self.kind_flags().into_iter().find(|(_, kinds)| !kinds.contains(&kind)) {
             let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
@@ -240,141 +238,163 @@ impl Overrides {
             tcp.nodelay = Some(true);
         }
         match &mut p.workload {
-            Workload::Bulk(b) => {
-                set(&mut b.flows, self.flows);
-                if let Some(n) = self.bytes {
-                    b.bytes = Some(n);
-                    if self.duration.is_none() {
-                        // As iperf3 -n: the byte count is the bound; the time cap still applies.
-                        p.run.duration = None;
-                    }
-                }
-                if self.reverse {
-                    b.direction = Direction::Reverse;
-                }
-                if self.bidir {
-                    b.direction = Direction::Bidir;
-                }
-                set(&mut b.block_bytes, self.block);
-                set(&mut b.send_mode, self.send_mode);
-            }
-            Workload::Msgrate(m) => {
-                if self.flows.is_some() {
-                    m.flows = self.flows;
-                }
-                // -l is the datagram (message) size here, as iperf3 -u -l.
-                set(&mut m.msg_bytes, self.msg_size.or(self.block));
-                set(&mut m.batch, self.batch);
-                if self.reverse {
-                    m.direction = Direction::Reverse;
-                }
-                if self.bidir {
-                    m.direction = Direction::Bidir;
-                }
-                if let Some(b) = self.bitrate {
-                    // -b 0: as fast as the sender can (iperf3's unlimited).
-                    m.bitrate = (b.0 > 0.0).then_some(b);
-                }
-                set(&mut m.recv, self.recv);
-                set(&mut m.receivers, self.receivers);
-                if self.udp {
-                    m.protocol = Protocol::Udp;
-                }
-                if self.server_cpus.is_some() {
-                    m.server_cpus = self.server_cpus.clone();
-                }
-            }
-            Workload::Rr(r) => {
-                set(&mut r.flows, self.flows);
-                set(&mut r.req_bytes, self.req_size);
-                set(&mut r.resp_bytes, self.resp_size);
-                if self.udp {
-                    r.protocol = Protocol::Udp;
-                }
-                set(&mut r.wait, self.wait);
-                if self.busy_poll.is_some() {
-                    r.busy_poll_us = self.busy_poll;
-                }
-                if self.server_cpus.is_some() {
-                    r.server_cpus = self.server_cpus.clone();
-                }
-            }
-            Workload::Cps(c) => {
-                if self.flows.is_some() {
-                    c.flows = self.flows;
-                }
-                set(&mut c.req_bytes, self.req_size);
-                set(&mut c.resp_bytes, self.resp_size);
-                if let Some(r) = &self.rate {
-                    let (rate, to) = parse_rate_range(r).map_err(|e| flag_err("--rate", e))?;
-                    if to.is_some() {
-                        return Err(flag_err("--rate", "a cps test runs at one rate; ramps are for http tests".into()));
-                    }
-                    c.rate = Some(rate);
-                }
-                if self.timeout.is_some() {
-                    c.timeout = self.timeout;
-                }
-                set(&mut c.close, self.close);
-                if self.server_cpus.is_some() {
-                    c.server_cpus = self.server_cpus.clone();
-                }
-            }
-            Workload::Http(h) => {
-                if !self.urls.is_empty() {
-                    h.urls = self.urls.clone();
-                    h.weights = None;
-                }
-                if let Some(m) = &self.method {
-                    h.method = m.to_ascii_uppercase();
-                }
-                h.headers.extend(self.headers.iter().cloned());
-                if self.body.is_some() {
-                    h.body = self.body.clone();
-                    h.body_file = None;
-                }
-                if self.body_file.is_some() {
-                    h.body_file = self.body_file.clone();
-                    h.body = None;
-                }
-                set(&mut h.version, self.http_version);
-                h.tls |= self.tls;
-                h.insecure |= self.insecure;
-                if self.cacert.is_some() {
-                    h.cacert = self.cacert.clone();
-                }
-                if self.sni.is_some() {
-                    h.sni = self.sni.clone();
-                }
-                set(&mut h.connections, self.connections);
-                set(&mut h.streams, self.streams);
-                if self.no_keepalive {
-                    h.keepalive = false;
-                }
-                if let Some(n) = self.requests {
-                    h.requests = Some(n);
-                    if self.duration.is_none() {
-                        // As hey -n: the request count is the bound; the time cap still applies.
-                        p.run.duration = None;
-                    }
-                }
-                if let Some(r) = &self.rate {
-                    let (from, to) = parse_rate_range(r).map_err(|e| flag_err("--rate", e))?;
-                    h.steps.clear();
-                    h.rate = Some(from);
-                    h.rate_to = to;
-                }
-                if self.ramp.is_some() {
-                    h.ramp = self.ramp;
-                }
-                if self.timeout.is_some() {
-                    h.timeout = self.timeout;
-                }
-            }
+            Workload::Bulk(b) => self.apply_bulk(b, &mut p.run),
+            Workload::Msgrate(m) => self.apply_msgrate(m),
+            Workload::Rr(r) => self.apply_rr(r),
+            Workload::Cps(c) => self.apply_cps(c)?,
+            Workload::Http(h) => self.apply_http(h, &mut p.run)?,
         }
         p.description = format!("{} ({origin} with command-line overrides)", p.workload.describe(&p.run));
         Ok(())
     }
+
+    /// The bulk flags (`--bytes` makes the byte count the bound, as iperf3 -n).
+    fn apply_bulk(&self, b: &mut super::BulkSection, run: &mut super::RunSection) {
+        set(&mut b.flows, self.flows);
+        if let Some(n) = self.bytes {
+            b.bytes = Some(n);
+            if self.duration.is_none() {
+                // As iperf3 -n: the byte count is the bound; the time cap still applies.
+                run.duration = None;
+            }
+        }
+        if self.reverse {
+            b.direction = Direction::Reverse;
+        }
+        if self.bidir {
+            b.direction = Direction::Bidir;
+        }
+        set(&mut b.block_bytes, self.block);
+        set(&mut b.send_mode, self.send_mode);
+    }
+
+    /// The msgrate flags.
+    fn apply_msgrate(&self, m: &mut super::MsgrateSection) {
+        if self.flows.is_some() {
+            m.flows = self.flows;
+        }
+        // -l is the datagram (message) size here, as iperf3 -u -l.
+        set(&mut m.msg_bytes, self.msg_size.or(self.block));
+        set(&mut m.batch, self.batch);
+        if self.reverse {
+            m.direction = Direction::Reverse;
+        }
+        if self.bidir {
+            m.direction = Direction::Bidir;
+        }
+        if let Some(b) = self.bitrate {
+            // -b 0: as fast as the sender can (iperf3's unlimited).
+            m.bitrate = (b.0 > 0.0).then_some(b);
+        }
+        set(&mut m.recv, self.recv);
+        set(&mut m.receivers, self.receivers);
+        if self.udp {
+            m.protocol = Protocol::Udp;
+        }
+        if self.server_cpus.is_some() {
+            m.server_cpus = self.server_cpus.clone();
+        }
+    }
+
+    /// The rr flags.
+    fn apply_rr(&self, r: &mut super::RrSection) {
+        set(&mut r.flows, self.flows);
+        set(&mut r.req_bytes, self.req_size);
+        set(&mut r.resp_bytes, self.resp_size);
+        if self.udp {
+            r.protocol = Protocol::Udp;
+        }
+        set(&mut r.wait, self.wait);
+        if self.busy_poll.is_some() {
+            r.busy_poll_us = self.busy_poll;
+        }
+        if self.server_cpus.is_some() {
+            r.server_cpus = self.server_cpus.clone();
+        }
+    }
+
+    /// The cps flags (one rate: a ramp is refused).
+    fn apply_cps(&self, c: &mut super::CpsSection) -> Result<(), SpecError> {
+        if self.flows.is_some() {
+            c.flows = self.flows;
+        }
+        set(&mut c.req_bytes, self.req_size);
+        set(&mut c.resp_bytes, self.resp_size);
+        if let Some(r) = &self.rate {
+            let (rate, to) = parse_rate_range(r).map_err(|e| flag_err("--rate", e))?;
+            if to.is_some() {
+                return Err(flag_err("--rate", "a cps test runs at one rate; ramps are for http tests".into()));
+            }
+            c.rate = Some(rate);
+        }
+        if self.timeout.is_some() {
+            c.timeout = self.timeout;
+        }
+        set(&mut c.close, self.close);
+        if self.server_cpus.is_some() {
+            c.server_cpus = self.server_cpus.clone();
+        }
+        Ok(())
+    }
+
+    /// The http flags (`--requests` makes the request count the bound, as hey -n).
+    fn apply_http(&self, h: &mut super::HttpSection, run: &mut super::RunSection) -> Result<(), SpecError> {
+        if !self.urls.is_empty() {
+            h.urls = self.urls.clone();
+            h.weights = None;
+        }
+        if let Some(m) = &self.method {
+            h.method = m.to_ascii_uppercase();
+        }
+        h.headers.extend(self.headers.iter().cloned());
+        if self.body.is_some() {
+            h.body = self.body.clone();
+            h.body_file = None;
+        }
+        if self.body_file.is_some() {
+            h.body_file = self.body_file.clone();
+            h.body = None;
+        }
+        set(&mut h.version, self.http_version);
+        h.tls |= self.tls;
+        h.insecure |= self.insecure;
+        if self.cacert.is_some() {
+            h.cacert = self.cacert.clone();
+        }
+        if self.sni.is_some() {
+            h.sni = self.sni.clone();
+        }
+        set(&mut h.connections, self.connections);
+        set(&mut h.streams, self.streams);
+        if self.no_keepalive {
+            h.keepalive = false;
+        }
+        if let Some(n) = self.requests {
+            h.requests = Some(n);
+            if self.duration.is_none() {
+                // As hey -n: the request count is the bound; the time cap still applies.
+                run.duration = None;
+            }
+        }
+        if let Some(r) = &self.rate {
+            let (from, to) = parse_rate_range(r).map_err(|e| flag_err("--rate", e))?;
+            h.steps.clear();
+            h.rate = Some(from);
+            h.rate_to = to;
+        }
+        if self.ramp.is_some() {
+            h.ramp = self.ramp;
+        }
+        if self.timeout.is_some() {
+            h.timeout = self.timeout;
+        }
+        Ok(())
+    }
+}
+
+/// An error naming the flag at fault.
+fn flag_err(flag: &str, message: String) -> SpecError {
+    SpecError::Flag { flag: flag.to_string(), message }
 }
 
 fn set_some<T>(field: &mut Option<T>, v: Option<T>) {

@@ -37,7 +37,7 @@ pub fn dispatch(cli: Cli) -> Result<Outcome, AppError> {
 /// The request `run`'s flags make: the profile they name with their overrides, the target,
 /// the start instant, the binding.
 fn request(a: &RunArgs) -> Result<Request, AppError> {
-    let overrides = a.test.overrides();
+    let overrides = &a.test.overrides;
     let (profile, origin) =
         overrides.profile(a.test.profile.as_deref(), a.target.as_deref()).map_err(AppError::input)?;
     let http = profile.workload.is_http();
@@ -60,7 +60,7 @@ fn request(a: &RunArgs) -> Result<Request, AppError> {
         None => None,
     };
     let bind = Binding { addr: a.bind, device: a.bind_dev.clone() };
-    Ok(Request { profile, origin, target, cpus_from_flag: a.test.cpus.is_some(), start_at_unix_ns, bind })
+    Ok(Request { profile, origin, target, cpus_from_flag: a.test.overrides.cpus.is_some(), start_at_unix_ns, bind })
 }
 
 fn run(a: &RunArgs) -> Result<Outcome, AppError> {

@@ -1,8 +1,8 @@
 //! The command line: every flag defined once here; help is generated from these docs.
 
 use crate::outcome::AppError;
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use netblast_spec::units::{ByteSize, CpuList, Dur};
+use clap::{Args, Parser, Subcommand};
+use netblast_spec::units::{ByteSize, Dur};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
@@ -111,33 +111,6 @@ pub struct ServeArgs {
     pub http_timeout: Dur,
 }
 
-/// `--recv`: how TCP message receivers read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum RecvArg {
-    /// What has arrived, up to 256 KiB per call.
-    Batch,
-    /// One message per call (qperf's receiver).
-    Each,
-}
-
-/// `--receivers`: the server's UDP receivers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ReceiversArg {
-    /// A socket per flow, connected to its sender.
-    Flow,
-    /// One SO_REUSEPORT socket per server CPU, fed by that CPU (SO_INCOMING_CPU).
-    PerCpu,
-}
-
-/// How `--zerocopy` sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ZeroCopy {
-    /// sendfile() from an in-memory file (what iperf3 -Z does).
-    Sendfile,
-    /// send(MSG_ZEROCOPY); real zero-copy on NICs, copied anyway on loopback.
-    Msg,
-}
-
 /// The profile and the flags that change it (shared by `run` and `fleet`).
 #[derive(Debug, Args)]
 pub struct ProfileArgs {
@@ -145,159 +118,9 @@ pub struct ProfileArgs {
     /// a --url or an http:// or https:// target is given).
     #[arg(long)]
     pub profile: Option<String>,
-    /// Parallel flows, as iperf3 -P (bulk: per direction; msgrate and rr: one per pinned CPU).
-    #[arg(long, short = 'P', visible_alias = "parallel")]
-    pub flows: Option<u32>,
-    /// Test length, e.g. 10s, 1m.
-    #[arg(long, short = 't')]
-    pub duration: Option<Dur>,
-    /// Stop after this many bytes in total (e.g. 10GiB); the duration still caps the run.
-    #[arg(long)]
-    pub bytes: Option<ByteSize>,
-    /// Reporting interval.
-    #[arg(long, short = 'i')]
-    pub interval: Option<Dur>,
-    /// Server sends, client receives.
-    #[arg(long, short = 'R', conflicts_with = "bidir")]
-    pub reverse: bool,
-    /// Both directions at once, on separate connections.
-    #[arg(long)]
-    pub bidir: bool,
-    /// Client CPUs for the pinned workers, e.g. 0-3,6 (default: all usable CPUs).
-    #[arg(long)]
-    pub cpus: Option<CpuList>,
-    /// Socket buffer size for both SO_SNDBUF and SO_RCVBUF (iperf3 -w).
-    #[arg(long, short = 'w')]
-    pub window: Option<ByteSize>,
-    /// SO_SNDBUF.
-    #[arg(long)]
-    pub sndbuf: Option<ByteSize>,
-    /// SO_RCVBUF.
-    #[arg(long)]
-    pub rcvbuf: Option<ByteSize>,
-    /// TCP maximum segment size (TCP_MAXSEG).
-    #[arg(long, short = 'M')]
-    pub mss: Option<u32>,
-    /// TCP congestion control algorithm, e.g. cubic, bbr.
-    #[arg(long, short = 'C')]
-    pub congestion: Option<String>,
-    /// Set TCP_NODELAY (disable Nagle).
-    #[arg(long, short = 'N')]
-    pub nodelay: bool,
-    /// Bytes per send call (iperf3 -l); msgrate: bytes per message or datagram.
-    #[arg(long, short = 'l')]
-    pub block: Option<ByteSize>,
-    /// Send without copying from user space: sendfile (default) or msg (MSG_ZEROCOPY).
-    #[arg(long, short = 'Z', num_args = 0..=1, default_missing_value = "sendfile", value_enum)]
-    pub zerocopy: Option<ZeroCopy>,
-    /// msgrate: bytes per message (default 1).
-    #[arg(long)]
-    pub msg_size: Option<ByteSize>,
-    /// msgrate: messages per sendmmsg call (1: one send per message).
-    #[arg(long)]
-    pub batch: Option<u32>,
-    /// msgrate over TCP: how receivers read: batch (what has arrived, up to 256 KiB) or each
-    /// (one message per call, as qperf's receiver: the work qperf -m 1 tcp_bw measures).
-    #[arg(long, value_enum)]
-    pub recv: Option<RecvArg>,
-    /// msgrate over UDP: the server's receivers: flow (a socket per flow) or per-cpu (one
-    /// SO_REUSEPORT socket per server CPU, each taking what its CPU's stack processed;
-    /// drops are named per receiver, loss per test).
-    #[arg(long, value_enum)]
-    pub receivers: Option<ReceiversArg>,
-    /// rr, cps: request size (default 1; cps: 0 sends none).
-    #[arg(long)]
-    pub req_size: Option<ByteSize>,
-    /// rr, cps: response size (default 1; cps: 0 sends none).
-    #[arg(long)]
-    pub resp_size: Option<ByteSize>,
-    /// cps: how the client closes each connection: fin (orderly; its port waits in TIME_WAIT)
-    /// or rst (SO_LINGER 0, as ethr: no TIME_WAIT, no port exhaustion).
-    #[arg(long, value_enum)]
-    pub close: Option<CloseArg>,
-    /// msgrate, rr: use UDP datagrams (set up over TCP) instead of TCP. Without --profile,
-    /// the udp-1g profile (iperf3 -u).
-    #[arg(long, short = 'u')]
-    pub udp: bool,
-    /// msgrate over UDP: target bit rate per flow, datagrams paced evenly (iperf3 -b), e.g.
-    /// 200M, 1G.
-    #[arg(long, short = 'b')]
-    pub bitrate: Option<netblast_spec::units::BitRate>,
-    /// rr: how both ends wait for the next message: block (sleep in recv) or spin (busy-poll).
-    #[arg(long, value_enum)]
-    pub wait: Option<Wait>,
-    /// rr: SO_BUSY_POLL in microseconds on both ends.
-    #[arg(long)]
-    pub busy_poll: Option<u32>,
-    /// msgrate, rr, cps: server CPUs for the peer flows, flow i on the i-th (default: the client's
-    /// list; half the list away when the server is on this host).
-    #[arg(long)]
-    pub server_cpus: Option<CpuList>,
-    /// http: URL to request (repeat for several, used round-robin); paths go to --target.
-    #[arg(long = "url", value_name = "URL")]
-    pub urls: Vec<String>,
-    /// http: request method.
-    #[arg(long, short = 'X')]
-    pub method: Option<String>,
-    /// http: extra request header "Name: value" (repeatable).
-    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
-    pub headers: Vec<String>,
-    /// http: request body.
-    #[arg(long, conflicts_with = "body_file")]
-    pub body: Option<String>,
-    /// http: request body from a file.
-    #[arg(long)]
-    pub body_file: Option<String>,
-    /// http: use HTTP/1.1.
-    #[arg(long, conflicts_with = "http2")]
-    pub http1: bool,
-    /// http: use HTTP/2 (h2 over TLS by ALPN, h2c with prior knowledge over plain TCP).
-    #[arg(long)]
-    pub http2: bool,
-    /// http: fetch paths over HTTPS from --target.
-    #[arg(long)]
-    pub tls: bool,
-    /// http: accept any server certificate.
-    #[arg(long, short = 'k')]
-    pub insecure: bool,
-    /// http: trust the CA certificates in this PEM file.
-    #[arg(long)]
-    pub cacert: Option<String>,
-    /// http: TLS server name to send and verify.
-    #[arg(long)]
-    pub sni: Option<String>,
-    /// http: connections.
-    #[arg(long, short = 'c')]
-    pub connections: Option<u32>,
-    /// http: HTTP/2 requests in flight at once per connection (as h2load -m; default 1).
-    #[arg(long, short = 'm')]
-    pub streams: Option<u32>,
-    /// http: open a new connection (and TLS handshake) for every request.
-    #[arg(long)]
-    pub no_keepalive: bool,
-    /// http: stop after this many requests in total.
-    #[arg(long, short = 'n')]
-    pub requests: Option<u64>,
-    /// http: open loop at this rate (e.g. 5000), or a ramp 1000..20000 (with --ramp).
-    /// cps: new connections per second in all, spread over the flows.
-    #[arg(long)]
-    pub rate: Option<String>,
-    /// http: length of the --rate ramp (default: the whole run).
-    #[arg(long)]
-    pub ramp: Option<Dur>,
-    /// http: per-request timeout (default 30s). cps: a connection not established or not
-    /// answered within this long fails as timed out (default 3s).
-    #[arg(long)]
-    pub timeout: Option<Dur>,
-}
-
-/// `--close`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CloseArg {
-    /// Orderly close (FIN).
-    Fin,
-    /// Abortive close (RST, SO_LINGER 0).
-    Rst,
+    /// The flags that change the profile.
+    #[command(flatten)]
+    pub overrides: netblast_spec::profile::Overrides,
 }
 
 /// `netblast run`.
@@ -407,15 +230,6 @@ pub struct FleetArgs {
     pub frames: Option<PathBuf>,
 }
 
-/// rr wait modes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Wait {
-    /// Sleep in recv until data arrives (qperf, netperf).
-    Block,
-    /// Busy-poll with non-blocking recv: lowest latency, one CPU per flow on each end.
-    Spin,
-}
-
 /// `netblast report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -492,78 +306,6 @@ impl ServeArgs {
                 ..Default::default()
             },
         })
-    }
-}
-
-impl ProfileArgs {
-    /// The flags that change the profile.
-    pub fn overrides(&self) -> netblast_spec::profile::Overrides {
-        use netblast_spec::profile::{HttpVersion, SendMode, WaitMode};
-        netblast_spec::profile::Overrides {
-            duration: self.duration,
-            interval: self.interval,
-            cpus: self.cpus.clone(),
-            window: self.window,
-            sndbuf: self.sndbuf,
-            rcvbuf: self.rcvbuf,
-            mss: self.mss,
-            congestion: self.congestion.clone(),
-            nodelay: self.nodelay,
-            flows: self.flows,
-            bytes: self.bytes,
-            reverse: self.reverse,
-            bidir: self.bidir,
-            block: self.block,
-            send_mode: self.zerocopy.map(|z| match z {
-                ZeroCopy::Sendfile => SendMode::Sendfile,
-                ZeroCopy::Msg => SendMode::MsgZerocopy,
-            }),
-            msg_size: self.msg_size,
-            batch: self.batch,
-            bitrate: self.bitrate,
-            recv: self.recv.map(|r| match r {
-                RecvArg::Batch => netblast_spec::profile::RecvMode::Batch,
-                RecvArg::Each => netblast_spec::profile::RecvMode::Each,
-            }),
-            receivers: self.receivers.map(|r| match r {
-                ReceiversArg::Flow => netblast_spec::profile::Receivers::Flow,
-                ReceiversArg::PerCpu => netblast_spec::profile::Receivers::PerCpu,
-            }),
-            req_size: self.req_size,
-            resp_size: self.resp_size,
-            udp: self.udp,
-            wait: self.wait.map(|w| match w {
-                Wait::Block => WaitMode::Block,
-                Wait::Spin => WaitMode::Spin,
-            }),
-            busy_poll: self.busy_poll,
-            server_cpus: self.server_cpus.clone(),
-            urls: self.urls.clone(),
-            method: self.method.clone(),
-            headers: self.headers.clone(),
-            body: self.body.clone(),
-            body_file: self.body_file.clone(),
-            http_version: match (self.http1, self.http2) {
-                (true, _) => Some(HttpVersion::Http1),
-                (_, true) => Some(HttpVersion::Http2),
-                _ => None,
-            },
-            tls: self.tls,
-            insecure: self.insecure,
-            cacert: self.cacert.clone(),
-            sni: self.sni.clone(),
-            connections: self.connections,
-            streams: self.streams,
-            no_keepalive: self.no_keepalive,
-            requests: self.requests,
-            rate: self.rate.clone(),
-            ramp: self.ramp,
-            timeout: self.timeout,
-            close: self.close.map(|c| match c {
-                CloseArg::Fin => netblast_spec::profile::CloseMode::Fin,
-                CloseArg::Rst => netblast_spec::profile::CloseMode::Rst,
-            }),
-        }
     }
 }
 

@@ -40,15 +40,18 @@ impl Direction {
 /// How the sender hands bytes to the kernel.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum SendMode {
     /// `send()` from a user buffer (one copy into the kernel).
     #[default]
+    #[cfg_attr(feature = "clap", value(skip))]
     Copy,
     /// `sendfile()` from an in-memory file: the kernel references page-cache pages, no copy
     /// from user space (what iperf3 `-Z` does).
     Sendfile,
     /// `send(MSG_ZEROCOPY)`: pages pinned and referenced; completions read from the error queue.
     /// On loopback the kernel copies anyway at delivery, so it does not help there.
+    #[cfg_attr(feature = "clap", value(name = "msg"))]
     MsgZerocopy,
 }
 

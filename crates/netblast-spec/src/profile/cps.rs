@@ -9,6 +9,7 @@ use std::time::Duration;
 /// How the client ends each connection.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum CloseMode {
     /// An orderly close (FIN): the client's end waits in TIME_WAIT for 60 s, holding its port,
     /// as real clients do; ports run out at about 28 000 / 60 s per destination unless the

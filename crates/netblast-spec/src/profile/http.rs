@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 /// HTTP protocol version.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum HttpVersion {
     /// HTTP/1.1 (over TLS: ALPN offers http/1.1 only).
     #[default]

@@ -28,6 +28,7 @@ impl Protocol {
 /// How a TCP message receiver reads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum RecvMode {
     /// Read what has arrived, up to 256 KiB per call (waking for 4 KiB at least): the
     /// receiver's cost per message is small, and it keeps up with any sender.
@@ -51,6 +52,7 @@ impl RecvMode {
 /// Who receives a UDP msgrate test's datagrams at the server.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Receivers {
     /// A socket per flow, connected to its sender: counts, loss and drops per flow.
     #[default]

@@ -10,96 +10,157 @@ use crate::error::SpecError;
 use crate::units::{ByteSize, CpuList, Dur, Rate};
 
 /// Flag values that replace profile fields; `None`/`false`/empty leaves the field alone.
+///
+/// These are the command line's profile flags themselves (with the `clap` feature, `netblast
+/// run` and `netblast fleet` flatten this struct): a setting is defined here once, with its
+/// help, and in its profile section.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Overrides {
-    /// `--duration`.
-    pub duration: Option<Dur>,
-    /// `--interval`.
-    pub interval: Option<Dur>,
-    /// `--cpus`.
-    pub cpus: Option<CpuList>,
-    /// `--window`.
-    pub window: Option<ByteSize>,
-    /// `--sndbuf`.
-    pub sndbuf: Option<ByteSize>,
-    /// `--rcvbuf`.
-    pub rcvbuf: Option<ByteSize>,
-    /// `--mss`.
-    pub mss: Option<u32>,
-    /// `--congestion`.
-    pub congestion: Option<String>,
-    /// `--nodelay`.
-    pub nodelay: bool,
-    /// `--flows` (bulk, msgrate, rr, cps).
+    /// Parallel flows, as iperf3 -P (bulk: per direction; msgrate and rr: one per pinned CPU).
+    #[cfg_attr(feature = "clap", arg(long, short = 'P', visible_alias = "parallel"))]
     pub flows: Option<u32>,
-    /// `--bytes` (bulk).
+    /// Test length, e.g. 10s, 1m.
+    #[cfg_attr(feature = "clap", arg(long, short = 't'))]
+    pub duration: Option<Dur>,
+    /// Stop after this many bytes in total (e.g. 10GiB); the duration still caps the run.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub bytes: Option<ByteSize>,
-    /// `--reverse` (bulk).
+    /// Reporting interval.
+    #[cfg_attr(feature = "clap", arg(long, short = 'i'))]
+    pub interval: Option<Dur>,
+    /// Server sends, client receives.
+    #[cfg_attr(feature = "clap", arg(long, short = 'R', conflicts_with = "bidir"))]
     pub reverse: bool,
-    /// `--bidir` (bulk).
+    /// Both directions at once, on separate connections.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub bidir: bool,
-    /// `--block` (bulk).
+    /// Client CPUs for the pinned workers, e.g. 0-3,6 (default: all usable CPUs).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub cpus: Option<CpuList>,
+    /// Socket buffer size for both SO_SNDBUF and SO_RCVBUF (iperf3 -w).
+    #[cfg_attr(feature = "clap", arg(long, short = 'w'))]
+    pub window: Option<ByteSize>,
+    /// SO_SNDBUF.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub sndbuf: Option<ByteSize>,
+    /// SO_RCVBUF.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub rcvbuf: Option<ByteSize>,
+    /// TCP maximum segment size (TCP_MAXSEG).
+    #[cfg_attr(feature = "clap", arg(long, short = 'M'))]
+    pub mss: Option<u32>,
+    /// TCP congestion control algorithm, e.g. cubic, bbr.
+    #[cfg_attr(feature = "clap", arg(long, short = 'C'))]
+    pub congestion: Option<String>,
+    /// Set TCP_NODELAY (disable Nagle).
+    #[cfg_attr(feature = "clap", arg(long, short = 'N'))]
+    pub nodelay: bool,
+    /// Bytes per send call (iperf3 -l); msgrate: bytes per message or datagram.
+    #[cfg_attr(feature = "clap", arg(long, short = 'l'))]
     pub block: Option<ByteSize>,
-    /// `--zerocopy` (bulk).
+    /// Send without copying from user space: sendfile (default) or msg (MSG_ZEROCOPY).
+    #[cfg_attr(feature = "clap", arg(long = "zerocopy", short = 'Z', num_args = 0..=1, default_missing_value = "sendfile", value_enum))]
     pub send_mode: Option<SendMode>,
-    /// `--msg-size` (msgrate).
+    /// msgrate: bytes per message (default 1).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub msg_size: Option<ByteSize>,
-    /// `--batch` (msgrate).
+    /// msgrate: messages per sendmmsg call (1: one send per message).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub batch: Option<u32>,
-    /// `--recv` (msgrate).
+    /// msgrate over TCP: how receivers read: batch (what has arrived, up to 256 KiB) or each
+    /// (one message per call, as qperf's receiver: the work qperf -m 1 tcp_bw measures).
+    #[cfg_attr(feature = "clap", arg(long, value_enum))]
     pub recv: Option<super::RecvMode>,
-    /// `--receivers` (msgrate over UDP).
+    /// msgrate over UDP: the server's receivers: flow (a socket per flow) or per-cpu (one
+    /// SO_REUSEPORT socket per server CPU, each taking what its CPU's stack processed;
+    /// drops are named per receiver, loss per test).
+    #[cfg_attr(feature = "clap", arg(long, value_enum))]
     pub receivers: Option<super::Receivers>,
-    /// `--bitrate` (msgrate over UDP).
-    pub bitrate: Option<crate::units::BitRate>,
-    /// `--req-size` (rr, cps).
+    /// rr, cps: request size (default 1; cps: 0 sends none).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub req_size: Option<ByteSize>,
-    /// `--resp-size` (rr, cps).
+    /// rr, cps: response size (default 1; cps: 0 sends none).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub resp_size: Option<ByteSize>,
-    /// `--udp` (msgrate, rr).
-    pub udp: bool,
-    /// `--wait` (rr).
-    pub wait: Option<WaitMode>,
-    /// `--busy-poll` (rr).
-    pub busy_poll: Option<u32>,
-    /// `--server-cpus` (msgrate, rr, cps).
-    pub server_cpus: Option<CpuList>,
-    /// `--url` (http), repeatable.
-    pub urls: Vec<String>,
-    /// `--method` (http).
-    pub method: Option<String>,
-    /// `--header` (http), repeatable; added to the profile's.
-    pub headers: Vec<String>,
-    /// `--body` (http).
-    pub body: Option<String>,
-    /// `--body-file` (http).
-    pub body_file: Option<String>,
-    /// `--http1` / `--http2` (http).
-    pub http_version: Option<HttpVersion>,
-    /// `--tls` (http).
-    pub tls: bool,
-    /// `--insecure` (http).
-    pub insecure: bool,
-    /// `--cacert` (http).
-    pub cacert: Option<String>,
-    /// `--sni` (http).
-    pub sni: Option<String>,
-    /// `--connections` (http).
-    pub connections: Option<u32>,
-    /// `--streams` (http).
-    pub streams: Option<u32>,
-    /// `--no-keepalive` (http).
-    pub no_keepalive: bool,
-    /// `--requests` (http).
-    pub requests: Option<u64>,
-    /// `--rate` (http: a rate, or `FROM..TO` for a ramp; cps: connections per second).
-    pub rate: Option<String>,
-    /// `--ramp` (http).
-    pub ramp: Option<Dur>,
-    /// `--timeout` (http, cps).
-    pub timeout: Option<Dur>,
-    /// `--close` (cps).
+    /// cps: how the client closes each connection: fin (orderly; its port waits in TIME_WAIT)
+    /// or rst (SO_LINGER 0, as ethr: no TIME_WAIT, no port exhaustion).
+    #[cfg_attr(feature = "clap", arg(long, value_enum))]
     pub close: Option<CloseMode>,
+    /// msgrate, rr: use UDP datagrams (set up over TCP) instead of TCP. Without --profile,
+    /// the udp-1g profile (iperf3 -u).
+    #[cfg_attr(feature = "clap", arg(long, short = 'u'))]
+    pub udp: bool,
+    /// msgrate over UDP: target bit rate per flow, datagrams paced evenly (iperf3 -b), e.g.
+    /// 200M, 1G.
+    #[cfg_attr(feature = "clap", arg(long, short = 'b'))]
+    pub bitrate: Option<crate::units::BitRate>,
+    /// rr: how both ends wait for the next message: block (sleep in recv) or spin (busy-poll).
+    #[cfg_attr(feature = "clap", arg(long, value_enum))]
+    pub wait: Option<WaitMode>,
+    /// rr: SO_BUSY_POLL in microseconds on both ends.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub busy_poll: Option<u32>,
+    /// msgrate, rr, cps: server CPUs for the peer flows, flow i on the i-th (default: the client's
+    /// list; half the list away when the server is on this host).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub server_cpus: Option<CpuList>,
+    /// http: URL to request (repeat for several, used round-robin); paths go to --target.
+    #[cfg_attr(feature = "clap", arg(long = "url", value_name = "URL"))]
+    pub urls: Vec<String>,
+    /// http: request method.
+    #[cfg_attr(feature = "clap", arg(long, short = 'X'))]
+    pub method: Option<String>,
+    /// http: extra request header "Name: value" (repeatable).
+    #[cfg_attr(feature = "clap", arg(long = "header", short = 'H', value_name = "NAME: VALUE"))]
+    pub headers: Vec<String>,
+    /// http: request body.
+    #[cfg_attr(feature = "clap", arg(long, conflicts_with = "body_file"))]
+    pub body: Option<String>,
+    /// http: request body from a file.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub body_file: Option<String>,
+    /// http: use HTTP/1.1.
+    #[cfg_attr(feature = "clap", arg(long, conflicts_with = "http2"))]
+    pub http1: bool,
+    /// http: use HTTP/2 (h2 over TLS by ALPN, h2c with prior knowledge over plain TCP).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub http2: bool,
+    /// http: fetch paths over HTTPS from --target.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub tls: bool,
+    /// http: accept any server certificate.
+    #[cfg_attr(feature = "clap", arg(long, short = 'k'))]
+    pub insecure: bool,
+    /// http: trust the CA certificates in this PEM file.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub cacert: Option<String>,
+    /// http: TLS server name to send and verify.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub sni: Option<String>,
+    /// http: connections.
+    #[cfg_attr(feature = "clap", arg(long, short = 'c'))]
+    pub connections: Option<u32>,
+    /// http: HTTP/2 requests in flight at once per connection (as h2load -m; default 1).
+    #[cfg_attr(feature = "clap", arg(long, short = 'm'))]
+    pub streams: Option<u32>,
+    /// http: open a new connection (and TLS handshake) for every request.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub no_keepalive: bool,
+    /// http: stop after this many requests in total.
+    #[cfg_attr(feature = "clap", arg(long, short = 'n'))]
+    pub requests: Option<u64>,
+    /// http: open loop at this rate (e.g. 5000), or a ramp 1000..20000 (with --ramp).
+    /// cps: new connections per second in all, spread over the flows.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub rate: Option<String>,
+    /// http: length of the --rate ramp (default: the whole run).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub ramp: Option<Dur>,
+    /// http: per-request timeout (default 30s). cps: a connection not established or not
+    /// answered within this long fails as timed out (default 3s).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub timeout: Option<Dur>,
 }
 
 /// Parses `--rate`: `5000`, `10k/s`, or a ramp `1000..20000`.
@@ -188,7 +249,7 @@ impl Overrides {
             ("--header", !self.headers.is_empty(), HTTP),
             ("--body", self.body.is_some(), HTTP),
             ("--body-file", self.body_file.is_some(), HTTP),
-            ("--http1/--http2", self.http_version.is_some(), HTTP),
+            ("--http1/--http2", self.http1 || self.http2, HTTP),
             ("--tls", self.tls, HTTP),
             ("--insecure", self.insecure, HTTP),
             ("--cacert", self.cacert.is_some(), HTTP),
@@ -355,7 +416,11 @@ impl Overrides {
             h.body_file = self.body_file.clone();
             h.body = None;
         }
-        set(&mut h.version, self.http_version);
+        if self.http1 {
+            h.version = HttpVersion::Http1;
+        } else if self.http2 {
+            h.version = HttpVersion::Http2;
+        }
         h.tls |= self.tls;
         h.insecure |= self.insecure;
         if self.cacert.is_some() {

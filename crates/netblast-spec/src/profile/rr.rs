@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 /// How each end waits for the next message.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum WaitMode {
     /// Blocking receive: the thread sleeps and is woken by the kernel (qperf, netperf).
     #[default]

@@ -351,8 +351,8 @@ fn main() {
         }
     };
     // Every attack holds at most about 20 000 descriptors; take what the hard limit allows.
-    let (_, hard) = netblast_engine::sys::nofile_limit();
-    if let Err(e) = netblast_engine::sys::ensure_fds(hard.min(40_000)) {
+    let (_, hard) = netblast_engine::os::sys::nofile_limit();
+    if let Err(e) = netblast_engine::os::sys::ensure_fds(hard.min(40_000)) {
         eprintln!("netblast-abuse: {e}");
     }
     match run(&args) {

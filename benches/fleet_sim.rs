@@ -185,7 +185,7 @@ async fn agent(
 /// Runs `agents` simulated agents for `secs` of streaming against the real coordinator.
 pub fn run(agents: usize, secs: u64) -> Result<FleetSim, String> {
     use std::sync::atomic::Ordering::Relaxed;
-    netblast_engine::sys::ensure_fds(agents as u64 * 2 + 256)?;
+    netblast_engine::os::sys::ensure_fds(agents as u64 * 2 + 256)?;
     let token = Token::new("a-token-for-the-fleet-simulation").map_err(|e| e.to_string())?;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;

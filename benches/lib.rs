@@ -55,7 +55,7 @@ pub fn run(addr: SocketAddr, p: Profile) -> Result<RunResult, String> {
 
 /// Runs a profile against `addr` with the given source of TCP statistics.
 pub fn run_with(addr: SocketAddr, p: Profile, probe: &Probe) -> Result<RunResult, String> {
-    netblast_engine::runner::plan_and_run(p, "bench", &addr.to_string(), probe, &Default::default())
+    netblast_engine::run::plan_and_run(p, "bench", &addr.to_string(), probe, &Default::default())
         .map_err(|e| e.to_string())
 }
 

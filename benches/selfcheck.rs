@@ -887,7 +887,7 @@ fn main() {
         },
         None => None,
     };
-    let cpus = netblast_engine::sys::allowed_cpus().map(|c| c.len()).unwrap_or(1) as u32;
+    let cpus = netblast_engine::os::sys::allowed_cpus().map(|c| c.len()).unwrap_or(1) as u32;
     println!("netblast self-check on loopback ({cpus} CPUs, client and server on the same host)");
     let server = match LocalServer::start() {
         Ok(s) => s,
@@ -975,7 +975,7 @@ fn sections(server: &LocalServer, cpus: u32) -> bool {
     };
     if truth::section_wanted("truth") {
         truth_merge();
-        let cpu_list = netblast_engine::sys::allowed_cpus().unwrap_or_default();
+        let cpu_list = netblast_engine::os::sys::allowed_cpus().unwrap_or_default();
         if let Err(e) = truth_openloop(cpu_list.len()) {
             fail("truth.openloop", e);
         }
@@ -1011,7 +1011,7 @@ fn sections(server: &LocalServer, cpus: u32) -> bool {
             }
         }
     }
-    let cpu_list = netblast_engine::sys::allowed_cpus().unwrap_or_default();
+    let cpu_list = netblast_engine::os::sys::allowed_cpus().unwrap_or_default();
     if truth::section_wanted("msgrate") || truth::section_wanted("rr") {
         if let Err(e) = msgrate(server, &cpu_list) {
             fail("msgrate/rr", e);

@@ -121,7 +121,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        let cpus = netblast_engine::sys::allowed_cpus().map(|c| c.len()).unwrap_or(1);
+        let cpus = netblast_engine::os::sys::allowed_cpus().map(|c| c.len()).unwrap_or(1);
         Limits {
             pending: 256,
             pending_per_peer: 16,
@@ -200,8 +200,11 @@ impl AgentConfig {
         if !self.allow.is_empty() {
             return self.allow.clone();
         }
-        let mut v: Vec<Cidr> =
-            netblast_engine::sys::interfaces().unwrap_or_default().into_iter().map(|(a, p)| Cidr::new(a, p)).collect();
+        let mut v: Vec<Cidr> = netblast_engine::os::sys::interfaces()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(a, p)| Cidr::new(a, p))
+            .collect();
         for lo in ["127.0.0.0/8", "::1/128"] {
             let c: Cidr = lo.parse().expect("valid loopback network");
             if !v.contains(&c) {

@@ -8,10 +8,10 @@
 use crate::config::{HANDSHAKE_TIMEOUT, RECV_GRACE, SEND_GRACE, SETUP_TIMEOUT};
 use crate::registry::{Extra, TestEntry, UdpReady};
 use crate::shared::Shared;
-use netblast_engine::end::{self, Conn, Ctx, Side, Timing};
-use netblast_engine::sockopt;
-use netblast_engine::sys;
-use netblast_engine::worker::{Event, EventTx, RunFlags, StartGate};
+use netblast_engine::gen::{self, Conn, Ctx, Side, Timing};
+use netblast_engine::os::sockopt;
+use netblast_engine::os::sys;
+use netblast_engine::run::worker::{Event, EventTx, RunFlags, StartGate};
 use netblast_spec::profile::{Kind, Way};
 use netblast_spec::result::{CpuUsage, MAX_STREAM_DETAIL};
 use netblast_wire::gather::Gather;
@@ -81,7 +81,7 @@ fn hold<'a>(shared: &'a Shared, setup: &TestSetup) -> Result<Holding<'a>, String
     let l = &shared.limits;
     let per_stream = if extra_of(setup) == Extra::None { 1 } else { 2 };
     let fds = setup.streams.len() as u64 * per_stream;
-    let (soft, _) = netblast_engine::sys::nofile_limit();
+    let (soft, _) = netblast_engine::os::sys::nofile_limit();
     let open = std::fs::read_dir("/proc/self/fd").map(|d| d.count() as u64).unwrap_or(0);
     let promised = shared.held.fds.load(Ordering::Relaxed);
     let free = soft.saturating_sub(l.fd_headroom + open + promised);
@@ -143,7 +143,7 @@ pub(crate) async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: H
             let sock = if offer.extra == Extra::UdpGroup {
                 shared.reg.udp_group_socket(&header.test_id, local.ip(), shared.bind_dev.as_deref())?
             } else {
-                let sock = netblast_engine::sockopt::udp_on(local.ip(), shared.bind_dev.as_deref())?;
+                let sock = netblast_engine::os::sockopt::udp_on(local.ip(), shared.bind_dev.as_deref())?;
                 sock.connect(client_udp)?;
                 sock
             };
@@ -168,7 +168,7 @@ pub(crate) async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: H
     // connections; its port goes back in the acknowledgement.
     let listener = if offer.extra == Extra::Listener {
         let opened = conn.local_addr().and_then(|local| {
-            let l = netblast_engine::cps::listen_on(local.ip())?;
+            let l = netblast_engine::gen::cps::listen_on(local.ip())?;
             let port = l.local_addr()?.port();
             Ok((l, port))
         });
@@ -191,7 +191,7 @@ pub(crate) async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: H
     match taken {
         Ok((stream, mut ack_writer)) => {
             if tx.send((header.stream_id, stream, udp, listener)).is_ok() {
-                let _ = netblast_engine::net::set_blocking(std::os::fd::AsRawFd::as_raw_fd(&ack_writer), true);
+                let _ = netblast_engine::os::net::set_blocking(std::os::fd::AsRawFd::as_raw_fd(&ack_writer), true);
                 let _ = std::io::Write::write_all(&mut ack_writer, &reply);
             }
         }
@@ -458,7 +458,7 @@ fn connections(
             }
             ok
         });
-        let cps = listener.map(netblast_engine::cps::CpsEnd::Listen);
+        let cps = listener.map(netblast_engine::gen::cps::CpsEnd::Listen);
         conns.push(Conn { id: st.id, way: st.way, tcp, udp, cps, cpu });
     }
     Ok(conns)
@@ -495,11 +495,11 @@ async fn run_test(
         gate: gate.clone(),
         flags: flags.clone(),
         tx: sink,
-        bind: netblast_engine::sockopt::Binding::device(shared.bind_dev.clone()),
+        bind: netblast_engine::os::sockopt::Binding::device(shared.bind_dev.clone()),
     };
     let bound = setup.time_bound.get();
     let timing = Timing { send_for: bound + SEND_GRACE, give_up_after: bound + RECV_GRACE };
-    let handles = match end::spawn(Side::Server, &setup.profile, timing, conns, &vec![None; bulk_workers], &ctx) {
+    let handles = match gen::spawn(Side::Server, &setup.profile, timing, conns, &vec![None; bulk_workers], &ctx) {
         Ok(h) => h,
         Err(e) => {
             gate.cancel();
@@ -542,7 +542,7 @@ struct ServerTest<'a, 'w> {
     gather: Gather<ServerInterval>,
     /// Tests of more than `MAX_STREAM_DETAIL` streams report way sums.
     coarse: WaySums,
-    sampled: netblast_engine::worker::Sampled,
+    sampled: netblast_engine::run::worker::Sampled,
     client_gone: bool,
     problem: Option<String>,
 }

@@ -15,8 +15,8 @@
 //! run [`session`].
 
 use crate::shared::Shared;
-use netblast_engine::api::{Live, RunOptions};
-use netblast_engine::worker::RunFlags;
+use netblast_engine::run::api::{Live, RunOptions};
+use netblast_engine::run::worker::RunFlags;
 use netblast_spec::fleet::{AgentHello, AgentMsg, CoordMsg, Order};
 use netblast_spec::plan;
 use netblast_spec::profile::Workload;
@@ -60,8 +60,8 @@ where
     let wr: Writer<S> = Arc::new(Mutex::new(wr));
     let cfg = &shared.agent;
     let allow = cfg.allowlist();
-    let host = netblast_engine::sys::host_info();
-    let mut addresses: Vec<IpAddr> = netblast_engine::sys::interfaces()
+    let host = netblast_engine::os::sys::host_info();
+    let mut addresses: Vec<IpAddr> = netblast_engine::os::sys::interfaces()
         .unwrap_or_default()
         .into_iter()
         .map(|(a, _)| a)
@@ -75,7 +75,7 @@ where
     let hello = AgentHello {
         agent: AgentInfo {
             hostname: host.hostname.clone(),
-            id: netblast_engine::api::agent_id().to_string(),
+            id: netblast_engine::run::api::agent_id().to_string(),
             address: String::new(),
         },
         host,
@@ -97,12 +97,12 @@ where
             f = nonblocking::read_frame::<_, CoordMsg>(&mut rd) => f,
             _ = stop.changed() => break "this serve is shutting down".to_string(),
         };
-        let t2 = netblast_engine::clock::now_unix_ns();
+        let t2 = netblast_engine::run::clock::now_unix_ns();
         match frame {
             Ok(Some(CoordMsg::ClockProbe { t1 })) => {
                 // t3 as late as possible: just before the reply is written.
                 let mut w = wr.lock().await;
-                let t3 = netblast_engine::clock::now_unix_ns();
+                let t3 = netblast_engine::run::clock::now_unix_ns();
                 if w.write_all(&wire::encode_frame(&AgentMsg::ClockReply { t1, t2, t3 })).await.is_err() {
                     break "the coordinator's connection failed".into();
                 }
@@ -138,7 +138,7 @@ where
             }
             Ok(Some(CoordMsg::Cancel { reason })) => {
                 for r in &running {
-                    tracing::info!(%peer, order = r.id, "fleet order cancelled: {}", netblast_engine::api::escape(&reason));
+                    tracing::info!(%peer, order = r.id, "fleet order cancelled: {}", netblast_engine::run::api::escape(&reason));
                     r.flags.interrupt();
                 }
             }
@@ -207,9 +207,9 @@ where
     let runner = std::thread::Builder::new().name(format!("netblast-order{id}")).spawn(move || {
         let outcome = (|| {
             let origin = format!("fleet order {id} ({}) from {peer}", order.label);
-            let mut req = netblast_engine::runner::Request::new(order.profile, origin, order.target);
+            let mut req = netblast_engine::run::Request::new(order.profile, origin, order.target);
             req.start_at_unix_ns = Some(order.start_at_unix_ns);
-            let r = netblast_engine::runner::resolve(req).map_err(|e| e.to_string())?;
+            let r = netblast_engine::run::resolve(req).map_err(|e| e.to_string())?;
             let (p, addr) = (r.plan, r.peer);
             let opts = RunOptions { token, clock: order.clock };
             let mut live = |ev: Live<'_>| {
@@ -223,7 +223,7 @@ where
                     dropped_in.fetch_add(1, Ordering::Relaxed);
                 }
             };
-            netblast_engine::runner::run(&p, addr, &probe, &run_flags, &opts, &mut live).map_err(|e| e.to_string())
+            netblast_engine::run::run(&p, addr, &probe, &run_flags, &opts, &mut live).map_err(|e| e.to_string())
         })();
         let last = match outcome {
             Ok(result) => AgentMsg::Final { id, result: Box::new(result) },

@@ -138,7 +138,7 @@ pub async fn serve(
         x ^= x << 17;
         chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
     }
-    let (soft, _) = netblast_engine::sys::nofile_limit();
+    let (soft, _) = netblast_engine::os::sys::nofile_limit();
     let cap = cfg.max_connections.min(soft.saturating_sub(FD_HEADROOM).max(64) as usize);
     let header_timeout = cfg.header_timeout;
     let state = Arc::new(State { cfg, data: Bytes::from(data) });
@@ -268,7 +268,7 @@ fn random_between(a: Duration, b: Duration) -> Duration {
 /// requested 20 ms delay should measure as 20 ms, not 20 ms rounded up to the next tick.
 async fn precise_sleep(d: Duration) {
     let until = Instant::now() + d;
-    match netblast_engine::http::timer::HrTimer::new() {
+    match netblast_engine::gen::http::timer::HrTimer::new() {
         Ok(t) if t.sleep_until(until).await.is_ok() => {}
         _ => tokio::time::sleep_until(until.into()).await,
     }

@@ -50,8 +50,8 @@ pub async fn serve(listener: TcpListener, cfg: ServeConfig, shutdown: impl Futur
     agent.data_port = local.port();
     agent.data_ip = Some(local.ip()).filter(|ip| !ip.is_unspecified());
     // As many descriptors as this process may have: each stream is one (two for UDP).
-    let (_, hard) = netblast_engine::sys::nofile_limit();
-    if let Err(e) = netblast_engine::sys::ensure_fds(hard) {
+    let (_, hard) = netblast_engine::os::sys::nofile_limit();
+    if let Err(e) = netblast_engine::os::sys::ensure_fds(hard) {
         tracing::warn!("{e}");
     }
     let shared = Arc::new(shared::Shared {

@@ -40,9 +40,9 @@ pub struct UdpReady {
 impl UdpReady {
     /// Readies stream `stream`'s datagram socket: buffers, and the CPU it is tied to.
     pub fn apply(&self, sock: &std::net::UdpSocket, stream: u32) -> std::io::Result<()> {
-        netblast_engine::sockopt::ready_udp(sock, &self.tcp)?;
+        netblast_engine::os::sockopt::ready_udp(sock, &self.tcp)?;
         match self.cpus.get(&stream) {
-            Some(&cpu) => netblast_engine::sockopt::tie_to_cpu(sock, cpu),
+            Some(&cpu) => netblast_engine::os::sockopt::tie_to_cpu(sock, cpu),
             None => Ok(()),
         }
     }
@@ -168,7 +168,7 @@ impl Registry {
         let Some((entry, _)) = t.get_mut(id) else {
             return Err(std::io::Error::new(std::io::ErrorKind::NotFound, "the test is gone"));
         };
-        let sock = netblast_engine::sockopt::udp_group_on(ip, entry.group_port, device)?;
+        let sock = netblast_engine::os::sockopt::udp_group_on(ip, entry.group_port, device)?;
         entry.group_port = Some(sock.local_addr()?.port());
         Ok(sock)
     }
@@ -245,16 +245,18 @@ mod tests {
         let incoming_cpu = |s: &std::net::UdpSocket| socket2::SockRef::from(s).cpu_affinity().unwrap() as isize;
         let me: IpAddr = "127.0.0.1".parse().unwrap();
         let ready = UdpReady { tcp: TcpSection::default(), cpus: HashMap::from([(1, 0)]) };
-        let (a, b) =
-            (netblast_engine::sockopt::udp_on(me, None).unwrap(), netblast_engine::sockopt::udp_on(me, None).unwrap());
+        let (a, b) = (
+            netblast_engine::os::sockopt::udp_on(me, None).unwrap(),
+            netblast_engine::os::sockopt::udp_on(me, None).unwrap(),
+        );
         ready.apply(&a, 1).unwrap();
         ready.apply(&b, 2).unwrap();
         assert_eq!(incoming_cpu(&a), 0, "stream 1's receiver is tied to its CPU");
         assert_eq!(incoming_cpu(&b), -1, "a stream without a CPU is not tied");
         // 8 MiB as root (past net.core.rmem_max), else up to rmem_max.
         let rmem_max: u64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max").unwrap().trim().parse().unwrap();
-        let queue = netblast_engine::sockopt::rcvbuf_of(a.as_raw_fd()).unwrap();
-        let least = netblast_engine::sockopt::UDP_RCVBUF.min(rmem_max);
+        let queue = netblast_engine::os::sockopt::rcvbuf_of(a.as_raw_fd()).unwrap();
+        let least = netblast_engine::os::sockopt::UDP_RCVBUF.min(rmem_max);
         assert!(queue >= least, "the receive queue is grown at open: {queue} < {least}");
         // `-w` sets both buffers instead.
         let w = UdpReady {
@@ -262,6 +264,6 @@ mod tests {
             cpus: HashMap::new(),
         };
         w.apply(&b, 2).unwrap();
-        assert_eq!(netblast_engine::sockopt::rcvbuf_of(b.as_raw_fd()).unwrap(), 64 * 1024);
+        assert_eq!(netblast_engine::os::sockopt::rcvbuf_of(b.as_raw_fd()).unwrap(), 64 * 1024);
     }
 }

@@ -103,8 +103,8 @@ impl Server {
     pub fn start(opts: ServerOptions, say: &mut dyn FnMut(String)) -> Result<Server, ServerError> {
         let run = |what: &str, e: std::io::Error| ServerError::Run(format!("{what}: {e}"));
         if let Some(dev) = &opts.bind_dev {
-            let only = netblast_engine::sockopt::Binding::device(Some(dev.clone()));
-            netblast_engine::sockopt::check_binding(&only).map_err(|e| ServerError::Input(e.to_string()))?;
+            let only = netblast_engine::os::sockopt::Binding::device(Some(dev.clone()));
+            netblast_engine::os::sockopt::check_binding(&only).map_err(|e| ServerError::Input(e.to_string()))?;
             say(format!("only on interface {dev}"));
         }
         let device = opts.bind_dev.as_deref();
@@ -205,7 +205,7 @@ impl Responders {
         if opts.http.is_none() && opts.https.is_none() {
             return Ok(None);
         }
-        let threads = netblast_engine::sys::allowed_cpus().map(|c| c.len()).unwrap_or(2).max(1);
+        let threads = netblast_engine::os::sys::allowed_cpus().map(|c| c.len()).unwrap_or(2).max(1);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
             .thread_name("netblast-http")
@@ -285,7 +285,7 @@ fn tls_names(bind: IpAddr) -> Vec<String> {
     if !bind.is_unspecified() {
         names.push(bind.to_string());
     }
-    let host = netblast_engine::sys::host_info().hostname;
+    let host = netblast_engine::os::sys::host_info().hostname;
     if !host.is_empty() {
         names.push(host);
     }
@@ -295,5 +295,5 @@ fn tls_names(bind: IpAddr) -> Vec<String> {
 /// A listener on `addr` (`::` takes IPv4 too), on interface `device` if given; must be called
 /// inside a tokio runtime.
 pub fn listener(addr: SocketAddr, device: Option<&str>) -> std::io::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::from_std(netblast_engine::sockopt::listener(addr, device)?)
+    tokio::net::TcpListener::from_std(netblast_engine::os::sockopt::listener(addr, device)?)
 }

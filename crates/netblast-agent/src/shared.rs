@@ -45,7 +45,7 @@ impl OpenConnection {
 impl Drop for OpenConnection {
     fn drop(&mut self) {
         if OPEN_CONNECTIONS.fetch_sub(1, Ordering::AcqRel) == 1 {
-            netblast_engine::sys::release_free_memory();
+            netblast_engine::os::sys::release_free_memory();
         }
     }
 }

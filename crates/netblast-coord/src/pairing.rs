@@ -8,7 +8,7 @@
 //! - `mesh`: client i runs the whole profile against every server (C × S tests).
 
 use netblast_spec::plan::split_budget;
-use netblast_spec::profile::{Profile, Workload};
+use netblast_spec::profile::Profile;
 
 /// A pairing rule.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -57,54 +57,6 @@ pub struct Test {
     pub profile: Profile,
 }
 
-/// The flow count a profile divides under `spread`.
-fn flows_of(w: &mut Workload) -> Option<&mut u32> {
-    match w {
-        Workload::Bulk(b) => Some(&mut b.flows),
-        Workload::Rr(r) => Some(&mut r.flows),
-        Workload::Msgrate(m) => m.flows.as_mut(),
-        Workload::Cps(c) => c.flows.as_mut(),
-        Workload::Http(h) => Some(&mut h.connections),
-    }
-}
-
-/// Part `[from, to)` of `total` shares of an integer amount: cumulative, so parts add up exactly.
-fn part_of(amount: u64, from: u64, to: u64, total: u64) -> u64 {
-    let at = |k: u64| (amount as u128 * k as u128 / total.max(1) as u128) as u64;
-    at(to) - at(from)
-}
-
-/// Scales what a profile counts in total (not per flow) to a test that runs flows
-/// `[from, to)` of `total`: a cps or http rate (and an http ramp's and steps' rates), a bulk
-/// byte count, an http request count. Per-flow figures (a UDP bitrate) stay as they are.
-fn divide_totals(w: &mut Workload, from: u64, to: u64, total: u64) {
-    let f = (to - from) as f64 / total.max(1) as f64;
-    match w {
-        Workload::Bulk(b) => {
-            if let Some(n) = b.bytes.as_mut() {
-                n.0 = part_of(n.0, from, to, total);
-            }
-        }
-        Workload::Cps(c) => {
-            if let Some(r) = c.rate.as_mut() {
-                r.0 *= f;
-            }
-        }
-        Workload::Http(h) => {
-            for r in [h.rate.as_mut(), h.rate_to.as_mut()].into_iter().flatten() {
-                r.0 *= f;
-            }
-            for step in &mut h.steps {
-                step.rate.0 *= f;
-            }
-            if let Some(n) = h.requests.as_mut() {
-                *n = part_of(*n, from, to, total);
-            }
-        }
-        Workload::Rr(_) | Workload::Msgrate(_) => {}
-    }
-}
-
 /// The tests of a fleet of `clients` client agents and `servers` server agents (0: the
 /// profile's URLs are the servers).
 pub fn tests(clients: usize, servers: usize, pairing: Pairing, profile: &Profile) -> Result<Vec<Test>, String> {
@@ -126,7 +78,7 @@ pub fn tests(clients: usize, servers: usize, pairing: Pairing, profile: &Profile
             }
             Pairing::Spread => {
                 let mut p = profile.clone();
-                let total = *flows_of(&mut p.workload).ok_or_else(|| {
+                let total = *p.workload.flow_count_mut().ok_or_else(|| {
                     "spread divides a flow count: give --flows (msgrate runs one flow per CPU by default)".to_string()
                 })?;
                 let mut from = 0u64;
@@ -136,10 +88,10 @@ pub fn tests(clients: usize, servers: usize, pairing: Pairing, profile: &Profile
                         continue;
                     }
                     let mut p = profile.clone();
-                    if let Some(f) = flows_of(&mut p.workload) {
+                    if let Some(f) = p.workload.flow_count_mut() {
                         *f = share;
                     }
-                    divide_totals(&mut p.workload, from, from + share as u64, total as u64);
+                    p.workload.share_totals(from, from + share as u64, total as u64);
                     from += share as u64;
                     p.description = format!("{} (spread: {share} of {total})", p.workload.describe(&p.run));
                     out.push(Test { client: c, server: Some(s), profile: p });
@@ -153,6 +105,7 @@ pub fn tests(clients: usize, servers: usize, pairing: Pairing, profile: &Profile
 #[cfg(test)]
 mod tests {
     use super::*;
+    use netblast_spec::profile::Workload;
 
     fn bulk(flows: u32) -> Profile {
         let (mut p, _) = Profile::load("bulk-1flow").unwrap();

@@ -1,44 +1,27 @@
-//! netblast-engine: the traffic engine.
+//! netblast-engine: the traffic engine, laid out by layer.
 //!
 //! # Layout
-//! - [`worker`]: what all generators share: pinned worker threads, start gate, interval
-//!   ticker, run flags, the events workers send to the aggregator.
-//! - [`bulk`]: TCP bulk streams (send / receive loops), used by both client and server.
-//! - [`msgrate`]: small messages as fast as possible, one pinned flow per worker (TCP, UDP),
-//!   or UDP datagrams paced at a bit rate.
-//! - [`udpseq`]: sequenced UDP datagrams: the header, and loss, reordering, duplicates, jitter.
-//! - [`rr`]: request/response round trips into HDR histograms (TCP, UDP; block or spin).
-//! - [`http`]: HTTP/1.1, HTTP/2 and HTTPS floods (hyper, rustls), closed and open loop.
-//! - [`meter`]: per-flow counters and interval events of the single-flow generators.
-//! - [`end`]: one end of a test: connected streams to the right generator's workers.
-//! - [`net`]: the raw socket calls of the hot paths (`send`, `sendmmsg`, `recvmmsg`, poll).
-//! - [`sockopt`]: `[tcp]` socket options, applied the same way on both ends.
-//! - [`runner`]: the entry point of a run of any kind.
-//! - [`api`]: what a run takes and reports: options, live events, errors, the result envelope.
-//! - [`client`]: a data-port test: connects to a `netblast serve`, runs the workers, gathers
-//!   the server's view, and returns one [`netblast_spec::RunResult`].
-//! - [`aggregate`]: turns worker events and server reports into intervals and a summary.
-//! - [`clock`]: the wall clock and the common start instant.
-//! - [`sys`]: affinity, CPU time, host facts, descriptor limits.
-//! - [`doctor`]: what this host supports, one line per fact (`netblast doctor`).
+//! - [`run`]: a run from request to result: [`run::resolve`] (a profile, a target, a start and a
+//!   binding resolved against this host into a plan) and [`run::run`] (any kind); the data-port
+//!   [`run::client`]; what a run takes and reports ([`run::api`]: options, live events, errors,
+//!   the result envelope); the wall clock and start instant ([`run::clock`]); what every worker
+//!   shares ([`run::worker`]: pinned threads, start gate, ticker, run flags, events, the worker
+//!   context).
+//! - [`gen`]: the generators, one module per kind, each run by both ends through
+//!   [`gen::spawn`]: [`gen::bulk`] (TCP streams as fast as the kernel takes bytes),
+//!   [`gen::msgrate`] (small messages, or UDP datagrams paced at a bit rate; sequenced by
+//!   [`gen::udpseq`]), [`gen::rr`] (request/response round trips), [`gen::cps`] (new
+//!   connections per second), and [`gen::http`] (HTTP/1.1, HTTP/2 and HTTPS floods, client only).
+//! - [`measure`]: per-flow counters of the single-flow generators ([`measure::meter`]) and the
+//!   aggregator that turns worker events and server reports into intervals and a summary
+//!   ([`measure::aggregate`]).
+//! - [`os`]: the host: raw socket calls of the hot paths ([`os::net`]), `[tcp]` socket options
+//!   and where sockets leave from ([`os::sockopt`]), affinity, CPU time, host facts, descriptor
+//!   limits ([`os::sys`]), and what this host supports ([`os::doctor`]).
 
 #![warn(missing_docs)]
 
-pub mod aggregate;
-pub mod api;
-pub mod bulk;
-pub mod client;
-pub mod clock;
-pub mod cps;
-pub mod doctor;
-pub mod end;
-pub mod http;
-pub mod meter;
-pub mod msgrate;
-pub mod net;
-pub mod rr;
-pub mod runner;
-pub mod sockopt;
-pub mod sys;
-pub mod udpseq;
-pub mod worker;
+pub mod gen;
+pub mod measure;
+pub mod os;
+pub mod run;

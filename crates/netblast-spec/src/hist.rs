@@ -100,6 +100,51 @@ impl EncodedHistogram {
     }
 }
 
+/// A sum of histograms: the one accumulator every total goes through (the aggregator's per-way
+/// latency and kernel RTT, a merge's every histogram). Empty until the first one is added; a
+/// histogram of another configuration is refused.
+#[derive(Debug, Clone, Default)]
+pub struct HistSum(Option<Histogram<u64>>);
+
+impl HistSum {
+    /// Adds `h` (a copy when the sum is empty).
+    pub fn add(&mut self, h: &Histogram<u64>) -> Result<(), HistError> {
+        match &mut self.0 {
+            Some(acc) => merge(acc, h),
+            None => {
+                self.0 = Some(h.clone());
+                Ok(())
+            }
+        }
+    }
+
+    /// Adds a decoded histogram, taking it (no copy when the sum is empty).
+    pub fn add_owned(&mut self, h: Histogram<u64>) -> Result<(), HistError> {
+        match &mut self.0 {
+            Some(acc) => merge(acc, &h),
+            None => {
+                self.0 = Some(h);
+                Ok(())
+            }
+        }
+    }
+
+    /// The sum, if anything was added.
+    pub fn histogram(&self) -> Option<&Histogram<u64>> {
+        self.0.as_ref()
+    }
+
+    /// Its summary, if anything was added.
+    pub fn summary(&self) -> Option<LatencySummary> {
+        self.0.as_ref().map(LatencySummary::of)
+    }
+
+    /// Its encoding, if anything was added.
+    pub fn encoded(&self) -> Option<EncodedHistogram> {
+        self.0.as_ref().and_then(|h| EncodedHistogram::encode(h).ok())
+    }
+}
+
 /// Adds `src` into `dst` after checking that both have the same configuration.
 pub fn merge(dst: &mut Histogram<u64>, src: &Histogram<u64>) -> Result<(), HistError> {
     if dst.low() != src.low() || dst.high() != src.high() || dst.sigfig() != src.sigfig() {

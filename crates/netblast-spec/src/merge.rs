@@ -22,7 +22,6 @@ use crate::result::{
     HttpPhases, HttpSummary, HttpTcp, Interval, MsgTotals, Part, RttSummary, RunError, RunResult, SideTotal,
     StreamInfo, StreamInterval, StreamSummary, Summary, WayInterval, WaySummary, SCHEMA,
 };
-use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 
 /// Why results cannot be merged; every variant names the inputs at fault.
@@ -100,16 +99,17 @@ pub const ALIGN_SLACK_NS: u64 = 1_000;
 /// One input: a name for messages (a file path, an agent address) and the result.
 pub type Input<'a> = (&'a str, &'a RunResult);
 
-/// Histograms being added, with the name of the inputs so far for error messages.
+/// Encoded histograms of the inputs being added (a [`hist::HistSum`]), with the name of the
+/// inputs so far for error messages.
 struct HistAcc<'a> {
     what: &'a str,
-    h: Option<Histogram<u64>>,
+    h: hist::HistSum,
     from: String,
 }
 
 impl<'a> HistAcc<'a> {
     fn new(what: &'a str) -> HistAcc<'a> {
-        HistAcc { what, h: None, from: String::new() }
+        HistAcc { what, h: hist::HistSum::default(), from: String::new() }
     }
 
     fn add(&mut self, input: &str, e: Option<&EncodedHistogram>) -> Result<(), MergeError> {
@@ -121,22 +121,20 @@ impl<'a> HistAcc<'a> {
             detail: detail.to_string(),
         };
         let h = e.decode().map_err(|d| err(input, d))?;
-        match &mut self.h {
-            Some(acc) => hist::merge(acc, &h).map_err(|d| err(&self.from, d))?,
-            None => {
-                self.h = Some(h);
-                self.from = input.to_string();
-            }
+        let first = self.h.histogram().is_none();
+        self.h.add_owned(h).map_err(|d| err(&self.from, d))?;
+        if first {
+            self.from = input.to_string();
         }
         Ok(())
     }
 
     fn summary(&self) -> Option<LatencySummary> {
-        self.h.as_ref().map(LatencySummary::of)
+        self.h.summary()
     }
 
     fn encoded(&self) -> Option<EncodedHistogram> {
-        self.h.as_ref().and_then(|h| EncodedHistogram::encode(h).ok())
+        self.h.encoded()
     }
 }
 
@@ -599,7 +597,7 @@ fn merge_way_summary(
     };
     let retransmits: u64 = parts.iter().map(|(_, w)| w.retransmits).sum();
     let segs_out: u64 = streams.iter().filter(|s| s.way == way).filter_map(|s| s.tcp).map(|t| t.segs_out).sum();
-    let rtt = srtt.h.as_ref().filter(|h| !h.is_empty()).map(|h| {
+    let rtt = srtt.h.histogram().filter(|h| !h.is_empty()).map(|h| {
         // The inputs' exact means, weighted by their sample counts (the histogram's mean is
         // within 0.1%).
         let rtts: Vec<RttSummary> = parts.iter().filter_map(|(_, w)| w.rtt).collect();
@@ -618,28 +616,7 @@ fn merge_way_summary(
     });
     let msgs = {
         let m: Vec<&MsgTotals> = parts.iter().filter_map(|(_, w)| w.msgs.as_ref()).collect();
-        (!m.is_empty()).then(|| {
-            let sent = m.iter().map(|x| x.sent).sum::<u64>();
-            let received = sum_all(m.iter().map(|x| x.received));
-            let segs = sum_all(m.iter().map(|x| x.segs_out));
-            let wire = sum_all(m.iter().map(|x| x.wire_packets));
-            let recv_s = receiver.map(|r| r.seconds).unwrap_or(0.0);
-            MsgTotals {
-                sent,
-                sent_per_s: rate(sent as f64, sent_s),
-                received,
-                received_per_s: received.map(|r| rate(r as f64, recv_s)),
-                lost: sum_all(m.iter().map(|x| x.lost)),
-                segs_out: segs,
-                segs_out_per_s: segs.map(|n| rate(n as f64, sent_s)),
-                kernel_drops: sum_all(m.iter().map(|x| x.kernel_drops)),
-                wire_packets: wire,
-                wire_packets_per_s: wire.map(|n| rate(n as f64, sent_s)),
-                udp: crate::result::UdpQuality::sum(m.iter().filter_map(|x| x.udp.as_ref())),
-                rcvbuf: m.iter().filter_map(|x| x.rcvbuf).min(),
-                conns: crate::result::ConnCounts::sum(m.iter().filter_map(|x| x.conns.as_ref())),
-            }
-        })
+        (!m.is_empty()).then(|| MsgTotals::add_up(&m, sent_s, receiver.map(|r| r.seconds).unwrap_or(0.0)))
     };
     Ok(WaySummary {
         way,
@@ -778,6 +755,7 @@ pub(crate) mod tests {
     use crate::profile::Profile;
     use crate::result::{HostInfo, Plan, ProbeInfo, SCHEMA_V1};
     use crate::units::Dur;
+    use hdrhistogram::Histogram;
     use proptest::prelude::*;
 
     /// One stream in one interval: bytes moved and round-trip samples (ns).

@@ -706,6 +706,37 @@ pub struct MsgTotals {
     pub conns: Option<ConnCounts>,
 }
 
+impl MsgTotals {
+    /// The totals of several streams or tests, added: counts summed (a count is known only
+    /// when every part knows it), rates over the spans given (`sent_s` for what was sent,
+    /// `recv_s` for what was received), datagram quality and connection counts added, the
+    /// smallest receive queue. The one place message totals are added: the aggregator's ways
+    /// and a merge's both come through here.
+    pub fn add_up(parts: &[&MsgTotals], sent_s: f64, recv_s: f64) -> MsgTotals {
+        let rate = |n: u64, secs: f64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+        let all = |f: fn(&MsgTotals) -> Option<u64>| parts.iter().map(|x| f(x)).sum::<Option<u64>>();
+        let sent: u64 = parts.iter().map(|x| x.sent).sum();
+        let received = all(|x| x.received);
+        let segs = all(|x| x.segs_out);
+        let wire = all(|x| x.wire_packets);
+        MsgTotals {
+            sent,
+            sent_per_s: rate(sent, sent_s),
+            received,
+            received_per_s: received.map(|r| rate(r, recv_s)),
+            lost: all(|x| x.lost),
+            segs_out: segs,
+            segs_out_per_s: segs.map(|n| rate(n, sent_s)),
+            kernel_drops: all(|x| x.kernel_drops),
+            wire_packets: wire,
+            wire_packets_per_s: wire.map(|n| rate(n, sent_s)),
+            udp: UdpQuality::sum(parts.iter().filter_map(|x| x.udp.as_ref())),
+            rcvbuf: parts.iter().filter_map(|x| x.rcvbuf).min(),
+            conns: ConnCounts::sum(parts.iter().filter_map(|x| x.conns.as_ref())),
+        }
+    }
+}
+
 /// What happened to a cps test's connections besides succeeding: failures by cause, and SYN
 /// retransmissions (each a second or more of connect latency). Sums of counters: they add up
 /// over flows, agents and merges.

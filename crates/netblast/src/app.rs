@@ -5,8 +5,8 @@ use crate::out::{self, Sinks};
 pub use crate::outcome::{AppError, Outcome};
 use crate::status::{print_stdout, Status};
 use anyhow::Context;
-use netblast_engine::runner::{self, Request};
-use netblast_engine::worker::RunFlags;
+use netblast_engine::run::worker::RunFlags;
+use netblast_engine::run::Request;
 use netblast_probe::Probe;
 use netblast_report::{json, text};
 use netblast_spec::result::Binding;
@@ -28,7 +28,7 @@ pub fn dispatch(cli: Cli) -> Result<Outcome, AppError> {
         Command::Merge(a) => merge(&a),
         Command::Fleet(a) => fleet(&a),
         Command::Doctor => {
-            print_stdout(&netblast_engine::doctor::doctor());
+            print_stdout(&netblast_engine::os::doctor::doctor());
             Ok(Outcome::Complete)
         }
     }
@@ -54,7 +54,7 @@ fn request(a: &RunArgs) -> Result<Request, AppError> {
     };
     let start_at_unix_ns = match &a.start_at {
         Some(at) => Some(
-            netblast_spec::units::parse_instant(at, netblast_engine::clock::now_unix_ns())
+            netblast_spec::units::parse_instant(at, netblast_engine::run::clock::now_unix_ns())
                 .map_err(|e| AppError::input(anyhow::anyhow!("--start-at: {e}")))?,
         ),
         None => None,
@@ -65,7 +65,7 @@ fn request(a: &RunArgs) -> Result<Request, AppError> {
 
 fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     let token = crate::cli::load_token(a.token_file.as_deref())?;
-    let resolved = runner::resolve(request(a)?).map_err(AppError::client)?;
+    let resolved = netblast_engine::run::resolve(request(a)?).map_err(AppError::client)?;
     for w in &resolved.warnings {
         eprintln!("netblast: warning: {w}");
     }
@@ -76,8 +76,8 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     let sig = crate::signals::watch_signals(flags.clone());
     let human = !a.json && !a.quiet;
     let mut live = out::RunLive::new(&plan.profile, plan.time_bound.get(), human, a.output.as_deref())?;
-    let opts = netblast_engine::api::RunOptions { token, ..Default::default() };
-    let outcome = runner::run(&plan, resolved.peer, &probe, &flags, &opts, &mut |ev| live.event(ev));
+    let opts = netblast_engine::run::api::RunOptions { token, ..Default::default() };
+    let outcome = netblast_engine::run::run(&plan, resolved.peer, &probe, &flags, &opts, &mut |ev| live.event(ev));
     live.end(outcome.is_ok());
     if let Some(h) = sig {
         h.close();

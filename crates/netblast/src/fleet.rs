@@ -30,7 +30,7 @@ pub fn config(a: &FleetArgs, human: bool) -> Result<(FleetConfig, Vec<String>), 
         .clone()
         .or_else(|| a.output.as_ref().map(|o| netblast_report::json::PartialLog::path_for_suffix(o, ".fleet.jsonl")));
     let log = log.unwrap_or_else(|| {
-        let path = netblast_coord::default_log_path(netblast_engine::clock::now_unix_ns() / 1_000_000_000);
+        let path = netblast_coord::default_log_path(netblast_engine::run::clock::now_unix_ns() / 1_000_000_000);
         if !human {
             eprintln!(
                 "netblast fleet: agents' frames logged to {} (-o FILE or --frames FILE puts them elsewhere)",
@@ -58,7 +58,7 @@ pub fn config(a: &FleetArgs, human: bool) -> Result<(FleetConfig, Vec<String>), 
 /// and to the metrics endpoint if `--metrics` serves one.
 pub fn run(a: &FleetArgs, cfg: FleetConfig, human: bool, status: &mut Status) -> Result<RunResult, AppError> {
     // One session per agent, and a registration may come and go before it is needed.
-    netblast_engine::sys::ensure_fds(cfg.agent_count() as u64 * 2 + 256)
+    netblast_engine::os::sys::ensure_fds(cfg.agent_count() as u64 * 2 + 256)
         .map_err(|e| AppError::run(anyhow::anyhow!(e)))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

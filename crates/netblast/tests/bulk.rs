@@ -235,9 +235,9 @@ fn thousands_of_flows_at_short_intervals_end_on_time_and_say_how_they_sampled() 
     let r: RunResult = serde_json::from_slice(&out.stdout).unwrap();
     assert!(r.complete, "{:?}", r.errors);
     // Set-up of 3000 connections, the bound, then at most the drain grace and the settle time.
-    let limit = Duration::from_secs(5) + Duration::from_secs(1) + netblast_engine::client::DRAIN_GRACE;
+    let limit = Duration::from_secs(5) + Duration::from_secs(1) + netblast_engine::run::client::DRAIN_GRACE;
     assert!(took < limit, "took {took:?}");
-    assert!(r.summary.duration_s < 1.0 + netblast_engine::client::DRAIN_GRACE.as_secs_f64());
+    assert!(r.summary.duration_s < 1.0 + netblast_engine::run::client::DRAIN_GRACE.as_secs_f64());
     assert!(r.intervals.iter().all(|i| i.streams.is_empty()), "3000 streams: way sums only");
     assert!(
         r.warnings.iter().any(|w| w.message.contains("kernel TCP statistics read for")),

@@ -27,7 +27,7 @@ fn rr(edit: impl FnOnce(&mut RrSection)) -> Profile {
 }
 
 fn usable_cpus() -> Vec<usize> {
-    netblast_engine::sys::allowed_cpus().unwrap()
+    netblast_engine::os::sys::allowed_cpus().unwrap()
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use crate::util::{self, Server};
 use netblast_agent::{Access, ServeConfig};
-use netblast_engine::api::{ClientError, RunOptions};
+use netblast_engine::run::api::{ClientError, RunOptions};
 use netblast_probe::Probe;
 use netblast_wire::auth::Token;
 use netblast_wire::wire::{
@@ -24,14 +24,9 @@ fn connect(addr: SocketAddr) -> TcpStream {
 
 fn good_run(addr: SocketAddr, token: Option<&str>) {
     let opts = RunOptions { token: token.map(|t| Token::new(t).unwrap()), ..Default::default() };
-    let r = netblast_engine::runner::plan_and_run(
-        util::profile(|_| {}),
-        "test",
-        &addr.to_string(),
-        &Probe::tcp_info(),
-        &opts,
-    )
-    .unwrap();
+    let r =
+        netblast_engine::run::plan_and_run(util::profile(|_| {}), "test", &addr.to_string(), &Probe::tcp_info(), &opts)
+            .unwrap();
     assert!(r.complete, "{:?}", r.errors);
     let s = &r.summary.streams[0];
     assert_eq!(Some(s.sender.bytes), s.receiver.map(|x| x.bytes));
@@ -39,7 +34,7 @@ fn good_run(addr: SocketAddr, token: Option<&str>) {
 
 fn try_run(addr: SocketAddr, token: Option<&str>) -> Result<netblast_spec::RunResult, ClientError> {
     let opts = RunOptions { token: token.map(|t| Token::new(t).unwrap()), ..Default::default() };
-    netblast_engine::runner::plan_and_run(util::profile(|_| {}), "test", &addr.to_string(), &Probe::tcp_info(), &opts)
+    netblast_engine::run::plan_and_run(util::profile(|_| {}), "test", &addr.to_string(), &Probe::tcp_info(), &opts)
 }
 
 fn header_bytes(version: u16, min: u16) -> [u8; 32] {

@@ -49,7 +49,7 @@ pub fn run(addr: SocketAddr, p: Profile) -> RunResult {
 
 /// Runs a profile in-process against `addr` with the given source of TCP statistics.
 pub fn run_with(addr: SocketAddr, p: Profile, probe: &Probe) -> RunResult {
-    netblast_engine::runner::plan_and_run(p, "test profile", &addr.to_string(), probe, &Default::default()).unwrap()
+    netblast_engine::run::plan_and_run(p, "test profile", &addr.to_string(), probe, &Default::default()).unwrap()
 }
 
 /// Writes `token` to a fresh file only its owner can read; returns its path.

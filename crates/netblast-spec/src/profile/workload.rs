@@ -28,6 +28,54 @@ pub enum Workload {
 pub type FieldError = (&'static str, String);
 
 impl Workload {
+    /// The flow count a fleet divides among servers (`--pairing spread`): flows, an http
+    /// test's connections; `None` for msgrate and cps without a count (one flow per CPU).
+    pub fn flow_count_mut(&mut self) -> Option<&mut u32> {
+        match self {
+            Workload::Bulk(b) => Some(&mut b.flows),
+            Workload::Rr(r) => Some(&mut r.flows),
+            Workload::Msgrate(m) => m.flows.as_mut(),
+            Workload::Cps(c) => c.flows.as_mut(),
+            Workload::Http(h) => Some(&mut h.connections),
+        }
+    }
+
+    /// Scales what the workload counts in total (not per flow) to a test that runs flows
+    /// `[from, to)` of `total`: a cps or http rate (and an http ramp's and steps' rates), a bulk
+    /// byte count, an http request count. Per-flow figures (a UDP bitrate) stay as they are;
+    /// integer counts are split cumulatively, so the parts add up exactly.
+    pub fn share_totals(&mut self, from: u64, to: u64, total: u64) {
+        let part_of = |amount: u64| {
+            let at = |k: u64| (amount as u128 * k as u128 / total.max(1) as u128) as u64;
+            at(to) - at(from)
+        };
+        let f = (to - from) as f64 / total.max(1) as f64;
+        match self {
+            Workload::Bulk(b) => {
+                if let Some(n) = b.bytes.as_mut() {
+                    n.0 = part_of(n.0);
+                }
+            }
+            Workload::Cps(c) => {
+                if let Some(r) = c.rate.as_mut() {
+                    r.0 *= f;
+                }
+            }
+            Workload::Http(h) => {
+                for r in [h.rate.as_mut(), h.rate_to.as_mut()].into_iter().flatten() {
+                    r.0 *= f;
+                }
+                for step in &mut h.steps {
+                    step.rate.0 *= f;
+                }
+                if let Some(n) = h.requests.as_mut() {
+                    *n = part_of(*n);
+                }
+            }
+            Workload::Rr(_) | Workload::Msgrate(_) => {}
+        }
+    }
+
     /// The kind's workload with every parameter at its default.
     pub fn default_for(kind: Kind) -> Workload {
         match kind {

@@ -21,11 +21,14 @@
 //! from it, at no per-connection cost in user space; with `TCP_INFO`, one `getsockopt` per
 //! connection reads its SYN retransmissions.
 
-use crate::bulk::{describe_io, FlowRole};
-use crate::meter::{run_single, should_stop, Meter};
-use crate::msgrate::WAKE;
-use crate::net;
-use crate::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
+use crate::gen::bulk::{describe_io, FlowRole};
+pub use crate::gen::flow::CpsEnd;
+use crate::gen::flow::{Conn, End};
+use crate::gen::msgrate::WAKE;
+use crate::measure::meter::{run_single, should_stop, Meter};
+use crate::os::net;
+use crate::run::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
+use netblast_spec::profile::CpsSection;
 use netblast_spec::profile::{CloseMode, TcpSection};
 use netblast_spec::result::ConnCounts;
 use socket2::{Domain, SockRef, Socket, Type};
@@ -50,7 +53,7 @@ pub struct CpsConfig {
     /// Socket options of each new connection.
     pub tcp: TcpSection,
     /// Where each connection leaves from.
-    pub bind: crate::sockopt::Binding,
+    pub bind: crate::os::sockopt::Binding,
     /// Read SYN retransmissions from each connection's `TCP_INFO` (off with `--probe off`).
     pub kernel_stats: bool,
     /// Reporting interval.
@@ -59,13 +62,35 @@ pub struct CpsConfig {
     pub timing: Timing,
 }
 
-/// The other end of a cps flow, besides its anchor.
-#[derive(Debug)]
-pub enum CpsEnd {
-    /// Client: where the flow's connections go.
-    Dial(SocketAddr),
-    /// Server: the flow's own listener.
-    Listen(TcpListener),
+/// Spawns an end's cps workers, one pinned worker per flow, each with its share of the
+/// connection rate.
+pub fn spawn(end: &End<'_>, c: &CpsSection, conns: Vec<Conn>) -> io::Result<Vec<std::thread::JoinHandle<()>>> {
+    let flows = conns.len().max(1) as f64;
+    let ctx = end.ctx;
+    let cfg = std::sync::Arc::new(CpsConfig {
+        req_bytes: c.req_bytes.bytes() as usize,
+        resp_bytes: c.resp_bytes.bytes() as usize,
+        rate: c.rate.map(|r| r.per_second() / flows),
+        close: c.close,
+        timeout: c.timeout(),
+        tcp: end.profile.tcp.clone(),
+        bind: ctx.bind.clone(),
+        kernel_stats: ctx.probe.collects(),
+        interval: end.profile.run.interval(),
+        timing: end.timing,
+    });
+    let mut handles = Vec::with_capacity(conns.len());
+    for (i, conn) in conns.into_iter().enumerate() {
+        let Some(other) = conn.cps else {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("cps flow {} has no listener", conn.id)));
+        };
+        let (cfg, ctx) = (cfg.clone(), ctx.clone());
+        let flow = CpsFlow { id: conn.id, role: end.role(conn.way), anchor: conn.tcp, end: other };
+        handles.push(crate::run::worker::spawn(i, conn.cpu, move |pinned| {
+            run_worker(Seat { index: i, pinned }, flow, &cfg, &ctx)
+        })?);
+    }
+    Ok(handles)
 }
 
 /// Listens for a cps flow's connections on `ip`, port chosen by the kernel.
@@ -159,12 +184,12 @@ fn fatal(e: &io::Error) -> bool {
 /// (which Linux applies to a blocking `connect`) and the response timeout SO_RCVTIMEO.
 fn new_socket(to: SocketAddr, cfg: &CpsConfig) -> io::Result<Socket> {
     let sock = Socket::new(Domain::for_address(to), Type::STREAM, None)?;
-    crate::sockopt::apply(SockRef::from(&sock), &cfg.tcp, true)?;
+    crate::os::sockopt::apply(SockRef::from(&sock), &cfg.tcp, true)?;
     if cfg.bind.addr.is_some() {
         // Choose the port at connect time, per destination, not at bind time.
         net::set_int_opt(sock.as_raw_fd(), libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1)?;
     }
-    crate::sockopt::bind_local(&sock, &cfg.bind)?;
+    crate::os::sockopt::bind_local(&sock, &cfg.bind)?;
     sock.set_write_timeout(Some(cfg.timeout))?;
     if cfg.resp_bytes > 0 {
         sock.set_read_timeout(Some(cfg.timeout))?;

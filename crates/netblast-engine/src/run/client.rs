@@ -12,14 +12,14 @@
 //!    the start (a reset, a dead server, Ctrl-C) is recorded in the result, which is then
 //!    marked incomplete; nothing measured is thrown away.
 
-use crate::aggregate::{Aggregator, KindInfo};
-use crate::api::{escape, ClientError, Envelope, Live, Measured, RunOptions};
-use crate::bulk;
-use crate::cps::CpsEnd;
-use crate::end::{self, Conn, Ctx, Side, Timing};
-use crate::sockopt;
-use crate::sys::{self, CpuMark};
-use crate::worker::{Event, EventTx, RunFlags, StartGate};
+use crate::gen::bulk;
+use crate::gen::cps::CpsEnd;
+use crate::gen::{self, Conn, Ctx, Side, Timing};
+use crate::measure::aggregate::{Aggregator, KindInfo};
+use crate::os::sockopt;
+use crate::os::sys::{self, CpuMark};
+use crate::run::api::{escape, ClientError, Envelope, Live, Measured, RunOptions};
+use crate::run::worker::{Event, EventTx, RunFlags, StartGate};
 use netblast_probe::Probe;
 use netblast_spec::plan::{self, stream_setups};
 use netblast_spec::result::{CpuUsage, Interval, Plan, RunResult, StreamInfo};
@@ -281,7 +281,7 @@ fn spawn_workers(
     let timing = Timing { send_for: plan.time_bound.get(), give_up_after: plan.time_bound.get() + DRAIN_GRACE };
     let bulk_workers = plan.client_cpus.len().max(1).min(conns.len()).max(1);
     let bulk_cpus: Vec<Option<usize>> = plan.client_cpus.iter().take(bulk_workers).map(|&c| Some(c)).collect();
-    let handles = end::spawn(Side::Client, &plan.profile, timing, conns, &bulk_cpus, &ctx)
+    let handles = gen::spawn(Side::Client, &plan.profile, timing, conns, &bulk_cpus, &ctx)
         .map_err(|e| ClientError::Io { what: "cannot start worker threads".into(), error: e })?;
     Ok((gate, handles))
 }
@@ -314,7 +314,7 @@ impl Drive<'_> {
         test_id: &str,
         live: &mut dyn FnMut(Live<'_>),
     ) -> Result<u64, ClientError> {
-        let (start_unix_ns, start) = match crate::api::start_instant(self.plan, START_LEAD) {
+        let (start_unix_ns, start) = match crate::run::api::start_instant(self.plan, START_LEAD) {
             Ok(s) => s,
             Err(e) => {
                 self.abandon();
@@ -338,8 +338,8 @@ impl Drive<'_> {
         self.cpu_mark = Some(CpuMark::thread());
         // The workers start at the instant; the server starts when `Start` reaches it (its
         // intervals count from then, and are matched to ours by index).
-        crate::clock::sleep_until(start);
-        let actual_start_unix_ns = crate::clock::now_unix_ns();
+        crate::run::clock::sleep_until(start);
+        let actual_start_unix_ns = crate::run::clock::now_unix_ns();
         self.gate.open(start);
         let (plan, server, streams) = (self.plan, &self.control.server, &self.infos);
         live(Live::Started { plan, test_id, server, streams, start_unix_ns, actual_start_unix_ns });
@@ -445,7 +445,7 @@ impl Drive<'_> {
                         agg.warn(0.0, format!("server stream {}", s.id), escape(n));
                     }
                 }
-                let read = tcp_samples.map(|[read, wanted]| crate::worker::Sampled { read, wanted });
+                let read = tcp_samples.map(|[read, wanted]| crate::run::worker::Sampled { read, wanted });
                 if let Some(n) = read.and_then(|r| r.note("server")) {
                     agg.warn(0.0, "server", n);
                 }

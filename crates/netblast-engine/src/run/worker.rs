@@ -328,7 +328,7 @@ pub struct Ctx {
     /// Event sink.
     pub tx: EventTx,
     /// Where this end's own connections leave from (a cps client dials one per connection).
-    pub bind: crate::sockopt::Binding,
+    pub bind: crate::os::sockopt::Binding,
 }
 
 impl Ctx {
@@ -347,9 +347,9 @@ where
 {
     std::thread::Builder::new().name(format!("netblast-w{index}")).spawn(move || {
         let pinned = match cpu {
-            Some(c) => crate::sys::pin_current_thread(c)
+            Some(c) => crate::os::sys::pin_current_thread(c)
                 .map_err(|e| format!("cannot pin worker to CPU {c}: {e}"))
-                .and_then(|_| match crate::sys::allowed_cpus() {
+                .and_then(|_| match crate::os::sys::allowed_cpus() {
                     Ok(now) if now == [c] => Ok(Some(c)),
                     Ok(now) => Err(format!("pinned to CPU {c} but the thread's affinity reads {now:?}")),
                     Err(e) => Err(format!("cannot read back the affinity after pinning to CPU {c}: {e}")),

@@ -2,8 +2,13 @@
 //! ([`resolve`]: what `netblast run`, a fleet agent's order and the tests all use), then run
 //! ([`run`]): a data-port test against `netblast serve`, or an HTTP test against any HTTP server.
 
-use crate::api::{ClientError, Live, RunOptions};
-use crate::worker::RunFlags;
+pub mod api;
+pub mod client;
+pub mod clock;
+pub mod worker;
+
+use crate::run::api::{ClientError, Live, RunOptions};
+use crate::run::worker::RunFlags;
 use netblast_probe::Probe;
 use netblast_spec::result::{Plan, RunResult};
 use std::net::SocketAddr;
@@ -21,9 +26,9 @@ pub fn run(
     live: &mut dyn FnMut(Live<'_>),
 ) -> Result<RunResult, ClientError> {
     if plan.profile.workload.is_http() {
-        crate::http::run(plan, probe, flags, opts, live)
+        crate::gen::http::run(plan, probe, flags, opts, live)
     } else {
-        crate::client::run(plan, peer, probe, flags, opts, live)
+        crate::run::client::run(plan, peer, probe, flags, opts, live)
     }
 }
 
@@ -80,7 +85,7 @@ pub fn resolve(req: Request) -> Result<Resolved, ClientError> {
     let mut warnings = Vec::new();
     let mut notes = Vec::new();
     if !req.profile.workload.is_http() {
-        let applied = crate::sockopt::check(&req.profile.tcp, req.profile.workload.nodelay_default())
+        let applied = crate::os::sockopt::check(&req.profile.tcp, req.profile.workload.nodelay_default())
             .map_err(|e| ClientError::Setting(e.to_string()))?;
         for b in applied {
             if b.clamped() {
@@ -90,9 +95,9 @@ pub fn resolve(req: Request) -> Result<Resolved, ClientError> {
         }
     }
     if !req.bind.is_empty() {
-        crate::sockopt::check_binding(&req.bind).map_err(|e| ClientError::Setting(e.to_string()))?;
+        crate::os::sockopt::check_binding(&req.bind).map_err(|e| ClientError::Setting(e.to_string()))?;
     }
-    let allowed = crate::sys::allowed_cpus()
+    let allowed = crate::os::sys::allowed_cpus()
         .map_err(|e| ClientError::Io { what: "cannot read this process's CPU affinity".into(), error: e })?;
     let (mut plan, peer) =
         netblast_spec::plan::plan(req.profile, req.origin, &req.target, &allowed, req.cpus_from_flag)?;

@@ -11,9 +11,9 @@
 //! Latency histograms are added, never averaged: per interval over the streams of a way, and
 //! over all intervals for the totals.
 
-use crate::worker::{Event, FlowEnd, FlowSample};
+use crate::run::worker::{Event, FlowEnd, FlowSample};
 use hdrhistogram::Histogram;
-use netblast_spec::hist::{self, EncodedHistogram, LatencySummary};
+use netblast_spec::hist::{self, EncodedHistogram, HistSum, LatencySummary};
 use netblast_spec::profile::{Kind, Protocol, Way, Workload};
 use netblast_spec::result::{
     CpuSummary, CpuUsage, Interval, MsgTotals, RttSummary, RunError, SideTotal, StreamInfo, StreamInterval,
@@ -90,22 +90,11 @@ impl KindInfo {
     }
 }
 
-/// Adds `src` into `dst` (a copy when `dst` is empty).
-pub fn add_hist(dst: &mut Option<Histogram<u64>>, src: &Histogram<u64>) -> Result<(), hist::HistError> {
-    match dst {
-        Some(d) => hist::merge(d, src),
-        None => {
-            *dst = Some(src.clone());
-            Ok(())
-        }
-    }
-}
-
 /// Totals kept while intervals are released, for the summary.
 #[derive(Debug, Default)]
 struct Totals {
     /// Per stream: its latency histogram over the run (rr).
-    latency: HashMap<u32, Histogram<u64>>,
+    latency: HashMap<u32, HistSum>,
     /// Per way: every smoothed-RTT sample (one per stream per interval), ns.
     srtt: HashMap<Way, Histogram<u64>>,
     /// Per way: the exact sum of those samples, µs (the histogram's mean is within 0.1%).
@@ -137,7 +126,7 @@ pub struct Aggregator {
     /// Warnings seen so far (they do not).
     pub warnings: Vec<RunError>,
     worker_cpu: Vec<CpuUsage>,
-    sampled: crate::worker::Sampled,
+    sampled: crate::run::worker::Sampled,
 }
 
 impl Aggregator {
@@ -239,7 +228,7 @@ impl Aggregator {
                 problems.push(format!("the server reported stream {} twice", s.id));
             }
             if let Some(e) = &s.error {
-                self.error(s.seconds, format!("server stream {}", s.id), crate::api::escape(e));
+                self.error(s.seconds, format!("server stream {}", s.id), crate::run::api::escape(e));
             }
         }
         for p in problems {
@@ -288,7 +277,7 @@ impl Aggregator {
     fn build_interval(&mut self, index: u32, acc: IntervalAcc) -> Interval {
         let msgs = self.info.counts_msgs();
         let mut streams = Vec::with_capacity(self.streams.len());
-        let mut way_hists: HashMap<Way, Option<Histogram<u64>>> = HashMap::new();
+        let mut way_hists: HashMap<Way, HistSum> = HashMap::new();
         let mut problems = Vec::new();
         // A released interval has every reporter's part: a stream missing from an end that
         // reported (its worker had finished) moved nothing in it. Only an end that reported
@@ -306,15 +295,12 @@ impl Aggregator {
             };
             let hist = acc.client.get(&s.id).and_then(|x| x.hist.as_deref());
             if let Some(h) = hist {
-                let mut total = self.totals.latency.remove(&s.id);
-                let way = way_hists.entry(s.way).or_default();
-                for r in [add_hist(way, h), add_hist(&mut total, h)] {
+                let way = way_hists.entry(s.way).or_default().add(h);
+                let total = self.totals.latency.entry(s.id).or_default().add(h);
+                for r in [way, total] {
                     if let Err(e) = r {
                         problems.push(format!("stream {}: {e}", s.id));
                     }
-                }
-                if let Some(t) = total {
-                    self.totals.latency.insert(s.id, t);
                 }
             }
             let (retransmits, segs_out) = match tcp {
@@ -376,7 +362,7 @@ impl Aggregator {
         &self,
         streams: &[StreamInterval],
         server_ways: &[ServerWaySample],
-        hists: &HashMap<Way, Option<Histogram<u64>>>,
+        hists: &HashMap<Way, HistSum>,
         secs: f64,
     ) -> Vec<WayInterval> {
         let msgs = self.info.counts_msgs();
@@ -412,7 +398,7 @@ impl Aggregator {
                     }
                 }
             }
-            let merged = hists.get(&way).and_then(|h| h.as_ref());
+            let merged = hists.get(&way).and_then(HistSum::histogram);
             sums.push(WayInterval {
                 way,
                 sent_bytes: sent,
@@ -520,9 +506,9 @@ impl Aggregator {
         let last_tcp = tcp.or_else(|| {
             intervals.iter().rev().flat_map(|i| i.streams.iter()).find(|x| x.id == s.id).and_then(|x| x.tcp)
         });
-        let latency_hist = self.totals.latency.get(&s.id);
+        let latency_hist = self.totals.latency.get(&s.id).and_then(HistSum::histogram);
         if let Some(h) = latency_hist {
-            if let Err(e) = add_hist(acc.latency.entry(s.way).or_default(), h) {
+            if let Err(e) = acc.latency.entry(s.way).or_default().add(h) {
                 acc.problems.push(format!("stream {} latency: {e}", s.id));
             }
         }
@@ -546,7 +532,7 @@ impl Aggregator {
             }
         };
         if let Some(h) = &rtt_hist {
-            if let Err(e) = add_hist(acc.rtt.entry(s.way).or_default(), h) {
+            if let Err(e) = acc.rtt.entry(s.way).or_default().add(h) {
                 acc.problems.push(format!("stream {} kernel RTT: {e}", s.id));
             }
         }
@@ -638,8 +624,8 @@ impl Aggregator {
             samples: h.len(),
         });
         let msgs = self.info.counts_msgs().then(|| self.way_msgs(of_way, sent_s, receiver, &mut acc.problems));
-        let merged = acc.latency.get(&way).and_then(|h| h.as_ref());
-        let rtt_merged = acc.rtt.get(&way).and_then(|h| h.as_ref());
+        let merged = acc.latency.get(&way).and_then(HistSum::histogram);
+        let rtt_merged = acc.rtt.get(&way).and_then(HistSum::histogram);
         let retransmits: u64 = of_way.iter().map(|s| s.retransmits).sum();
         let segs_out: u64 = of_way.iter().filter_map(|s| s.tcp).map(|t| t.segs_out).sum();
         WaySummary {
@@ -670,36 +656,19 @@ impl Aggregator {
         receiver: Option<SideTotal>,
         problems: &mut Vec<String>,
     ) -> MsgTotals {
-        let m: Vec<MsgTotals> = of_way.iter().filter_map(|s| s.msgs).collect();
-        let sent: u64 = m.iter().map(|x| x.sent).sum();
-        let received: Option<u64> = m.iter().map(|x| x.received).sum();
-        let lost: Option<u64> = match self.info.shared_receivers {
-            true => received.map(|r| sent.saturating_sub(r)),
-            false => m.iter().map(|x| x.lost).sum(),
-        };
-        if let Some(r) = received.filter(|&r| self.info.shared_receivers && r > sent) {
-            problems.push(format!(
-                "the server's receivers report {r} datagrams received of {sent} sent: the report is wrong"
-            ));
+        let m: Vec<&MsgTotals> = of_way.iter().filter_map(|s| s.msgs.as_ref()).collect();
+        let mut t = MsgTotals::add_up(&m, sent_s, receiver.map(|r| r.seconds).unwrap_or(0.0));
+        // The server's per-CPU receivers count the way, not a stream: loss is the way's.
+        if self.info.shared_receivers {
+            t.lost = t.received.map(|r| t.sent.saturating_sub(r));
+            if let Some(r) = t.received.filter(|&r| r > t.sent) {
+                problems.push(format!(
+                    "the server's receivers report {r} datagrams received of {} sent: the report is wrong",
+                    t.sent
+                ));
+            }
         }
-        let segs: Option<u64> = m.iter().map(|x| x.segs_out).sum();
-        let wire: Option<u64> = m.iter().map(|x| x.wire_packets).sum();
-        let recv_s = receiver.map(|r| r.seconds).unwrap_or(0.0);
-        MsgTotals {
-            kernel_drops: m.iter().map(|x| x.kernel_drops).sum(),
-            sent,
-            sent_per_s: rate(sent as f64, sent_s),
-            received,
-            received_per_s: received.map(|r| rate(r as f64, recv_s)),
-            lost,
-            segs_out: segs,
-            segs_out_per_s: segs.map(|n| rate(n as f64, sent_s)),
-            wire_packets: wire,
-            wire_packets_per_s: wire.map(|n| rate(n as f64, sent_s)),
-            udp: UdpQuality::sum(m.iter().filter_map(|x| x.udp.as_ref())),
-            rcvbuf: m.iter().filter_map(|x| x.rcvbuf).min(),
-            conns: netblast_spec::result::ConnCounts::sum(m.iter().filter_map(|x| x.conns.as_ref())),
-        }
+        t
     }
 }
 
@@ -707,8 +676,8 @@ impl Aggregator {
 /// RTT histograms added, and the problems found.
 #[derive(Default)]
 struct WayAcc {
-    latency: HashMap<Way, Option<Histogram<u64>>>,
-    rtt: HashMap<Way, Option<Histogram<u64>>>,
+    latency: HashMap<Way, HistSum>,
+    rtt: HashMap<Way, HistSum>,
     problems: Vec<String>,
 }
 

@@ -1,7 +1,7 @@
 //! The types of a run, shared by the data-port client and the http client: options in, live
 //! events and errors out, and the envelope every [`RunResult`] is built in.
 
-use crate::clock;
+use crate::run::clock;
 use netblast_spec::plan::PlanError;
 use netblast_spec::result::{
     AgentInfo, ClockInfo, HostInfo, Interval, Plan, ProbeInfo, RunError, RunResult, StreamInfo, Summary, SCHEMA,
@@ -195,7 +195,7 @@ pub struct Measured {
 impl Envelope {
     /// The result of `plan` with these measurements.
     pub fn result(self, plan: &Plan, m: Measured) -> RunResult {
-        let client = crate::sys::host_info();
+        let client = crate::os::sys::host_info();
         RunResult {
             schema: SCHEMA.to_string(),
             netblast_version: env!("CARGO_PKG_VERSION").to_string(),

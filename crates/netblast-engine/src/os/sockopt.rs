@@ -264,8 +264,8 @@ pub const UDP_RCVBUF: u64 = 8 << 20;
 /// `SO_RCVBUF` up to `net.core.rmem_max`); returns what applies, in bytes of data.
 pub fn grow_rcvbuf(fd: std::os::fd::RawFd, bytes: u64) -> io::Result<u64> {
     let v = bytes.min(i32::MAX as u64 / 2) as libc::c_int;
-    if crate::net::set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, v).is_err() {
-        crate::net::set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, v)?;
+    if crate::os::net::set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, v).is_err() {
+        crate::os::net::set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, v)?;
     }
     rcvbuf_of(fd)
 }

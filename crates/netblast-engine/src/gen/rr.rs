@@ -14,11 +14,13 @@
 //! Metrics: transactions (client) and answered requests (server) per interval, the round-trip
 //! histogram per interval, TCP statistics of the client's socket.
 
-use crate::bulk::{describe_io, FlowRole};
-use crate::meter::{run_single, should_stop, Meter};
-use crate::msgrate::{MsgFlow, MsgSocket, WAKE};
-use crate::net;
-use crate::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
+use crate::gen::bulk::{describe_io, FlowRole};
+use crate::gen::flow::{Conn, End};
+use crate::gen::msgrate::{MsgFlow, MsgSocket, WAKE};
+use crate::measure::meter::{run_single, should_stop, Meter};
+use crate::os::net;
+use crate::run::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
+use netblast_spec::profile::RrSection;
 use netblast_spec::profile::WaitMode;
 use std::io::ErrorKind;
 use std::net::TcpStream;
@@ -42,6 +44,20 @@ pub struct RrConfig {
     pub interval: Duration,
     /// When senders stop and receivers give up.
     pub timing: Timing,
+}
+
+/// Spawns an end's rr workers, one pinned worker per flow (clients ask, servers answer).
+pub fn spawn(end: &End<'_>, r: &RrSection, conns: Vec<Conn>) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
+    let cfg = std::sync::Arc::new(RrConfig {
+        req_bytes: r.req_bytes.bytes() as usize,
+        resp_bytes: r.resp_bytes.bytes() as usize,
+        wait: r.wait,
+        busy_poll_us: r.busy_poll_us,
+        udp_timeout: r.udp_timeout(),
+        interval: end.profile.run.interval(),
+        timing: end.timing,
+    });
+    end.spawn_per_flow(conns, move |seat, flow, ctx| run_worker(seat, flow, &cfg, ctx))
 }
 
 /// Runs one rr flow on the calling (pinned) worker thread until it ends.

@@ -35,18 +35,18 @@ pub fn doctor() -> String {
         Err(e) => format!("unavailable: {e}; runs use TCP_INFO"),
     };
     line("eBPF probe", probe);
-    let cpus = crate::sys::allowed_cpus().unwrap_or_default();
+    let cpus = crate::os::sys::allowed_cpus().unwrap_or_default();
     line(
         "CPUs",
         format!(
             "{} online, {} usable ({})",
-            crate::sys::cpus_online(),
+            crate::os::sys::cpus_online(),
             cpus.len(),
             netblast_spec::units::CpuList(cpus)
         ),
     );
-    let (soft, hard) = crate::sys::nofile_limit();
+    let (soft, hard) = crate::os::sys::nofile_limit();
     line("open files limit", format!("{soft} (hard {hard}): about {} bulk flows", soft.saturating_sub(64)));
-    line("kernel", crate::sys::host_info().kernel);
+    line("kernel", crate::os::sys::host_info().kernel);
     out
 }

@@ -28,9 +28,9 @@ pub mod timer;
 pub mod tls;
 pub mod worker;
 
-use crate::api::{ClientError, Envelope, Live, Measured, RunOptions};
-use crate::sys::{self, CpuMark};
-use crate::worker::{RunFlags, Seat, StartGate};
+use crate::os::sys::{self, CpuMark};
+use crate::run::api::{ClientError, Envelope, Live, Measured, RunOptions};
+use crate::run::worker::{RunFlags, Seat, StartGate};
 use bytes::Bytes;
 use conn::Endpoint;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
@@ -59,7 +59,7 @@ fn bad(what: impl Into<String>) -> ClientError {
 fn prepare(
     h: &HttpSection,
     target: &str,
-    bind: &crate::sockopt::Binding,
+    bind: &crate::os::sockopt::Binding,
 ) -> Result<(Vec<Prepared>, bool), ClientError> {
     let body = match (&h.body, &h.body_file) {
         (Some(b), _) => Bytes::from(b.clone().into_bytes()),
@@ -256,8 +256,8 @@ fn http_tcp(t: &stats::ConnTcp) -> HttpTcp {
         retransmit_rate: (t.segs_out > 0).then(|| t.retransmits as f64 / t.segs_out as f64),
         srtt,
         srtt_hist,
-        kernel_rtt: t.kernel_rtt.as_ref().and_then(summary),
-        kernel_rtt_hist: t.kernel_rtt.as_ref().and_then(|h| EncodedHistogram::encode(h).ok()),
+        kernel_rtt: t.kernel_rtt.histogram().and_then(summary),
+        kernel_rtt_hist: t.kernel_rtt.encoded(),
     }
 }
 
@@ -311,7 +311,7 @@ impl Setup {
         // connection shows it: fleet parts name the client agent by it.
         let local_address = requests
             .first()
-            .and_then(|r| crate::sockopt::source_address(r.endpoint.addr, &r.endpoint.bind).ok())
+            .and_then(|r| crate::os::sockopt::source_address(r.endpoint.addr, &r.endpoint.bind).ok())
             .map(|a| a.to_string())
             .unwrap_or_default();
         let bound = plan.time_bound.get();
@@ -357,7 +357,7 @@ impl Setup {
             let cpu = plan.client_cpus.get(w).copied();
             let body = move |pinned| worker::run_worker(Seat { index: w, pinned }, my, job, links);
             handles.push(
-                crate::worker::spawn(w, cpu, body)
+                crate::run::worker::spawn(w, cpu, body)
                     .map_err(|e| ClientError::Io { what: "cannot start worker threads".into(), error: e })?,
             );
         }
@@ -526,7 +526,7 @@ pub fn run(
     let gate = StartGate::new();
     let (tx, rx) = mpsc::channel::<(usize, WorkerMsg)>();
     let handles = setup.spawn(plan, &worker::Links { gate: gate.clone(), flags: flags.clone(), tx })?;
-    let (start_unix_ns, start) = match crate::api::start_instant(plan, START_LEAD) {
+    let (start_unix_ns, start) = match crate::run::api::start_instant(plan, START_LEAD) {
         Ok(s) => s,
         Err(e) => {
             gate.cancel();
@@ -537,8 +537,8 @@ pub fn run(
         }
     };
     let cpu_mark = CpuMark::thread();
-    crate::clock::sleep_until(start);
-    let actual_start_unix_ns = crate::clock::now_unix_ns();
+    crate::run::clock::sleep_until(start);
+    let actual_start_unix_ns = crate::run::clock::now_unix_ns();
     gate.open(start);
     let server = HostInfo::default();
     live(Live::Started { plan, test_id: &test_id, server: &server, streams: &[], start_unix_ns, actual_start_unix_ns });
@@ -551,7 +551,7 @@ pub fn run(
     cpu.system_s += c.worker_cpu.system_s;
     // The group's kernel RTT samples: every connection's, in one read.
     if let Some(h) = setup.group_watch.as_ref().and_then(|w| w.rtt_histogram()) {
-        if let Err(e) = crate::aggregate::add_hist(&mut c.run.tcp.kernel_rtt, &h) {
+        if let Err(e) = c.run.tcp.kernel_rtt.add(&h) {
             c.merge_errors.push(e.to_string());
         }
     }

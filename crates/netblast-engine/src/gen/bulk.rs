@@ -13,26 +13,21 @@
 //! in-memory file holding the same pattern: no copy from user space) and `msg_zerocopy`
 //! (`send(MSG_ZEROCOPY)`, completions drained from the error queue).
 
-use crate::sys::CpuMark;
-use crate::worker::{Ctx, Deadlines, Event, FlowEnd, FlowSample, Sampled, Seat, Ticker, Timing};
+pub use crate::gen::flow::FlowRole;
+use crate::gen::flow::{Conn, End};
+use crate::os::sys::CpuMark;
+use crate::run::worker::{Ctx, Deadlines, Event, FlowEnd, FlowSample, Sampled, Seat, Ticker, Timing};
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};
 use netblast_probe::{FlowWatch, Probe};
+use netblast_spec::plan::split_budget;
+use netblast_spec::profile::BulkSection;
 use netblast_spec::profile::SendMode;
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// What a flow does on this end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FlowRole {
-    /// Send until the bound, then shut down the write side.
-    Send,
-    /// Receive until the peer's end of file.
-    Recv,
-}
 
 /// One connected stream handed to a worker.
 #[derive(Debug)]
@@ -68,7 +63,7 @@ const BURST: usize = 16;
 pub const SETTLE: Duration = Duration::from_secs(2);
 /// Longest sleep in `epoll_wait`, so run flags are seen promptly.
 const MAX_WAIT: Duration = Duration::from_millis(50);
-pub use crate::worker::SAMPLE_SHARE;
+pub use crate::run::worker::SAMPLE_SHARE;
 
 struct Flow {
     id: u32,
@@ -631,11 +626,38 @@ pub fn spawn_workers(
     for (i, group) in groups.into_iter().enumerate() {
         let cpu = cpus.get(i).copied().flatten();
         let (cfg, ctx) = (cfg.clone(), ctx.clone());
-        handles.push(crate::worker::spawn(i, cpu, move |pinned| {
+        handles.push(crate::run::worker::spawn(i, cpu, move |pinned| {
             run_worker(Seat { index: i, pinned }, group, &cfg, &ctx)
         })?);
     }
     Ok(handles)
+}
+
+/// Spawns an end's bulk workers: each sending stream gets its share of a byte budget (`--bytes`),
+/// the streams are spread round-robin over one worker per CPU of `end.bulk_cpus`.
+pub fn spawn(end: &End<'_>, b: &BulkSection, conns: Vec<Conn>) -> io::Result<Vec<std::thread::JoinHandle<()>>> {
+    let senders = conns.iter().filter(|c| end.role(c.way) == FlowRole::Send).count() as u64;
+    let mut rank = 0u64;
+    let mut flows = Vec::with_capacity(conns.len());
+    for c in conns {
+        let role = end.role(c.way);
+        let budget = match (role, b.bytes) {
+            (FlowRole::Send, Some(total)) => {
+                rank += 1;
+                Some(split_budget(total.bytes(), senders, rank - 1))
+            }
+            _ => None,
+        };
+        flows.push(BulkFlow { id: c.id, stream: c.tcp, role, budget });
+    }
+    let interval = end.profile.run.interval();
+    let cfg = Arc::new(BulkConfig {
+        block: b.block_bytes.bytes() as usize,
+        send_mode: b.send_mode,
+        interval,
+        timing: end.timing,
+    });
+    spawn_workers(spread(flows, end.bulk_cpus.len().max(1)), end.bulk_cpus, &cfg, end.ctx)
 }
 
 /// Splits flows over `n` workers round-robin (flow i goes to worker i mod n).

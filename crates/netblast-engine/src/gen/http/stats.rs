@@ -2,7 +2,6 @@
 //! single-threaded runtime; per-interval parts are handed over at each tick, the rest at the end.
 //! Failures are counted per class with one sample message, never logged per request.
 
-use crate::aggregate::add_hist;
 use hdrhistogram::Histogram;
 use netblast_spec::hist::{self, LatencySummary};
 use netblast_spec::result::TcpStats;
@@ -183,7 +182,7 @@ pub struct ConnTcp {
     /// Each connection's final smoothed RTT, ns.
     pub srtt: Histogram<u64>,
     /// Every kernel RTT sample (eBPF), ns, in the probe's histogram layout.
-    pub kernel_rtt: Option<Histogram<u64>>,
+    pub kernel_rtt: hist::HistSum,
     /// The first histogram that could not be added (recorded where no error can be returned).
     pub problem: Option<String>,
 }
@@ -197,7 +196,7 @@ impl ConnTcp {
             retransmits: 0,
             dsack: Some(0),
             srtt: hist::new_latency_histogram(),
-            kernel_rtt: None,
+            kernel_rtt: hist::HistSum::default(),
             problem: None,
         }
     }
@@ -212,7 +211,7 @@ impl ConnTcp {
             hist::record_ns(&mut self.srtt, info.rtt_us as u64 * 1000);
         }
         match rtt {
-            Some(h) => add_hist(&mut self.kernel_rtt, h),
+            Some(h) => self.kernel_rtt.add(h),
             None => Ok(()),
         }
     }
@@ -227,8 +226,8 @@ impl ConnTcp {
             self.problem.clone_from(&o.problem);
         }
         hist::merge(&mut self.srtt, &o.srtt)?;
-        match &o.kernel_rtt {
-            Some(h) => add_hist(&mut self.kernel_rtt, h),
+        match o.kernel_rtt.histogram() {
+            Some(h) => self.kernel_rtt.add(h),
             None => Ok(()),
         }
     }

@@ -18,16 +18,19 @@
 //!   `-w` sets it. With per-CPU receivers ([`RecvGroup`]) the server's sockets share one port
 //!   and each takes what its CPU processed, from any of the test's flows.
 //!
-//! [`UDP_RCVBUF`]: crate::sockopt::UDP_RCVBUF
+//! [`UDP_RCVBUF`]: crate::os::sockopt::UDP_RCVBUF
 //!
 //! Metrics: messages and bytes per interval and in total on both ends, TCP statistics of the
 //! sending socket (segments out: packets on the wire).
 
-use crate::bulk::{describe_io, FlowRole};
-use crate::meter::{run_single, should_stop, Meter};
-use crate::net::{self, OwnBatch, RecvBatch, SendBatch};
-use crate::udpseq;
-use crate::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
+use crate::gen::bulk::describe_io;
+use crate::gen::flow::{Conn, End, Side};
+pub use crate::gen::flow::{FlowRole, MsgFlow, MsgSocket};
+use crate::gen::udpseq;
+use crate::measure::meter::{run_single, should_stop, Meter};
+use crate::os::net::{self, OwnBatch, RecvBatch, SendBatch};
+use crate::run::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
+use netblast_spec::profile::MsgrateSection;
 use std::io::{self, ErrorKind};
 use std::net::{IpAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
@@ -40,31 +43,6 @@ pub const WAKE: Duration = Duration::from_millis(50);
 /// `SO_RCVLOWAT` of TCP message receivers.
 pub const RCVLOWAT: usize = 4096;
 
-/// The sockets of one message flow.
-#[derive(Debug)]
-pub enum MsgSocket {
-    /// A TCP stream carrying the messages.
-    Tcp(TcpStream),
-    /// A connected UDP socket carrying the messages, and the TCP stream that set it up.
-    Udp {
-        /// The datagram socket (connected to the peer's).
-        udp: UdpSocket,
-        /// The TCP stream: its end of file ends the flow.
-        anchor: TcpStream,
-    },
-}
-
-/// One single-flow worker's flow (msgrate, and rr where `Send` asks and `Recv` answers).
-#[derive(Debug)]
-pub struct MsgFlow {
-    /// Stream id.
-    pub id: u32,
-    /// Its sockets.
-    pub socket: MsgSocket,
-    /// Send or receive.
-    pub role: FlowRole,
-}
-
 /// Parameters of a msgrate test end.
 #[derive(Debug, Clone)]
 pub struct MsgConfig {
@@ -76,7 +54,7 @@ pub struct MsgConfig {
     pub recv_each: bool,
     /// UDP: bits per second each sender paces its datagrams to; `None`: as fast as it can.
     pub bitrate: Option<f64>,
-    /// UDP: datagrams carry a sequence number and send time ([`crate::udpseq`]).
+    /// UDP: datagrams carry a sequence number and send time ([`crate::gen::udpseq`]).
     pub sequenced: bool,
     /// The server's per-CPU receivers, when the profile asks for them.
     pub group: Option<Arc<RecvGroup>>,
@@ -84,6 +62,37 @@ pub struct MsgConfig {
     pub interval: Duration,
     /// When senders stop and receivers give up.
     pub timing: Timing,
+}
+
+/// Spawns an end's msgrate workers, one pinned worker per flow (and on the server of a UDP
+/// test that asks for them, the per-CPU receivers' group).
+pub fn spawn(end: &End<'_>, m: &MsgrateSection, conns: Vec<Conn>) -> io::Result<Vec<std::thread::JoinHandle<()>>> {
+    let cfg = Arc::new(MsgConfig {
+        msg_bytes: m.msg_bytes.bytes() as usize,
+        batch: m.batch as usize,
+        recv_each: m.recv == netblast_spec::profile::RecvMode::Each,
+        bitrate: m.bitrate.map(|b| b.bits_per_s()),
+        sequenced: m.protocol == netblast_spec::profile::Protocol::Udp
+            && m.msg_bytes.bytes() >= MsgrateSection::SEQ_HEADER,
+        group: per_cpu_receivers(end, m, &conns)?,
+        interval: end.profile.run.interval(),
+        timing: end.timing,
+    });
+    end.spawn_per_flow(conns, move |seat, flow, ctx| run_worker(seat, flow, &cfg, ctx))
+}
+
+/// The server's per-CPU receivers of a UDP msgrate test that asks for them: all its streams
+/// receive (the profile allows client to server only), from the client at the other end.
+fn per_cpu_receivers(end: &End<'_>, m: &MsgrateSection, conns: &[Conn]) -> io::Result<Option<Arc<RecvGroup>>> {
+    if end.side != Side::Server || m.receivers != netblast_spec::profile::Receivers::PerCpu {
+        return Ok(None);
+    }
+    let receiving = conns.iter().filter(|c| end.role(c.way) == FlowRole::Recv).count();
+    let client = match conns.first() {
+        Some(c) => c.tcp.peer_addr()?.ip(),
+        None => return Ok(None),
+    };
+    Ok(Some(Arc::new(RecvGroup::new(receiving, client))))
 }
 
 /// Runs one msgrate flow on the calling (pinned) worker thread until it ends.
@@ -313,7 +322,7 @@ fn udp_send(
 /// The server's per-CPU UDP receivers of one test (`receivers = "per_cpu"`): a socket per
 /// receiving flow, all in one `SO_REUSEPORT` group, each pinned worker taking the datagrams its
 /// CPU's network stack processed (`SO_INCOMING_CPU`, set when each socket was opened:
-/// [`crate::sockopt::tie_to_cpu`]). A receiver takes any of the test's flows, so it stops only
+/// [`crate::os::sockopt::tie_to_cpu`]). A receiver takes any of the test's flows, so it stops only
 /// when every sender is done.
 #[derive(Debug)]
 pub struct RecvGroup {
@@ -362,8 +371,8 @@ fn udp_recv(
     let afd = anchor.as_raw_fd();
     udp.set_nonblocking(true).map_err(|e| io_msg(&e))?;
     anchor.set_nonblocking(true).map_err(|e| io_msg(&e))?;
-    // Sized when the socket was opened ([`crate::sockopt::ready_udp`]): reported as it is.
-    let rcvbuf = crate::sockopt::rcvbuf_of(fd);
+    // Sized when the socket was opened ([`crate::os::sockopt::ready_udp`]): reported as it is.
+    let rcvbuf = crate::os::sockopt::rcvbuf_of(fd);
     m.rcvbuf = Some(rcvbuf.map_err(|e| format!("cannot read the UDP receive queue's size: {}", io_msg(&e)))?);
     let group = cfg.group.as_deref();
     let mut sending = Sending(group);

@@ -31,7 +31,7 @@ pub struct Endpoint {
     /// `host:port` as written, for the Host header and h2 `:authority`.
     pub authority: String,
     /// Where connections to it leave from.
-    pub bind: crate::sockopt::Binding,
+    pub bind: crate::os::sockopt::Binding,
 }
 
 /// Bytes written and read by a worker's connections.
@@ -165,7 +165,7 @@ fn io_failure(e: &io::Error, what: &str) -> Failure {
 }
 
 /// A TCP connection to `addr`, from the plan's binding (`-B`, `--bind-dev`) if it has one.
-async fn connect_tcp(addr: std::net::SocketAddr, local: &crate::sockopt::Binding) -> std::io::Result<TcpStream> {
+async fn connect_tcp(addr: std::net::SocketAddr, local: &crate::os::sockopt::Binding) -> std::io::Result<TcpStream> {
     if local.is_empty() {
         return TcpStream::connect(addr).await;
     }

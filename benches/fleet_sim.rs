@@ -54,7 +54,7 @@ fn interval_template() -> Interval {
             id,
             sent_bytes: 1_234_567_890,
             received_bytes: Some(1_234_560_000),
-            retransmits: 3,
+            retransmits: Some(3),
             tcp: Some(tcp),
             ..Default::default()
         })
@@ -70,7 +70,7 @@ fn interval_template() -> Interval {
             sent_bits_per_s: 7.9e10,
             received_bytes: Some(9_876_500_000),
             received_bits_per_s: Some(7.9e10),
-            retransmits: 24,
+            retransmits: Some(24),
             sent_msgs: None,
             sent_msgs_per_s: None,
             received_msgs: None,

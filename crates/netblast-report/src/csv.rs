@@ -72,7 +72,7 @@ pub fn intervals(r: &RunResult) -> String {
                     format!("{:.0}", w.sent_bits_per_s),
                     opt(w.received_bytes),
                     opt(w.received_bits_per_s.map(|b| format!("{b:.0}"))),
-                    w.retransmits.to_string(),
+                    opt(w.retransmits),
                     opt(w.sent_msgs),
                     opt(w.sent_msgs_per_s.map(|m| format!("{m:.1}"))),
                     opt(w.received_msgs),

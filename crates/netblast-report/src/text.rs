@@ -4,7 +4,7 @@
 use netblast_spec::hist::LatencySummary;
 use netblast_spec::profile::{Kind, Profile, Way, Workload};
 use netblast_spec::result::{Interval, MsgTotals, RunResult, StreamInfo, Summary, WaySummary};
-use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_ns, fmt_per_s};
+use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_ns, fmt_per_s, known};
 use std::fmt::Write;
 
 /// Above this many streams, interval lines show only the per-way sums.
@@ -119,7 +119,7 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
                 sent: u64,
                 recv: Option<u64>,
                 segs: Option<u64>,
-                retr: u64,
+                retr: Option<u64>,
                 lat: Option<&LatencySummary>,
                 bytes: u64,
                 q: Option<&netblast_spec::result::UdpQuality>,
@@ -155,7 +155,7 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
                 count(sent),
                 per(sent),
                 segs.map(per).unwrap_or_default(),
-                retr
+                known(retr)
             ),
         }
     };
@@ -255,7 +255,7 @@ pub fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
                 iv_span(iv, profile),
                 fmt_bytes(bytes),
                 fmt_bits_per_s(bytes as f64 * 8.0 / secs),
-                st.retransmits,
+                known(st.retransmits),
                 cwnd,
                 rtt,
                 mark(sender)
@@ -284,7 +284,7 @@ pub fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
             iv_span(iv, profile),
             fmt_bytes(bytes),
             fmt_bits_per_s(bytes as f64 * 8.0 / secs),
-            w.retransmits,
+            known(w.retransmits),
             cwnd.map(fmt_bytes).unwrap_or_default(),
             rtt,
             mark(sender)
@@ -301,7 +301,7 @@ fn way_lines(s: &mut String, w: &WaySummary, ways: usize) {
         span(0.0, w.sender.seconds),
         fmt_bytes(w.sender.bytes),
         fmt_bits_per_s(w.sender.bits_per_s),
-        w.retransmits
+        known(w.retransmits)
     );
     match &w.receiver {
         Some(r) => {
@@ -379,7 +379,7 @@ fn cps_summary(s: &mut String, w: &WaySummary, m: &netblast_spec::result::MsgTot
         let _ = writeln!(
             s,
             "      {} segments retransmitted after establishment (per interval in the JSON)",
-            w.retransmits
+            known(w.retransmits)
         );
     }
 }
@@ -579,7 +579,7 @@ fn latency_bars(h: &hdrhistogram::Histogram<u64>) -> String {
     }
     let _ = writeln!(s, "  Latency distribution:");
     for p in HEY_PERCENTILES {
-        let _ = writeln!(s, "    {p}% in {}", fmt_ns(h.value_at_percentile(p) as f64));
+        let _ = writeln!(s, "    {p}% in {}", fmt_ns(netblast_spec::hist::at_percentile(h, p) as f64));
     }
     s
 }
@@ -665,7 +665,7 @@ fn http_summary(s: &mut String, r: &RunResult) {
             "  TCP (kernel, source {}, {} connections): {}",
             r.probe.tcp_source,
             t.connections,
-            retransmissions(t.retransmits, t.retransmit_rate, t.spurious_retransmits)
+            retransmissions(Some(t.retransmits), t.retransmit_rate, t.spurious_retransmits)
         );
         if let Some(k) = &t.kernel_rtt {
             let _ = writeln!(s, "  Kernel RTT:   {} ({} samples: ACKs that timed a segment)", p50_p99_max(k), k.count);
@@ -677,7 +677,8 @@ fn http_summary(s: &mut String, r: &RunResult) {
 }
 
 /// "N retransmitted segments (R% of segments sent), S of them spurious (...)".
-fn retransmissions(n: u64, rate: Option<f64>, spurious: Option<u64>) -> String {
+fn retransmissions(n: Option<u64>, rate: Option<f64>, spurious: Option<u64>) -> String {
+    let Some(n) = n else { return "retransmitted segments not counted (the kernel was not read)".into() };
     let mut out = format!("{n} retransmitted segments");
     if let Some(rate) = rate {
         let _ = write!(out, " ({:.3}% of segments sent)", rate * 100.0);
@@ -807,7 +808,7 @@ pub fn summary(r: &RunResult) -> String {
                 span(0.0, st.sender.seconds),
                 fmt_bytes(st.sender.bytes),
                 fmt_bits_per_s(st.sender.bits_per_s),
-                st.retransmits
+                known(st.retransmits)
             );
             if let Some(rv) = &st.receiver {
                 let _ = writeln!(
@@ -1062,7 +1063,7 @@ mod tests {
             sent_bits_per_s: 0.0,
             received_bytes: None,
             received_bits_per_s: None,
-            retransmits: 0,
+            retransmits: Some(0),
             sent_msgs: None,
             sent_msgs_per_s: None,
             received_msgs: None,

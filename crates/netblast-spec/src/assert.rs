@@ -176,21 +176,26 @@ impl Assertion {
         }
     }
 
+    /// The measured value in the report's own format (one format per unit everywhere); when
+    /// that rounds to the threshold's rendering, the exact value follows so the verdict reads.
     fn show(&self, v: f64) -> String {
-        if self.percent {
-            return format!("{:.4}%", v * 100.0);
+        let fmt = |x: f64| -> String {
+            if self.percent {
+                return format!("{}%", crate::units::sig3(x * 100.0));
+            }
+            match self.metric.dim() {
+                Dim::BitRate => crate::units::fmt_bits_per_s(x),
+                Dim::Time => crate::units::fmt_ns(x),
+                _ if matches!(self.metric, Metric::Rps | Metric::Msgs) => crate::units::fmt_per_s(x),
+                _ => format!("{x:.0}"),
+            }
+        };
+        let shown = fmt(v);
+        if v != self.value && shown == fmt(self.value) {
+            let exact = if self.percent { format!("{:.6}%", v * 100.0) } else { format!("{v:.3}") };
+            return format!("{shown} ({exact})");
         }
-        match self.metric.dim() {
-            Dim::BitRate => crate::units::fmt_bits_per_s(v),
-            // More digits than the text report: a verdict can hinge on the fourth (percentiles
-            // are the histogram's, within its precision).
-            Dim::Time if v >= 1e9 => format!("{:.4} s", v / 1e9),
-            Dim::Time if v >= 1e6 => format!("{:.3} ms", v / 1e6),
-            Dim::Time if v >= 1e3 => format!("{:.3} us", v / 1e3),
-            Dim::Time => format!("{v:.0} ns"),
-            _ if v.fract() == 0.0 => format!("{v:.0}"),
-            _ => format!("{v:.2}"),
-        }
+        shown
     }
 
     fn measure(&self, r: &RunResult) -> Result<f64, String> {
@@ -224,7 +229,7 @@ impl Assertion {
                 let rates: Vec<(f64, u64)> = s
                     .ways
                     .iter()
-                    .filter_map(|w| w.retransmit_rate.map(|r| (r, w.retransmits)))
+                    .filter_map(|w| w.retransmit_rate.zip(w.retransmits))
                     .chain(http.and_then(|t| t.retransmit_rate.map(|r| (r, t.retransmits))))
                     .collect();
                 if rates.is_empty() {
@@ -235,13 +240,10 @@ impl Assertion {
                 let retrans: f64 = rates.iter().map(|(_, n)| *n as f64).sum();
                 Ok(if sent > 0.0 { retrans / sent } else { 0.0 })
             }
-            Metric::Retransmits => {
-                let http = s.http.as_ref().and_then(|h| h.tcp.as_ref()).map(|t| t.retransmits);
-                if s.ways.is_empty() && http.is_none() {
-                    return Err("the result has no TCP figures (--probe off)".into());
-                }
-                Ok((s.ways.iter().map(|w| w.retransmits).sum::<u64>() + http.unwrap_or(0)) as f64)
-            }
+            Metric::Retransmits => s
+                .retransmits()
+                .map(|n| n as f64)
+                .ok_or_else(|| "the result has no retransmit counts (the kernel was not read: --probe off)".into()),
             Metric::Errors => Ok(r.errors.len() as f64),
             Metric::HttpFailed => {
                 let h = s.http.as_ref().ok_or("not an HTTP result")?;
@@ -440,9 +442,10 @@ mod tests {
         // Two bulk ways: up received 9.5 Gbit/s, down reported by its sender only.
         let side = |bps: f64| SideTotal { bytes: 1, seconds: 1.0, bits_per_s: bps };
         let mut up = r.summary.ways[0].clone();
-        (up.sender, up.receiver, up.retransmits, up.latency, up.msgs) = (side(10e9), Some(side(9.5e9)), 5, None, None);
+        (up.sender, up.receiver, up.retransmits, up.latency, up.msgs) =
+            (side(10e9), Some(side(9.5e9)), Some(5), None, None);
         let mut down = up.clone();
-        (down.way, down.sender, down.receiver, down.retransmits) = (Way::Down, side(1e9), None, 0);
+        (down.way, down.sender, down.receiver, down.retransmits) = (Way::Down, side(1e9), None, Some(0));
         r.summary.ways = vec![up, down];
         let check = |t: &str| Assertion::parse(t).unwrap().check(&r);
         assert!(check("throughput>=10Gbit/s").pass, "receivers 9.5 + sender 1 (no receiver)");

@@ -161,6 +161,17 @@ pub fn merge(dst: &mut Histogram<u64>, src: &Histogram<u64>) -> Result<(), HistE
     dst.add(src).map_err(|e| HistError::Mismatch(format!("{e:?}")))
 }
 
+/// The value at percentile `p` (0 to 100) of a histogram: the one computation behind every
+/// percentile netblast shows (the summaries, hey's distribution, the spectrum, `--assert`).
+/// The percentile is taken to a hundredth of a per-mille and turned into the nearest quantile
+/// once, so `99.9` and `0.999` never land on neighbouring buckets by rounding; 100 is the max.
+pub fn at_percentile(h: &Histogram<u64>, p: f64) -> u64 {
+    if p >= 100.0 {
+        return h.max();
+    }
+    h.value_at_quantile((p * 1e4).round().max(0.0) / 1e6)
+}
+
 /// The latency percentiles reported everywhere, defined once.
 pub const PERCENTILES: [f64; 7] = [50.0, 90.0, 95.0, 99.0, 99.9, 99.99, 100.0];
 
@@ -202,12 +213,12 @@ impl LatencySummary {
             min_ns: h.min(),
             mean_ns: h.mean(),
             stdev_ns: h.stdev(),
-            p50_ns: h.value_at_quantile(0.50),
-            p90_ns: h.value_at_quantile(0.90),
-            p95_ns: h.value_at_quantile(0.95),
-            p99_ns: h.value_at_quantile(0.99),
-            p999_ns: h.value_at_quantile(0.999),
-            p9999_ns: h.value_at_quantile(0.9999),
+            p50_ns: at_percentile(h, 50.0),
+            p90_ns: at_percentile(h, 90.0),
+            p95_ns: at_percentile(h, 95.0),
+            p99_ns: at_percentile(h, 99.0),
+            p999_ns: at_percentile(h, 99.9),
+            p9999_ns: at_percentile(h, 99.99),
             max_ns: h.max(),
         }
     }

@@ -444,7 +444,7 @@ fn merge_way_interval(
         sent_bits_per_s: per_s(sent * 8),
         received_bytes: received,
         received_bits_per_s: received.map(|b| per_s(b * 8)),
-        retransmits: parts.iter().map(|(_, w)| w.retransmits).sum(),
+        retransmits: sum_any(parts.iter().map(|(_, w)| w.retransmits)),
         sent_msgs,
         sent_msgs_per_s: sent_msgs.map(per_s),
         received_msgs,
@@ -595,7 +595,7 @@ fn merge_way_summary(
     } else {
         None
     };
-    let retransmits: u64 = parts.iter().map(|(_, w)| w.retransmits).sum();
+    let retransmits = sum_any(parts.iter().map(|(_, w)| w.retransmits));
     let segs_out: u64 = streams.iter().filter(|s| s.way == way).filter_map(|s| s.tcp).map(|t| t.segs_out).sum();
     let rtt = srtt.h.histogram().filter(|h| !h.is_empty()).map(|h| {
         // The inputs' exact means, weighted by their sample counts (the histogram's mean is
@@ -631,7 +631,7 @@ fn merge_way_summary(
         msgs,
         latency: lat.summary(),
         latency_hist: lat.encoded(),
-        retransmit_rate: (segs_out > 0).then(|| retransmits as f64 / segs_out as f64),
+        retransmit_rate: retransmits.filter(|_| segs_out > 0).map(|n| n as f64 / segs_out as f64),
         kernel_rtt: krtt.summary(),
         kernel_rtt_hist: krtt.encoded(),
     })
@@ -825,7 +825,7 @@ pub(crate) mod tests {
                     sent_bits_per_s: bytes as f64 * 8.0,
                     received_bytes: Some(bytes),
                     received_bits_per_s: Some(bytes as f64 * 8.0),
-                    retransmits: 0,
+                    retransmits: Some(0),
                     sent_msgs: Some(msgs),
                     sent_msgs_per_s: Some(msgs as f64),
                     received_msgs: Some(msgs),
@@ -852,7 +852,7 @@ pub(crate) mod tests {
                     way: Way::Up,
                     sender: SideTotal::new(bytes, secs),
                     receiver: Some(SideTotal::new(bytes, secs)),
-                    retransmits: 0,
+                    retransmits: Some(0),
                     spurious_retransmits: None,
                     tcp: None,
                     msgs: None,
@@ -921,7 +921,7 @@ pub(crate) mod tests {
                     streams: ids.len() as u32,
                     sender: SideTotal::new(bytes, secs),
                     receiver: Some(SideTotal::new(bytes, secs)),
-                    retransmits: 0,
+                    retransmits: Some(0),
                     spurious_retransmits: None,
                     rtt: None,
                     rtt_hist: None,

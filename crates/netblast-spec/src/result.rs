@@ -309,8 +309,9 @@ pub struct StreamInterval {
     /// the server); absent when the receiver did not report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub received_bytes: Option<u64>,
-    /// Segments retransmitted by the sender in the interval.
-    pub retransmits: u64,
+    /// Segments retransmitted by the sender in the interval (absent when the sender's kernel was not read: `--probe off`, or a side that did not report; unknown, not zero).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
     /// Sender-side kernel TCP statistics at the end of the interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpStats>,
@@ -352,8 +353,9 @@ pub struct WayInterval {
     /// Receiver bit rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub received_bits_per_s: Option<f64>,
-    /// Retransmitted segments.
-    pub retransmits: u64,
+    /// Retransmitted segments (absent when the sender's kernel was not read: `--probe off`, or a side that did not report; unknown, not zero).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
     /// Messages sent (or transactions completed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent_msgs: Option<u64>,
@@ -624,8 +626,9 @@ pub struct StreamSummary {
     /// Receiver side, when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receiver: Option<SideTotal>,
-    /// Segments retransmitted by the sender.
-    pub retransmits: u64,
+    /// Segments retransmitted by the sender (absent when the sender's kernel was not read: `--probe off`, or a side that did not report; unknown, not zero).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
     /// Of those, how many the receiver got twice (DSACK): spurious, not losses. From
     /// `TCP_INFO` of the sending socket at the end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -806,8 +809,9 @@ pub struct WaySummary {
     /// All receivers, when every receiver reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receiver: Option<SideTotal>,
-    /// Segments retransmitted.
-    pub retransmits: u64,
+    /// Segments retransmitted (absent when the sender's kernel was not read: `--probe off`, or a side that did not report; unknown, not zero).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
     /// Of those, how many the receivers got twice (DSACK): spurious, not losses; `None` unless
     /// every stream reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -869,6 +873,16 @@ pub struct Summary {
     /// HTTP totals (http kind).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpSummary>,
+}
+
+impl Summary {
+    /// The run's retransmitted segments: its ways' and its HTTP connections'; `None` when no
+    /// kernel counted them (`--probe off`), which is unknown, not zero. The one count the text,
+    /// the HTML and `--assert` show.
+    pub fn retransmits(&self) -> Option<u64> {
+        let http = self.http.as_ref().and_then(|h| h.tcp.as_ref()).map(|t| t.retransmits);
+        self.ways.iter().map(|w| w.retransmits).chain(std::iter::once(http)).flatten().reduce(|a, b| a + b)
+    }
 }
 
 /// One test of a merged result: an input of `netblast merge`, or one client agent's test

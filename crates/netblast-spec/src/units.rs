@@ -361,67 +361,58 @@ impl<'de> Deserialize<'de> for CpuList {
     }
 }
 
-/// Renders a byte count the way iperf3 does (`4.56 GBytes`, powers of 1024).
-pub fn fmt_bytes(b: u64) -> String {
-    let b = b as f64;
-    let (v, u) = if b >= (1u64 << 30) as f64 {
-        (b / (1u64 << 30) as f64, "GBytes")
-    } else if b >= (1u64 << 20) as f64 {
-        (b / (1u64 << 20) as f64, "MBytes")
-    } else if b >= 1024.0 {
-        (b / 1024.0, "KBytes")
+/// A figure that may not have been measured: its rendering, or "—" (unknown is not zero).
+pub fn known<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "\u{2014}".to_string(), |x| x.to_string())
+}
+
+/// Three significant digits, as iperf3 prints its figures (`4.56`, `39.2`, `964`): the one
+/// number format of every scaled figure netblast prints.
+pub fn sig3(v: f64) -> String {
+    let a = v.abs();
+    if a < 9.995 {
+        format!("{v:.2}")
+    } else if a < 99.95 {
+        format!("{v:.1}")
     } else {
-        (b, "Bytes")
-    };
-    if v >= 100.0 || u == "Bytes" {
-        format!("{v:.0} {u}")
-    } else if v >= 10.0 {
-        format!("{v:.1} {u}")
-    } else {
-        format!("{v:.2} {u}")
+        format!("{v:.0}")
     }
+}
+
+/// `v` scaled by the largest of `steps` (factor, unit; ascending) it reaches, in three
+/// significant digits; a value that would round up to 1000 of one unit takes the next.
+fn in_steps(v: f64, steps: &[(f64, &str)]) -> String {
+    let mut pick = steps[0];
+    for &(f, u) in steps {
+        if v.abs() >= f * 0.9995 {
+            pick = (f, u);
+        }
+    }
+    format!("{} {}", sig3(v / pick.0), pick.1)
+}
+
+/// Renders a byte count the way iperf3 does (`4.56 GBytes`, powers of 1024; whole bytes
+/// below 1 KByte).
+pub fn fmt_bytes(b: u64) -> String {
+    if b < 1024 {
+        return format!("{b} Bytes");
+    }
+    in_steps(b as f64, &[(1.0, "Bytes"), (1024.0, "KBytes"), (1048576.0, "MBytes"), (1073741824.0, "GBytes")])
 }
 
 /// Renders a bit rate the way iperf3 does (`39.2 Gbits/sec`, powers of 1000).
 pub fn fmt_bits_per_s(bps: f64) -> String {
-    let (v, u) = if bps >= 1e9 {
-        (bps / 1e9, "Gbits/sec")
-    } else if bps >= 1e6 {
-        (bps / 1e6, "Mbits/sec")
-    } else if bps >= 1e3 {
-        (bps / 1e3, "Kbits/sec")
-    } else {
-        (bps, "bits/sec")
-    };
-    if v >= 100.0 {
-        format!("{v:.0} {u}")
-    } else {
-        format!("{v:.2} {u}")
-    }
+    in_steps(bps, &[(1.0, "bits/sec"), (1e3, "Kbits/sec"), (1e6, "Mbits/sec"), (1e9, "Gbits/sec"), (1e12, "Tbits/sec")])
 }
 
-/// Renders a count per second with a k/M suffix (`2.03 M/s`).
+/// Renders a count per second with a k/M suffix (`2.03 M/s`, `964 k/s`, `12.5 /s`).
 pub fn fmt_per_s(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.3} M/s", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.2} k/s", v / 1e3)
-    } else {
-        format!("{v:.1} /s")
-    }
+    in_steps(v, &[(1.0, "/s"), (1e3, "k/s"), (1e6, "M/s"), (1e9, "G/s")])
 }
 
 /// Renders nanoseconds with a readable unit (`850 ns`, `12.3 us`, `4.10 ms`, `1.20 s`).
 pub fn fmt_ns(ns: f64) -> String {
-    if ns >= 1e9 {
-        format!("{:.2} s", ns / 1e9)
-    } else if ns >= 1e6 {
-        format!("{:.2} ms", ns / 1e6)
-    } else if ns >= 1e3 {
-        format!("{:.1} us", ns / 1e3)
-    } else {
-        format!("{ns:.0} ns")
-    }
+    in_steps(ns, &[(1.0, "ns"), (1e3, "us"), (1e6, "ms"), (1e9, "s")])
 }
 
 /// A network: an address and a prefix length (`10.0.0.0/8`, `fd00::/8`; a bare address is a
@@ -610,7 +601,19 @@ mod tests {
     #[test]
     fn renderings() {
         assert_eq!(fmt_bytes(4_896_000_000), "4.56 GBytes");
-        assert_eq!(fmt_bits_per_s(39.2e9), "39.20 Gbits/sec");
+        assert_eq!(fmt_bits_per_s(39.2e9), "39.2 Gbits/sec");
+        assert_eq!(
+            (fmt_per_s(963_980.0), fmt_per_s(1_019_000.0), fmt_per_s(999_700.0)),
+            ("964 k/s".into(), "1.02 M/s".into(), "1.00 M/s".into())
+        );
+        assert_eq!(
+            (fmt_ns(999_600.0), fmt_ns(-721.0), fmt_ns(4_743_000.0)),
+            ("1.00 ms".into(), "-721 ns".into(), "4.74 ms".into())
+        );
+        assert_eq!(
+            (fmt_bytes(999), fmt_bytes(1023), fmt_bytes(1024)),
+            ("999 Bytes".into(), "1023 Bytes".into(), "1.00 KBytes".into())
+        );
         assert_eq!(fmt_ns(12_345.0), "12.3 us");
     }
 }

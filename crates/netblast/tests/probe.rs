@@ -392,7 +392,7 @@ fn induced_loss_is_seen_and_matches_the_kernel() {
     let lossy = run("3", &[]);
     assert!(lossy.complete, "{:?}", lossy.errors);
     assert_eq!(lossy.probe.tcp_source, "ebpf");
-    let retransmits = lossy.summary.ways[0].retransmits;
+    let retransmits = lossy.summary.ways[0].retransmits.expect("eBPF counts retransmissions");
     assert!(retransmits > 0, "1% loss causes retransmissions");
     assert_agree(&lossy);
     // Every segment the rule dropped is sent again: the retransmissions the receiver did not
@@ -435,7 +435,7 @@ fn induced_loss_is_seen_and_matches_the_kernel() {
     let clean = run("2", &["--window", "256K"]);
     assert!(clean.complete, "{:?}", clean.errors);
     assert_agree(&clean);
-    let retrans = clean.summary.ways[0].retransmits;
+    let retrans = clean.summary.ways[0].retransmits.expect("eBPF counts retransmissions");
     let deadline = std::time::Instant::now() + Duration::from_secs(1);
     let explained = || (ns.tcp_ext(&ns.a, "TCPDSACKRecvSegs") - dsacked_before, drops() - drops_before);
     let (mut dsacked, mut dropped) = explained();

@@ -316,11 +316,12 @@ impl Aggregator {
                     let c = self.totals.cwnd_max.entry(s.way).or_insert(0);
                     *c = (*c).max(t.cwnd_bytes());
                     (
-                        Prev::delta(&mut self.prev.retrans, s.id, t.retrans_segs),
+                        Some(Prev::delta(&mut self.prev.retrans, s.id, t.retrans_segs)),
                         Some(Prev::delta(&mut self.prev.segs, s.id, t.segs_out)),
                     )
                 }
-                None => (0, None),
+                // Not read (--probe off, or the sender is the server): unknown.
+                None => (None, None),
             };
             streams.push(StreamInterval {
                 id: s.id,
@@ -382,7 +383,7 @@ impl Aggregator {
             } else {
                 None
             };
-            let mut retransmits: u64 = of_way.iter().map(|x| x.retransmits).sum();
+            let mut retransmits = of_way.iter().filter_map(|x| x.retransmits).reduce(|a, b| a + b);
             // A large test's server reported the way, not its streams: its side of the sums.
             if let Some(sw) = server_ways.iter().find(|w| w.way == way) {
                 match way {
@@ -393,7 +394,7 @@ impl Aggregator {
                     Way::Down => {
                         sent = sw.bytes;
                         sent_msgs = msgs.then_some(sw.msgs);
-                        retransmits = sw.retransmits;
+                        retransmits = Some(sw.retransmits);
                         segs = if msgs { sw.segs_out } else { None };
                     }
                 }
@@ -553,7 +554,7 @@ impl Aggregator {
             way: s.way,
             sender,
             receiver,
-            retransmits: last_tcp.map(|t| t.retrans_segs).unwrap_or(0),
+            retransmits: last_tcp.map(|t| t.retrans_segs),
             // TCP_INFO at the end: the cross-check beside eBPF, else the last poll.
             spurious_retransmits: tcp_info.or(last_tcp).and_then(|t| t.dsack_segs),
             tcp: last_tcp,
@@ -626,10 +627,10 @@ impl Aggregator {
         let msgs = self.info.counts_msgs().then(|| self.way_msgs(of_way, sent_s, receiver, &mut acc.problems));
         let merged = acc.latency.get(&way).and_then(HistSum::histogram);
         let rtt_merged = acc.rtt.get(&way).and_then(HistSum::histogram);
-        let retransmits: u64 = of_way.iter().map(|s| s.retransmits).sum();
+        let retransmits = of_way.iter().filter_map(|s| s.retransmits).reduce(|a, b| a + b);
         let segs_out: u64 = of_way.iter().filter_map(|s| s.tcp).map(|t| t.segs_out).sum();
         WaySummary {
-            retransmit_rate: (segs_out > 0).then(|| retransmits as f64 / segs_out as f64),
+            retransmit_rate: retransmits.filter(|_| segs_out > 0).map(|n| n as f64 / segs_out as f64),
             kernel_rtt: rtt_merged.map(LatencySummary::of),
             kernel_rtt_hist: rtt_merged.and_then(|h| EncodedHistogram::encode(h).ok()),
             way,
@@ -756,7 +757,7 @@ mod tests {
             a.finish(CpuUsage::default()).1
         };
         let sum = summarize(Some(3));
-        assert_eq!(sum.ways[0].retransmits, 8);
+        assert_eq!(sum.ways[0].retransmits, Some(8));
         assert_eq!(sum.ways[0].spurious_retransmits, Some(5));
         assert_eq!(sum.streams[0].spurious_retransmits, Some(2));
         let sum = summarize(None);
@@ -801,15 +802,15 @@ mod tests {
         let iv = a.intervals().to_vec();
         assert_eq!(iv.len(), 1);
         let up = &iv[0].streams[0];
-        assert_eq!((up.sent_bytes, up.received_bytes, up.retransmits), (1000, Some(990), 2));
+        assert_eq!((up.sent_bytes, up.received_bytes, up.retransmits), (1000, Some(990), Some(2)));
         assert_eq!(up.sent_msgs, None, "bulk carries no message counts");
         let down = &iv[0].streams[1];
-        assert_eq!((down.sent_bytes, down.received_bytes, down.retransmits), (500, Some(500), 1));
+        assert_eq!((down.sent_bytes, down.received_bytes, down.retransmits), (500, Some(500), Some(1)));
         assert_eq!(iv[0].sums[0].sent_bits_per_s, 8000.0);
         let w_up = &sum.ways[0];
         assert_eq!(w_up.sender.bytes, 1000);
         assert_eq!(w_up.receiver.unwrap().bytes, 1000);
-        assert_eq!(w_up.retransmits, 3);
+        assert_eq!(w_up.retransmits, Some(3));
         assert_eq!(w_up.cwnd_max_bytes, 10_000);
         let w_down = &sum.ways[1];
         assert_eq!(w_down.sender.bytes, 500);

@@ -94,6 +94,11 @@ pub struct Collect<'a> {
     /// Test → its index in the merged result's parts.
     part_of: HashMap<usize, u32>,
     errors: Vec<RunError>,
+    /// When each failed test or agent failed, seconds after T0 (negative: before the start;
+    /// an agent that never became ready failed before the order and is said at 0).
+    failed_at: HashMap<(bool, usize), f64>,
+    /// When the coordinator was interrupted, seconds after T0.
+    interrupted_at: Option<f64>,
     /// After an interruption: when tests without a result are given up.
     cancel_by: Option<u64>,
     clients: usize,
@@ -147,6 +152,8 @@ impl<'a> Collect<'a> {
             merged: None,
             part_of: HashMap::new(),
             errors: Vec::new(),
+            failed_at: HashMap::new(),
+            interrupted_at: None,
             cancel_by: None,
             clients,
             servers,
@@ -248,8 +255,7 @@ impl<'a> Collect<'a> {
             }
             AgentMsg::Started { actual_start_unix_ns, .. } => {
                 let a = &mut self.roster.agents[agent];
-                let off = a.clock.map(|c| c.offset_ns).unwrap_or(0);
-                let reference = (actual_start_unix_ns as i128 - off as i128) as u64;
+                let reference = netblast_spec::fleet::reference_start(actual_start_unix_ns, a.clock.as_ref());
                 a.actual_start = Some(a.actual_start.map_or(reference, |x| x.max(reference)));
             }
             AgentMsg::Interval { interval, .. } => {
@@ -265,6 +271,9 @@ impl<'a> Collect<'a> {
 
     /// Test `id` ended as `state`.
     fn end_test(&mut self, id: usize, state: TestState) {
+        if matches!(state, TestState::Failed(_)) {
+            self.failed_at.insert((true, id), self.since_t0());
+        }
         self.state[id] = state;
         self.gather.done(id);
     }
@@ -322,6 +331,7 @@ impl<'a> Collect<'a> {
     /// Ctrl-C: every agent cancels its tests and sends what it measured.
     fn cancel(&mut self) {
         self.roster.interrupted = true;
+        self.interrupted_at.get_or_insert(self.since_t0());
         for a in &self.roster.agents {
             if let Some(c) = &a.cmds {
                 let _ = c.send(CoordMsg::Cancel { reason: "the coordinator was interrupted".into() });
@@ -346,6 +356,7 @@ impl<'a> Collect<'a> {
             let _ = c.send(CoordMsg::Cancel { reason: why.to_string() });
         }
         a.status = Status::Failed(why.to_string());
+        self.failed_at.insert((false, agent), self.since_t0());
         for t in self.tests_of(agent) {
             if self.state[t].open() {
                 self.end_test(t, TestState::Failed(format!("its agent failed: {why}")));
@@ -353,12 +364,18 @@ impl<'a> Collect<'a> {
         }
     }
 
+    /// Now, in seconds after T0 (the instant a failure is stated at).
+    fn since_t0(&self) -> f64 {
+        (now_ns() as f64 - self.t0 as f64) / 1e9
+    }
+
     /// The fleet-wide intervals every running test has now reported, live.
     fn release_intervals(&mut self) {
         let running = self.state.iter().filter(|s| !matches!(s, TestState::Failed(_))).count();
+        let interval_s = self.roster.cfg.profile.run.interval().as_secs_f64();
         for (index, acc) in self.gather.ready() {
             let (start_s, end_s) = acc.span.unwrap_or((0.0, 0.0));
-            (self.roster.live)(FleetEvent::Interval(&FleetInterval {
+            let iv = FleetInterval {
                 index,
                 start_s,
                 end_s,
@@ -367,7 +384,10 @@ impl<'a> Collect<'a> {
                 reporting: acc.reporting,
                 running,
                 slowest: acc.slowest.map(|(a, r)| (self.roster.agents[a].address.clone(), r)),
-            }));
+            };
+            if !iv.is_short_tail(interval_s) {
+                (self.roster.live)(FleetEvent::Interval(&iv));
+            }
         }
     }
 
@@ -380,7 +400,8 @@ impl<'a> Collect<'a> {
         for (id, s) in self.state.iter().enumerate() {
             if let TestState::Failed(why) = s {
                 let source = format!("test {id}: client {}", agents[self.tests[id].client].address);
-                errors.push(RunError { at_s: 0.0, source, message: why.clone() });
+                let at_s = self.failed_at.get(&(true, id)).copied().unwrap_or(0.0);
+                errors.push(RunError { at_s, source, message: why.clone() });
             }
         }
         for (i, a) in agents.iter().enumerate().filter(|(_, a)| !a.role.is_empty()) {
@@ -389,7 +410,7 @@ impl<'a> Collect<'a> {
                     continue;
                 }
                 errors.push(RunError {
-                    at_s: 0.0,
+                    at_s: self.failed_at.get(&(false, i)).copied().unwrap_or(0.0),
                     source: format!("{} agent {}", a.role, a.address),
                     message: why.clone(),
                 });
@@ -397,7 +418,7 @@ impl<'a> Collect<'a> {
         }
         if self.roster.interrupted {
             errors.push(RunError {
-                at_s: 0.0,
+                at_s: self.interrupted_at.unwrap_or(0.0),
                 source: "coordinator".into(),
                 message: "interrupted by the user".into(),
             });
@@ -457,7 +478,7 @@ impl<'a> Collect<'a> {
         result.agents = statuses;
         if let Err(e) = merge::fill_agent_summaries(&mut result) {
             errors.push(RunError {
-                at_s: 0.0,
+                at_s: self.since_t0(),
                 source: "coordinator".into(),
                 message: format!("agents' own totals: {e}"),
             });

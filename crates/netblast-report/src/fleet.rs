@@ -60,6 +60,8 @@ pub fn render(text: &str) -> Result<String, String> {
     let mut header: Option<LogHeader> = None;
     let mut tests: BTreeMap<u32, TestLog> = BTreeMap::new();
     let mut failed_agents: Vec<(usize, String)> = Vec::new();
+    // Each agent's latest actual start, on its own clock (converted once the header is read).
+    let mut started: BTreeMap<usize, u64> = BTreeMap::new();
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     for (n, line) in lines.iter().enumerate() {
         let rec: LogRecord = match serde_json::from_str(line) {
@@ -70,7 +72,11 @@ pub fn render(text: &str) -> Result<String, String> {
         match rec {
             LogRecord::Fleet(h) => header = Some(*h),
             LogRecord::Failed { agent, why } => failed_agents.push((agent, why)),
-            LogRecord::Frame { msg, .. } => match *msg {
+            LogRecord::Frame { agent, msg, .. } => match *msg {
+                AgentMsg::Started { actual_start_unix_ns, .. } => {
+                    let e = started.entry(agent).or_insert(actual_start_unix_ns);
+                    *e = (*e).max(actual_start_unix_ns);
+                }
                 AgentMsg::Interval { id, interval } => {
                     let (bits, responses) = test_rates(&interval);
                     tests
@@ -149,7 +155,8 @@ pub fn render(text: &str) -> Result<String, String> {
             }
         }
     }
-    for iv in by_index.values() {
+    let interval_s = h.profile.run.interval().as_secs_f64();
+    for iv in by_index.values().filter(|iv| !iv.is_short_tail(interval_s)) {
         s.push_str(&interval_line(iv));
     }
     let finals: Vec<(String, &RunResult)> =
@@ -160,7 +167,22 @@ pub fn render(text: &str) -> Result<String, String> {
     }
     let refs: Vec<merge::Input<'_>> = finals.iter().map(|(n, r)| (n.as_str(), *r)).collect();
     match merge::merge(&refs) {
-        Ok(m) => {
+        Ok(mut m) => {
+            // The agents' actual starts as the coordinator took them (their Started frames, on
+            // the reference clock): the skew the fleet's own result states.
+            // Merged part j is final j, the result of test `ids[j]`, whose client is a log agent.
+            let ids: Vec<u32> = tests.iter().filter(|(_, t)| t.final_result.is_some()).map(|(id, _)| *id).collect();
+            for a in m.agents.iter_mut().filter(|a| a.role == "client") {
+                let client =
+                    a.parts.first().and_then(|&j| ids.get(j as usize)).and_then(|&id| h.tests.get(id as usize));
+                let from_log = client.and_then(|t| {
+                    let clock = h.agents.get(t.client).map(|l| &l.clock);
+                    started.get(&t.client).map(|&at| netblast_spec::fleet::reference_start(at, clock))
+                });
+                if let Some(t) = from_log {
+                    a.actual_start_unix_ns = Some(t);
+                }
+            }
             let _ = writeln!(s, "The {} final result(s) in the log, merged:", finals.len());
             s.push_str(&text::summary(&m));
         }

@@ -87,12 +87,13 @@ fn iv_span(iv: &Interval, profile: &Profile) -> String {
     }
 }
 
+/// A count with a k/M suffix in three significant digits (the number format of every output).
 fn count(n: u64) -> String {
     let v = n as f64;
-    if v >= 1e6 {
-        format!("{:.2} M", v / 1e6)
+    if v >= 999.5e3 {
+        format!("{} M", netblast_spec::units::sig3(v / 1e6))
     } else if v >= 1e3 {
-        format!("{:.1} k", v / 1e3)
+        format!("{} k", netblast_spec::units::sig3(v / 1e3))
     } else {
         format!("{n}")
     }
@@ -159,14 +160,8 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
             ),
         }
     };
-    // A short tail (the stragglers after the last tick) lists only what moved in it: a line of
-    // zeros for a flow that had finished reads as a stalled one ("0.0 /s sent").
-    let tail = secs < profile.run.interval().as_secs_f64() * 0.1;
-    let idle = |sent: u64, recv: Option<u64>, q: Option<&netblast_spec::result::UdpQuality>| {
-        tail && sent == 0 && recv.unwrap_or(0) == 0 && q.is_none_or(|q| q.received == 0 && q.lost == 0)
-    };
     if streams.len() > 1 && streams.len() <= MAX_STREAM_LINES {
-        for st in iv.streams.iter().filter(|st| !idle(st.sent_msgs.unwrap_or(0), st.received_msgs, st.udp.as_ref())) {
+        for st in &iv.streams {
             s.push_str(&line(
                 id_col(st.id),
                 st.sent_msgs.unwrap_or(0),
@@ -180,7 +175,7 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
             ));
         }
     }
-    for w in iv.sums.iter().filter(|w| !idle(w.sent_msgs.unwrap_or(0), w.received_msgs, w.udp.as_ref())) {
+    for w in &iv.sums {
         s.push_str(&line(
             label(w.way, iv.sums.len()).to_string(),
             w.sent_msgs.unwrap_or(0),
@@ -220,7 +215,12 @@ fn http_interval(iv: &Interval, profile: &Profile) -> String {
 }
 
 /// One interval as text: per-stream lines (when few), then one line per way.
+/// A short tail prints nothing: the result folds it into the interval before (a live view
+/// cannot, and leaves it to the summary).
 pub fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String {
+    if iv.is_short_tail(profile.run.interval().as_secs_f64()) {
+        return String::new();
+    }
     if profile.kind() == Kind::Http {
         return http_interval(iv, profile);
     }
@@ -456,12 +456,18 @@ fn msg_summary(s: &mut String, r: &RunResult) {
                     let _ = writeln!(
                         s,
                         "      receiver (sequence numbers): {} reordered, {} duplicated, jitter {} (RFC 3550); \
-                         sent {}, received {}",
+                         sent {} over {:.2} s, received {}",
                         q.out_of_order,
                         q.duplicates,
                         fmt_ns(q.jitter_ns),
                         fmt_bits_per_s(w.sender.bits_per_s),
-                        w.receiver.map(|r| fmt_bits_per_s(r.bits_per_s)).unwrap_or_else(|| "-".into()),
+                        w.sender.seconds,
+                        // Each rate over its own side's span (the receiver's ends at its last
+                        // datagram, later than the sender's last send): said, so equal counts
+                        // at two rates read as what they are.
+                        w.receiver
+                            .map(|r| format!("{} over {:.2} s", fmt_bits_per_s(r.bits_per_s), r.seconds))
+                            .unwrap_or_else(|| known::<u64>(None)),
                     );
                 }
                 if let Some(segs) = m.segs_out_per_s {
@@ -533,6 +539,9 @@ fn msg_summary(s: &mut String, r: &RunResult) {
     }
 }
 
+/// The least CPU time a figure per CPU-second is computed over (five 10 ms clock ticks).
+const MIN_CPU_S: f64 = 0.05;
+
 /// A latency summary on one line: min, mean, stdev, the percentiles, max.
 fn pcts(l: &LatencySummary) -> String {
     format!(
@@ -600,10 +609,12 @@ fn http_summary(s: &mut String, r: &RunResult) {
     let failed = h.sent.saturating_sub(h.completed);
     let _ = writeln!(
         s,
-        "  Requests:     {} sent, {} completed, {failed} failed; {:.2}% succeeded (status < 400)",
+        "  Requests:     {} sent, {} completed, {failed} failed; {} succeeded ({}%, status {})",
         h.sent,
         h.completed,
-        h.success_ratio * 100.0
+        h.succeeded,
+        netblast_spec::units::sig3(h.success_ratio * 100.0),
+        r.plan.profile.workload.http().map(|x| x.expected().to_string()).unwrap_or_default()
     );
     match h.target_rate {
         Some(t) => {
@@ -906,21 +917,34 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
         None => r.summary.ways.iter().map(|w| w.msgs.map(|m| m.sent)).sum(),
     };
     let unit = r.plan.profile.kind().unit();
-    match msgs {
+    // Below 50 ms of CPU (five clock ticks) a figure per CPU-second is mostly rounding: unknown.
+    let per_cpu = |amount: f64, cpu_s: f64, fmt: &dyn Fn(f64) -> String| {
+        if cpu_s >= MIN_CPU_S {
+            fmt(amount / cpu_s)
+        } else {
+            "\u{2014}".to_string()
+        }
+    };
+    let bits = |v: f64| format!("{:.1} Gbit", v / 1e9);
+    let n = |v: f64| format!("{} {unit}", count(v.round() as u64));
+    let total_bits: f64 = c.bits_per_client_cpu_s * c.client.cpu_s();
+    let (amount, fmt): (f64, &dyn Fn(f64) -> String) = match msgs {
         // Message kinds: the cost that matters is per message.
-        Some(n) => {
-            let per = |cpu_s: f64| if cpu_s > 0.0 { n as f64 / cpu_s } else { 0.0 };
-            let _ = write!(cpu, "; {} {unit} per client CPU-second", count(per(c.client.cpu_s()).round() as u64));
-            if let Some(sv) = &c.server {
-                let _ = write!(cpu, ", {} per server CPU-second", count(per(sv.cpu_s()).round() as u64));
-            }
+        Some(m) => (m as f64, &n),
+        None => (total_bits, &bits),
+    };
+    let _ = write!(cpu, "; {} per client CPU-second", per_cpu(amount, c.client.cpu_s(), fmt));
+    if let Some(sv) = &c.server {
+        let server_amount = match msgs {
+            Some(_) => Some(amount),
+            None => c.bits_per_server_cpu_s.map(|b| b * sv.cpu_s()),
+        };
+        if let Some(a) = server_amount {
+            let _ = write!(cpu, ", {} per server CPU-second", per_cpu(a, sv.cpu_s(), fmt));
         }
-        None => {
-            let _ = write!(cpu, "; {:.1} Gbit per client CPU-second", c.bits_per_client_cpu_s / 1e9);
-            if let Some(b) = c.bits_per_server_cpu_s {
-                let _ = write!(cpu, ", {:.1} per server CPU-second", b / 1e9);
-            }
-        }
+    }
+    if c.client.cpu_s() < MIN_CPU_S || c.server.as_ref().is_some_and(|sv| sv.cpu_s() < MIN_CPU_S) {
+        let _ = write!(cpu, " (\u{2014}: under {} ms of CPU, too little to divide by)", MIN_CPU_S * 1e3);
     }
     let _ = writeln!(s, "{cpu}");
     if let Some(fb) = r.probe.fallback_reason.as_ref().filter(|_| r.probe.tcp_source != "off") {
@@ -1114,53 +1138,28 @@ mod tests {
     }
 
     #[test]
-    fn a_short_tail_interval_shows_its_real_length() {
-        // Found in a run: "3.00-3.00 sec 2.30 MBytes 72.02 Gbits/sec".
-        let (iv, streams, profile) = bulk_interval(3.0, 3.0003, 600_000, 600_000);
-        let out = interval(&iv, &streams, &profile);
-        assert!(out.lines().all(|l| l.contains("3.0000-3.0003 ")), "{out}");
-        let (iv, streams, profile) = bulk_interval(3.0, 3.004, 600_000, 600_000);
-        assert!(interval(&iv, &streams, &profile).contains("3.0000-3.0040 "));
-        let (iv, streams, profile) = bulk_interval(2.0, 3.0, 600_000, 600_000);
-        assert!(interval(&iv, &streams, &profile).contains("  2.00-3.00   sec"));
-    }
-
-    #[test]
-    fn a_short_udp_tail_lists_only_what_moved() {
-        // Found in a run (--udp --bidir): the tail after the last tick printed "0.0 /s" lines
-        // for the way that had finished, beside the other way's one straggler.
-        let (mut profile, _) = Profile::load("udp-1g").unwrap();
-        profile.run.interval = Some(netblast_spec::units::Dur(std::time::Duration::from_secs(1)));
-        let q = |received, lost| netblast_spec::result::UdpQuality { received, lost, ..Default::default() };
-        let stream = |id, received: u64, udp| StreamInterval {
-            id,
-            sent_msgs: Some(0),
-            received_msgs: Some(received),
-            udp,
-            ..Default::default()
-        };
-        let way = |way, received: u64, udp| WayInterval {
-            sent_msgs: Some(0),
-            received_msgs: Some(received),
-            udp,
-            ..empty_way(way)
-        };
-        let streams = vec![stream_info(0, Way::Up), stream_info(1, Way::Down)];
-        let mut iv = Interval {
-            index: 2,
-            start_s: 2.0,
-            end_s: 2.0105,
-            streams: vec![stream(0, 0, None), stream(1, 1, Some(q(1, 0)))],
-            sums: vec![way(Way::Up, 0, None), way(Way::Down, 1, Some(q(1, 0)))],
-            http: None,
-        };
-        let out = interval(&iv, &streams, &profile);
-        let lines: Vec<&str> = out.lines().collect();
-        assert_eq!(lines.len(), 2, "{out}");
-        assert!(lines[0].starts_with("[  1]") && lines[1].starts_with("[DN ]"), "{out}");
-        // A full interval keeps every line: a flow at zero there is a stalled one.
-        iv.end_s = 3.0;
-        assert_eq!(interval(&iv, &streams, &profile).lines().count(), 4);
+    fn a_short_tail_is_folded_and_never_printed_with_its_own_rate() {
+        // Found in runs: "[SUM] 2.0000-2.0093 sec ... 48.81 Gbits/sec", "3.00-3.00 sec 2.30 MBytes
+        // 72.02 Gbits/sec": a rate over a few milliseconds.
+        let (before, streams, profile) = bulk_interval(2.0, 3.0, 600_000, 600_000);
+        let (mut tail, _, _) = bulk_interval(3.0, 3.004, 60_000, 60_000);
+        tail.index = before.index + 1;
+        assert_eq!(interval(&tail, &streams, &profile), "", "a live view leaves the tail to the summary");
+        let mut ivs = vec![before, tail];
+        assert!(netblast_spec::merge::fold_short_tail(&mut ivs, 1.0).unwrap());
+        assert_eq!(ivs.len(), 1);
+        let out = interval(&ivs[0], &streams, &profile);
+        // 660 000 bytes per stream over 1.004 s, the joined span.
+        assert!(out.contains("  2.00-3.00   sec") && out.contains(&fmt_bits_per_s(660_000.0 * 8.0 / 1.004)), "{out}");
+        // A whole interval is never folded, and a run of one short interval keeps it.
+        let (a, _, _) = bulk_interval(2.0, 3.0, 1, 1);
+        let (mut b, _, _) = bulk_interval(3.0, 4.0, 1, 1);
+        b.index = a.index + 1;
+        let mut ivs = vec![a, b];
+        assert!(!netblast_spec::merge::fold_short_tail(&mut ivs, 1.0).unwrap());
+        let (mut only, _, _) = bulk_interval(0.0, 0.004, 1, 1);
+        only.index = 0;
+        assert!(interval(&only, &streams, &profile).contains("0.0000-0.0040 "));
     }
 
     #[test]

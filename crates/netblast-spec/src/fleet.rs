@@ -298,3 +298,20 @@ pub struct FleetInterval {
     /// responses/s for http).
     pub slowest: Option<(String, f64)>,
 }
+
+impl FleetInterval {
+    /// The stragglers after the last tick (shorter than a tenth of the reporting interval):
+    /// never printed as a line of their own (a rate over "3.00-3.00 sec" misleads); the merged
+    /// result folds them into the interval before.
+    pub fn is_short_tail(&self, interval_s: f64) -> bool {
+        self.index > 0 && self.end_s - self.start_s < interval_s * 0.1
+    }
+}
+
+/// An agent's actual start on the reference clock: its own wall clock's reading less the
+/// offset the coordinator measured. The one conversion behind the start skew of a fleet's
+/// result and of its log's replay.
+pub fn reference_start(actual_unix_ns: u64, clock: Option<&crate::result::ClockInfo>) -> u64 {
+    let off = clock.map(|c| c.offset_ns).unwrap_or(0);
+    (actual_unix_ns as i128 - off as i128).max(0) as u64
+}

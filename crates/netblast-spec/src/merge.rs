@@ -394,6 +394,7 @@ fn merge_intervals(inputs: &[Input<'_>], places: &[Place]) -> Result<Vec<Interva
             by_index.entry(iv.index.saturating_add(places[j].offset)).or_default().push((j, iv));
         }
     }
+    let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
     let mut out = Vec::with_capacity(by_index.len());
     for (index, group) in by_index {
         let start_s = group.iter().map(|(j, iv)| places[*j].shift_s + iv.start_s).fold(f64::INFINITY, f64::min);
@@ -411,19 +412,86 @@ fn merge_intervals(inputs: &[Input<'_>], places: &[Place]) -> Result<Vec<Interva
                 .flat_map(|(j, iv)| iv.sums.iter().filter(|w| w.way == way).map(move |w| (*j, w)))
                 .collect();
             if !of_way.is_empty() {
-                sums.push(merge_way_interval(inputs, way, &of_way, secs)?);
+                sums.push(merge_way_interval(&names, way, &of_way, secs)?);
             }
         }
         let http_parts: Vec<(usize, &HttpInterval)> =
             group.iter().filter_map(|(j, iv)| iv.http.as_ref().map(|h| (*j, h))).collect();
-        let http = if http_parts.is_empty() { None } else { Some(merge_http_interval(inputs, &http_parts, secs)?) };
+        let http = if http_parts.is_empty() { None } else { Some(merge_http_interval(&names, &http_parts, secs)?) };
         out.push(Interval { index, start_s, end_s, streams, sums, http });
     }
     Ok(out)
 }
 
+/// Folds a last interval shorter than a tenth of the reporting interval (the stragglers after
+/// the last tick) into the one before it, so no rate is printed over a few milliseconds: its
+/// counts are added, its histograms merged, the rates taken over the joined span. Every
+/// rendering then shows the same intervals. Returns whether it folded.
+pub fn fold_short_tail(intervals: &mut Vec<Interval>, interval_s: f64) -> Result<bool, MergeError> {
+    let n = intervals.len();
+    if n < 2 || !intervals[n - 1].is_short_tail(interval_s) {
+        return Ok(false);
+    }
+    let (prev, tail) = (&intervals[n - 2], &intervals[n - 1]);
+    let (start_s, end_s) = (prev.start_s, tail.end_s.max(prev.end_s));
+    let secs = end_s - start_s;
+    let names = ["the interval", "its tail"];
+    let mut streams = prev.streams.clone();
+    for t in &tail.streams {
+        match streams.iter_mut().find(|s| s.id == t.id) {
+            Some(s) => add_stream_interval(s, t)?,
+            None => streams.push(t.clone()),
+        }
+    }
+    let mut sums = Vec::new();
+    for way in [Way::Up, Way::Down] {
+        let of_way: Vec<(usize, &WayInterval)> = [prev, tail]
+            .iter()
+            .enumerate()
+            .flat_map(|(j, iv)| iv.sums.iter().filter(|w| w.way == way).map(move |w| (j, w)))
+            .collect();
+        if !of_way.is_empty() {
+            sums.push(merge_way_interval(&names, way, &of_way, secs)?);
+        }
+    }
+    let http_parts: Vec<(usize, &HttpInterval)> =
+        [prev, tail].iter().enumerate().filter_map(|(j, iv)| iv.http.as_ref().map(|h| (j, h))).collect();
+    let mut http = if http_parts.is_empty() { None } else { Some(merge_http_interval(&names, &http_parts, secs)?) };
+    // One schedule over the joined span: its rate is the time-weighted mean of the two.
+    if let (Some(h), Some(a), Some(b)) =
+        (http.as_mut(), prev.http.as_ref().and_then(|h| h.target_rate), tail.http.as_ref().and_then(|h| h.target_rate))
+    {
+        let (sa, sb) = (prev.end_s - prev.start_s, tail.end_s - tail.start_s);
+        h.target_rate = Some(rate(a * sa + b * sb, sa + sb));
+    }
+    let index = prev.index;
+    intervals.truncate(n - 2);
+    intervals.push(Interval { index, start_s, end_s, streams, sums, http });
+    Ok(true)
+}
+
+/// Adds a stream's tail to its interval: counts added (a receiver count only when both have
+/// one), the later kernel statistics kept, histograms merged.
+fn add_stream_interval(s: &mut StreamInterval, t: &StreamInterval) -> Result<(), MergeError> {
+    let mut lat = HistAcc::new("interval latency");
+    lat.add("the interval", s.latency_hist.as_ref())?;
+    lat.add("its tail", t.latency_hist.as_ref())?;
+    s.sent_bytes += t.sent_bytes;
+    s.received_bytes = sum_all([s.received_bytes, t.received_bytes].into_iter());
+    s.retransmits = sum_any([s.retransmits, t.retransmits].into_iter());
+    s.tcp = t.tcp.or(s.tcp);
+    s.sent_msgs = sum_any([s.sent_msgs, t.sent_msgs].into_iter());
+    s.received_msgs = sum_all([s.received_msgs, t.received_msgs].into_iter());
+    s.segs_out = sum_any([s.segs_out, t.segs_out].into_iter());
+    s.latency = lat.summary();
+    s.latency_hist = lat.encoded();
+    s.udp = crate::result::UdpQuality::sum(s.udp.iter().chain(t.udp.iter()));
+    s.failed = sum_any([s.failed, t.failed].into_iter());
+    Ok(())
+}
+
 fn merge_way_interval(
-    inputs: &[Input<'_>],
+    names: &[&str],
     way: Way,
     parts: &[(usize, &WayInterval)],
     secs: f64,
@@ -431,7 +499,7 @@ fn merge_way_interval(
     let per_s = |n: u64| rate(n as f64, secs);
     let mut lat = HistAcc::new("interval latency");
     for (j, w) in parts {
-        lat.add(inputs[*j].0, w.latency_hist.as_ref())?;
+        lat.add(names[*j], w.latency_hist.as_ref())?;
     }
     let sent: u64 = parts.iter().map(|(_, w)| w.sent_bytes).sum();
     let received = sum_all(parts.iter().map(|(_, w)| w.received_bytes));
@@ -459,14 +527,14 @@ fn merge_way_interval(
 }
 
 fn merge_http_interval(
-    inputs: &[Input<'_>],
+    names: &[&str],
     parts: &[(usize, &HttpInterval)],
     secs: f64,
 ) -> Result<HttpInterval, MergeError> {
     let mut lat = HistAcc::new("interval latency");
     let mut status: BTreeMap<String, u64> = BTreeMap::new();
     for (j, h) in parts {
-        lat.add(inputs[*j].0, h.latency_hist.as_ref())?;
+        lat.add(names[*j], h.latency_hist.as_ref())?;
         for (k, v) in &h.status {
             *status.entry(k.clone()).or_default() += v;
         }

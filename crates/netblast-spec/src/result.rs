@@ -407,6 +407,15 @@ pub struct Interval {
     pub http: Option<HttpInterval>,
 }
 
+impl Interval {
+    /// A last interval shorter than a tenth of the reporting interval (the stragglers after the
+    /// last tick): its rate would mislead, so it is folded into the interval before it
+    /// ([`crate::merge::fold_short_tail`]) and never shown on its own.
+    pub fn is_short_tail(&self, interval_s: f64) -> bool {
+        self.index > 0 && self.end_s - self.start_s < interval_s * 0.1
+    }
+}
+
 /// HTTP figures of one interval.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HttpInterval {

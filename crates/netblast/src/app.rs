@@ -66,7 +66,9 @@ fn request(a: &RunArgs) -> Result<Request, AppError> {
 fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     let token = crate::cli::load_token(a.token_file.as_deref())?;
     let resolved = netblast_engine::run::resolve(request(a)?).map_err(AppError::client)?;
-    for w in &resolved.warnings {
+    let human = !a.json && !a.quiet;
+    // A person reading the live header sees them there, among the plan's notes: once.
+    for w in resolved.warnings.iter().filter(|_| !human) {
         eprintln!("netblast: warning: {w}");
     }
     let plan = resolved.plan;
@@ -74,7 +76,6 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
         Probe::open_with(a.probe, a.probe_stats).map_err(|e| AppError::run(anyhow::anyhow!("--probe ebpf: {e}")))?;
     let flags = RunFlags::new();
     let sig = crate::signals::watch_signals(flags.clone());
-    let human = !a.json && !a.quiet;
     let mut live = out::RunLive::new(&plan.profile, plan.time_bound.get(), human, a.output.as_deref())?;
     let opts = netblast_engine::run::api::RunOptions { token, ..Default::default() };
     let outcome = netblast_engine::run::run(&plan, resolved.peer, &probe, &flags, &opts, &mut |ev| live.event(ev));

@@ -90,24 +90,43 @@ impl Applied {
         self.applied() < self.asked
     }
 
-    /// One line for the report: the size in effect, and what to do when it was clamped.
+    /// The autotuning maximum of this buffer on this host (the third field of
+    /// `net.ipv4.tcp_wmem` or `tcp_rmem`): what the kernel grows an unset buffer to.
+    fn autotune_max(&self) -> Option<u64> {
+        let name = if self.option == "SO_SNDBUF" { "tcp_wmem" } else { "tcp_rmem" };
+        std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}")).ok()?.split_whitespace().nth(2)?.parse().ok()
+    }
+
+    /// One line for the report: the size in effect; when the kernel clamped it, the sysctl to
+    /// raise and to what; when the size in effect is below what autotuning would reach here,
+    /// that the fixed buffer is the smaller one (a fixed size turns autotuning off).
     pub fn describe(&self) -> String {
         let b = netblast_spec::units::fmt_bytes;
-        if self.clamped() {
+        let mut out = if self.clamped() {
             let cap = std::fs::read_to_string(format!("/proc/sys/{}", self.sysctl.replace('.', "/")))
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| "?".into());
             format!(
-                "{} asked {}, the kernel applied {} ({} = {cap}; raise it to {} or more, as root, for the size asked)",
+                "{} asked {}, the kernel applied {} ({} = {cap}; as root, sysctl -w {}={} for the size asked)",
                 self.option,
                 b(self.asked),
                 b(self.applied()),
+                self.sysctl,
                 self.sysctl,
                 self.asked
             )
         } else {
             format!("{} {} applied (the kernel reports {})", self.option, b(self.asked), b(self.reported))
+        };
+        if let Some(auto) = self.autotune_max().filter(|&m| self.applied() < m) {
+            let name = if self.option == "SO_SNDBUF" { "tcp_wmem" } else { "tcp_rmem" };
+            out.push_str(&format!(
+                "; below the {} autotuning reaches on this host without it (net.ipv4.{name} max): a fixed \
+                 buffer turns autotuning off, so a long path may be slower with it than without",
+                b(auto)
+            ));
         }
+        out
     }
 }
 

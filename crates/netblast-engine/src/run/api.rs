@@ -196,6 +196,13 @@ impl Envelope {
     /// The result of `plan` with these measurements.
     pub fn result(self, plan: &Plan, m: Measured) -> RunResult {
         let client = crate::os::sys::host_info();
+        // A tail of a few milliseconds after the last tick joins the interval before it (in
+        // every rendering, since they all read these intervals); the live view skipped it.
+        let mut intervals = m.intervals;
+        if let Err(e) = netblast_spec::merge::fold_short_tail(&mut intervals, plan.profile.run.interval().as_secs_f64())
+        {
+            tracing::debug!("the short last interval stays apart: {e}");
+        }
         RunResult {
             schema: SCHEMA.to_string(),
             netblast_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -217,7 +224,7 @@ impl Envelope {
             probe: self.probe,
             server_probe: self.server_probe,
             streams: m.streams,
-            intervals: m.intervals,
+            intervals,
             summary: m.summary,
             parts: Vec::new(),
             agents: Vec::new(),

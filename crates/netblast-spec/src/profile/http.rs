@@ -96,6 +96,65 @@ pub struct HttpSection {
     /// Largest response body to read; longer bodies are read and counted, not kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_body: Option<ByteSize>,
+    /// The status codes that count as succeeded: `2xx` (default), ranges and codes joined by
+    /// commas (`200-399`, `2xx,304`). Others are completed responses, not successes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_status: Option<String>,
+}
+
+/// The status codes a profile expects (`http.expect_status`), parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusSet(Vec<(u16, u16)>);
+
+impl StatusSet {
+    /// Parses `2xx`, `200-399`, `204` and lists of them joined by commas.
+    pub fn parse(text: &str) -> Result<StatusSet, String> {
+        let code = |t: &str| -> Result<u16, String> {
+            t.trim()
+                .parse::<u16>()
+                .ok()
+                .filter(|c| (100..=599).contains(c))
+                .ok_or_else(|| format!("{t:?} is not a status code (100..599)"))
+        };
+        let mut out = Vec::new();
+        for item in text.split(',').map(str::trim) {
+            let range = if let Some(d) = item.strip_suffix("xx").filter(|d| d.len() == 1) {
+                let c = code(&format!("{d}00"))?;
+                (c, c + 99)
+            } else if let Some((a, b)) = item.split_once('-') {
+                let (a, b) = (code(a)?, code(b)?);
+                if a > b {
+                    return Err(format!("{item:?}: the range is empty"));
+                }
+                (a, b)
+            } else {
+                let c = code(item)?;
+                (c, c)
+            };
+            out.push(range);
+        }
+        Ok(StatusSet(out))
+    }
+
+    /// Whether `status` is expected.
+    pub fn contains(&self, status: u16) -> bool {
+        self.0.iter().any(|(a, b)| (*a..=*b).contains(&status))
+    }
+}
+
+impl std::fmt::Display for StatusSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let items: Vec<String> = self
+            .0
+            .iter()
+            .map(|&(a, b)| match (a, b) {
+                (a, b) if a == b => a.to_string(),
+                (a, b) if a % 100 == 0 && b == a + 99 => format!("{}xx", a / 100),
+                (a, b) => format!("{a}-{b}"),
+            })
+            .collect();
+        f.write_str(&items.join(","))
+    }
 }
 
 fn default_urls() -> Vec<String> {
@@ -146,6 +205,7 @@ impl Default for HttpSection {
             cacert: None,
             sni: None,
             max_body: None,
+            expect_status: None,
         }
     }
 }
@@ -155,6 +215,11 @@ impl HttpSection {
     pub const DEFAULT_CONNECTIONS: u32 = 10;
     /// Default per-request timeout.
     pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+    /// The status codes that count as succeeded (default 2xx).
+    pub fn expected(&self) -> StatusSet {
+        self.expect_status.as_deref().and_then(|t| StatusSet::parse(t).ok()).unwrap_or(StatusSet(vec![(200, 299)]))
+    }
 
     /// The per-request timeout in effect.
     pub fn timeout(&self) -> std::time::Duration {
@@ -212,6 +277,9 @@ impl HttpSection {
         }
         if self.streams > 1 && !self.keepalive {
             return Err(("http.streams", "several streams share a connection: not with keepalive off".into()));
+        }
+        if let Some(t) = &self.expect_status {
+            StatusSet::parse(t).map_err(|e| ("http.expect_status", e))?;
         }
         if self.requests == Some(0) {
             return Err(("http.requests", "must be greater than 0".into()));

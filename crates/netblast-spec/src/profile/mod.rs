@@ -17,7 +17,7 @@ mod workload;
 
 pub use bulk::{BulkSection, Direction, SendMode, Way};
 pub use cps::{CloseMode, CpsSection};
-pub use http::{HttpSection, HttpVersion, RateStep};
+pub use http::{HttpSection, HttpVersion, RateStep, StatusSet};
 pub use msgrate::{MsgrateSection, Protocol, Receivers, RecvMode};
 pub use overrides::{is_url, Overrides};
 pub use rr::{RrSection, WaitMode};

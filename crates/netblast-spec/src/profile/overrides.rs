@@ -147,6 +147,9 @@ pub struct Overrides {
     /// http: open a new connection (and TLS handshake) for every request.
     #[cfg_attr(feature = "clap", arg(long))]
     pub no_keepalive: bool,
+    /// http: the status codes that count as succeeded (default 2xx; e.g. 200-399, 2xx,304).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "CODES"))]
+    pub expect_status: Option<String>,
     /// http: stop after this many requests in total.
     #[cfg_attr(feature = "clap", arg(long, short = 'n'))]
     pub requests: Option<u64>,
@@ -257,6 +260,7 @@ impl Overrides {
             ("--connections", self.connections.is_some(), HTTP),
             ("--streams", self.streams.is_some(), HTTP),
             ("--no-keepalive", self.no_keepalive, HTTP),
+            ("--expect-status", self.expect_status.is_some(), HTTP),
             ("--requests", self.requests.is_some(), HTTP),
             ("--rate", self.rate.is_some(), HTTP_CPS),
             ("--ramp", self.ramp.is_some(), HTTP),
@@ -433,6 +437,9 @@ impl Overrides {
         set(&mut h.streams, self.streams);
         if self.no_keepalive {
             h.keepalive = false;
+        }
+        if self.expect_status.is_some() {
+            h.expect_status = self.expect_status.clone();
         }
         if let Some(n) = self.requests {
             h.requests = Some(n);

@@ -325,6 +325,7 @@ impl Setup {
             version: h.version,
             tls,
             keepalive: h.keepalive,
+            expected: h.expected(),
             timeout: h.timeout(),
             interval: plan.profile.run.interval(),
             bound,
@@ -486,7 +487,7 @@ fn summarize(setup: &Setup, c: &Collected, bound: Duration) -> HttpSummary {
 /// The run's errors: the workers', an interruption, the aggregator's, and a run in which not
 /// one request got a response (failed requests are results, not run errors; but such a run
 /// measured nothing of the server).
-fn run_errors(c: &mut Collected, summary: &HttpSummary, interrupted_at: Option<f64>) -> Vec<RunError> {
+fn run_errors(c: &mut Collected, summary: &HttpSummary, expected: &str, interrupted_at: Option<f64>) -> Vec<RunError> {
     let mut errors = std::mem::take(&mut c.errors);
     if let Some(at_s) = interrupted_at {
         errors.push(RunError { at_s, source: "client".into(), message: "interrupted by the user".into() });
@@ -506,6 +507,17 @@ fn run_errors(c: &mut Collected, summary: &HttpSummary, interrupted_at: Option<f
             } else {
                 format!("every request failed: {}", why.join("; "))
             },
+        });
+    } else if summary.succeeded == 0 {
+        // Responses, but none the profile expects: a failed run, as a bulk run that moved nothing.
+        let codes: Vec<String> = summary.status_codes.iter().map(|(k, n)| format!("[{k}] {n}")).collect();
+        errors.push(RunError {
+            at_s: summary.seconds,
+            source: "client".into(),
+            message: format!(
+                "no response had an expected status ({expected}): {} (--expect-status sets what succeeds)",
+                codes.join(" ")
+            ),
         });
     }
     errors
@@ -556,7 +568,8 @@ pub fn run(
         }
     }
     let http = summarize(&setup, &c, plan.time_bound.get());
-    let errors = run_errors(&mut c, &http, flags.interrupted().then(|| start.elapsed().as_secs_f64()));
+    let expected = plan.profile.workload.http().map(|h| h.expected().to_string()).unwrap_or_default();
+    let errors = run_errors(&mut c, &http, &expected, flags.interrupted().then(|| start.elapsed().as_secs_f64()));
     let bits = (http.bytes_sent + http.bytes_received) as f64 * 8.0;
     let envelope = Envelope {
         test_id,

@@ -66,6 +66,8 @@ pub struct Job {
     pub tls: Option<Arc<rustls::ClientConfig>>,
     /// Reuse connections.
     pub keepalive: bool,
+    /// The status codes that count as succeeded.
+    pub expected: netblast_spec::profile::StatusSet,
     /// Per-request timeout.
     pub timeout: Duration,
     /// Reporting interval.
@@ -290,7 +292,10 @@ async fn tick_loop(
             em.emit(&state, index, (end - start).as_secs_f64());
         }
         if finished.get() {
-            let end_s = now.duration_since(start).as_secs_f64().max(em.last_s);
+            // The tail ends with the worker's last response, as the summary's span does (not
+            // at this wake-up, up to 20 ms later): one span, one rate.
+            let done = state.borrow().run.last_done_s;
+            let end_s = if done > em.last_s { done } else { now.duration_since(start).as_secs_f64().max(em.last_s) };
             if em.pending(&state) {
                 em.emit(&state, ticker.index(), end_s);
             }
@@ -514,7 +519,7 @@ async fn exec(conn: &Conn, p: &Prepared, job: &Job, t_ref: Instant, t_ref_is_now
         Ok(Ok((status, t_headers))) => {
             st.interval.completed += 1;
             *st.interval.status.entry(status).or_default() += 1;
-            if status < 400 {
+            if job.expected.contains(status) {
                 st.run.succeeded += 1;
             }
             hist::record_ns(&mut st.interval.latency, t_done.duration_since(t_ref).as_nanos() as u64);

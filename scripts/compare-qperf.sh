@@ -52,10 +52,10 @@ nb() { # name args...
 for r in $(seq 1 "$ROUNDS"); do
   if (( r % 2 )); then
     qp "qbw-$r" tcp_bw -m 1; nb "nbw-$r" --profile pps-8core --flows 1
-    nb "nbb-$r" --profile pps-8core --flows 1 --batch 64 --recv batch
+    nb "nbb-$r" --profile pps-8core --flows 1 --batch 64 --recv batch --eor false
     qp "qlat-$r" tcp_lat; nb "nlat-$r" --profile latency; nb "nlatb-$r" --profile latency --wait block
   else
-    nb "nbb-$r" --profile pps-8core --flows 1 --batch 64 --recv batch
+    nb "nbb-$r" --profile pps-8core --flows 1 --batch 64 --recv batch --eor false
     nb "nbw-$r" --profile pps-8core --flows 1; qp "qbw-$r" tcp_bw -m 1
     nb "nlatb-$r" --profile latency --wait block; nb "nlat-$r" --profile latency; qp "qlat-$r" tcp_lat
   fi

@@ -50,6 +50,8 @@ pub struct MsgConfig {
     pub msg_bytes: usize,
     /// Messages per `sendmmsg` (1: one `send` per message).
     pub batch: usize,
+    /// TCP: each message ends a record (`MSG_EOR`), a segment of its own.
+    pub eor: bool,
     /// TCP receivers read one message per call (qperf's receiver) instead of what has arrived.
     pub recv_each: bool,
     /// UDP: bits per second each sender paces its datagrams to; `None`: as fast as it can.
@@ -70,6 +72,7 @@ pub fn spawn(end: &End<'_>, m: &MsgrateSection, conns: Vec<Conn>) -> io::Result<
     let cfg = Arc::new(MsgConfig {
         msg_bytes: m.msg_bytes.bytes() as usize,
         batch: m.batch as usize,
+        eor: m.eor,
         recv_each: m.recv == netblast_spec::profile::RecvMode::Each,
         bitrate: m.bitrate.map(|b| b.bits_per_s()),
         sequenced: m.protocol == netblast_spec::profile::Protocol::Udp
@@ -150,6 +153,7 @@ fn tcp_send(
     net::set_timeouts(fd, WAKE).map_err(|e| io_msg(&e))?;
     let payload = vec![0x5au8; cfg.msg_bytes];
     let mut batch = (cfg.batch > 1).then(|| SendBatch::new(&payload, cfg.batch));
+    let send_flags = if cfg.eor { libc::MSG_EOR } else { 0 };
     let msg = cfg.msg_bytes as u64;
     let result = loop {
         let now = Instant::now();
@@ -160,8 +164,8 @@ fn tcp_send(
         let mut failed = None;
         for _ in 0..16 {
             let r = match batch.as_mut() {
-                Some(b) => b.send(fd).map(|(_, bytes)| bytes),
-                None => net::send(fd, &payload, 0).map(|n| n as u64),
+                Some(b) => b.send(fd, send_flags).map(|(_, bytes)| bytes),
+                None => net::send(fd, &payload, send_flags).map(|n| n as u64),
             };
             match r {
                 Ok(bytes) => m.bytes += bytes,
@@ -295,7 +299,7 @@ fn udp_send(
                 }
                 b.send(fd, k)
             }
-            Batch::Same(b) => b.send(fd),
+            Batch::Same(b) => b.send(fd, 0),
         };
         match sent {
             Ok((done, bytes)) => {

@@ -146,11 +146,13 @@ impl SendBatch {
         SendBatch { _payload: payload, iovs, hdrs }
     }
 
-    /// Sends the batch with one `sendmmsg`; returns (messages sent, bytes sent).
-    pub fn send(&mut self, fd: RawFd) -> io::Result<(usize, u64)> {
+    /// Sends the batch with one `sendmmsg` (`flags` for each message, `MSG_EOR` say); returns
+    /// (messages sent, bytes sent).
+    pub fn send(&mut self, fd: RawFd, flags: libc::c_int) -> io::Result<(usize, u64)> {
         debug_assert_eq!(self.iovs.len(), self.hdrs.len());
         // SAFETY: `hdrs` holds `len` valid headers whose iovecs point into live buffers.
-        let rc = unsafe { libc::sendmmsg(fd, self.hdrs.as_mut_ptr(), self.hdrs.len() as u32, libc::MSG_NOSIGNAL) };
+        let rc =
+            unsafe { libc::sendmmsg(fd, self.hdrs.as_mut_ptr(), self.hdrs.len() as u32, flags | libc::MSG_NOSIGNAL) };
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -336,7 +338,7 @@ mod tests {
         a.connect(b.local_addr().unwrap()).unwrap();
         b.connect(a.local_addr().unwrap()).unwrap();
         let mut s = SendBatch::new(&[7u8; 3], 10);
-        assert_eq!(s.send(a.as_raw_fd()).unwrap(), (10, 30));
+        assert_eq!(s.send(a.as_raw_fd(), 0).unwrap(), (10, 30));
         let mut r = RecvBatch::new(4, 64);
         let mut got = (0, 0);
         for _ in 0..10 {

@@ -63,6 +63,13 @@ impl CpuMark {
         CpuMark { user, system, at: std::time::Instant::now() }
     }
 
+    /// The same CPU reading, its wall clock counted from `at` (the test's start instant): a
+    /// wait for `--start-at` or the lead is not time the test ran, so CPUs used are over the
+    /// test's own span, as the server's are.
+    pub fn wall_from(self, at: std::time::Instant) -> CpuMark {
+        CpuMark { at, ..self }
+    }
+
     /// CPU the calling thread used since this mark (call it on the thread that made the mark).
     pub fn usage(&self) -> CpuUsage {
         let (user, system) = rusage(libc::RUSAGE_THREAD);

@@ -339,6 +339,7 @@ impl Drive<'_> {
         // The workers start at the instant; the server starts when `Start` reaches it (its
         // intervals count from then, and are matched to ours by index).
         crate::run::clock::sleep_until(start);
+        self.cpu_mark = self.cpu_mark.map(|m| m.wall_from(start));
         let actual_start_unix_ns = crate::run::clock::now_unix_ns();
         self.gate.open(start);
         let (plan, server, streams) = (self.plan, &self.control.server, &self.infos);

@@ -108,6 +108,11 @@ pub struct MsgrateSection {
     /// UDP: the server's receivers, a socket per `flow` (default) or `per_cpu`.
     #[serde(default, skip_serializing_if = "is_flow")]
     pub receivers: Receivers,
+    /// TCP: every message ends a record (`MSG_EOR`): the kernel never appends a later message
+    /// to its segment, so each leaves as a segment of its own whatever Nagle and autocorking
+    /// would join (one message, one packet: a packet rate).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub eor: bool,
 }
 
 fn is_flow(r: &Receivers) -> bool {
@@ -152,6 +157,7 @@ impl Default for MsgrateSection {
             direction: super::Direction::Forward,
             bitrate: None,
             receivers: Receivers::Flow,
+            eor: false,
         }
     }
 }

@@ -68,6 +68,10 @@ pub struct Overrides {
     /// msgrate: messages per sendmmsg call (1: one send per message).
     #[cfg_attr(feature = "clap", arg(long))]
     pub batch: Option<u32>,
+    /// msgrate over TCP: every message its own segment (MSG_EOR: the kernel never joins two);
+    /// --eor false lets the kernel join them (pps-8core sets it).
+    #[cfg_attr(feature = "clap", arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL"))]
+    pub eor: Option<bool>,
     /// msgrate over TCP: how receivers read: batch (what has arrived, up to 256 KiB) or each
     /// (one message per call, as qperf's receiver: the work qperf -m 1 tcp_bw measures).
     #[cfg_attr(feature = "clap", arg(long, value_enum))]
@@ -239,6 +243,7 @@ impl Overrides {
             ("--zerocopy", self.send_mode.is_some(), BULK),
             ("--msg-size", self.msg_size.is_some(), MSG),
             ("--batch", self.batch.is_some(), MSG),
+            ("--eor", self.eor.is_some(), MSG),
             ("--recv", self.recv.is_some(), MSG),
             ("--receivers", self.receivers.is_some(), MSG),
             ("--req-size", self.req_size.is_some(), RR_CPS),
@@ -341,6 +346,7 @@ impl Overrides {
         // -l is the datagram (message) size here, as iperf3 -u -l.
         set(&mut m.msg_bytes, self.msg_size.or(self.block));
         set(&mut m.batch, self.batch);
+        set(&mut m.eor, self.eor);
         if self.reverse {
             m.direction = Direction::Reverse;
         }

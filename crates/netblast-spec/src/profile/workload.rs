@@ -326,6 +326,9 @@ impl Workload {
                         return Err(("msgrate.bitrate", format!("{b} is less than one datagram per second")));
                     }
                 }
+                if m.eor && m.protocol != Protocol::Tcp {
+                    return Err(("msgrate.eor", "ends TCP records; a UDP datagram is always its own packet".into()));
+                }
                 if m.receivers == super::Receivers::PerCpu {
                     if m.protocol != Protocol::Udp {
                         return Err((

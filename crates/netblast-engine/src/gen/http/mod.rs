@@ -548,7 +548,7 @@ pub fn run(
             return Err(e);
         }
     };
-    let cpu_mark = CpuMark::thread();
+    let cpu_mark = CpuMark::thread().wall_from(start);
     crate::run::clock::sleep_until(start);
     let actual_start_unix_ns = crate::run::clock::now_unix_ns();
     gate.open(start);

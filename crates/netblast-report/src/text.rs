@@ -606,15 +606,18 @@ fn http_summary(s: &mut String, r: &RunResult) {
         if streams > 1 { format!(" x {streams} streams") } else { String::new() },
         h.seconds
     );
-    let failed = h.sent.saturating_sub(h.completed);
+    // "Failed" is one count everywhere (text, --assert http.failed, the HTML): sent, not
+    // succeeded; those without any response are a part of it.
     let _ = writeln!(
         s,
-        "  Requests:     {} sent, {} completed, {failed} failed; {} succeeded ({}%, status {})",
+        "  Requests:     {} sent, {} completed ({} without a response); {} succeeded ({}%, status {}), {} failed",
         h.sent,
         h.completed,
+        h.sent.saturating_sub(h.completed),
         h.succeeded,
         netblast_spec::units::sig3(h.success_ratio * 100.0),
-        r.plan.profile.workload.http().map(|x| x.expected().to_string()).unwrap_or_default()
+        r.plan.profile.workload.http().map(|x| x.expected().to_string()).unwrap_or_default(),
+        h.sent.saturating_sub(h.succeeded)
     );
     match h.target_rate {
         Some(t) => {

@@ -384,8 +384,18 @@ const HEADLINE: [(&str, &str, bool); 17] = [
 /// The headline figures a result holds (those it does not hold are left out), measured exactly
 /// as the assertions of the same names measure them: what `report --compare` sets side by side.
 pub fn headline(r: &RunResult) -> Vec<Figure> {
+    // A transaction's, a connection's or a TCP message's bytes are not what rr, cps and
+    // msgrate measure: their headline is counts and latency (the text shows no bit rate
+    // for them either).
+    let bytes_matter = match &r.plan.profile.workload {
+        crate::profile::Workload::Rr(_) | crate::profile::Workload::Cps(_) => false,
+        // TCP messages are counted as messages (and packets); UDP at a bit rate as bits too.
+        crate::profile::Workload::Msgrate(m) => m.protocol == crate::profile::Protocol::Udp,
+        _ => true,
+    };
     HEADLINE
         .iter()
+        .filter(|(name, _, _)| bytes_matter || !name.starts_with("throughput"))
         .filter_map(|(name, text, higher_is_better)| {
             let a = Assertion::parse(text).expect("built-in headline assertions parse");
             let value = a.measure(r).ok()?;
@@ -459,9 +469,12 @@ mod tests {
         let v = check("rtt.p99<5ms");
         assert!(!v.pass && v.measured.contains("--probe ebpf"), "{v}");
         assert!(!check("rps>1").pass, "not HTTP: cannot pass");
+        // An rr result headlines no bit rate; the same ways in a bulk result do.
+        let names = |r: &RunResult| headline(r).iter().map(|f| f.name).collect::<Vec<_>>();
+        assert_eq!(names(&r), ["retransmits", "errors"]);
+        r.plan.profile = crate::profile::Profile::load("bulk-1flow").unwrap().0;
         let h = headline(&r);
-        let names: Vec<&str> = h.iter().map(|f| f.name).collect();
-        assert_eq!(names, ["throughput", "throughput.up", "throughput.down", "retransmits", "errors"]);
+        assert_eq!(names(&r), ["throughput", "throughput.up", "throughput.down", "retransmits", "errors"]);
         assert_eq!((h[0].value, h[3].value, h[0].higher_is_better, h[3].higher_is_better), (10.5e9, 5.0, true, false));
     }
 }

@@ -302,10 +302,22 @@ fn a_window_over_the_kernel_cap_warns_and_reports_what_was_applied() {
     assert!(o.status.success(), "{}", stderr_of(&o));
     let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr_of(&o));
     let applied = netblast_spec::units::fmt_bytes(cap);
-    assert!(err.contains("warning: SO_SNDBUF") && err.contains(&format!("applied {applied}")), "{err}");
-    assert!(err.contains("net.core.wmem_max") && err.contains("net.core.rmem_max"), "{err}");
-    assert!(out.contains("note: client socket buffer: SO_SNDBUF"), "the report keeps it: {out}");
+    // Said once, among the header's notes, with the sysctl to raise and to what.
+    let both = format!("{out}{err}");
+    assert_eq!(both.matches("SO_SNDBUF asked").count(), 1, "{both}");
+    assert!(
+        out.contains("note: client socket buffer: SO_SNDBUF") && out.contains(&format!("applied {applied}")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("sysctl -w net.core.wmem_max={asked}")) && out.contains("net.core.rmem_max"),
+        "{out}"
+    );
     assert!(out.contains("MSS "), "the effective MSS is reported: {out}");
+    // Without the header (-q), the warning goes to stderr before the run, and the result keeps it.
+    let o = util::run_cmd().args(["--target", &srv.addr.to_string(), "-t", "1", "-q", "-w", &asked]).output().unwrap();
+    let err = stderr_of(&o);
+    assert!(err.contains("warning: SO_SNDBUF") && err.contains(&format!("applied {applied}")), "{err}");
 }
 
 #[test]

@@ -146,7 +146,7 @@ fn html_reports_of_real_runs_and_a_comparison_render_in_headless_chromium() {
     }
     let table = &dom[dom.find("id=\"figures\"").unwrap()..];
     let table = &table[..table.find("</table>").unwrap()];
-    for figure in ["p50", "p99", "msgs", "throughput"] {
+    for figure in ["p50", "p99", "msgs", "retransmits"] {
         let row = &table[table.find(&format!(">{figure}<")).unwrap_or_else(|| panic!("no {figure} row"))..];
         let row = &row[..row.find("</tr>").unwrap()];
         assert!(row.contains('%') || row.contains(">0<"), "{figure}: no change column: {row}");

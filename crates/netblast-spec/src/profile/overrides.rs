@@ -361,6 +361,8 @@ impl Overrides {
         set(&mut m.receivers, self.receivers);
         if self.udp {
             m.protocol = Protocol::Udp;
+            // A datagram is its own packet: a TCP profile's record marks do not carry over.
+            m.eor = self.eor == Some(true);
         }
         if self.server_cpus.is_some() {
             m.server_cpus = self.server_cpus.clone();

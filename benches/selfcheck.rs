@@ -612,6 +612,33 @@ fn truth_rtt(server: &LocalServer) -> Result<(), String> {
 
 /// `truth.bytes`, `truth.packets`, `truth.loss`, `truth.retransmits.tcp_vs_nstat`: figures against the kernel's own counters in
 /// a namespace pair this bench makes (root only).
+/// pps-8core against its description: each message a segment of its own, with client and
+/// server on one CPU (where autocorking joined ~100 messages per segment), in namespace `ns`.
+fn pps_segments_per_message(ns: &str, here: std::net::SocketAddr) -> Result<(), String> {
+    // What its description promises: each message a segment of its own, even with client
+    // and server on one CPU (where autocorking joined ~100 messages per segment).
+    let p = profile("pps-8core", |p| {
+        p.run.duration = Some(Dur(secs()));
+        p.run.cpus = Some(netblast_spec::units::CpuList(vec![0]));
+        if let Some(m) = p.workload.msgrate_mut() {
+            m.flows = Some(1);
+            m.server_cpus = Some(netblast_spec::units::CpuList(vec![0]));
+        }
+    })?;
+    let r = netblast_benches::netns::inside(ns, move || run(here, p)).and_then(|r| r)?;
+    let m = r.summary.ways[0].msgs.ok_or("no message totals")?;
+    let segs = m.segs_out.ok_or("no segment count (TCP_INFO)")?;
+    truth::check(
+        "truth.packets.pps8core_segments_per_message",
+        segs as f64 / m.sent.max(1) as f64,
+        1.0,
+        "segments",
+        Tolerance::Rel(0.01),
+        "pps-8core, client and server on CPU 0: TCP data segments per message (its description: one each)",
+    );
+    Ok(())
+}
+
 fn truth_namespaces() -> Result<(), String> {
     use netblast_benches::netns::{counters, inside, NsPair};
     let ns = NsPair::create(7)?;
@@ -667,27 +694,7 @@ fn truth_namespaces() -> Result<(), String> {
             Tolerance::Rel(0.05),
             "pps-8core's wire packets (segments out + in) vs the namespace loopback's packet counter",
         );
-        // What its description promises: each message a segment of its own, even with client
-        // and server on one CPU (where autocorking joined ~100 messages per segment).
-        let p = profile("pps-8core", |p| {
-            p.run.duration = Some(Dur(secs()));
-            p.run.cpus = Some(netblast_spec::units::CpuList(vec![0]));
-            if let Some(m) = p.workload.msgrate_mut() {
-                m.flows = Some(1);
-                m.server_cpus = Some(netblast_spec::units::CpuList(vec![0]));
-            }
-        })?;
-        let r = inside(&ns.b, move || run(here, p)).and_then(|r| r)?;
-        let m = r.summary.ways[0].msgs.ok_or("no message totals")?;
-        let segs = m.segs_out.ok_or("no segment count (TCP_INFO)")?;
-        truth::check(
-            "truth.packets.pps8core_segments_per_message",
-            segs as f64 / m.sent.max(1) as f64,
-            1.0,
-            "segments",
-            Tolerance::Rel(0.01),
-            "pps-8core, client and server on CPU 0: TCP data segments per message (its description: one each)",
-        );
+        pps_segments_per_message(&ns.b, here)?;
         // Loss: 1% of UDP datagrams dropped by nftables at the server.
         ns.nft(&ns.b, "add table inet nbb")?;
         ns.nft(&ns.b, "add chain inet nbb input { type filter hook input priority 0 ; }")?;

@@ -470,35 +470,7 @@ fn msg_summary(s: &mut String, r: &RunResult) {
                             .unwrap_or_else(|| known::<u64>(None)),
                     );
                 }
-                if let Some(segs) = m.segs_out_per_s {
-                    let wire = m
-                        .wire_packets_per_s
-                        .map(|w| {
-                            format!(
-                                "; {} wire packets/s both ways (data segments and the receivers' ACKs)",
-                                count(w.round() as u64)
-                            )
-                        })
-                        .unwrap_or_default();
-                    let _ = writeln!(
-                        s,
-                        "On the wire: {} application messages/s left as {} TCP data segments/s ({:.1} messages per segment){wire}{}",
-                        count(m.sent_per_s.round() as u64),
-                        count(segs.round() as u64),
-                        if segs > 0.0 { m.sent_per_s / segs } else { 0.0 },
-                        match (profile.tcp.nodelay == Some(true), segs > 0.0 && m.sent_per_s / segs > 1.5) {
-                            (_, false) => "",
-                            (false, true) => {
-                                "; Nagle and the kernel's autocorking join sends into segments (--nodelay stops \
-                                 Nagle only; net.ipv4.tcp_autocorking=0 stops autocorking)"
-                            }
-                            (true, true) => {
-                                "; with --nodelay the kernel's autocorking still joins sends queued behind a \
-                                 segment in flight (net.ipv4.tcp_autocorking=0 stops it)"
-                            }
-                        }
-                    );
-                }
+                wire_line(s, &m, profile);
                 // A receiver that read in batches costs next to nothing per message: say so,
                 // rather than leave "server 0.00 CPUs" to look like a measuring fault.
                 let batched = matches!(&profile.workload, Workload::Msgrate(m) if m.recv == netblast_spec::profile::RecvMode::Batch && m.protocol == netblast_spec::profile::Protocol::Tcp);
@@ -536,6 +508,39 @@ fn msg_summary(s: &mut String, r: &RunResult) {
                 }
             }
         }
+    }
+}
+
+/// "On the wire": messages/s beside TCP data segments/s and wire packets/s, and why they differ.
+fn wire_line(s: &mut String, m: &MsgTotals, profile: &Profile) {
+    if let Some(segs) = m.segs_out_per_s {
+        let wire = m
+            .wire_packets_per_s
+            .map(|w| {
+                format!(
+                    "; {} wire packets/s both ways (data segments and the receivers' ACKs)",
+                    count(w.round() as u64)
+                )
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "On the wire: {} application messages/s left as {} TCP data segments/s ({:.1} messages per segment){wire}{}",
+            count(m.sent_per_s.round() as u64),
+            count(segs.round() as u64),
+            if segs > 0.0 { m.sent_per_s / segs } else { 0.0 },
+            match (profile.tcp.nodelay == Some(true), segs > 0.0 && m.sent_per_s / segs > 1.5) {
+                (_, false) => "",
+                (false, true) => {
+                    "; Nagle and the kernel's autocorking join sends into segments (--nodelay stops \
+                     Nagle only; net.ipv4.tcp_autocorking=0 stops autocorking)"
+                }
+                (true, true) => {
+                    "; with --nodelay the kernel's autocorking still joins sends queued behind a \
+                     segment in flight (net.ipv4.tcp_autocorking=0 stops it)"
+                }
+            }
+        );
     }
 }
 

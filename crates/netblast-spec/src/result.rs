@@ -410,7 +410,7 @@ pub struct Interval {
 impl Interval {
     /// A last interval shorter than a tenth of the reporting interval (the stragglers after the
     /// last tick): its rate would mislead, so it is folded into the interval before it
-    /// ([`crate::merge::fold_short_tail`]) and never shown on its own.
+    /// (by `fold_short_tail` of the merge module) and never shown on its own.
     pub fn is_short_tail(&self, interval_s: f64) -> bool {
         self.index > 0 && self.end_s - self.start_s < interval_s * 0.1
     }

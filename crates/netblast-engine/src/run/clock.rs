@@ -28,12 +28,12 @@ pub fn rfc3339(unix_ns: u64) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StartError {
     /// The instant has already passed.
-    #[error("the start instant {at} is {late_ms} ms in the past")]
+    #[error("the start instant {at} is {late} in the past")]
     Past {
         /// The instant, RFC 3339.
         at: String,
-        /// How late, ms.
-        late_ms: u64,
+        /// How late, in the report's time format (`2.51 s`, `6.90 years`).
+        late: String,
     },
     /// The instant is absurdly far ahead.
     #[error("the start instant {at} is more than {limit_s} s ahead")]
@@ -45,6 +45,20 @@ pub enum StartError {
     },
 }
 
+/// A span in the report's time format, in days or years past a day (an instant typed as Unix
+/// seconds where ms were meant is decades off, not "217650957766 ms").
+fn how_long(ns: u64) -> String {
+    const DAY: f64 = 86_400e9;
+    let v = ns as f64;
+    if v >= 365.25 * DAY {
+        format!("{} years", netblast_spec::units::sig3(v / (365.25 * DAY)))
+    } else if v >= DAY {
+        format!("{} days", netblast_spec::units::sig3(v / DAY))
+    } else {
+        netblast_spec::units::fmt_ns(v)
+    }
+}
+
 /// Longest wait for a start instant.
 pub const MAX_START_WAIT: Duration = Duration::from_secs(300);
 
@@ -53,7 +67,7 @@ pub const MAX_START_WAIT: Duration = Duration::from_secs(300);
 pub fn instant_at(unix_ns: u64, grace: Duration) -> Result<Instant, StartError> {
     let (now_i, now_ns) = (Instant::now(), now_unix_ns());
     if unix_ns + grace.as_nanos() as u64 <= now_ns {
-        return Err(StartError::Past { at: rfc3339(unix_ns), late_ms: (now_ns - unix_ns) / 1_000_000 });
+        return Err(StartError::Past { at: rfc3339(unix_ns), late: how_long(now_ns - unix_ns) });
     }
     if unix_ns < now_ns {
         // Within the grace: the instant a few ms ago, so intervals still count from it.

@@ -447,6 +447,17 @@ fn connections(
         let Some((tcp, udp, listener)) = sockets.remove(&st.id) else { continue };
         sockopt::apply(SockRef::from(&tcp), &profile.tcp, profile.workload.nodelay_default())
             .map_err(|e| format!("cannot apply socket options: {e}"))?;
+        // -w on this end: what this host's kernel applied, said once (on the first stream).
+        if conns.is_empty() {
+            let said: Vec<String> = sockopt::applied(SockRef::from(&tcp), &profile.tcp)
+                .unwrap_or_default()
+                .iter()
+                .map(|b| format!("server socket buffer: {}", b.describe()))
+                .collect();
+            if !said.is_empty() {
+                notes.insert(st.id, said.join("; "));
+            }
+        }
         let cpu = st.server_cpu.filter(|c| {
             let ok = usable.contains(c);
             if !ok {
@@ -454,7 +465,7 @@ fn connections(
                     "cannot pin to CPU {c}: this server can use CPUs {}",
                     netblast_spec::units::CpuList(usable.clone())
                 );
-                notes.insert(st.id, why);
+                notes.entry(st.id).and_modify(|n| *n = format!("{n}; {why}")).or_insert(why);
             }
             ok
         });

@@ -890,10 +890,10 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
         } else if let Some(rtt) = w.rtt {
             let _ = writeln!(
                 s,
-                "TCP {way} (kernel, {side} side, source {source}, sampled per interval): RTT min {} us / mean {:.0} us / max {} us, max cwnd {}, {retrans}",
-                rtt.min_us,
-                rtt.mean_us,
-                rtt.max_us,
+                "TCP {way} (kernel, {side} side, source {source}, sampled per interval): RTT min {} / mean {} / max {}, max cwnd {}, {retrans}",
+                fmt_ns(rtt.min_us as f64 * 1e3),
+                fmt_ns(rtt.mean_us * 1e3),
+                fmt_ns(rtt.max_us as f64 * 1e3),
                 fmt_bytes(w.cwnd_max_bytes),
             );
         }

@@ -304,7 +304,9 @@ fn a_window_over_the_kernel_cap_warns_and_reports_what_was_applied() {
     let applied = netblast_spec::units::fmt_bytes(cap);
     // Said once, among the header's notes, with the sysctl to raise and to what.
     let both = format!("{out}{err}");
-    assert_eq!(both.matches("SO_SNDBUF asked").count(), 1, "{both}");
+    for end in ["client", "server"] {
+        assert_eq!(both.matches(&format!("{end} socket buffer: SO_SNDBUF asked")).count(), 1, "{end}: {both}");
+    }
     assert!(
         out.contains("note: client socket buffer: SO_SNDBUF") && out.contains(&format!("applied {applied}")),
         "{out}"

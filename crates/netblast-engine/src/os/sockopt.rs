@@ -48,7 +48,12 @@ pub fn check(tcp: &TcpSection, nodelay_default: bool) -> io::Result<Vec<Applied>
     let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
     let r = SockRef::from(&s);
     apply(r, tcp, nodelay_default)?;
-    let r = SockRef::from(&s);
+    applied(SockRef::from(&s), tcp)
+}
+
+/// The buffer sizes `tcp` asks for, and what the kernel applied to `r` (a socket they were
+/// applied to): one each (the server's side of `-w` reads its own sockets with it).
+pub fn applied(r: SockRef<'_>, tcp: &TcpSection) -> io::Result<Vec<Applied>> {
     let mut out = Vec::new();
     for (option, asked, got, sysctl) in [
         ("SO_SNDBUF", tcp.sndbuf(), r.send_buffer_size()?, "net.core.wmem_max"),

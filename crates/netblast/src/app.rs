@@ -65,6 +65,8 @@ fn request(a: &RunArgs) -> Result<Request, AppError> {
 
 fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     let token = crate::cli::load_token(a.token_file.as_deref())?;
+    let sinks = Sinks { output: a.output.clone(), json: a.json, hlog: a.hlog.clone() };
+    sinks.check()?;
     let resolved = netblast_engine::run::resolve(request(a)?).map_err(AppError::client)?;
     let human = !a.json && !a.quiet;
     // A person reading the live header sees them there, among the plan's notes: once.
@@ -85,7 +87,6 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     }
     let mut result = outcome.map_err(AppError::client)?;
     out::judge_into(&a.assert, &mut result);
-    let sinks = Sinks { output: a.output.clone(), json: a.json, hlog: a.hlog.clone() };
     let outcome = out::finish(&result, &sinks, "result")?;
     live.written();
     Ok(outcome)
@@ -168,6 +169,8 @@ fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
 
 fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
     let human = !a.json && !a.quiet;
+    let sinks = Sinks { output: a.output.clone(), json: a.json, hlog: None };
+    sinks.check()?;
     let (cfg, notes) = crate::fleet::config(a, human)?;
     if human {
         for n in notes {
@@ -179,7 +182,6 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
     status.finish();
     let mut result = outcome?;
     out::judge_into(&a.assert, &mut result);
-    let sinks = Sinks { output: a.output.clone(), json: a.json, hlog: None };
     Ok(match out::finish(&result, &sinks, "fleet's result")? {
         Outcome::Incomplete => Outcome::Partial,
         o => o,

@@ -23,6 +23,42 @@ pub struct Sinks {
     pub hlog: Option<PathBuf>,
 }
 
+impl Sinks {
+    /// Checks, before anything is sent, that every file the result goes to can be written:
+    /// not a directory, in a directory that exists and takes a new file. The error (exit 2)
+    /// names the flag and the path, so no measurement is made only to be lost.
+    pub fn check(&self) -> Result<(), AppError> {
+        for (flag, path) in [("--output", &self.output), ("--hlog", &self.hlog)] {
+            if let Some(p) = path {
+                writable(p).map_err(|why| AppError::input(anyhow::anyhow!("{flag} {}: {why}", p.display())))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether a file can be written at `path` (atomically: a new file beside it, renamed over it).
+fn writable(path: &Path) -> Result<(), String> {
+    if path.is_dir() {
+        return Err("is a directory".into());
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        return Err(format!("its directory {} does not exist", dir.display()));
+    }
+    let probe = dir.join(format!(".netblast-write-check-{}", std::process::id()));
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(format!("cannot create a file in {}: {e}", dir.display())),
+    }
+}
+
 /// Judges `assertions` on a result about to be written, keeping the verdicts in it.
 pub fn judge_into(assertions: &[Assertion], r: &mut RunResult) {
     r.asserts = netblast_spec::assert::check_all(assertions, r).0;
@@ -63,10 +99,20 @@ pub fn write_hlog(path: &Path, r: &RunResult) -> Result<(), AppError> {
 /// Writes a finished result where `sinks` say (`what` names it in errors: "result", "fleet's
 /// result"), prints it, and prints its verdicts; the outcome.
 pub fn finish(r: &RunResult, sinks: &Sinks, what: &str) -> Result<Outcome, AppError> {
+    // A write that fails at the end (the disk filled, the directory went) keeps the result in
+    // a temporary file, says where, and still prints the summary: nothing measured is lost.
+    let mut lost_write = None;
     if let Some(path) = &sinks.output {
-        json::write_atomic(path, json::to_string(r).as_bytes())
-            .with_context(|| format!("cannot write the {what} to {}", path.display()))
-            .map_err(AppError::run)?;
+        let bytes = json::to_string(r);
+        if let Err(e) = json::write_atomic(path, bytes.as_bytes()) {
+            let fallback = std::env::temp_dir().join(format!("netblast-{}.json", r.test_id));
+            let kept = match json::write_atomic(&fallback, bytes.as_bytes()) {
+                Ok(()) => format!("kept in {}", fallback.display()),
+                Err(e2) => format!("and not in {} either ({e2}): it is on stdout with --json", fallback.display()),
+            };
+            eprintln!("netblast: cannot write the {what} to {}: {e}; {kept}", path.display());
+            lost_write = Some(format!("cannot write the {what} to {}: {e} ({kept})", path.display()));
+        }
     }
     if sinks.json {
         print_stdout(&format!("{}\n", json::to_string(r)));
@@ -77,6 +123,9 @@ pub fn finish(r: &RunResult, sinks: &Sinks, what: &str) -> Result<Outcome, AppEr
         write_hlog(p, r)?;
     }
     let ok = print_verdicts(&r.asserts, sinks.json);
+    if let Some(why) = lost_write {
+        return Err(AppError::run(anyhow::anyhow!(why)));
+    }
     Ok(judged(r.complete, ok))
 }
 

@@ -394,3 +394,44 @@ fn per_cpu_receivers_are_refused_where_they_cannot_apply() {
         assert!(e.contains("msgrate.receivers") && e.contains(says), "{e}");
     }
 }
+
+#[test]
+fn an_unwritable_output_is_refused_before_the_run_and_a_failed_write_keeps_the_result() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let target = srv.addr.to_string();
+    let dir = std::env::temp_dir().join(format!("nb-out-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A directory, and a file in a directory that does not exist: exit 2 at once, naming them.
+    let missing = dir.join("nowhere/result.json");
+    for (flag, path, why) in [("-o", &dir, "is a directory"), ("--hlog", &missing, "does not exist")] {
+        let t = std::time::Instant::now();
+        let o = util::run_cmd().args(["--target", &target, "-t", "5", "-q", flag]).arg(path).output().unwrap();
+        let err = stderr_of(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(&path.display().to_string()) && err.contains(why), "{err}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(4), "refused before the run, not after it");
+    }
+    // The directory goes away during the run: the summary is printed, the result kept elsewhere.
+    let sub = dir.join("gone");
+    std::fs::create_dir_all(&sub).unwrap();
+    let child = util::run_cmd()
+        .args(["--target", &target, "-t", "2", "-q", "-o"])
+        .arg(sub.join("result.json"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    std::fs::remove_dir_all(&sub).unwrap();
+    let o = util::wait_output(child, std::time::Duration::from_secs(30));
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr_of(&o));
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(out.contains("sender") && out.contains("receiver"), "the summary is printed: {out}");
+    let kept =
+        err.split("kept in ").nth(1).and_then(|t| t.split_whitespace().next()).unwrap_or_else(|| panic!("{err}"));
+    let kept = kept.trim_end_matches([')', ';']);
+    let r: netblast_spec::RunResult = serde_json::from_slice(&std::fs::read(kept).unwrap()).unwrap();
+    assert!(r.summary.ways[0].sender.bytes > 0);
+    let _ = std::fs::remove_file(kept);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -189,15 +189,16 @@ pub fn is_url(target: &str) -> bool {
 
 impl Overrides {
     /// The profile a run asks for: `name` (a built-in profile or a file), or without one
-    /// `http-max` when a `--url` or a URL `target` says the test is HTTP, `udp-1g` with `--udp`
-    /// or `-b`, else `bulk-1flow`; with these overrides applied (a URL target requested as a
+    /// `http-max` when a `--url` or a URL `target` says the test is HTTP, `udp-1g` with `--udp`,
+    /// else `bulk-1flow`; with these overrides applied (a URL target requested as a
     /// `--url` would be) and validated. Returns it with its origin.
     pub fn profile(&self, name: Option<&str>, target: Option<&str>) -> Result<(Profile, String), SpecError> {
         let url_target = target.filter(|t| is_url(t));
         let name = match name {
             Some(p) => p,
             None if !self.urls.is_empty() || url_target.is_some() => "http-max",
-            None if self.udp || self.bitrate.is_some() => "udp-1g",
+            // -b alone never switches protocol: -u is the only way to UDP.
+            None if self.udp => "udp-1g",
             None => "bulk-1flow",
         };
         let (mut profile, origin) = Profile::load(name)?;
@@ -284,6 +285,14 @@ impl Overrides {
     /// changed, the description is rewritten from the result, naming `origin`.
     pub fn apply(&self, p: &mut Profile, origin: &str) -> Result<(), SpecError> {
         let kind = p.kind();
+        if self.bitrate.is_some() && kind == Kind::Bulk {
+            return Err(flag_err(
+                "--bitrate",
+                "paces UDP datagrams (add -u, as iperf3 -u -b); TCP at a rate is not built yet, and -b never \
+                 turns a TCP test into UDP"
+                    .into(),
+            ));
+        }
         if let Some((flag, kinds)) = self.kind_flags().into_iter().find(|(_, kinds)| !kinds.contains(&kind)) {
             let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
             return Err(flag_err(
@@ -511,6 +520,18 @@ mod tests {
         assert!(e.contains("--wait") && e.contains("rr") && e.contains("bulk"), "{e}");
         let o = Overrides { rate: Some("5000".into()), ..Default::default() };
         assert!(o.apply(&mut p, &origin).unwrap_err().to_string().contains("--rate"));
+    }
+
+    #[test]
+    fn bitrate_never_switches_the_protocol() {
+        // Found: `-b 1G` on a TCP run became a UDP test without a word.
+        let b = Overrides { bitrate: Some("1G".parse().unwrap()), ..Default::default() };
+        let e = b.profile(None, Some("10.0.0.1")).unwrap_err().to_string();
+        assert!(e.contains("--bitrate") && e.contains("-u") && e.contains("never"), "{e}");
+        assert!(b.profile(Some("bulk-64flows"), None).is_err());
+        let u = Overrides { udp: true, ..b };
+        let (p, _) = u.profile(None, Some("10.0.0.1")).unwrap();
+        assert_eq!(p.kind(), Kind::Msgrate);
     }
 
     #[test]

@@ -93,10 +93,116 @@ impl PartialLog {
         Ok(true)
     }
 
+    /// Appends the start record (first, before any interval).
+    pub fn start(&mut self, start: &PartialStart) -> io::Result<bool> {
+        #[derive(serde::Serialize)]
+        struct Record<'a> {
+            partial: &'a PartialStart,
+        }
+        self.append(&Record { partial: start })
+    }
+
     /// Removes the log (after the final result is safely written).
     pub fn remove(self) -> io::Result<()> {
         std::fs::remove_file(&self.path)
     }
+}
+
+/// The first record of a run's partial log: what a result needs besides its intervals.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct PartialStart {
+    /// The test's id.
+    pub test_id: String,
+    /// The start instant, ns since the Unix epoch.
+    pub start_unix_ns: u64,
+    /// The plan the run carried out.
+    pub plan: netblast_spec::result::Plan,
+    /// Its streams.
+    pub streams: Vec<netblast_spec::result::StreamInfo>,
+}
+
+/// One line of a partial log.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum PartialRecord {
+    Start {
+        partial: Box<PartialStart>,
+    },
+    Note {
+        #[allow(dead_code)]
+        note: String,
+    },
+    Interval(Box<netblast_spec::result::Interval>),
+}
+
+/// Whether `text` is a run's partial log (its first record is the start).
+pub fn is_partial(text: &str) -> bool {
+    text.trim_start().starts_with("{\"partial\"")
+}
+
+/// A run's partial log (`<output>.partial.jsonl`) read back as an incomplete result: its
+/// intervals, the totals they add up to, and an error saying the run ended before its result.
+/// A last line cut mid-record (a client killed with -9 while writing it) is left out and said;
+/// a bad line elsewhere is an error naming it.
+pub fn read_partial(text: &str) -> Result<RunResult, String> {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let mut start: Option<PartialStart> = None;
+    let mut intervals = Vec::new();
+    let mut cut = false;
+    for (n, line) in lines.iter().enumerate() {
+        match serde_json::from_str::<PartialRecord>(line) {
+            Ok(PartialRecord::Start { partial }) if n == 0 => start = Some(*partial),
+            Ok(PartialRecord::Start { .. }) => return Err(format!("line {}: a second start record", n + 1)),
+            Ok(PartialRecord::Note { .. }) => {}
+            Ok(PartialRecord::Interval(iv)) => intervals.push(*iv),
+            Err(_) if n + 1 == lines.len() && n > 0 => cut = true,
+            Err(e) => return Err(format!("line {}: {e}", n + 1)),
+        }
+    }
+    let start = start.ok_or("not a partial log: no start record first")?;
+    let mut summary = netblast_spec::merge::summary_of_intervals(&intervals).map_err(|e| e.to_string())?;
+    if let (Some(h), Some(x)) = (summary.http.as_mut(), start.plan.profile.workload.http()) {
+        let expected = x.expected();
+        h.succeeded =
+            h.status_codes.iter().filter(|(k, _)| k.parse().is_ok_and(|c| expected.contains(c))).map(|(_, n)| n).sum();
+        h.success_ratio = if h.sent > 0 { h.succeeded as f64 / h.sent as f64 } else { 0.0 };
+        h.mode = if x.rate.is_some() || !x.steps.is_empty() { "open_loop" } else { "closed_loop" }.into();
+        h.version = format!("{:?}", x.version).to_lowercase();
+    }
+    let message = format!(
+        "the run ended before its result was written: {} interval(s) read back from its partial log{}; the totals are \
+         theirs (no CPU, kernel RTT or server figures)",
+        intervals.len(),
+        if cut { ", its last line cut mid-record and left out" } else { "" }
+    );
+    Ok(RunResult {
+        schema: netblast_spec::result::SCHEMA.to_string(),
+        netblast_version: String::new(),
+        test_id: start.test_id,
+        started_at: netblast_spec::units::fmt_rfc3339(start.start_unix_ns),
+        start_unix_ns: Some(start.start_unix_ns),
+        clock: None,
+        agent: None,
+        complete: false,
+        errors: vec![netblast_spec::result::RunError { at_s: summary.duration_s, source: "report".into(), message }],
+        warnings: Vec::new(),
+        plan: start.plan,
+        client: Default::default(),
+        server: None,
+        probe: netblast_spec::result::ProbeInfo {
+            tcp_source: "unknown (partial log)".into(),
+            fallback_reason: None,
+            kernel_run_ns: None,
+            kernel_runs: None,
+        },
+        server_probe: None,
+        streams: start.streams,
+        intervals,
+        summary,
+        parts: Vec::new(),
+        agents: Vec::new(),
+        asserts: Vec::new(),
+    })
 }
 
 #[cfg(test)]

@@ -848,6 +848,60 @@ pub fn summary(r: &RunResult) -> String {
     s
 }
 
+/// The CPU line: each side's CPUs used and the cost per operation (per CPU-second).
+fn cpu_line(r: &RunResult) -> String {
+    let c = &r.summary.cpu;
+    if c.client.wall_s == 0.0 && c.server.is_none() {
+        return "CPU: not measured".into();
+    }
+    let mut cpu = format!(
+        "CPU: client {:.2} CPUs (user {:.2} s, system {:.2} s)",
+        c.client.cpus_used(),
+        c.client.user_s,
+        c.client.system_s
+    );
+    if let Some(sv) = &c.server {
+        let _ =
+            write!(cpu, ", server {:.2} CPUs (user {:.2} s, system {:.2} s)", sv.cpus_used(), sv.user_s, sv.system_s);
+    }
+    let msgs: Option<u64> = match &r.summary.http {
+        Some(h) => Some(h.completed),
+        None if r.summary.ways.is_empty() => None,
+        None => r.summary.ways.iter().map(|w| w.msgs.map(|m| m.sent)).sum(),
+    };
+    let unit = r.plan.profile.kind().unit();
+    // Below 50 ms of CPU (five clock ticks) a figure per CPU-second is mostly rounding: unknown.
+    let per_cpu = |amount: f64, cpu_s: f64, fmt: &dyn Fn(f64) -> String| {
+        if cpu_s >= MIN_CPU_S {
+            fmt(amount / cpu_s)
+        } else {
+            "\u{2014}".to_string()
+        }
+    };
+    let bits = |v: f64| format!("{:.1} Gbit", v / 1e9);
+    let n = |v: f64| format!("{} {unit}", count(v.round() as u64));
+    let total_bits: f64 = c.bits_per_client_cpu_s * c.client.cpu_s();
+    let (amount, fmt): (f64, &dyn Fn(f64) -> String) = match msgs {
+        // Message kinds: the cost that matters is per message.
+        Some(m) => (m as f64, &n),
+        None => (total_bits, &bits),
+    };
+    let _ = write!(cpu, "; {} per client CPU-second", per_cpu(amount, c.client.cpu_s(), fmt));
+    if let Some(sv) = &c.server {
+        let server_amount = match msgs {
+            Some(_) => Some(amount),
+            None => c.bits_per_server_cpu_s.map(|b| b * sv.cpu_s()),
+        };
+        if let Some(a) = server_amount {
+            let _ = write!(cpu, ", {} per server CPU-second", per_cpu(a, sv.cpu_s(), fmt));
+        }
+    }
+    if c.client.cpu_s() < MIN_CPU_S || c.server.as_ref().is_some_and(|sv| sv.cpu_s() < MIN_CPU_S) {
+        let _ = write!(cpu, " (\u{2014}: under {} ms of CPU, too little to divide by)", MIN_CPU_S * 1e3);
+    }
+    cpu
+}
+
 fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
     // A cps flow is many connections, not one socket: its kernel figures are in its summary.
     let one_socket_per_stream = r.plan.profile.kind().one_socket_per_stream();
@@ -908,53 +962,7 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
             );
         }
     }
-    let c = &r.summary.cpu;
-    let mut cpu = format!(
-        "CPU: client {:.2} CPUs (user {:.2} s, system {:.2} s)",
-        c.client.cpus_used(),
-        c.client.user_s,
-        c.client.system_s
-    );
-    if let Some(sv) = &c.server {
-        let _ =
-            write!(cpu, ", server {:.2} CPUs (user {:.2} s, system {:.2} s)", sv.cpus_used(), sv.user_s, sv.system_s);
-    }
-    let msgs: Option<u64> = match &r.summary.http {
-        Some(h) => Some(h.completed),
-        None if r.summary.ways.is_empty() => None,
-        None => r.summary.ways.iter().map(|w| w.msgs.map(|m| m.sent)).sum(),
-    };
-    let unit = r.plan.profile.kind().unit();
-    // Below 50 ms of CPU (five clock ticks) a figure per CPU-second is mostly rounding: unknown.
-    let per_cpu = |amount: f64, cpu_s: f64, fmt: &dyn Fn(f64) -> String| {
-        if cpu_s >= MIN_CPU_S {
-            fmt(amount / cpu_s)
-        } else {
-            "\u{2014}".to_string()
-        }
-    };
-    let bits = |v: f64| format!("{:.1} Gbit", v / 1e9);
-    let n = |v: f64| format!("{} {unit}", count(v.round() as u64));
-    let total_bits: f64 = c.bits_per_client_cpu_s * c.client.cpu_s();
-    let (amount, fmt): (f64, &dyn Fn(f64) -> String) = match msgs {
-        // Message kinds: the cost that matters is per message.
-        Some(m) => (m as f64, &n),
-        None => (total_bits, &bits),
-    };
-    let _ = write!(cpu, "; {} per client CPU-second", per_cpu(amount, c.client.cpu_s(), fmt));
-    if let Some(sv) = &c.server {
-        let server_amount = match msgs {
-            Some(_) => Some(amount),
-            None => c.bits_per_server_cpu_s.map(|b| b * sv.cpu_s()),
-        };
-        if let Some(a) = server_amount {
-            let _ = write!(cpu, ", {} per server CPU-second", per_cpu(a, sv.cpu_s(), fmt));
-        }
-    }
-    if c.client.cpu_s() < MIN_CPU_S || c.server.as_ref().is_some_and(|sv| sv.cpu_s() < MIN_CPU_S) {
-        let _ = write!(cpu, " (\u{2014}: under {} ms of CPU, too little to divide by)", MIN_CPU_S * 1e3);
-    }
-    let _ = writeln!(s, "{cpu}");
+    let _ = writeln!(s, "{}", cpu_line(r));
     if let Some(fb) = r.probe.fallback_reason.as_ref().filter(|_| r.probe.tcp_source != "off") {
         let _ = writeln!(s, "TCP statistics from {} ({fb})", r.probe.tcp_source);
     }

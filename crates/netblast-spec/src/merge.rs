@@ -470,6 +470,91 @@ pub fn fold_short_tail(intervals: &mut Vec<Interval>, interval_s: f64) -> Result
     Ok(true)
 }
 
+/// The totals a run's intervals add up to, for a run that ended before its own summary (a
+/// client killed mid-run, read back from its partial log): per way, bytes and messages over
+/// the span from the start to the last interval's end, retransmits, the latency histograms
+/// merged; HTTP counts, rates and status codes. Figures only a summary holds (CPU, kernel
+/// RTT, the phases) are absent.
+pub fn summary_of_intervals(intervals: &[Interval]) -> Result<Summary, MergeError> {
+    let secs = intervals.iter().map(|iv| iv.end_s).fold(0.0, f64::max);
+    let mut ways = Vec::new();
+    for way in [Way::Up, Way::Down] {
+        let of_way: Vec<&WayInterval> =
+            intervals.iter().flat_map(|iv| iv.sums.iter().filter(move |w| w.way == way)).collect();
+        if of_way.is_empty() {
+            continue;
+        }
+        let mut lat = HistAcc::new("interval latency");
+        for w in &of_way {
+            lat.add("the partial log", w.latency_hist.as_ref())?;
+        }
+        let sent: u64 = of_way.iter().map(|w| w.sent_bytes).sum();
+        let received = sum_all(of_way.iter().map(|w| w.received_bytes));
+        let sent_msgs = sum_any(of_way.iter().map(|w| w.sent_msgs));
+        let msgs = sent_msgs.map(|n| {
+            let received = sum_all(of_way.iter().map(|w| w.received_msgs));
+            let segs = sum_any(of_way.iter().map(|w| w.segs_out));
+            MsgTotals {
+                sent: n,
+                sent_per_s: rate(n as f64, secs),
+                received,
+                received_per_s: received.map(|r| rate(r as f64, secs)),
+                segs_out: segs,
+                segs_out_per_s: segs.map(|x| rate(x as f64, secs)),
+                udp: crate::result::UdpQuality::sum(of_way.iter().filter_map(|w| w.udp.as_ref())),
+                ..MsgTotals::default()
+            }
+        });
+        ways.push(WaySummary {
+            way,
+            streams: 0,
+            sender: SideTotal::new(sent, secs),
+            receiver: received.map(|b| SideTotal::new(b, secs)),
+            retransmits: sum_any(of_way.iter().map(|w| w.retransmits)),
+            spurious_retransmits: None,
+            rtt: None,
+            rtt_hist: None,
+            cwnd_max_bytes: 0,
+            msgs,
+            latency: lat.summary(),
+            latency_hist: lat.encoded(),
+            retransmit_rate: None,
+            kernel_rtt: None,
+            kernel_rtt_hist: None,
+        });
+    }
+    let http_parts: Vec<&HttpInterval> = intervals.iter().filter_map(|iv| iv.http.as_ref()).collect();
+    let http = if http_parts.is_empty() {
+        None
+    } else {
+        let mut lat = HistAcc::new("interval latency");
+        let mut status: BTreeMap<String, u64> = BTreeMap::new();
+        for h in &http_parts {
+            lat.add("the partial log", h.latency_hist.as_ref())?;
+            for (k, v) in &h.status {
+                *status.entry(k.clone()).or_default() += v;
+            }
+        }
+        let sum = |f: fn(&HttpInterval) -> u64| http_parts.iter().map(|h| f(h)).sum::<u64>();
+        let (sent, completed) = (sum(|h| h.sent), sum(|h| h.completed));
+        Some(HttpSummary {
+            sent,
+            completed,
+            seconds: secs,
+            responses_per_s: rate(completed as f64, secs),
+            sent_per_s: rate(sent as f64, secs),
+            late: sum(|h| h.late),
+            bytes_sent: sum(|h| h.bytes_sent),
+            bytes_received: sum(|h| h.bytes_received),
+            latency: lat.summary().unwrap_or_default(),
+            latency_hist: lat.encoded(),
+            status_codes: status,
+            ..HttpSummary::default()
+        })
+    };
+    Ok(Summary { duration_s: secs, ways, streams: Vec::new(), cpu: Default::default(), http })
+}
+
 /// Adds a stream's tail to its interval: counts added (a receiver count only when both have
 /// one), the later kernel statistics kept, histograms merged.
 fn add_stream_interval(s: &mut StreamInterval, t: &StreamInterval) -> Result<(), MergeError> {

@@ -105,7 +105,11 @@ fn report(a: &ReportArgs) -> Result<Outcome, AppError> {
     let read = |p: &Path, what: &str| {
         json::read(p).with_context(|| format!("{what}cannot read result {}", p.display())).map_err(AppError::input)
     };
-    let r = read(&a.file, "")?;
+    let r = if json::is_partial(&text) {
+        json::read_partial(&text).map_err(|e| AppError::input(anyhow::anyhow!("{}: {e}", a.file.display())))?
+    } else {
+        read(&a.file, "")?
+    };
     if let Some(p) = &a.hlog {
         out::write_hlog(p, &r)?;
     }

@@ -162,8 +162,21 @@ impl RunLive {
     /// Takes one live event.
     pub fn event(&mut self, ev: Live<'_>) {
         match ev {
-            Live::Started { plan, test_id, server, streams, .. } => {
+            Live::Started { plan, test_id, server, streams, start_unix_ns, .. } => {
                 self.streams = streams.to_vec();
+                // The partial log's first record: with it, `report` reads the log back as a
+                // result should the run die before writing its own.
+                if let Some(p) = self.partial.as_mut() {
+                    let start = json::PartialStart {
+                        test_id: test_id.to_string(),
+                        start_unix_ns,
+                        plan: plan.clone(),
+                        streams: streams.to_vec(),
+                    };
+                    if let Err(e) = p.start(&start) {
+                        eprintln!("netblast: cannot append to the partial log: {e}");
+                    }
+                }
                 if self.human {
                     let kind = plan.profile.kind().name();
                     let mut out = text::started(test_id, &plan.aimed_at(), kind, streams, &server.hostname);

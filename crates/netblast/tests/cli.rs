@@ -435,3 +435,55 @@ fn an_unwritable_output_is_refused_before_the_run_and_a_failed_write_keeps_the_r
     let _ = std::fs::remove_file(kept);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_client_killed_mid_run_leaves_a_partial_log_report_reads_as_an_incomplete_result() {
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let (_http, url) = {
+        let r = responder();
+        let url = format!("http://{}/", r.addr);
+        (r, url)
+    };
+    let target = srv.addr.to_string();
+    for (kind, args) in [
+        ("bulk", vec!["--target", &target]),
+        ("udp", vec!["--target", &target, "-u", "-b", "50M"]),
+        ("rr", vec!["--target", &target, "--profile", "latency"]),
+        ("http", vec!["--url", &url, "-c", "2"]),
+    ] {
+        let out = std::env::temp_dir().join(format!("nb-killed-{kind}-{}.json", std::process::id()));
+        let child = util::run_cmd()
+            .args(&args)
+            .args(["-t", "10", "-i", "250ms", "-q", "-o"])
+            .arg(&out)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+        // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let _ = util::wait_output(child, std::time::Duration::from_secs(10));
+        assert!(!out.exists(), "{kind}: no final result");
+        let log = netblast_report::json::PartialLog::path_for(&out);
+        // A record cut mid-line, as a kill while writing leaves it.
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        f.write_all(b"{\"index\":99,\"start_s\":24.75,\"end_").unwrap();
+        drop(f);
+        let o = util::bin().arg("report").arg(&log).output().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(1), "{kind}: incomplete, as the run would have been: {text}{}", stderr_of(&o));
+        assert!(
+            text.contains("the run ended before its result was written") && text.contains("last line cut"),
+            "{kind}: {text}"
+        );
+        let r = netblast_report::json::read_partial(&std::fs::read_to_string(&log).unwrap()).unwrap();
+        assert!(r.intervals.len() >= 4, "{kind}: {} intervals kept", r.intervals.len());
+        match kind {
+            "http" => assert!(r.summary.http.as_ref().unwrap().completed > 0, "{kind}"),
+            "rr" => assert!(r.summary.ways[0].latency.as_ref().unwrap().count > 0, "{kind}"),
+            _ => assert!(r.summary.ways[0].sender.bytes > 0, "{kind}"),
+        }
+        let _ = std::fs::remove_file(&log);
+    }
+}

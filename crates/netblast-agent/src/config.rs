@@ -91,7 +91,7 @@ impl ServeStats {
             .refused
             .get_or_create(&crate::metrics::label("reason", format!("{reason:?}").to_lowercase()))
             .inc();
-        tracing::warn!(%peer, ?reason, refused_so_far = n, "refused connection: {why}");
+        tracing::warn!(%peer, reason = reason.words(), refused_so_far = n, "refused connection: {why}");
     }
 
     /// How many peers were refused for `reason`.

@@ -33,11 +33,52 @@ pub const MAX_DELAY: Duration = Duration::from_secs(10);
 /// Size of the random buffer bodies are cut from (bigger bodies repeat it).
 const BUF_LEN: usize = 4 << 20;
 
+/// Who the responder answers: the peers `serve` takes on its data port, since a responder
+/// that sends bodies for a stranger spends the host's egress for them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Peers {
+    /// Loopback peers only (a `serve` without a token and without `--open`).
+    Loopback,
+    /// Peers on these networks (with a token: `--allow`, by default this host's networks).
+    Networks(Vec<netblast_spec::units::Cidr>),
+    /// Anyone (`--open`).
+    Any,
+}
+
+impl Peers {
+    /// Whether a peer at `ip` is answered.
+    pub fn allows(&self, ip: std::net::IpAddr) -> bool {
+        match self {
+            Peers::Loopback => crate::config::is_loopback(ip),
+            Peers::Networks(nets) => nets.iter().any(|n| n.contains(ip)),
+            Peers::Any => true,
+        }
+    }
+
+    /// Who, in words, for the start-up banner.
+    pub fn describe(&self) -> String {
+        match self {
+            Peers::Loopback => "loopback peers only (no --token-file; --open answers anyone)".into(),
+            Peers::Networks(n) => {
+                format!("peers on {} (--allow)", n.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", "))
+            }
+            Peers::Any => "ANY peer (--open): anyone who reaches the port can ask for bodies".into(),
+        }
+    }
+}
+
+/// Default largest body a request may ask for (`--http-max-body`): the seeds' tests need 1 MiB.
+pub const DEFAULT_MAX_BODY: u64 = 64 << 20;
+
 /// Settings of the responder.
 #[derive(Debug, Clone)]
 pub struct ResponderConfig {
     /// Body size when the request does not say.
     pub default_size: u64,
+    /// Largest body a request may ask for (`size=`); a larger ask is answered 400.
+    pub max_body: u64,
+    /// Who is answered; others' connections are closed as they are accepted, and counted.
+    pub peers: Peers,
     /// A handle that stalls every request while held.
     pub pause: Arc<Pause>,
     /// Most connections open at once; more are closed as they are accepted.
@@ -53,6 +94,8 @@ impl Default for ResponderConfig {
     fn default() -> Self {
         ResponderConfig {
             default_size: 45,
+            max_body: DEFAULT_MAX_BODY,
+            peers: Peers::Loopback,
             pause: Arc::default(),
             max_connections: MAX_CONNECTIONS,
             header_timeout: HEADER_TIMEOUT,
@@ -141,6 +184,8 @@ pub async fn serve(
     let (soft, _) = netblast_engine::os::sys::nofile_limit();
     let cap = cfg.max_connections.min(soft.saturating_sub(FD_HEADROOM).max(64) as usize);
     let header_timeout = cfg.header_timeout;
+    let (peers, metrics) = (cfg.peers.clone(), cfg.metrics.clone());
+    let mut refused: u64 = 0;
     let state = Arc::new(State { cfg, data: Bytes::from(data) });
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let slots = Arc::new(tokio::sync::Semaphore::new(cap));
@@ -158,6 +203,16 @@ pub async fn serve(
                 }
             },
         };
+        if !peers.allows(peer.ip()) {
+            refused += 1;
+            if let Some(m) = metrics.as_ref() {
+                m.refused.get_or_create(&crate::metrics::label("reason", "http_peer_not_allowed")).inc();
+            }
+            if refused.is_power_of_two() {
+                tracing::warn!(%peer, refused_so_far = refused, "refused HTTP connection: the responder answers {}", peers.describe());
+            }
+            continue;
+        }
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             // At the cap: this connection is closed at once (its descriptor freed), and the
             // ones already open go on.
@@ -220,14 +275,19 @@ pub struct Shape {
 
 /// Reads a query string (`size=1MiB&delay=5ms..20ms&status=503&abort=1`); unknown keys are
 /// ignored, a bad value is an error naming it (answered with 400).
-pub fn shape(query: &str, default_size: u64) -> Result<Shape, String> {
+pub fn shape(query: &str, default_size: u64, max_body: u64) -> Result<Shape, String> {
     let mut out = Shape { size: default_size, delay: Duration::ZERO, status: 200, abort: false };
     for p in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = p.split_once('=').unwrap_or((p, ""));
         match k {
             "size" => match v.parse::<ByteSize>() {
-                Ok(s) if s.bytes() <= MAX_SIZE => out.size = s.bytes(),
-                Ok(s) => return Err(format!("size {s} is over the 1GiB limit")),
+                Ok(s) if s.bytes() <= max_body.min(MAX_SIZE) => out.size = s.bytes(),
+                Ok(s) => {
+                    return Err(format!(
+                        "size {s} is over this responder's limit of {} (serve --http-max-body)",
+                        ByteSize(max_body.min(MAX_SIZE))
+                    ))
+                }
                 Err(e) => return Err(e.to_string()),
             },
             // Not additive: a request naming delay a hundred times waits once.
@@ -307,7 +367,7 @@ async fn respond(req: Request<Incoming>, st: Arc<State>) -> Result<Response<Body
 struct Aborting;
 
 async fn respond_as_asked(req: Request<Incoming>, st: &State) -> Response<Body> {
-    let asked = shape(req.uri().query().unwrap_or(""), st.cfg.default_size);
+    let asked = shape(req.uri().query().unwrap_or(""), st.cfg.default_size, st.cfg.max_body);
     // Drain the request body (POST/PUT floods), counting nothing.
     let mut body = req.into_body();
     while let Some(frame) = body.frame().await {
@@ -379,13 +439,20 @@ mod tests {
 
     #[test]
     fn queries_shape_the_response() {
-        let s = shape("size=1KiB&delay=5ms&status=503&abort=1&x=y", 45).unwrap();
+        let s = shape("size=1KiB&delay=5ms&status=503&abort=1&x=y", 45, DEFAULT_MAX_BODY).unwrap();
         assert_eq!(s, Shape { size: 1024, delay: Duration::from_millis(5), status: 503, abort: true });
-        assert_eq!(shape("", 45).unwrap().size, 45);
-        assert_eq!(shape(&"delay=10s&".repeat(100), 45).unwrap().delay, Duration::from_secs(10), "not additive");
-        assert!(shape("delay=11s", 45).unwrap_err().contains("limit"));
-        assert!(shape("size=2GiB", 45).unwrap_err().contains("1GiB"));
-        assert!(shape("status=9999", 45).is_err());
+        assert_eq!(shape("", 45, DEFAULT_MAX_BODY).unwrap().size, 45);
+        assert_eq!(
+            shape(&"delay=10s&".repeat(100), 45, DEFAULT_MAX_BODY).unwrap().delay,
+            Duration::from_secs(10),
+            "not additive"
+        );
+        assert!(shape("delay=11s", 45, DEFAULT_MAX_BODY).unwrap_err().contains("limit"));
+        assert!(shape("size=2GiB", 45, u64::MAX).unwrap_err().contains("--http-max-body"), "1 GiB is the ceiling");
+        // The default cap: 64 MiB (the seeds need 1 MiB); over it, refused naming the flag.
+        assert_eq!(shape("size=64MiB", 45, DEFAULT_MAX_BODY).unwrap().size, 64 << 20);
+        assert!(shape("size=65MiB", 45, DEFAULT_MAX_BODY).unwrap_err().contains("--http-max-body"));
+        assert!(shape("status=9999", 45, DEFAULT_MAX_BODY).is_err());
     }
 
     fn shape_prop(cases: u32) {
@@ -408,7 +475,7 @@ mod tests {
         ];
         TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() })
             .run(&q, |q| {
-                if let Ok(s) = shape(&q, 45) {
+                if let Ok(s) = shape(&q, 45, DEFAULT_MAX_BODY) {
                     prop_assert!(s.size <= MAX_SIZE && s.delay <= MAX_DELAY);
                     prop_assert!(StatusCode::from_u16(s.status).is_ok());
                 }

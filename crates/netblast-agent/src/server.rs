@@ -215,6 +215,20 @@ impl Responders {
         let mut cfg = opts.responder.clone();
         // Counted per response only when someone scrapes them.
         cfg.metrics = opts.metrics.is_some().then_some(metrics);
+        // The peers the data port takes: loopback without a token, the allowed networks with
+        // one, anyone with --open.
+        cfg.peers = match (&opts.access.token, opts.access.open) {
+            (_, true) => crate::http::Peers::Any,
+            (Some(_), false) => crate::http::Peers::Networks(
+                AgentConfig { allow: opts.allow.clone(), ..Default::default() }.allowlist(),
+            ),
+            (None, false) => crate::http::Peers::Loopback,
+        };
+        say(format!(
+            "HTTP responses for {}; bodies up to {}",
+            cfg.peers.describe(),
+            netblast_spec::units::fmt_bytes(cfg.max_body)
+        ));
         let mut listeners = Vec::new();
         let _guard = rt.enter();
         for (port, secure) in [(opts.http, false), (opts.https, true)] {

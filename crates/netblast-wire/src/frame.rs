@@ -25,6 +25,20 @@ pub enum Refusal {
     Shutdown,
 }
 
+impl Refusal {
+    /// The reason in words, for logs a person reads.
+    pub fn words(self) -> &'static str {
+        match self {
+            Refusal::Version => "no common protocol version",
+            Refusal::Auth => "missing or wrong token",
+            Refusal::NotAllowed => "address not allowed",
+            Refusal::Limit => "a server limit",
+            Refusal::Invalid => "invalid request",
+            Refusal::Shutdown => "shutting down",
+        }
+    }
+}
+
 /// A `refused` frame.
 pub fn refusal(reason: Refusal, message: String) -> Vec<u8> {
     encode_frame(&ServerMsg::Refused { message, reason: Some(reason) })

@@ -101,6 +101,9 @@ pub struct ServeArgs {
     /// Response body size when a request does not ask (`?size=`).
     #[arg(long, default_value = "45")]
     pub http_size: ByteSize,
+    /// Largest body a request may ask for (`?size=`, at most 1GiB); larger asks get 400.
+    #[arg(long, default_value = "64MiB")]
+    pub http_max_body: ByteSize,
     /// Most HTTP connections open at once (more are closed as they come; the descriptor
     /// limit lowers it).
     #[arg(long, default_value_t = netblast_agent::http::MAX_CONNECTIONS)]
@@ -301,6 +304,7 @@ impl ServeArgs {
             tls_files: self.cert.clone().zip(self.key.clone()),
             responder: netblast_agent::http::ResponderConfig {
                 default_size: self.http_size.bytes(),
+                max_body: self.http_max_body.bytes(),
                 max_connections: self.http_max_connections.max(1),
                 header_timeout: self.http_timeout.get(),
                 ..Default::default()

@@ -418,3 +418,44 @@ fn against_nginx_counts_statuses_and_speaks_https_and_h2() {
         assert_eq!(status(&r, "200"), 500, "{version:?}: {:?}", http(&r).errors);
     }
 }
+
+/// One plain HTTP/1.1 GET of `/?query`: its status and body length, or `None` when the
+/// connection was closed without a response.
+fn get(addr: std::net::SocketAddr, query: &str) -> Option<(u16, usize)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    let _ = s.write_all(format!("GET /?{query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes());
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    let text = String::from_utf8_lossy(&got);
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = got.len() - text.find("\r\n\r\n")? - 4;
+    Some((status, body))
+}
+
+#[test]
+fn the_responder_answers_the_peers_serve_would_take_and_caps_what_they_ask() {
+    use netblast_agent::http::{Peers, ResponderConfig};
+    let metrics = netblast_agent::metrics::ServeMetrics::default();
+    let start = |peers: Peers| {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let cfg = ResponderConfig { peers, metrics: Some(metrics.clone()), ..Default::default() };
+        netblast_agent::Background::http(listener, None, cfg, 1).unwrap()
+    };
+    // Loopback, as a serve without a token: answered, bodies up to the 64 MiB default.
+    let open = start(Peers::Loopback);
+    assert_eq!(get(open.addr(), ""), Some((200, 45)));
+    assert_eq!(get(open.addr(), "size=1MiB"), Some((200, 1 << 20)));
+    let (status, _) = get(open.addr(), "size=1GiB").unwrap();
+    assert_eq!(status, 400, "found: a stranger got a 1 GiB body");
+    // A peer outside the allowed networks (this test's loopback is not in 10.99/16): closed
+    // unanswered, and counted.
+    let closed = start(Peers::Networks(vec!["10.99.0.0/16".parse().unwrap()]));
+    assert_eq!(get(closed.addr(), "size=1MiB"), None);
+    let refused =
+        metrics.refused.get_or_create(&netblast_agent::metrics::label("reason", "http_peer_not_allowed")).get();
+    assert_eq!(refused, 1);
+    let text = netblast_metrics::encode(&metrics.registry());
+    assert!(text.contains("netblast_serve_refused_total{reason=\"http_peer_not_allowed\"} 1"), "{text}");
+}

@@ -452,7 +452,7 @@ pub struct HttpInterval {
 /// One class of HTTP failure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HttpErrorCount {
-    /// `refused`, `reset`, `timeout`, `tls`, `protocol`, `connect`, `io`.
+    /// `refused`, `reset`, `timeout`, `tls`, `certificate`, `protocol`, `connect`, `io`.
     pub kind: String,
     /// How many requests failed this way.
     pub count: u64,

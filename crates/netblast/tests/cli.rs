@@ -378,6 +378,36 @@ fn serve_prints_one_line_per_test_like_iperf3_s() {
 }
 
 #[test]
+fn a_serve_log_in_a_file_has_no_colour_codes_and_refusals_say_why_in_words() {
+    // Found as a user: `serve 2>serve.log` kept ANSI escapes around every field, and a
+    // refusal read `reason=Auth`.
+    let log = std::env::temp_dir().join(format!("nb-serve-plain-{}.log", std::process::id()));
+    let token = util::token_file("serve-plain", "a-token-nobody-else-has");
+    let mut c = util::bin();
+    c.args(["serve", "--bind", "127.0.0.1", "--port", "0", "--probe", "tcpinfo", "--log", "info", "--token-file"]);
+    c.arg(&token);
+    let child = c.stdout(std::process::Stdio::null()).stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
+    let _serve = util::KillOnDrop(child);
+    let addr = (0..100)
+        .find_map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let text = std::fs::read_to_string(&log).unwrap();
+            text.lines()
+                .find(|l| l.contains("data port"))
+                .and_then(|l| l.split_whitespace().find_map(|w| w.parse::<std::net::SocketAddr>().ok()))
+        })
+        .expect("serve printed its address");
+    let o = util::run_cmd().args(["--target", &addr.to_string(), "-t", "1", "-q"]).output().unwrap();
+    assert!(!o.status.success(), "a client without the token was served");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let refused = text.lines().find(|l| l.contains("refused connection")).unwrap_or_else(|| panic!("{text}"));
+    assert!(!text.contains('\x1b'), "escape codes in a log written to a file: {text:?}");
+    assert!(refused.contains("reason=\"missing or wrong token\""), "{refused}");
+    let _ = std::fs::remove_file(&log);
+}
+
+#[test]
 fn per_cpu_receivers_are_refused_where_they_cannot_apply() {
     // Checked before anything connects: the target is never reached.
     for (extra, says) in [

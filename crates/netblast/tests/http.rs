@@ -184,19 +184,41 @@ fn http2_streams_multiplex_requests_on_few_connections() {
 }
 
 #[test]
-fn untrusted_certificate_is_a_tls_error() {
+fn an_untrusted_certificate_stops_the_run_at_its_first_handshakes_and_names_the_fix() {
+    // Found as a new user: HTTPS to a self-signed server without -k ran its whole duration and
+    // counted `invalid peer certificate: UnknownIssuer` thousands of times.
     let tls = Responder::start(true);
-    let r = util::run(
-        tls.addr,
-        profile(|p, h| {
-            p.run.duration = None;
-            h.requests = Some(20);
-            h.tls = true;
-        }),
-    );
-    let h = all_failed(&r);
-    assert_eq!(h.completed, 0);
-    assert_eq!(h.errors.iter().find(|e| e.kind == "tls").map(|e| e.count), Some(20), "{:?}", h.errors);
+    for open_loop in [false, true] {
+        let r = util::run(
+            tls.addr,
+            profile(|p, h| {
+                p.run.duration = Some(Dur(Duration::from_secs(60)));
+                h.tls = true;
+                if open_loop {
+                    h.rate = Some(Rate(2000.0));
+                }
+            }),
+        );
+        let what = if open_loop { "open loop" } else { "closed loop" };
+        assert!(!r.complete, "{what}");
+        let h = r.summary.http.as_ref().expect("http summary");
+        assert_eq!(h.completed, 0, "{what}");
+        let failed = h.errors.iter().find(|e| e.kind == "certificate").map(|e| e.count).unwrap_or(0);
+        assert!(
+            (1..=10).contains(&failed),
+            "{what}: one failed handshake per connection at most, not one per request: {:?}",
+            h.errors
+        );
+        assert!(h.seconds < 10.0, "{what}: the 60 s run went on for {} s", h.seconds);
+        let stop = r
+            .errors
+            .iter()
+            .find(|e| e.message.starts_with("stopped at the first handshakes"))
+            .unwrap_or_else(|| panic!("{what}: {:?}", r.errors));
+        for words in ["not trusted", "--cacert", "--insecure", "UnknownIssuer"] {
+            assert!(stop.message.contains(words), "{what}: {words:?} missing from {:?}", stop.message);
+        }
+    }
 }
 
 #[test]

@@ -164,6 +164,26 @@ fn io_failure(e: &io::Error, what: &str) -> Failure {
     (ErrorKind::of_io(e), format!("{what}: {e}"))
 }
 
+/// A failed TLS handshake, classified: a certificate this client does not trust says which
+/// flag changes that (every later handshake with that server would fail the same way).
+fn tls_failure(e: &io::Error, authority: &str) -> Failure {
+    let untrusted = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|r| matches!(r, rustls::Error::InvalidCertificate(_)));
+    if untrusted {
+        (
+            ErrorKind::Certificate,
+            format!(
+                "TLS handshake with {authority}: {e}: the server's certificate is not trusted \
+                 (--cacert FILE trusts its issuer, -k/--insecure skips the check)"
+            ),
+        )
+    } else {
+        (ErrorKind::Tls, format!("TLS handshake with {authority}: {e}"))
+    }
+}
+
 /// A TCP connection to `addr`, from the plan's binding (`-B`, `--bind-dev`) if it has one.
 async fn connect_tcp(addr: std::net::SocketAddr, local: &crate::os::sockopt::Binding) -> std::io::Result<TcpStream> {
     if local.is_empty() {
@@ -201,7 +221,7 @@ pub async fn open(
             let stream = tokio_rustls::TlsConnector::from(cfg.clone())
                 .connect(name.clone(), io)
                 .await
-                .map_err(|e| (ErrorKind::Tls, format!("TLS handshake with {}: {e}", ep.authority)))?;
+                .map_err(|e| tls_failure(&e, &ep.authority))?;
             let tls_time = t1.elapsed();
             let alpn = stream.get_ref().1.alpn_protocol().map(|p| p.to_vec());
             if version == HttpVersion::Http2 && alpn.as_deref() != Some(b"h2") {

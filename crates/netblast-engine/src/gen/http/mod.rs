@@ -336,6 +336,7 @@ impl Setup {
             workers,
             probe: conn_probe.clone(),
             group: group_tag,
+            early: Default::default(),
         });
         Ok(Setup { h, job, probe: conn_probe, group_watch, schedule, any_tls, local_address })
     }
@@ -484,10 +485,17 @@ fn summarize(setup: &Setup, c: &Collected, bound: Duration) -> HttpSummary {
     }
 }
 
-/// The run's errors: the workers', an interruption, the aggregator's, and a run in which not
+/// The run's errors: the workers', an interruption, the aggregator's, a run stopped at its first
+/// handshakes (an untrusted certificate), and a run in which not
 /// one request got a response (failed requests are results, not run errors; but such a run
 /// measured nothing of the server).
-fn run_errors(c: &mut Collected, summary: &HttpSummary, expected: &str, interrupted_at: Option<f64>) -> Vec<RunError> {
+fn run_errors(
+    c: &mut Collected,
+    summary: &HttpSummary,
+    expected: &str,
+    interrupted_at: Option<f64>,
+    early: Option<(f64, String)>,
+) -> Vec<RunError> {
     let mut errors = std::mem::take(&mut c.errors);
     if let Some(at_s) = interrupted_at {
         errors.push(RunError { at_s, source: "client".into(), message: "interrupted by the user".into() });
@@ -496,7 +504,13 @@ fn run_errors(c: &mut Collected, summary: &HttpSummary, expected: &str, interrup
     for e in c.merge_errors.drain(..) {
         errors.push(RunError { at_s: 0.0, source: "aggregator".into(), message: e });
     }
-    if summary.completed == 0 {
+    if let Some((at_s, why)) = early {
+        errors.push(RunError {
+            at_s,
+            source: "client".into(),
+            message: format!("stopped at the first handshakes: {why}"),
+        });
+    } else if summary.completed == 0 {
         let why: Vec<String> =
             summary.errors.iter().map(|e| format!("{} {} (e.g. {})", e.kind, e.count, e.sample)).collect();
         errors.push(RunError {
@@ -569,7 +583,8 @@ pub fn run(
     }
     let http = summarize(&setup, &c, plan.time_bound.get());
     let expected = plan.profile.workload.http().map(|h| h.expected().to_string()).unwrap_or_default();
-    let errors = run_errors(&mut c, &http, &expected, flags.interrupted().then(|| start.elapsed().as_secs_f64()));
+    let interrupted_at = flags.interrupted().then(|| start.elapsed().as_secs_f64());
+    let errors = run_errors(&mut c, &http, &expected, interrupted_at, setup.job.early.cause());
     let bits = (http.bytes_sent + http.bytes_received) as f64 * 8.0;
     let envelope = Envelope {
         test_id,

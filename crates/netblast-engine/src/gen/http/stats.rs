@@ -20,8 +20,11 @@ pub enum ErrorKind {
     Reset,
     /// No complete response within the timeout.
     Timeout,
-    /// TLS handshake or certificate failure.
+    /// TLS handshake failure other than an untrusted certificate.
     Tls,
+    /// The server's certificate is not trusted (unknown issuer, wrong name, expired): the same
+    /// for every connection to that server.
+    Certificate,
     /// The peer broke the HTTP protocol.
     Protocol,
     /// TCP connect failed otherwise (unreachable, no route).
@@ -38,6 +41,7 @@ impl ErrorKind {
             ErrorKind::Reset => "reset",
             ErrorKind::Timeout => "timeout",
             ErrorKind::Tls => "tls",
+            ErrorKind::Certificate => "certificate",
             ErrorKind::Protocol => "protocol",
             ErrorKind::Connect => "connect",
             ErrorKind::Io => "io",

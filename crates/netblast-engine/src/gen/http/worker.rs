@@ -21,8 +21,9 @@ use netblast_spec::profile::HttpVersion;
 use netblast_spec::result::CpuUsage;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc as amsc;
 
@@ -88,6 +89,50 @@ pub struct Job {
     pub probe: netblast_probe::Probe,
     /// Without keep-alive, with eBPF: the kernel group whose threads' connections count in it.
     pub group: Option<netblast_probe::GroupTag>,
+    /// Whether the run stops before its bound, and why.
+    pub early: EarlyStop,
+}
+
+/// Stops an HTTP run before its bound when its first handshakes fail on a certificate this
+/// client does not trust: every later one would fail the same way, and thousands of counted
+/// failures say less than the one cause and the flag that fixes it. Once any connection of
+/// the run has been made the run goes on (a certificate failure then is a result).
+#[derive(Debug, Default)]
+pub struct EarlyStop {
+    connected: AtomicBool,
+    stopped: AtomicBool,
+    cause: Mutex<Option<(f64, String)>>,
+}
+
+impl EarlyStop {
+    /// Notes that a connection of the run was established.
+    fn connected(&self) {
+        if !self.connected.load(Ordering::Relaxed) {
+            self.connected.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Considers a failed connection `at_s` into the run: a certificate failure before any
+    /// connection was made stops the run.
+    fn failed(&self, kind: ErrorKind, msg: &str, at_s: f64) {
+        if kind != ErrorKind::Certificate || self.connected.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Ok(mut cause) = self.cause.lock() {
+            cause.get_or_insert_with(|| (at_s, msg.to_string()));
+        }
+        self.stopped.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the run should send no more requests.
+    pub fn stopping(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed)
+    }
+
+    /// When (s into the run) and why the run stopped early, if it did.
+    pub fn cause(&self) -> Option<(f64, String)> {
+        self.cause.lock().ok().and_then(|c| c.clone())
+    }
 }
 
 impl Job {
@@ -310,7 +355,7 @@ async fn closed_slot(k: u32, budget: Option<u64>, conn: Rc<Conn>, job: Arc<Job>,
     // The end of one request is the start of the next: one clock read serves both.
     let mut now = Instant::now();
     loop {
-        if flags.stopping() || now >= end || budget.is_some_and(|b| n >= b) {
+        if flags.stopping() || job.early.stopping() || now >= end || budget.is_some_and(|b| n >= b) {
             break;
         }
         let p = job.pick(j);
@@ -346,7 +391,7 @@ async fn dispatch(
     };
     let mut j = w as u64;
     loop {
-        if job.requests_bound.is_some_and(|n| j >= n) || flags.stopping() {
+        if job.requests_bound.is_some_and(|n| j >= n) || flags.stopping() || job.early.stopping() {
             break;
         }
         let Some(due) = schedule.due(j) else { break };
@@ -456,6 +501,7 @@ async fn connect(conn: &Conn, p: &Prepared, job: &Job) -> Option<bool> {
                     hist::record_ns(&mut st.run.tls, t.as_nanos() as u64);
                 }
                 st.run.established += 1;
+                job.early.connected();
                 st.run.open += 1;
                 st.run.peak_open = st.run.peak_open.max(st.run.open);
                 *conn.sender.borrow_mut() = Some(s);
@@ -471,6 +517,7 @@ async fn connect(conn: &Conn, p: &Prepared, job: &Job) -> Option<bool> {
             Some((kind, msg)) => {
                 st.run.failed += 1;
                 st.interval.errors += 1;
+                job.early.failed(kind, &msg, Instant::now().duration_since(st.start).as_secs_f64());
                 st.run.fail(kind, msg);
                 None
             }

@@ -481,3 +481,61 @@ fn the_responder_answers_the_peers_serve_would_take_and_caps_what_they_ask() {
     let text = netblast_metrics::encode(&metrics.registry());
     assert!(text.contains("netblast_serve_refused_total{reason=\"http_peer_not_allowed\"} 1"), "{text}");
 }
+
+#[test]
+fn curl_from_another_namespace_is_served_only_as_serve_would_take_its_peer() {
+    if !util::netns_or_skip("curl_from_another_namespace_is_served_only_as_serve_would_take_its_peer") {
+        return;
+    }
+    let ns = util::NetnsPair::create();
+    let bin = env!("CARGO_BIN_EXE_netblast");
+    let serve = |extra: &[&str]| {
+        let s = KillOnDrop(
+            ns.cmd(&ns.b, bin)
+                .args(["serve", "--probe", "tcpinfo", "--port", "0", "--http", "18080"])
+                .args(extra)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        std::thread::sleep(Duration::from_millis(400));
+        s
+    };
+    // curl as a user runs it: (exit status, HTTP status, body).
+    let curl = |from: &str, url: &str| {
+        let o = ns
+            .cmd(from, "curl")
+            .args(["-sS", "--max-time", "5", "-o", "-", "-w", "\n%{http_code}", url])
+            .output()
+            .unwrap();
+        // The body's bytes, then the status line -w appends.
+        let cut = o.stdout.iter().rposition(|&b| b == b'\n').unwrap_or(0);
+        let code = String::from_utf8_lossy(&o.stdout[cut..]).trim().to_string();
+        (o.status.code(), code, o.stdout[..cut].to_vec())
+    };
+    let remote = format!("http://{}:18080", ns.addr_b);
+    {
+        let _s = serve(&[]);
+        let (rc, code, body) = curl(&ns.a, &format!("{remote}/?size=1024"));
+        assert!(rc != Some(0) && body.is_empty(), "a default serve answered another namespace: {rc:?} {code} {body:?}");
+        let (rc, code, body) = curl(&ns.b, "http://127.0.0.1:18080/?size=1024");
+        assert_eq!((rc, code.as_str(), body.len()), (Some(0), "200", 1024), "loopback is served");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    {
+        let tok = util::token_file("http-netns", "a-token-for-the-responder");
+        let _s = serve(&["--token-file", tok.to_str().unwrap()]);
+        let (rc, code, _) = curl(&ns.a, &format!("{remote}/?size=16"));
+        assert_eq!((rc, code.as_str()), (Some(0), "200"), "with a token, its own interfaces' networks are served");
+        let _ = std::fs::remove_file(tok);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let _s = serve(&["--open"]);
+    let (rc, code, body) = curl(&ns.a, &format!("{remote}/?size=1024"));
+    assert_eq!((rc, code.as_str(), body.len()), (Some(0), "200", 1024), "--open serves anyone");
+    let (_, code, body) = curl(&ns.a, &format!("{remote}/?size=2GiB"));
+    assert_eq!(code, "400", "{}", String::from_utf8_lossy(&body));
+    let body = String::from_utf8_lossy(&body);
+    assert!(body.contains("--http-max-body"), "the cap is named: {body}");
+}

@@ -3,7 +3,7 @@
 //! prints one line: what it did and how the server answered.
 //!
 //! ```text
-//! netblast-abuse ATTACK --data HOST:PORT [--http HOST:PORT] [--hold SECS] [--count N]
+//! netblast-abuse ATTACK --data HOST:PORT [--http HOST:PORT] [--https HOST:PORT] [--hold SECS] [--count N]
 //! ```
 //!
 //! Attacks: `pending` (tests set up and never started), `pending-streams` (two tests of many
@@ -11,10 +11,16 @@
 //! that sends nothing), `no-read` (a client that never reads its reports), `spin` (busy-polling
 //! flows), `idle-data` (connections to the data port that send nothing), `garbage` (bad magic,
 //! other versions, malformed frames, wrong tags), `partial-http` (HTTP connections that send
-//! half a header), `keepalive-http` (HTTP connections that make one request and stay open).
+//! half a header), `keepalive-http` (HTTP connections that make one request and stay open);
+//! against HTTP/2 (h2c on `--http`): `h2-rapid-reset`, `h2-continuation`, `h2-hpack-bomb`,
+//! `h2-zero-window`, `h2-settings-flood`, `h2-ping-flood`; against HTTPS (`--https`):
+//! `tls-flood` (full handshakes as fast as they go), `tls-half-open` (connections that send
+//! nothing or half a ClientHello). See `abuse_h2.rs`.
 //!
 //! The attacker is another host: toward a loopback serve its connections come from 127.0.0.2,
 //! so limits per peer address apply to it and not to the well-behaved client beside it.
+
+mod abuse_h2;
 
 use netblast_spec::profile::{Direction, Profile, WaitMode, Way};
 use netblast_spec::units::{ByteSize, Dur};
@@ -29,6 +35,7 @@ struct Args {
     attack: String,
     data: SocketAddr,
     http: Option<SocketAddr>,
+    https: Option<SocketAddr>,
     hold: Duration,
     count: usize,
 }
@@ -37,12 +44,13 @@ fn parse() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     let attack =
         it.next().ok_or("usage: netblast-abuse ATTACK --data HOST:PORT [--http HOST:PORT] [--hold S] [--count N]")?;
-    let (mut data, mut http, mut hold, mut count) = (None, None, Duration::from_secs(5), 0);
+    let (mut data, mut http, mut https, mut hold, mut count) = (None, None, None, Duration::from_secs(5), 0);
     while let Some(flag) = it.next() {
         let v = it.next().ok_or(format!("{flag} needs a value"))?;
         match flag.as_str() {
             "--data" => data = Some(v.parse().map_err(|e| format!("--data: {e}"))?),
             "--http" => http = Some(v.parse().map_err(|e| format!("--http: {e}"))?),
+            "--https" => https = Some(v.parse().map_err(|e| format!("--https: {e}"))?),
             "--hold" => hold = Duration::from_secs_f64(v.parse().map_err(|e| format!("--hold: {e}"))?),
             "--count" => count = v.parse().map_err(|e| format!("--count: {e}"))?,
             _ => return Err(format!("unknown flag {flag}")),
@@ -51,7 +59,7 @@ fn parse() -> Result<Args, String> {
     if hold > Duration::from_secs(120) {
         return Err("--hold is at most 120 s: every attack is bounded".into());
     }
-    Ok(Args { attack, data: data.ok_or("--data HOST:PORT is needed")?, http, hold, count })
+    Ok(Args { attack, data: data.ok_or("--data HOST:PORT is needed")?, http, https, hold, count })
 }
 
 /// Connects to `to`, from 127.0.0.2 when `to` is IPv4 loopback (another "host").
@@ -175,6 +183,7 @@ fn run(a: &Args) -> Result<String, String> {
         "idle-data" => attack_idle_data(a, &mut t, &mut held)?,
         "garbage" => attack_garbage(a, &mut t, &mut held)?,
         "partial-http" | "keepalive-http" => attack_partial_http(a, &mut t, &mut held)?,
+        h2 if h2.starts_with("h2-") || h2.starts_with("tls-") => return attack_h2_tls(a),
         other => return Err(format!("unknown attack {other}")),
     };
     let until = Instant::now() + a.hold;
@@ -340,6 +349,40 @@ fn attack_partial_http(a: &Args, t: &mut Tally, held: &mut Vec<Box<dyn std::any:
     } else {
         "HTTP connections with half a header"
     }))
+}
+
+/// The HTTP/2 and TLS attacks: floods last `--hold`; what they hold is let go after `--hold`.
+fn attack_h2_tls(a: &Args) -> Result<String, String> {
+    let n = |default: usize| if a.count > 0 { a.count } else { default };
+    let need = |addr: Option<SocketAddr>, flag: &str| addr.ok_or(format!("{} needs {flag} HOST:PORT", a.attack));
+    let mut held: Vec<Box<dyn std::any::Any>> = Vec::new();
+    let line = if a.attack.starts_with("tls-") {
+        let https = need(a.https, "--https")?;
+        let to = move || connect(https);
+        match a.attack.as_str() {
+            "tls-flood" => abuse_h2::tls_flood(&to, n(4), a.hold)?,
+            "tls-half-open" => abuse_h2::half_open_tls(&to, n(10_000), a.hold, &mut held)?,
+            other => return Err(format!("unknown attack {other}")),
+        }
+    } else {
+        let http = need(a.http, "--http")?;
+        let to = move || connect(http);
+        match a.attack.as_str() {
+            "h2-rapid-reset" => abuse_h2::rapid_reset(&to, n(4), a.hold)?,
+            "h2-continuation" => abuse_h2::continuation_flood(&to, n(4), a.hold)?,
+            "h2-hpack-bomb" => abuse_h2::hpack_bomb(&to, n(4), a.hold)?,
+            "h2-zero-window" => {
+                let line = abuse_h2::zero_window(&to, n(100), &mut held)?;
+                std::thread::sleep(a.hold);
+                line
+            }
+            "h2-settings-flood" => abuse_h2::ack_flood(&to, 0x4, n(4), a.hold)?,
+            "h2-ping-flood" => abuse_h2::ack_flood(&to, 0x6, n(4), a.hold)?,
+            other => return Err(format!("unknown attack {other}")),
+        }
+    };
+    drop(held);
+    Ok(line)
 }
 
 fn main() {

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Replays the attacks of issue 13 against a fresh `netblast serve` on loopback, one at a time,
-# each bounded in time, from 127.0.0.2 (another "host"). Beside every attack a well-behaved client
-# on 127.0.0.1 runs a short test (a data-port test, and an HTTP test against the built-in
-# responder); the table says whether both completed, the serve's peak resident memory during the
-# attack, and its resident memory and open descriptors once the attack let go.
+# Replays the attacks of issues 13 and 24 against a fresh `netblast serve` on loopback, one at a
+# time, each bounded in time, from 127.0.0.2 (another "host"): on the data port, on the HTTP
+# responder (HTTP/1.1 and h2c: rapid reset, CONTINUATION flood, HPACK bomb, zero window,
+# SETTINGS and PING floods) and on its HTTPS port (handshake flood, half-open TLS). Beside every
+# attack a well-behaved client on 127.0.0.1 runs a short test of each (a data-port test, an
+# HTTP/1.1 test, an HTTP/2-over-TLS test); the table says whether all three completed, the
+# serve's peak resident memory during the attack, and its resident memory and open descriptors
+# once the attack let go.
 #
 #   scripts/abuse.sh [HOLD_SECONDS]     # how long each attack holds what it took (default 6)
 #
-# At the end: the serve's memory must be back within 50 MB of its start and its descriptors at
-# their start count, or the script exits 1 (so does any well-behaved client that failed).
+# After every attack the serve's memory must be back within 50 MB of its start, and at the end
+# its descriptors at their start count, or the script exits 1 (so does any well-behaved client
+# that failed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HOLD=${1:-6}
@@ -18,31 +22,33 @@ NB=target/release/netblast
 ABUSE=target/release/netblast-abuse
 LOG=$(mktemp)
 WORK=$(mktemp -d)
-"$NB" serve --bind 127.0.0.1 --port 0 --http 0 --probe tcpinfo 2>"$LOG" &
+"$NB" serve --bind 127.0.0.1 --port 0 --http 0 --https 0 --probe tcpinfo 2>"$LOG" &
 SERVE=$!
 cleanup() { kill "$SERVE" 2>/dev/null || true; wait "$SERVE" 2>/dev/null || true; rm -rf "$LOG" "$WORK"; }
 trap cleanup EXIT
 for _ in $(seq 1 50); do
   DATA=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$LOG")
   HTTP=$(sed -n 's/.*HTTP (HTTP\/1.1, h2c) on \([^ ,]*\).*/\1/p' "$LOG")
-  [ -n "$DATA" ] && [ -n "$HTTP" ] && break
+  HTTPS=$(sed -n 's/.*HTTPS (HTTP\/1.1, h2) on \([^ ,]*\).*/\1/p' "$LOG")
+  [ -n "$DATA" ] && [ -n "$HTTP" ] && [ -n "$HTTPS" ] && break
   sleep 0.1
 done
-if [ -z "${DATA:-}" ] || [ -z "${HTTP:-}" ]; then echo "abuse.sh: serve did not start" >&2; cat "$LOG" >&2; exit 1; fi
+if [ -z "${DATA:-}" ] || [ -z "${HTTP:-}" ] || [ -z "${HTTPS:-}" ]; then echo "abuse.sh: serve did not start" >&2; cat "$LOG" >&2; exit 1; fi
 
 rss_mb() { awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$SERVE/status"; }
 peak_mb() { awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$SERVE/status"; }
 reset_peak() { echo 5 > "/proc/$SERVE/clear_refs" 2>/dev/null || true; }  # VmHWM from now on
 fds() { find "/proc/$SERVE/fd" -mindepth 1 -maxdepth 1 | wc -l; }
-normal() {  # a well-behaved data-port client and HTTP client; prints "ok ok" or what failed
-  local d h
+normal() {  # well-behaved data-port, HTTP/1.1 and h2-over-TLS clients; prints "ok ok ok" or what failed
+  local d h s
   if "$NB" run --target "$DATA" -t 2 --probe tcpinfo --json > "$WORK/d.json" 2>"$WORK/d.err"; then d=ok; else d=FAIL; fi
   if "$NB" run --profile http-max --url "http://$HTTP/" -c 4 -t 2 --probe tcpinfo --json > "$WORK/h.json" 2>"$WORK/h.err"; then h=ok; else h=FAIL; fi
-  echo "$d $h"
+  if "$NB" run --profile http-max --url "https://$HTTPS/" --http2 -k -c 2 -t 2 --probe tcpinfo --json > "$WORK/s.json" 2>"$WORK/s.err"; then s=ok; else s=FAIL; fi
+  echo "$d $h $s"
 }
 why() {  # what a failed well-behaved client said
   local f
-  for f in d h; do
+  for f in d h s; do
     [ -s "$WORK/$f.err" ] && grep -v '^\s*$' "$WORK/$f.err" | tail -n 1 | cut -c1-160 | sed "s/^/  [$f] /"
   done
   return 0
@@ -58,24 +64,29 @@ settle() {  # waits (up to 30 s) for the serve's descriptors to come back to $1
 normal > /dev/null  # the first test sets up what stays (runtime threads, buffers)
 START_RSS=$(rss_mb)
 START_FDS=$(fds)
-printf 'serve on %s (HTTP %s): %s MB resident, %s descriptors\n\n' "$DATA" "$HTTP" "$START_RSS" "$START_FDS"
-printf '%-16s %-5s %-5s %8s %8s %5s  %s\n' attack data http "peak MB" "after MB" fds "what the attack did"
+printf 'serve on %s (HTTP %s, HTTPS %s): %s MB resident, %s descriptors\n\n' "$DATA" "$HTTP" "$HTTPS" "$START_RSS" "$START_FDS"
+printf '%-18s %-4s %-4s %-5s %8s %8s %5s  %s\n' attack data http https "peak MB" "after MB" fds "what the attack did"
 FAILED=0
 row() {
   local name=$1 verdict=$2 what=$3
   settle "$START_FDS"
-  printf '%-16s %-5s %-5s %8s %8s %5s  %s\n' "$name" "${verdict% *}" "${verdict#* }" "$(peak_mb)" "$(rss_mb)" "$(fds)" "$what"
+  local d h s
+  read -r d h s <<< "$verdict"
+  printf '%-18s %-4s %-4s %-5s %8s %8s %5s  %s\n' "$name" "$d" "$h" "$s" "$(peak_mb)" "$(rss_mb)" "$(fds)" "$what"
   case "$verdict" in *FAIL*) FAILED=1; why ;; esac
+  if awk -v a="$(rss_mb)" -v b="$START_RSS" 'BEGIN { exit !(a - b > 50) }'; then
+    echo "  memory not back within 50 MB of the start ($START_RSS MB) after $name"; FAILED=1
+  fi
 }
-attack() {  # NAME ABUSE-ARGS...: the attack in the background, a well-behaved client beside it
-  local name=$1; shift
+attack() {  # NAME ATTACK [ARGS...]: the attack in the background, well-behaved clients beside it
+  local name=$1 what=$2; shift 2
   reset_peak
-  "$ABUSE" "$@" --data "$DATA" --http "$HTTP" --hold "$HOLD" > "$WORK/a.out" 2>&1 &
+  "$ABUSE" "$what" --data "$DATA" --http "$HTTP" --https "$HTTPS" --hold "$HOLD" "$@" > "$WORK/a.out" 2>&1 &
   local pid=$!
   sleep 1.5
   local verdict; verdict=$(normal)
   wait "$pid" || true
-  row "$name" "$verdict" "$(tr '\n' ' ' < "$WORK/a.out" | cut -c1-150)"
+  row "$name" "$verdict" "$(tr '\n' ' ' < "$WORK/a.out" | cut -c1-220)"
 }
 
 attack pending pending
@@ -87,6 +98,15 @@ attack idle-data idle-data --count 10000
 attack garbage garbage
 attack partial-http partial-http --count 10000
 attack keepalive-http keepalive-http --count 10000
+attack h2-rapid-reset h2-rapid-reset
+attack h2-continuation h2-continuation
+attack h2-hpack-bomb h2-hpack-bomb
+attack h2-zero-window h2-zero-window --count 100
+attack h2-settings-flood h2-settings-flood
+attack h2-ping-flood h2-ping-flood
+attack tls-flood tls-flood --count 4
+# Held past the responder's 15 s header timeout, to see the server close them by itself.
+attack tls-half-open tls-half-open --count 10000 --hold 17
 # Thousands of flows at 10 ms intervals: a client that used to livelock both ends.
 reset_peak
 T0=$(date +%s.%N)

@@ -296,12 +296,12 @@ impl Responders {
 /// The names a self-signed certificate is made for: loopback's, the bound address, the host.
 fn tls_names(bind: IpAddr) -> Vec<String> {
     let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
-    if !bind.is_unspecified() {
-        names.push(bind.to_string());
-    }
     let host = netblast_engine::os::sys::host_info().hostname;
-    if !host.is_empty() {
-        names.push(host);
+    let bound = (!bind.is_unspecified()).then(|| bind.to_string());
+    for name in bound.into_iter().chain((!host.is_empty()).then_some(host)) {
+        if !names.contains(&name) {
+            names.push(name);
+        }
     }
     names
 }
@@ -310,4 +310,17 @@ fn tls_names(bind: IpAddr) -> Vec<String> {
 /// inside a tokio runtime.
 pub fn listener(addr: SocketAddr, device: Option<&str>) -> std::io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::from_std(netblast_engine::os::sockopt::listener(addr, device)?)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_certificate_names_each_name_once() {
+        let names = super::tls_names("127.0.0.1".parse().unwrap());
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
+        assert!(super::tls_names("10.1.2.3".parse().unwrap()).contains(&"10.1.2.3".to_string()));
+    }
 }

@@ -55,18 +55,43 @@ struct TestLog {
     failed: Option<String>,
 }
 
-/// Renders a fleet log. A truncated last line (a coordinator killed mid-write) is skipped.
-pub fn render(text: &str) -> Result<String, String> {
+/// A fleet log rendered, and whether it holds a whole fleet run: every test's final result,
+/// complete, no agent failed, no line cut.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    /// The text.
+    pub text: String,
+    /// Whether the log holds a whole, complete run.
+    pub complete: bool,
+}
+
+/// A fleet log's records, gathered per test and agent.
+struct Read {
+    header: LogHeader,
+    tests: BTreeMap<u32, TestLog>,
+    failed_agents: Vec<(usize, String)>,
+    /// Each agent's latest actual start, on its own clock.
+    started: BTreeMap<usize, u64>,
+    /// The last line was cut mid-record, and left out.
+    cut: bool,
+}
+
+/// Reads a fleet log's records; a last line cut mid-record is left out and noted, a bad line
+/// elsewhere is an error naming it.
+fn read(text: &str) -> Result<Read, String> {
     let mut header: Option<LogHeader> = None;
     let mut tests: BTreeMap<u32, TestLog> = BTreeMap::new();
     let mut failed_agents: Vec<(usize, String)> = Vec::new();
-    // Each agent's latest actual start, on its own clock (converted once the header is read).
     let mut started: BTreeMap<usize, u64> = BTreeMap::new();
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let mut cut = false;
     for (n, line) in lines.iter().enumerate() {
         let rec: LogRecord = match serde_json::from_str(line) {
             Ok(r) => r,
-            Err(_) if n + 1 == lines.len() => break,
+            Err(_) if n + 1 == lines.len() && n > 0 => {
+                cut = true;
+                break;
+            }
             Err(e) => return Err(format!("line {}: {e}", n + 1)),
         };
         match rec {
@@ -93,7 +118,14 @@ pub fn render(text: &str) -> Result<String, String> {
             },
         }
     }
-    let h = header.ok_or("not a fleet log: no fleet record first")?;
+    let header = header.ok_or("not a fleet log: no fleet record first")?;
+    Ok(Read { header, tests, failed_agents, started, cut })
+}
+
+/// Renders a fleet log. A truncated last line (a coordinator killed mid-write) is skipped and
+/// said; a log without every test's final result renders what it has and says so.
+pub fn render(text: &str) -> Result<Rendered, String> {
+    let Read { header: h, tests, failed_agents, started, cut } = read(text)?;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -161,9 +193,31 @@ pub fn render(text: &str) -> Result<String, String> {
     }
     let finals: Vec<(String, &RunResult)> =
         tests.iter().filter_map(|(id, t)| t.final_result.as_ref().map(|r| (format!("test {id}"), r))).collect();
+    let whole = finals.len() == h.tests.len() && finals.iter().all(|(_, r)| r.complete) && failed_agents.is_empty();
+    let complete = whole && !cut;
+    let ending = |s: &mut String| {
+        if cut {
+            let _ =
+                writeln!(s, "its last line was cut mid-record (the coordinator stopped while writing it): left out");
+        }
+        if !whole {
+            let _ = writeln!(
+                s,
+                "INCOMPLETE: {} of {} tests have a final result{}",
+                finals.len(),
+                h.tests.len(),
+                if failed_agents.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} agent(s) failed", failed_agents.len())
+                }
+            );
+        }
+    };
     if finals.is_empty() {
         let _ = writeln!(s, "no final result in the log: the totals above are all there is");
-        return Ok(s);
+        ending(&mut s);
+        return Ok(Rendered { text: s, complete });
     }
     let refs: Vec<merge::Input<'_>> = finals.iter().map(|(n, r)| (n.as_str(), *r)).collect();
     match merge::merge(&refs) {
@@ -190,5 +244,6 @@ pub fn render(text: &str) -> Result<String, String> {
             let _ = writeln!(s, "the final results cannot be merged: {e}");
         }
     }
-    Ok(s)
+    ending(&mut s);
+    Ok(Rendered { text: s, complete })
 }

@@ -99,8 +99,8 @@ fn report(a: &ReportArgs) -> Result<Outcome, AppError> {
     if netblast_report::fleet::is_log(&text) {
         let out = netblast_report::fleet::render(&text)
             .map_err(|e| AppError::input(anyhow::anyhow!("{}: {e}", a.file.display())))?;
-        print_stdout(&out);
-        return Ok(Outcome::Complete);
+        print_stdout(&out.text);
+        return Ok(if out.complete { Outcome::Complete } else { Outcome::Incomplete });
     }
     let read = |p: &Path, what: &str| {
         json::read(p).with_context(|| format!("{what}cannot read result {}", p.display())).map_err(AppError::input)

@@ -161,31 +161,88 @@ fn many_flows_sum_matches_the_flows() {
 }
 
 #[test]
-fn killed_server_gives_a_partial_result_and_nonzero_exit() {
-    let (server, addr) = util::spawn_server();
-    let mut server = util::KillOnDrop(server);
-    let out = std::env::temp_dir().join(format!("nb-killed-{}.json", std::process::id()));
-    let client = util::run_cmd()
-        .args(["--target", &addr.to_string(), "-t", "6", "-i", "0.25", "--json", "--output"])
-        .arg(&out)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    server.0.kill().unwrap();
-    let _ = server.0.wait();
-    let o = util::wait_output(client, Duration::from_secs(30));
-    assert_eq!(o.status.code(), Some(1), "stderr: {}", String::from_utf8_lossy(&o.stderr));
-    let r: RunResult = serde_json::from_slice(&o.stdout).unwrap();
-    assert!(!r.complete);
-    assert!(!r.errors.is_empty());
-    assert!(r.summary.ways[0].sender.bytes > 0, "what was measured before the kill is kept");
-    assert!(r.intervals.len() >= 2);
-    let saved: RunResult = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    assert_eq!(saved, r);
-    assert!(!netblast_report::json::PartialLog::path_for(&out).exists(), "partial log removed after the final write");
-    let _ = std::fs::remove_file(&out);
+fn a_server_killed_at_a_random_instant_leaves_the_client_what_it_measured() {
+    let mut chance = util::Chance::seeded();
+    for kind in ["bulk", "rr", "udp", "http"] {
+        let (server, addr) = util::spawn_server_with(&["--probe", "tcpinfo", "--http", "0"]);
+        let mut server = util::KillOnDrop(server);
+        let out = std::env::temp_dir().join(format!("nb-killed-server-{kind}-{}.json", std::process::id()));
+        let target = addr.to_string();
+        // The responder's port: serve says it on stderr, which spawn_server_with keeps reading;
+        // ask the kernel instead.
+        let http_port = listening_ports(server.0.id()).into_iter().find(|&p| p != addr.port()).expect("http port");
+        let url = format!("http://127.0.0.1:{http_port}/");
+        let args: Vec<&str> = match kind {
+            "bulk" => vec!["--target", &target],
+            "rr" => vec!["--target", &target, "--profile", "latency"],
+            "udp" => vec!["--target", &target, "-u", "-b", "50M"],
+            _ => vec!["--url", &url, "-c", "2"],
+        };
+        let client = util::run_cmd()
+            .args(&args)
+            .args(["-t", "6", "-i", "0.25", "--json", "--output"])
+            .arg(&out)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let at = chance.millis(700, 4500);
+        std::thread::sleep(at);
+        server.0.kill().unwrap();
+        let _ = server.0.wait();
+        let what = format!("{kind}, server killed at {at:?} (seed {})", chance.seed);
+        eprintln!("{what}");
+        let o = util::wait_output(client, Duration::from_secs(30));
+        let r: RunResult = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{what}: {e}: {}", String::from_utf8_lossy(&o.stderr)));
+        let saved: RunResult = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+        assert_eq!(saved, r, "{what}: the file holds what was printed");
+        assert!(!netblast_report::json::PartialLog::path_for(&out).exists(), "{what}: partial log removed");
+        assert!(!r.intervals.is_empty(), "{what}");
+        if kind == "http" {
+            // As wrk: a server gone mid-run makes the requests after it fail, counted by cause;
+            // the responses before it are kept.
+            let h = r.summary.http.as_ref().unwrap();
+            assert!(
+                h.completed > 0 && h.errors.iter().any(|e| e.kind == "refused" || e.kind == "reset"),
+                "{what}: {h:?}"
+            );
+            assert_eq!(h.completed, r.intervals.iter().map(|i| i.http.as_ref().unwrap().completed).sum::<u64>());
+        } else {
+            assert_eq!(o.status.code(), Some(1), "{what}: {}", String::from_utf8_lossy(&o.stderr));
+            assert!(!r.complete && !r.errors.is_empty(), "{what}");
+            let way = &r.summary.ways[0];
+            let measured = match kind {
+                "rr" => way.latency.as_ref().map(|l| l.count).unwrap_or(0),
+                _ => way.sender.bytes,
+            };
+            assert!(measured > 0, "{what}: what was measured before the kill is kept");
+            assert!(r.summary.duration_s < 6.0, "{what}: the run stopped with its server");
+        }
+        let _ = std::fs::remove_file(&out);
+    }
+}
+
+/// The TCP ports process `pid` listens on (its sockets' inodes matched in /proc/net/tcp*).
+fn listening_ports(pid: u32) -> Vec<u16> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| l.to_str()?.strip_prefix("socket:[")?.strip_suffix(']').map(str::to_string))
+        .collect();
+    let mut ports = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        for line in std::fs::read_to_string(table).unwrap_or_default().lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // local_address, state 0A (LISTEN), inode
+            if f.len() > 9 && f[3] == "0A" && inodes.iter().any(|i| i == f[9]) {
+                if let Some(p) = f[1].rsplit(':').next().and_then(|h| u16::from_str_radix(h, 16).ok()) {
+                    ports.push(p);
+                }
+            }
+        }
+    }
+    ports
 }
 
 #[test]

@@ -475,6 +475,7 @@ fn a_client_killed_mid_run_leaves_a_partial_log_report_reads_as_an_incomplete_re
         (r, url)
     };
     let target = srv.addr.to_string();
+    let mut chance = util::Chance::seeded();
     for (kind, args) in [
         ("bulk", vec!["--target", &target]),
         ("udp", vec!["--target", &target, "-u", "-b", "50M"]),
@@ -490,29 +491,48 @@ fn a_client_killed_mid_run_leaves_a_partial_log_report_reads_as_an_incomplete_re
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(2500));
+        // Anywhere from before the first interval to well into the run.
+        let at = chance.millis(400, 4000);
+        std::thread::sleep(at);
         // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
         unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
         let _ = util::wait_output(child, std::time::Duration::from_secs(10));
-        assert!(!out.exists(), "{kind}: no final result");
+        let seed = chance.seed;
+        assert!(!out.exists(), "{kind} killed at {at:?} (seed {seed}): no final result");
         let log = netblast_report::json::PartialLog::path_for(&out);
-        // A record cut mid-line, as a kill while writing leaves it.
-        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
-        f.write_all(b"{\"index\":99,\"start_s\":24.75,\"end_").unwrap();
-        drop(f);
+        let whole = std::fs::read_to_string(&log).unwrap();
+        let kept = netblast_report::json::read_partial(&whole).unwrap();
+        // Cut at a random byte, as a kill while writing leaves it.
+        let len = util::cut_after_first_line(&log, &mut chance);
+        let what = format!("{kind} killed at {at:?}, log cut at byte {len} of {} (seed {seed})", whole.len());
         let o = util::bin().arg("report").arg(&log).output().unwrap();
         let text = String::from_utf8_lossy(&o.stdout);
-        assert_eq!(o.status.code(), Some(1), "{kind}: incomplete, as the run would have been: {text}{}", stderr_of(&o));
-        assert!(
-            text.contains("the run ended before its result was written") && text.contains("last line cut"),
-            "{kind}: {text}"
-        );
+        assert_eq!(o.status.code(), Some(1), "{what}: incomplete, as the run would have been: {text}{}", stderr_of(&o));
+        assert!(text.contains("the run ended before its result was written"), "{what}: {text}");
         let r = netblast_report::json::read_partial(&std::fs::read_to_string(&log).unwrap()).unwrap();
-        assert!(r.intervals.len() >= 4, "{kind}: {} intervals kept", r.intervals.len());
-        match kind {
-            "http" => assert!(r.summary.http.as_ref().unwrap().completed > 0, "{kind}"),
-            "rr" => assert!(r.summary.ways[0].latency.as_ref().unwrap().count > 0, "{kind}"),
-            _ => assert!(r.summary.ways[0].sender.bytes > 0, "{kind}"),
+        let cut_mid_record = len < whole.len() as u64 && !whole[..len as usize].ends_with('\n');
+        assert_eq!(text.contains("last line cut"), cut_mid_record, "{what}: {text}");
+        // Every whole record before the cut is read back (the cut one only is left out), and
+        // the totals are what they add up to.
+        let whole_lines = &whole[..whole[..len as usize].rfind('\n').map(|i| i + 1).unwrap_or(0)];
+        let before_cut = netblast_report::json::read_partial(whole_lines).unwrap();
+        assert_eq!(r.intervals, before_cut.intervals, "{what}");
+        assert_eq!(r.intervals[..], kept.intervals[..r.intervals.len()], "{what}");
+        if let Some(last) = r.intervals.last() {
+            assert!((r.summary.duration_s - last.end_s).abs() < 1e-6, "{what}: totals span the intervals kept");
+            match kind {
+                "http" => assert_eq!(
+                    r.summary.http.as_ref().unwrap().completed,
+                    r.intervals.iter().map(|i| i.http.as_ref().unwrap().completed).sum::<u64>(),
+                    "{what}"
+                ),
+                "rr" => assert!(r.summary.ways[0].latency.as_ref().is_some_and(|l| l.count > 0), "{what}"),
+                _ => assert_eq!(
+                    r.summary.ways[0].sender.bytes,
+                    r.intervals.iter().map(|i| i.sums[0].sent_bytes).sum::<u64>(),
+                    "{what}"
+                ),
+            }
         }
         let _ = std::fs::remove_file(&log);
     }

@@ -430,6 +430,9 @@ fn a_dead_coordinator_leaves_no_traffic_running() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(established(port) >= 2, "the test is running");
+    let mut chance = util::Chance::seeded();
+    let at = chance.millis(0, 3000);
+    std::thread::sleep(at);
     fleet.kill().unwrap();
     let _ = fleet.wait();
     // The client agent stops its test (the server's end follows): well before the 60 s bound.
@@ -438,6 +441,20 @@ fn a_dead_coordinator_leaves_no_traffic_running() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(established(port), 0, "traffic still runs {:?} after the coordinator died", t.elapsed());
+    // What it received is in its log; cut at a random byte (a kill while writing), the report
+    // reads it as an incomplete fleet run.
+    let whole = std::fs::read_to_string(&log).unwrap();
+    let len = util::cut_after_first_line(&log, &mut chance);
+    let what = format!("killed {at:?} into the test, log cut at byte {len} of {} (seed {})", whole.len(), chance.seed);
+    let rep = util::bin().arg("report").arg(&log).output().unwrap();
+    let text = String::from_utf8_lossy(&rep.stdout);
+    assert_eq!(rep.status.code(), Some(1), "{what}: {text}{}", String::from_utf8_lossy(&rep.stderr));
+    assert!(
+        text.contains("fleet log: 2 agents, 1 tests") && text.contains("INCOMPLETE: 0 of 1 tests"),
+        "{what}: {text}"
+    );
+    let cut_mid_record = len < whole.len() as u64 && !whole[..len as usize].ends_with('\n');
+    assert_eq!(text.contains("last line was cut"), cut_mid_record, "{what}: {text}");
     let _ = std::fs::remove_file(log);
     let _ = std::fs::remove_file(token);
 }

@@ -98,7 +98,11 @@ pub fn spawn_server_from(mut command: Command) -> (Child, SocketAddr) {
         for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
             if !sent {
                 // "netblast serve: listening on 127.0.0.1:PORT (data port; ...)"
-                if let Some(a) = line.split_whitespace().find_map(|w| w.parse::<SocketAddr>().ok()) {
+                if let Some(a) = line
+                    .contains("data port")
+                    .then(|| line.split_whitespace().find_map(|w| w.parse::<SocketAddr>().ok()))
+                    .flatten()
+                {
                     let _ = tx.send(a);
                     sent = true;
                 }
@@ -109,19 +113,31 @@ pub fn spawn_server_from(mut command: Command) -> (Child, SocketAddr) {
     (child, addr)
 }
 
-/// Waits for a child with a deadline, killing it if it overruns.
+/// Waits for a child with a deadline, killing it if it overruns. Its piped output is read
+/// while it runs (a child blocked on a full pipe would otherwise look hung).
 pub fn wait_output(mut child: Child, limit: Duration) -> std::process::Output {
+    fn drain<R: std::io::Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    }
+    let (out, err) = (drain(child.stdout.take()), drain(child.stderr.take()));
     let t = std::time::Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
         }
         if t.elapsed() > limit {
             let _ = child.kill();
             panic!("child ran past {limit:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
+    };
+    std::process::Output { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() }
 }
 
 /// A child process stopped when dropped, so a failing test leaves nothing running: SIGTERM
@@ -317,4 +333,47 @@ pub fn histogram_count(s: &prometheus_parse::Scrape, name: &str) -> f64 {
         }
         other => panic!("{name}: not a histogram: {other:?}"),
     }
+}
+
+/// Random instants and cut points for tests that kill processes "at a random instant": seeded
+/// from `NETBLAST_TEST_SEED` when set (to replay a failure), else from the clock; the seed is in
+/// every failure message of the tests that use it.
+pub struct Chance {
+    /// The seed this sequence started from.
+    pub seed: u64,
+    state: u64,
+}
+
+impl Chance {
+    /// A new sequence, from the environment's seed or the clock.
+    pub fn seeded() -> Chance {
+        let seed = std::env::var("NETBLAST_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+        });
+        eprintln!("random instants from NETBLAST_TEST_SEED={seed}");
+        Chance { seed, state: seed | 1 }
+    }
+
+    /// A number in `lo..hi` (xorshift64*).
+    pub fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        self.state ^= self.state >> 12;
+        self.state ^= self.state << 25;
+        self.state ^= self.state >> 27;
+        lo + self.state.wrapping_mul(0x2545_f491_4f6c_dd1d) % (hi - lo).max(1)
+    }
+
+    /// A duration between `lo_ms` and `hi_ms` milliseconds.
+    pub fn millis(&mut self, lo_ms: u64, hi_ms: u64) -> Duration {
+        Duration::from_millis(self.between(lo_ms, hi_ms))
+    }
+}
+
+/// Cuts `file` at a random byte after its first line (the start record a log opens with), as a
+/// process killed while writing leaves it; returns the new length.
+pub fn cut_after_first_line(file: &std::path::Path, chance: &mut Chance) -> u64 {
+    let bytes = std::fs::read(file).unwrap();
+    let first = bytes.iter().position(|&b| b == b'\n').map(|i| i as u64 + 1).unwrap_or(bytes.len() as u64);
+    let at = chance.between(first, bytes.len() as u64 + 1);
+    std::fs::OpenOptions::new().write(true).open(file).unwrap().set_len(at).unwrap();
+    at
 }

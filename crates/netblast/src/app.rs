@@ -175,6 +175,9 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
     let human = !a.json && !a.quiet;
     let sinks = Sinks { output: a.output.clone(), json: a.json, hlog: None };
     sinks.check()?;
+    if let Some(frames) = &a.frames {
+        out::check_writable("--frames", frames)?;
+    }
     let (cfg, notes) = crate::fleet::config(a, human)?;
     if human {
         for n in notes {

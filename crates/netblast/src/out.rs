@@ -30,11 +30,16 @@ impl Sinks {
     pub fn check(&self) -> Result<(), AppError> {
         for (flag, path) in [("--output", &self.output), ("--hlog", &self.hlog)] {
             if let Some(p) = path {
-                writable(p).map_err(|why| AppError::input(anyhow::anyhow!("{flag} {}: {why}", p.display())))?;
+                check_writable(flag, p)?;
             }
         }
         Ok(())
     }
+}
+
+/// Refuses (exit 2, naming the flag and the path) a file `flag` asks for that cannot be written.
+pub fn check_writable(flag: &str, path: &Path) -> Result<(), AppError> {
+    writable(path).map_err(|why| AppError::input(anyhow::anyhow!("{flag} {}: {why}", path.display())))
 }
 
 /// Whether a file can be written at `path` (atomically: a new file beside it, renamed over it).

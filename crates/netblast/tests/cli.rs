@@ -441,6 +441,18 @@ fn an_unwritable_output_is_refused_before_the_run_and_a_failed_write_keeps_the_r
         assert!(err.contains(&path.display().to_string()) && err.contains(why), "{err}");
         assert!(t.elapsed() < std::time::Duration::from_secs(4), "refused before the run, not after it");
     }
+    // A fleet's result and frame log, before any agent is asked anything.
+    for (flag, path, why) in [("-o", &dir, "is a directory"), ("--frames", &missing, "does not exist")] {
+        let o = util::bin()
+            .args(["fleet", "--clients", &target, "-t", "5", flag])
+            .arg(path)
+            .env("NETBLAST_TOKEN", "a-token")
+            .output()
+            .unwrap();
+        let err = stderr_of(&o);
+        assert_eq!(o.status.code(), Some(2), "fleet {flag}: {err}");
+        assert!(err.contains(flag) && err.contains(&path.display().to_string()) && err.contains(why), "{err}");
+    }
     // The directory goes away during the run: the summary is printed, the result kept elsewhere.
     let sub = dir.join("gone");
     std::fs::create_dir_all(&sub).unwrap();

@@ -315,3 +315,36 @@ fn thousands_of_flows_at_short_intervals_end_on_time_and_say_how_they_sampled() 
     assert!(ticks <= 5, "the server used {ticks} clock ticks in the second after the test");
     let _ = server.0.kill();
 }
+
+#[test]
+fn tcp_at_a_bitrate_holds_it_every_interval_both_ways() {
+    // iperf3 users type -b for TCP: each flow paced by the kernel (SO_MAX_PACING_RATE).
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    for (direction, flows, per_flow) in [(Direction::Forward, 1, 500e6), (Direction::Reverse, 2, 150e6)] {
+        let r = util::run(
+            srv.addr,
+            util::profile(|p| {
+                p.run.duration = Some("4s".parse().unwrap());
+                p.run.interval = Some("1s".parse().unwrap());
+                let b = p.workload.bulk_mut().unwrap();
+                b.direction = direction;
+                b.flows = flows;
+                b.bitrate = Some(netblast_spec::units::BitRate(per_flow));
+            }),
+        );
+        assert!(r.complete, "{:?}", r.errors);
+        let target = per_flow * flows as f64;
+        // Every whole interval (the tail after the bound is what the send buffer held).
+        for iv in r.intervals.iter().filter(|i| i.end_s - i.start_s > 0.9) {
+            let got = iv.sums[0].received_bits_per_s.expect("the receiver reported");
+            assert!(
+                (got - target).abs() <= target * 0.02,
+                "{direction:?}: {:.2}-{:.2} s received {got:.3e} bit/s, asked {target:.3e}",
+                iv.start_s,
+                iv.end_s
+            );
+        }
+        let way = r.summary.ways[0].receiver.unwrap();
+        assert!((way.bits_per_s - target).abs() <= target * 0.02, "{direction:?}: {:.3e}", way.bits_per_s);
+    }
+}

@@ -648,6 +648,9 @@ pub fn spawn(end: &End<'_>, b: &BulkSection, conns: Vec<Conn>) -> io::Result<Vec
             }
             _ => None,
         };
+        if let (FlowRole::Send, Some(rate)) = (role, b.bitrate) {
+            crate::os::sockopt::set_max_pacing_rate(c.tcp.as_raw_fd(), rate.bits_per_s())?;
+        }
         flows.push(BulkFlow { id: c.id, stream: c.tcp, role, budget });
     }
     let interval = end.profile.run.interval();

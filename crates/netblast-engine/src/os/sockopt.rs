@@ -284,6 +284,38 @@ pub fn tie_to_cpu(sock: &std::net::UdpSocket, cpu: usize) -> io::Result<()> {
 /// hundred, so a receiver sharing its CPU overflows while it waits to run).
 pub const UDP_RCVBUF: u64 = 8 << 20;
 
+/// Holds a TCP socket's sending rate at `bits_per_s` (payload) by the kernel's pacing
+/// (`SO_MAX_PACING_RATE`, bytes per second; TCP paces internally without the fq qdisc since
+/// Linux 4.13). Returns the rate the kernel reports back, bits per second.
+pub fn set_max_pacing_rate(fd: std::os::fd::RawFd, bits_per_s: f64) -> io::Result<f64> {
+    let bytes: u64 = (bits_per_s / 8.0).round() as u64;
+    // SAFETY: `bytes` is a u64 that outlives the call; its size is passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            (&bytes as *const u64).cast(),
+            std::mem::size_of::<u64>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(named("SO_MAX_PACING_RATE", format!("{bits_per_s} bit/s"), io::Error::last_os_error()));
+    }
+    let mut back: u64 = 0;
+    let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
+    // SAFETY: `back` is a u64 that outlives the call; `len` is its size and is updated.
+    let rc = unsafe {
+        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, (&mut back as *mut u64).cast(), &mut len)
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // A kernel that keeps the option in 32 bits answers in 4 bytes.
+    let back = if len as usize == std::mem::size_of::<u32>() { back & 0xffff_ffff } else { back };
+    Ok(back as f64 * 8.0)
+}
+
 /// Grows a socket's receive queue to `bytes` (`SO_RCVBUFFORCE` where allowed, as root, else
 /// `SO_RCVBUF` up to `net.core.rmem_max`); returns what applies, in bytes of data.
 pub fn grow_rcvbuf(fd: std::os::fd::RawFd, bytes: u64) -> io::Result<u64> {
@@ -313,6 +345,14 @@ pub fn rcvbuf_of(fd: std::os::fd::RawFd) -> io::Result<u64> {
 mod tests {
     use super::*;
     use netblast_spec::units::ByteSize;
+
+    #[test]
+    fn a_pacing_rate_is_set_and_read_back() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let got = set_max_pacing_rate(std::os::fd::AsRawFd::as_raw_fd(&c), 500e6).unwrap();
+        assert_eq!(got, 500e6);
+    }
 
     #[test]
     fn applies_buffers_and_nodelay() {

@@ -56,7 +56,7 @@ pub enum SendMode {
 }
 
 /// The `[bulk]` section.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BulkSection {
     /// Number of parallel flows (per direction).
@@ -74,6 +74,10 @@ pub struct BulkSection {
     /// Stop after this many bytes in total, split evenly over the sending flows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<ByteSize>,
+    /// Each sending flow held at this rate (iperf3 `-b` over TCP), by the kernel's pacing
+    /// (`SO_MAX_PACING_RATE`: payload bytes per second); none: as fast as TCP goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bitrate: Option<crate::units::BitRate>,
 }
 
 fn one() -> u32 {
@@ -100,6 +104,7 @@ impl Default for BulkSection {
             block_bytes: default_block(),
             send_mode: SendMode::Copy,
             bytes: None,
+            bitrate: None,
         }
     }
 }

@@ -95,8 +95,8 @@ pub struct Overrides {
     /// the udp-1g profile (iperf3 -u).
     #[cfg_attr(feature = "clap", arg(long, short = 'u'))]
     pub udp: bool,
-    /// msgrate over UDP: target bit rate per flow, datagrams paced evenly (iperf3 -b), e.g.
-    /// 200M, 1G.
+    /// Target bit rate per flow (iperf3 -b), e.g. 200M, 1G: UDP datagrams paced evenly;
+    /// bulk TCP flows paced by the kernel (SO_MAX_PACING_RATE). 0: no limit.
     #[cfg_attr(feature = "clap", arg(long, short = 'b'))]
     pub bitrate: Option<crate::units::BitRate>,
     /// rr: how both ends wait for the next message: block (sleep in recv) or spin (busy-poll).
@@ -240,7 +240,7 @@ impl Overrides {
             ("--reverse", self.reverse, BULK_MSG),
             ("--bidir", self.bidir, BULK_MSG),
             ("--block", self.block.is_some(), BULK_MSG),
-            ("--bitrate", self.bitrate.is_some(), MSG),
+            ("--bitrate", self.bitrate.is_some(), BULK_MSG),
             ("--zerocopy", self.send_mode.is_some(), BULK),
             ("--msg-size", self.msg_size.is_some(), MSG),
             ("--batch", self.batch.is_some(), MSG),
@@ -285,14 +285,6 @@ impl Overrides {
     /// changed, the description is rewritten from the result, naming `origin`.
     pub fn apply(&self, p: &mut Profile, origin: &str) -> Result<(), SpecError> {
         let kind = p.kind();
-        if self.bitrate.is_some() && kind == Kind::Bulk {
-            return Err(flag_err(
-                "--bitrate",
-                "paces UDP datagrams (add -u, as iperf3 -u -b); TCP at a rate is not built yet, and -b never \
-                 turns a TCP test into UDP"
-                    .into(),
-            ));
-        }
         if let Some((flag, kinds)) = self.kind_flags().into_iter().find(|(_, kinds)| !kinds.contains(&kind)) {
             let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
             return Err(flag_err(
@@ -345,6 +337,11 @@ impl Overrides {
         }
         set(&mut b.block_bytes, self.block);
         set(&mut b.send_mode, self.send_mode);
+        if let Some(r) = self.bitrate {
+            // -b 0: as fast as TCP goes (iperf3's unlimited). A TCP test stays TCP: -u is the
+            // only way to UDP.
+            b.bitrate = (r.0 > 0.0).then_some(r);
+        }
     }
 
     /// The msgrate flags.
@@ -524,11 +521,17 @@ mod tests {
 
     #[test]
     fn bitrate_never_switches_the_protocol() {
-        // Found: `-b 1G` on a TCP run became a UDP test without a word.
+        // Found: `-b 1G` on a TCP run became a UDP test without a word. It paces TCP now.
         let b = Overrides { bitrate: Some("1G".parse().unwrap()), ..Default::default() };
-        let e = b.profile(None, Some("10.0.0.1")).unwrap_err().to_string();
-        assert!(e.contains("--bitrate") && e.contains("-u") && e.contains("never"), "{e}");
-        assert!(b.profile(Some("bulk-64flows"), None).is_err());
+        let (mut p, _) = b.profile(None, Some("10.0.0.1")).unwrap();
+        assert_eq!(p.kind(), Kind::Bulk);
+        assert_eq!(p.workload.bulk_mut().and_then(|b| b.bitrate).map(|r| r.0), Some(1e9));
+        let (p, _) = b.profile(Some("bulk-64flows"), None).unwrap();
+        assert!(p.description.contains("each paced to"), "{}", p.description);
+        let off = Overrides { bitrate: Some("0".parse().unwrap()), ..Default::default() };
+        assert_eq!(off.profile(None, Some("10.0.0.1")).unwrap().0.workload.bulk_mut().unwrap().bitrate, None);
+        let rr = Overrides { bitrate: b.bitrate, ..Default::default() };
+        assert!(rr.profile(Some("latency"), None).unwrap_err().to_string().contains("--bitrate"));
         let u = Overrides { udp: true, ..b };
         let (p, _) = u.profile(None, Some("10.0.0.1")).unwrap();
         assert_eq!(p.kind(), Kind::Msgrate);

@@ -217,8 +217,9 @@ impl Workload {
                     super::Direction::Bidir => "both ways",
                 };
                 let bytes = b.bytes.map(|n| format!(", {n} in total")).unwrap_or_default();
+                let paced = b.bitrate.map(|r| format!(", each paced to {r}")).unwrap_or_default();
                 format!(
-                    "bulk: {} TCP flow{} {dir}, {} per send{bytes}, {bound}",
+                    "bulk: {} TCP flow{} {dir}, {} per send{bytes}{paced}, {bound}",
                     b.flows,
                     plural(b.flows),
                     b.block_bytes
@@ -299,6 +300,12 @@ impl Workload {
                 }
                 if b.bytes.is_some_and(|n| n.bytes() == 0) {
                     return Err(("bulk.bytes", "must be greater than 0".into()));
+                }
+                if let Some(r) = b.bitrate {
+                    // The kernel takes bytes per second in 64 bits; below 8 bit/s it is 0.
+                    if !(r.0.is_finite() && (8.0..=1e13).contains(&r.0)) {
+                        return Err(("bulk.bitrate", format!("{r} is outside 8 bit/s..10 Tbit/s")));
+                    }
                 }
             }
             Workload::Msgrate(m) => {

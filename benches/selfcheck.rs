@@ -566,6 +566,45 @@ fn delay_checks(name: &str, l: &netblast_spec::hist::LatencySummary, delay_ms: f
     );
 }
 
+/// `truth.pacing`: `-b` over TCP (bulk.bitrate, the kernel's pacing) held every whole interval,
+/// read at the receiver: 500 Mbit/s one flow client to server, 2 x 150 Mbit/s server to client.
+fn truth_pacing(server: &LocalServer) -> Result<(), String> {
+    for (name, direction, flows, per_flow) in [
+        ("forward_500m", netblast_spec::profile::Direction::Forward, 1, 500e6),
+        ("reverse_2x150m", netblast_spec::profile::Direction::Reverse, 2, 150e6),
+    ] {
+        let p = profile("bulk-1flow", |p| {
+            p.run.duration = Some(Dur(secs().max(Duration::from_secs(3))));
+            p.run.interval = Some(Dur(Duration::from_secs(1)));
+            if let Some(b) = p.workload.bulk_mut() {
+                b.direction = direction;
+                b.flows = flows;
+                b.bitrate = Some(netblast_spec::units::BitRate(per_flow));
+            }
+        })?;
+        let r = run(server.addr, p)?;
+        let target = per_flow * flows as f64;
+        // The interval furthest from the rate, of the whole ones (the tail after the bound is
+        // the send buffer draining).
+        let worst = r
+            .intervals
+            .iter()
+            .filter(|i| i.end_s - i.start_s > 0.9)
+            .filter_map(|i| i.sums.first().and_then(|w| w.received_bits_per_s))
+            .max_by(|a, b| (a - target).abs().total_cmp(&(b - target).abs()))
+            .ok_or("no whole interval with a receiver count")?;
+        truth::check(
+            &format!("truth.pacing.{name}"),
+            worst / 1e6,
+            target / 1e6,
+            "Mbit/s",
+            Tolerance::Rel(0.02),
+            "-b over TCP: the interval furthest from the rate, received (iperf3 -b for TCP; within 2%)",
+        );
+    }
+    Ok(())
+}
+
 /// `truth.rtt`: the eBPF probe's figures against `TCP_INFO` of the same sockets (root, a
 /// probe built in).
 fn truth_rtt(server: &LocalServer) -> Result<(), String> {
@@ -1006,6 +1045,11 @@ fn sections(server: &LocalServer, cpus: u32) -> bool {
         let cpu_list = netblast_engine::os::sys::allowed_cpus().unwrap_or_default();
         if let Err(e) = truth_openloop(cpu_list.len()) {
             fail("truth.openloop", e);
+        }
+        if truth::section_wanted("truth.pacing") {
+            if let Err(e) = truth_pacing(server) {
+                fail("truth.pacing", e);
+            }
         }
         if truth::section_wanted("truth.rtt") || truth::section_wanted("truth.retransmits") {
             if let Err(e) = truth_rtt(server) {

@@ -93,9 +93,11 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
 }
 
 fn report(a: &ReportArgs) -> Result<Outcome, AppError> {
-    let text = std::fs::read_to_string(&a.file)
-        .with_context(|| format!("cannot read {}", a.file.display()))
-        .map_err(AppError::input)?;
+    let bytes =
+        std::fs::read(&a.file).with_context(|| format!("cannot read {}", a.file.display())).map_err(AppError::input)?;
+    // A log cut by a kill may end inside a character: that line is the cut record, left out;
+    // every line before it is whole.
+    let text = String::from_utf8_lossy(&bytes);
     if netblast_report::fleet::is_log(&text) {
         let out = netblast_report::fleet::render(&text)
             .map_err(|e| AppError::input(anyhow::anyhow!("{}: {e}", a.file.display())))?;

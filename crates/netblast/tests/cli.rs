@@ -521,13 +521,13 @@ fn a_client_killed_mid_run_leaves_a_partial_log_report_reads_as_an_incomplete_re
         let text = String::from_utf8_lossy(&o.stdout);
         assert_eq!(o.status.code(), Some(1), "{what}: incomplete, as the run would have been: {text}{}", stderr_of(&o));
         assert!(text.contains("the run ended before its result was written"), "{what}: {text}");
-        let r = netblast_report::json::read_partial(&std::fs::read_to_string(&log).unwrap()).unwrap();
-        let cut_mid_record = len < whole.len() as u64 && !whole[..len as usize].ends_with('\n');
+        let r = netblast_report::json::read_partial(&String::from_utf8_lossy(&std::fs::read(&log).unwrap())).unwrap();
+        let cut_mid_record = util::cut_mid_record(whole.as_bytes(), len as usize);
         assert_eq!(text.contains("last line cut"), cut_mid_record, "{what}: {text}");
         // Every whole record before the cut is read back (the cut one only is left out), and
         // the totals are what they add up to.
-        let whole_lines = &whole[..whole[..len as usize].rfind('\n').map(|i| i + 1).unwrap_or(0)];
-        let before_cut = netblast_report::json::read_partial(whole_lines).unwrap();
+        let before_cut =
+            netblast_report::json::read_partial(&util::whole_records(whole.as_bytes(), len as usize)).unwrap();
         assert_eq!(r.intervals, before_cut.intervals, "{what}");
         assert_eq!(r.intervals[..], kept.intervals[..r.intervals.len()], "{what}");
         if let Some(last) = r.intervals.last() {

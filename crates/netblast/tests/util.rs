@@ -377,3 +377,21 @@ pub fn cut_after_first_line(file: &std::path::Path, chance: &mut Chance) -> u64 
     std::fs::OpenOptions::new().write(true).open(file).unwrap().set_len(at).unwrap();
     at
 }
+
+/// Whether cutting `whole` at byte `len` leaves its last line a part of a record (a line that
+/// only lost its newline is still whole).
+pub fn cut_mid_record(whole: &[u8], len: usize) -> bool {
+    let start = whole[..len].iter().rposition(|&b| b == b'\n').map(|i| i + 1).unwrap_or(0);
+    let line = whole[start..].iter().position(|&b| b == b'\n').unwrap_or(whole.len() - start);
+    len > start && len - start < line
+}
+
+/// The whole records of `whole` cut at byte `len`: what a reader should keep.
+pub fn whole_records(whole: &[u8], len: usize) -> String {
+    let keep = if cut_mid_record(whole, len) {
+        whole[..len].iter().rposition(|&b| b == b'\n').map(|i| i + 1).unwrap_or(0)
+    } else {
+        len
+    };
+    String::from_utf8(whole[..keep].to_vec()).expect("whole records are UTF-8")
+}

@@ -83,6 +83,10 @@ pub struct ResponderConfig {
     pub pause: Arc<Pause>,
     /// Most connections open at once; more are closed as they are accepted.
     pub max_connections: usize,
+    /// Most connections one peer address may hold open at once (`None`: half of
+    /// `max_connections`, so one address never takes every slot); more are closed as they are
+    /// accepted, and counted.
+    pub max_per_peer: Option<usize>,
     /// How long a connection may take to send its first byte, an HTTP/1.1 request its
     /// headers, and how long an HTTP/1.1 connection may sit idle between requests.
     pub header_timeout: Duration,
@@ -98,8 +102,45 @@ impl Default for ResponderConfig {
             peers: Peers::Loopback,
             pause: Arc::default(),
             max_connections: MAX_CONNECTIONS,
+            max_per_peer: None,
             header_timeout: HEADER_TIMEOUT,
             metrics: None,
+        }
+    }
+}
+
+/// One open connection counted against its peer address; released when dropped.
+struct PeerSlot {
+    held: Arc<Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+    ip: std::net::IpAddr,
+}
+
+impl PeerSlot {
+    /// A slot for `ip` if it holds fewer than `most` connections.
+    fn take(
+        held: &Arc<Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+        ip: std::net::IpAddr,
+        most: usize,
+    ) -> Option<PeerSlot> {
+        let mut map = held.lock().ok()?;
+        let n = map.entry(ip).or_insert(0);
+        if *n >= most {
+            return None;
+        }
+        *n += 1;
+        Some(PeerSlot { held: held.clone(), ip })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        if let Ok(mut map) = self.held.lock() {
+            if let Some(n) = map.get_mut(&self.ip) {
+                *n -= 1;
+                if *n == 0 {
+                    map.remove(&self.ip);
+                }
+            }
         }
     }
 }
@@ -190,6 +231,9 @@ pub async fn serve(
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let slots = Arc::new(tokio::sync::Semaphore::new(cap));
     let mut turned_away: u64 = 0;
+    let per_peer = state.cfg.max_per_peer.unwrap_or(cap / 2).clamp(1, cap);
+    let held = Arc::new(Mutex::new(std::collections::HashMap::new()));
+    let mut over_peer_cap: u64 = 0;
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -222,11 +266,22 @@ pub async fn serve(
             }
             continue;
         };
+        let Some(peer_slot) = PeerSlot::take(&held, peer.ip(), per_peer) else {
+            // One address may not take every slot: closed at once, counted.
+            over_peer_cap += 1;
+            if let Some(m) = metrics.as_ref() {
+                m.refused.get_or_create(&crate::metrics::label("reason", "http_peer_connection_limit")).inc();
+            }
+            if over_peer_cap.is_power_of_two() {
+                tracing::warn!(%peer, "{per_peer} HTTP connections from one address at most (--http-max-per-peer): {over_peer_cap} turned away so far");
+            }
+            continue;
+        };
         let _ = tcp.set_nodelay(true);
         let state = state.clone();
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            let _slot = slot;
+            let _slot = (slot, peer_slot);
             let _open = crate::shared::OpenConnection::new();
             // A connection that sends nothing is not kept (hyper's own timer starts only after
             // it has picked the protocol).

@@ -108,6 +108,10 @@ pub struct ServeArgs {
     /// limit lowers it).
     #[arg(long, default_value_t = netblast_agent::http::MAX_CONNECTIONS)]
     pub http_max_connections: usize,
+    /// Most HTTP connections one peer address may hold open at once (default: half of
+    /// --http-max-connections, so one address never takes every slot).
+    #[arg(long)]
+    pub http_max_per_peer: Option<usize>,
     /// How long an HTTP connection may take to send its first byte or a request's headers,
     /// and may sit idle between requests.
     #[arg(long, default_value = "15s")]
@@ -306,6 +310,7 @@ impl ServeArgs {
                 default_size: self.http_size.bytes(),
                 max_body: self.http_max_body.bytes(),
                 max_connections: self.http_max_connections.max(1),
+                max_per_peer: self.http_max_per_peer.map(|n| n.max(1)),
                 header_timeout: self.http_timeout.get(),
                 ..Default::default()
             },

@@ -234,7 +234,17 @@ fn a_client_that_stops_reading_its_reports_is_dropped() {
 
 /// The built-in responder with a short header timeout and a small cap, on loopback.
 fn responder(header_timeout: Duration, max_connections: usize) -> netblast_agent::Background {
-    let cfg = netblast_agent::http::ResponderConfig { header_timeout, max_connections, ..Default::default() };
+    responder_with(header_timeout, max_connections, Some(max_connections))
+}
+
+/// As [`responder`], with a cap per peer address (`None`: the default, half the cap).
+fn responder_with(
+    header_timeout: Duration,
+    max_connections: usize,
+    max_per_peer: Option<usize>,
+) -> netblast_agent::Background {
+    let cfg =
+        netblast_agent::http::ResponderConfig { header_timeout, max_connections, max_per_peer, ..Default::default() };
     netblast_agent::Background::http(std::net::TcpListener::bind("127.0.0.1:0").unwrap(), None, cfg, 2).unwrap()
 }
 
@@ -287,6 +297,50 @@ fn the_responder_turns_away_connections_beyond_its_cap_and_serves_again_after() 
         let mut c = TcpStream::connect(r.addr()).unwrap();
         c.write_all(b"GET /?size=5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
         // The body is random bytes: read bytes, not text.
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        if !out.is_empty() || t.elapsed() > Duration::from_secs(5) {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(out.starts_with(b"HTTP/1.1 200"), "{:?} after {:?}", String::from_utf8_lossy(&out), t.elapsed());
+}
+
+/// A TCP connection to `to` from local address `from` (another "host" on loopback).
+fn connect_from(from: [u8; 4], to: std::net::SocketAddr) -> TcpStream {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.bind(&std::net::SocketAddr::from((from, 0)).into()).unwrap();
+    sock.connect(&to.into()).unwrap();
+    sock.into()
+}
+
+#[test]
+fn one_address_cannot_take_every_responder_slot() {
+    // Found by abuse.sh's half-open TLS attack: one address could hold every connection the
+    // responder takes until the header timeout.
+    let r = responder_with(Duration::from_secs(5), 20, None);
+    let held: Vec<TcpStream> = (0..10)
+        .map(|_| {
+            let mut c = connect_from([127, 0, 0, 2], r.addr());
+            c.write_all(b"G").unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut eleventh = connect_from([127, 0, 0, 2], r.addr());
+    assert!(closed_within(&mut eleventh, Duration::from_secs(1)), "the 11th from one address is closed (half of 20)");
+    let mut other = connect_from([127, 0, 0, 1], r.addr());
+    other.write_all(b"GET /?size=5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = Vec::new();
+    let _ = other.read_to_end(&mut out);
+    assert!(out.starts_with(b"HTTP/1.1 200"), "another address is served: {:?}", String::from_utf8_lossy(&out));
+    drop(held);
+    // Its places come back as its connections close.
+    let t = Instant::now();
+    let out = loop {
+        let mut c = connect_from([127, 0, 0, 2], r.addr());
+        c.write_all(b"GET /?size=5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
         let mut out = Vec::new();
         let _ = c.read_to_end(&mut out);
         if !out.is_empty() || t.elapsed() > Duration::from_secs(5) {

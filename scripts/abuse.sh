@@ -53,9 +53,9 @@ why() {  # what a failed well-behaved client said
   done
   return 0
 }
-settle() {  # waits (up to 30 s) for the serve's descriptors to come back to $1
+settle() {  # waits (up to 30 s) for the serve's descriptors to come back to $1 and its memory within 50 MB of $2
   for _ in $(seq 1 60); do
-    [ "$(fds)" -le "$1" ] && return 0
+    [ "$(fds)" -le "$1" ] && awk -v a="$(rss_mb)" -v b="$2" 'BEGIN { exit !(a - b <= 50) }' && return 0
     sleep 0.5
   done
   return 0
@@ -69,12 +69,13 @@ printf '%-18s %-4s %-4s %-5s %8s %8s %5s  %s\n' attack data http https "peak MB"
 FAILED=0
 row() {
   local name=$1 verdict=$2 what=$3
-  settle "$START_FDS"
-  local d h s
+  settle "$START_FDS" "$START_RSS"
+  local d h s after
   read -r d h s <<< "$verdict"
-  printf '%-18s %-4s %-4s %-5s %8s %8s %5s  %s\n' "$name" "$d" "$h" "$s" "$(peak_mb)" "$(rss_mb)" "$(fds)" "$what"
+  after=$(rss_mb)
+  printf '%-18s %-4s %-4s %-5s %8s %8s %5s  %s\n' "$name" "$d" "$h" "$s" "$(peak_mb)" "$after" "$(fds)" "$what"
   case "$verdict" in *FAIL*) FAILED=1; why ;; esac
-  if awk -v a="$(rss_mb)" -v b="$START_RSS" 'BEGIN { exit !(a - b > 50) }'; then
+  if awk -v a="$after" -v b="$START_RSS" 'BEGIN { exit !(a - b > 50) }'; then
     echo "  memory not back within 50 MB of the start ($START_RSS MB) after $name"; FAILED=1
   fi
 }

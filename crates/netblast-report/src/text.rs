@@ -54,9 +54,19 @@ fn udp(profile: &Profile) -> bool {
     profile.workload.uses_udp()
 }
 
-/// The column header of interval lines.
+/// The column header of interval lines (a paced bulk test says its rate first: the sender's
+/// column also fills and drains its send buffer, the receiver's count is the rate held).
 pub fn interval_header(profile: &Profile) -> String {
-    match (profile.kind(), udp(profile)) {
+    let paced = match &profile.workload {
+        netblast_spec::profile::Workload::Bulk(b) => b.bitrate.map(|r| {
+            format!(
+                "Paced: each sending flow at {} by the kernel (SO_MAX_PACING_RATE); the receiver's count is the rate held\n",
+                fmt_bits_per_s(r.bits_per_s())
+            )
+        }),
+        _ => None,
+    };
+    let columns = match (profile.kind(), udp(profile)) {
         (Kind::Bulk, _) => "[ ID] Interval           Transfer     Bitrate         Retr  Cwnd         RTT\n",
         (Kind::Msgrate, false) => "[ ID] Interval           Messages     Msgs/s        Segments/s  Retr\n",
         (Kind::Msgrate, true) => {
@@ -67,8 +77,8 @@ pub fn interval_header(profile: &Profile) -> String {
         (Kind::Http, _) => {
             "[ ID] Interval           Sent/s        Responses/s   Lat p50    p99        max        Errors  Late\n"
         }
-    }
-    .to_string()
+    };
+    format!("{}{columns}", paced.unwrap_or_default())
 }
 
 fn span(a: f64, b: f64) -> String {

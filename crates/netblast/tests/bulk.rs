@@ -164,22 +164,16 @@ fn many_flows_sum_matches_the_flows() {
 fn a_server_killed_at_a_random_instant_leaves_the_client_what_it_measured() {
     let mut chance = util::Chance::seeded();
     for kind in ["bulk", "rr", "udp", "http"] {
-        let (server, addr) = util::spawn_server_with(&["--probe", "tcpinfo", "--http", "0"]);
+        // The responder on a port free a moment ago (serve's stderr names it, but
+        // spawn_server_with reads only the data port from it).
+        let http_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let (server, addr) = util::spawn_server_with(&["--probe", "tcpinfo", "--http", &http_port.to_string()]);
         let mut server = util::KillOnDrop(server);
         let out = std::env::temp_dir().join(format!("nb-killed-server-{kind}-{}.json", std::process::id()));
         let target = addr.to_string();
-        // The responder's port: serve says it on stderr, which spawn_server_with keeps reading;
-        // ask the kernel instead.
-        let http_port = listening_ports(server.0.id()).into_iter().find(|&p| p != addr.port()).expect("http port");
         let url = format!("http://127.0.0.1:{http_port}/");
-        let args: Vec<&str> = match kind {
-            "bulk" => vec!["--target", &target],
-            "rr" => vec!["--target", &target, "--profile", "latency"],
-            "udp" => vec!["--target", &target, "-u", "-b", "50M"],
-            _ => vec!["--url", &url, "-c", "2"],
-        };
         let client = util::run_cmd()
-            .args(&args)
+            .args(util::kind_args(kind, &target, &url))
             .args(["-t", "6", "-i", "0.25", "--json", "--output"])
             .arg(&out)
             .stdout(std::process::Stdio::piped())
@@ -221,28 +215,6 @@ fn a_server_killed_at_a_random_instant_leaves_the_client_what_it_measured() {
         }
         let _ = std::fs::remove_file(&out);
     }
-}
-
-/// The TCP ports process `pid` listens on (its sockets' inodes matched in /proc/net/tcp*).
-fn listening_ports(pid: u32) -> Vec<u16> {
-    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-        .filter_map(|l| l.to_str()?.strip_prefix("socket:[")?.strip_suffix(']').map(str::to_string))
-        .collect();
-    let mut ports = Vec::new();
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        for line in std::fs::read_to_string(table).unwrap_or_default().lines().skip(1) {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            // local_address, state 0A (LISTEN), inode
-            if f.len() > 9 && f[3] == "0A" && inodes.iter().any(|i| i == f[9]) {
-                if let Some(p) = f[1].rsplit(':').next().and_then(|h| u16::from_str_radix(h, 16).ok()) {
-                    ports.push(p);
-                }
-            }
-        }
-    }
-    ports
 }
 
 #[test]

@@ -343,24 +343,30 @@ fn bind_and_bind_dev_choose_where_connections_leave_from() {
     }
 }
 
-#[test]
-fn serve_prints_one_line_per_test_like_iperf3_s() {
-    let log = std::env::temp_dir().join(format!("nb-serve-lines-{}.log", std::process::id()));
-    let file = std::fs::File::create(&log).unwrap();
+/// `netblast serve` on a loopback port with `extra` arguments, its stderr written to the file
+/// `log` (as a user's `2>serve.log`); it, stopped on drop, and its data port.
+fn serve_logging_to(log: &std::path::Path, extra: &[&str]) -> (util::KillOnDrop, std::net::SocketAddr) {
     let mut c = util::bin();
-    c.args(["serve", "--bind", "127.0.0.1", "--port", "0", "--probe", "tcpinfo"]);
+    c.args(["serve", "--bind", "127.0.0.1", "--port", "0", "--probe", "tcpinfo"]).args(extra);
+    let child = c.stdout(std::process::Stdio::null()).stderr(std::fs::File::create(log).unwrap()).spawn().unwrap();
+    let serve = util::KillOnDrop(child);
     // The address line is read from a second handle on the same file.
-    let child = c.stdout(std::process::Stdio::null()).stderr(file).spawn().unwrap();
-    let _serve = util::KillOnDrop(child);
     let addr = (0..100)
         .find_map(|_| {
             std::thread::sleep(std::time::Duration::from_millis(50));
-            let text = std::fs::read_to_string(&log).unwrap();
+            let text = std::fs::read_to_string(log).unwrap();
             text.lines()
                 .find(|l| l.contains("data port"))
                 .and_then(|l| l.split_whitespace().find_map(|w| w.parse::<std::net::SocketAddr>().ok()))
         })
         .expect("serve printed its address");
+    (serve, addr)
+}
+
+#[test]
+fn serve_prints_one_line_per_test_like_iperf3_s() {
+    let log = std::env::temp_dir().join(format!("nb-serve-lines-{}.log", std::process::id()));
+    let (_serve, addr) = serve_logging_to(&log, &[]);
     let run = |args: &[&str]| {
         let o = util::run_cmd().args(["--target", &addr.to_string(), "-t", "1", "-q"]).args(args).output().unwrap();
         assert!(o.status.success(), "{}", stderr_of(&o));
@@ -383,20 +389,7 @@ fn a_serve_log_in_a_file_has_no_colour_codes_and_refusals_say_why_in_words() {
     // refusal read `reason=Auth`.
     let log = std::env::temp_dir().join(format!("nb-serve-plain-{}.log", std::process::id()));
     let token = util::token_file("serve-plain", "a-token-nobody-else-has");
-    let mut c = util::bin();
-    c.args(["serve", "--bind", "127.0.0.1", "--port", "0", "--probe", "tcpinfo", "--log", "info", "--token-file"]);
-    c.arg(&token);
-    let child = c.stdout(std::process::Stdio::null()).stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
-    let _serve = util::KillOnDrop(child);
-    let addr = (0..100)
-        .find_map(|_| {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            let text = std::fs::read_to_string(&log).unwrap();
-            text.lines()
-                .find(|l| l.contains("data port"))
-                .and_then(|l| l.split_whitespace().find_map(|w| w.parse::<std::net::SocketAddr>().ok()))
-        })
-        .expect("serve printed its address");
+    let (_serve, addr) = serve_logging_to(&log, &["--log", "info", "--token-file", token.to_str().unwrap()]);
     let o = util::run_cmd().args(["--target", &addr.to_string(), "-t", "1", "-q"]).output().unwrap();
     assert!(!o.status.success(), "a client without the token was served");
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -488,12 +481,8 @@ fn a_client_killed_mid_run_leaves_a_partial_log_report_reads_as_an_incomplete_re
     };
     let target = srv.addr.to_string();
     let mut chance = util::Chance::seeded();
-    for (kind, args) in [
-        ("bulk", vec!["--target", &target]),
-        ("udp", vec!["--target", &target, "-u", "-b", "50M"]),
-        ("rr", vec!["--target", &target, "--profile", "latency"]),
-        ("http", vec!["--url", &url, "-c", "2"]),
-    ] {
+    for kind in ["bulk", "udp", "rr", "http"] {
+        let args = util::kind_args(kind, &target, &url);
         let out = std::env::temp_dir().join(format!("nb-killed-{kind}-{}.json", std::process::id()));
         let child = util::run_cmd()
             .args(&args)

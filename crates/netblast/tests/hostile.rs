@@ -292,19 +292,29 @@ fn the_responder_turns_away_connections_beyond_its_cap_and_serves_again_after() 
     assert!(closed_within(&mut extra, Duration::from_secs(1)), "the 21st connection is closed at once");
     drop(held);
     // The held connections' tasks see them closed and give their places back.
+    let (out, after) = served_within(|| TcpStream::connect(r.addr()).unwrap(), Duration::from_secs(5));
+    assert!(out.starts_with(b"HTTP/1.1 200"), "{:?} after {after:?}", String::from_utf8_lossy(&out));
+}
+
+/// One small GET on `c`, its whole answer (the body is random bytes: bytes, not text).
+fn get_small(mut c: TcpStream) -> Vec<u8> {
+    c.write_all(b"GET /?size=5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    out
+}
+
+/// Asks on new connections from `connect` until one is answered or `limit` passes: the
+/// answer, and how long it took.
+fn served_within(connect: impl Fn() -> TcpStream, limit: Duration) -> (Vec<u8>, Duration) {
     let t = Instant::now();
-    let out = loop {
-        let mut c = TcpStream::connect(r.addr()).unwrap();
-        c.write_all(b"GET /?size=5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
-        // The body is random bytes: read bytes, not text.
-        let mut out = Vec::new();
-        let _ = c.read_to_end(&mut out);
-        if !out.is_empty() || t.elapsed() > Duration::from_secs(5) {
-            break out;
+    loop {
+        let out = get_small(connect());
+        if !out.is_empty() || t.elapsed() > limit {
+            return (out, t.elapsed());
         }
         std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(out.starts_with(b"HTTP/1.1 200"), "{:?} after {:?}", String::from_utf8_lossy(&out), t.elapsed());
+    }
 }
 
 /// A TCP connection to `to` from local address `from` (another "host" on loopback).
@@ -330,23 +340,10 @@ fn one_address_cannot_take_every_responder_slot() {
     std::thread::sleep(Duration::from_millis(200));
     let mut eleventh = connect_from([127, 0, 0, 2], r.addr());
     assert!(closed_within(&mut eleventh, Duration::from_secs(1)), "the 11th from one address is closed (half of 20)");
-    let mut other = connect_from([127, 0, 0, 1], r.addr());
-    other.write_all(b"GET /?size=5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
-    let mut out = Vec::new();
-    let _ = other.read_to_end(&mut out);
+    let out = get_small(connect_from([127, 0, 0, 1], r.addr()));
     assert!(out.starts_with(b"HTTP/1.1 200"), "another address is served: {:?}", String::from_utf8_lossy(&out));
     drop(held);
     // Its places come back as its connections close.
-    let t = Instant::now();
-    let out = loop {
-        let mut c = connect_from([127, 0, 0, 2], r.addr());
-        c.write_all(b"GET /?size=5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
-        let mut out = Vec::new();
-        let _ = c.read_to_end(&mut out);
-        if !out.is_empty() || t.elapsed() > Duration::from_secs(5) {
-            break out;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(out.starts_with(b"HTTP/1.1 200"), "{:?} after {:?}", String::from_utf8_lossy(&out), t.elapsed());
+    let (out, after) = served_within(|| connect_from([127, 0, 0, 2], r.addr()), Duration::from_secs(5));
+    assert!(out.starts_with(b"HTTP/1.1 200"), "{:?} after {after:?}", String::from_utf8_lossy(&out));
 }

@@ -488,17 +488,8 @@ fn curl_from_another_namespace_is_served_only_as_serve_would_take_its_peer() {
         return;
     }
     let ns = util::NetnsPair::create();
-    let bin = env!("CARGO_BIN_EXE_netblast");
     let serve = |extra: &[&str]| {
-        let s = KillOnDrop(
-            ns.cmd(&ns.b, bin)
-                .args(["serve", "--probe", "tcpinfo", "--port", "0", "--http", "18080"])
-                .args(extra)
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
+        let s = ns.serve_quiet(&ns.b, &[&["--port", "0", "--http", "18080"], extra].concat());
         std::thread::sleep(Duration::from_millis(400));
         s
     };

@@ -223,17 +223,7 @@ fn a_default_serve_refuses_other_namespaces_and_a_token_serve_sends_nothing_unau
     }
     let ns = util::NetnsPair::create();
     let bin = env!("CARGO_BIN_EXE_netblast");
-    let serve = |extra: &[&str]| {
-        util::KillOnDrop(
-            ns.cmd(&ns.b, bin)
-                .args(["serve", "--probe", "tcpinfo", "--port", "5210"])
-                .args(extra)
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap(),
-        )
-    };
+    let serve = |extra: &[&str]| ns.serve_quiet(&ns.b, &[&["--port", "5210"], extra].concat());
     let run = |ns_name: &str, target: &str, extra: &[&str]| {
         ns.cmd(ns_name, bin)
             .args(["run", "--probe", "tcpinfo", "--target", target, "-t", "1", "--json"])

@@ -244,6 +244,14 @@ impl NetnsPair {
         (KillOnDrop(child), addr)
     }
 
+    /// `netblast serve --probe tcpinfo ARGS` in namespace `ns`, its output discarded, stopped on
+    /// drop (the caller names its port and waits for it).
+    pub fn serve_quiet(&self, ns: &str, args: &[&str]) -> KillOnDrop {
+        let mut c = self.cmd(ns, env!("CARGO_BIN_EXE_netblast"));
+        c.args(["serve", "--probe", "tcpinfo"]).args(args).stdout(Stdio::null()).stderr(Stdio::null());
+        KillOnDrop(c.spawn().unwrap())
+    }
+
     /// Packets received and sent by interface `dev` of namespace `ns` (its /proc/net/dev).
     pub fn packets(&self, ns: &str, dev: &str) -> (u64, u64) {
         let out = self.cmd(ns, "cat").arg("/proc/net/dev").output().expect("read /proc/net/dev");
@@ -333,6 +341,19 @@ pub fn histogram_count(s: &prometheus_parse::Scrape, name: &str) -> f64 {
         }
         other => panic!("{name}: not a histogram: {other:?}"),
     }
+}
+
+/// The client arguments of the kill tests' run of `kind` (bulk, udp, rr or http) against
+/// data port `target` or responder `url`.
+pub fn kind_args(kind: &str, target: &str, url: &str) -> Vec<String> {
+    let args: Vec<&str> = match kind {
+        "bulk" => vec!["--target", target],
+        "udp" => vec!["--target", target, "-u", "-b", "50M"],
+        "rr" => vec!["--target", target, "--profile", "latency"],
+        "http" => vec!["--url", url, "-c", "2"],
+        other => panic!("no kill-test arguments for {other}"),
+    };
+    args.into_iter().map(String::from).collect()
 }
 
 /// Random instants and cut points for tests that kill processes "at a random instant": seeded

@@ -212,7 +212,7 @@ impl Assertion {
                 Ok(ways.iter().map(|w| w.receiver.as_ref().unwrap_or(&w.sender).bits_per_s).sum())
             }
             Metric::Latency(stat) => {
-                let mut sums: Vec<&LatencySummary> = s.ways.iter().filter_map(|w| w.latency.as_ref()).collect();
+                let mut sums: Vec<&LatencySummary> = s.ways.iter().filter_map(|w| w.latency.as_deref()).collect();
                 if let Some(h) = &s.http {
                     sums.push(&h.latency);
                 }
@@ -220,7 +220,7 @@ impl Assertion {
                     .ok_or_else(|| format!("this {} result has no latency", r.plan.profile.kind().name()))
             }
             Metric::KernelRtt(stat) => {
-                let sums: Vec<&LatencySummary> = s.ways.iter().filter_map(|w| w.kernel_rtt.as_ref()).collect();
+                let sums: Vec<&LatencySummary> = s.ways.iter().filter_map(|w| w.kernel_rtt.as_deref()).collect();
                 worst(&sums, *stat)
                     .ok_or_else(|| "the result has no kernel RTT samples (they need --probe ebpf)".into())
             }

@@ -143,6 +143,11 @@ impl HistSum {
     pub fn encoded(&self) -> Option<EncodedHistogram> {
         self.0.as_ref().and_then(|h| EncodedHistogram::encode(h).ok())
     }
+
+    /// Its summary with the histogram, if anything was added.
+    pub fn distribution(&self) -> Option<Distribution> {
+        self.0.as_ref().map(Distribution::of)
+    }
 }
 
 /// Adds `src` into `dst` after checking that both have the same configuration.
@@ -221,6 +226,38 @@ impl LatencySummary {
             p9999_ns: at_percentile(h, 99.99),
             max_ns: h.max(),
         }
+    }
+}
+
+/// A distribution as a result stores it: its summary figures and, where kept, its histogram
+/// (lossless, for exact merging and for any percentile). In JSON the summary's fields sit
+/// beside `hist`, so `latency.p99_ns` reads as it did before histograms were nested.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Distribution {
+    /// The summary figures.
+    #[serde(flatten)]
+    pub summary: LatencySummary,
+    /// The histogram the summary was taken from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hist: Option<EncodedHistogram>,
+}
+
+impl Distribution {
+    /// The summary of `h` and `h` itself, encoded (without it if it cannot be encoded).
+    pub fn of(h: &Histogram<u64>) -> Distribution {
+        Distribution { summary: LatencySummary::of(h), hist: EncodedHistogram::encode(h).ok() }
+    }
+
+    /// The decoded histogram, when one is kept and decodes.
+    pub fn histogram(&self) -> Option<Histogram<u64>> {
+        self.hist.as_ref().and_then(|e| e.decode().ok())
+    }
+}
+
+impl std::ops::Deref for Distribution {
+    type Target = LatencySummary;
+    fn deref(&self) -> &LatencySummary {
+        &self.summary
     }
 }
 

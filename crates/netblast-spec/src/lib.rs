@@ -13,6 +13,7 @@
 //! - [`fleet`]: the messages between a fleet coordinator and its agents, and the frame log.
 //! - [`hist`]: latency histograms: standard configuration, lossless codec, exact merging.
 //! - [`units`]: sizes, rates, durations, CPU lists, and their human renderings.
+//! - [`upgrade`]: results and log records of older schemas read as this build's.
 //! - [`error`]: [`SpecError`], the errors of loading and validating profiles.
 
 #![warn(missing_docs)]
@@ -26,6 +27,7 @@ pub mod plan;
 pub mod profile;
 pub mod result;
 pub mod units;
+pub mod upgrade;
 
 pub use error::SpecError;
 pub use profile::Profile;

@@ -3,20 +3,25 @@
 //! Versioned by [`SCHEMA`]. Counters are raw (bytes, segments); rates are derived from them and
 //! the seconds they were measured over, both of which are stored, so a reader can recompute.
 
-use crate::hist::{EncodedHistogram, LatencySummary};
+use crate::hist::{Distribution, EncodedHistogram};
 use crate::profile::{Profile, Way};
 use crate::units::Dur;
 use serde::{Deserialize, Serialize};
 
-/// Schema identifier written into every result.
-pub const SCHEMA: &str = "netblast.run/2";
+/// Schema identifier written into every result. /3 nests each kind's figures: an interval's
+/// message figures under `msgs` (as the totals' are), every distribution with its histogram
+/// (`latency.hist` where /2 had `latency_hist` beside it). [`crate::upgrade`] reads /2 and /1.
+pub const SCHEMA: &str = "netblast.run/3";
+/// The second schema: the figures of /3, flat (`sent_msgs`, `latency_hist`). Read (through
+/// [`crate::upgrade`]) by `netblast report` and `netblast merge`.
+pub const SCHEMA_V2: &str = "netblast.run/2";
 /// The first schema: no absolute start, clock or agent, fewer histograms. Still read (and
 /// rendered) by `netblast report`; `netblast merge` refuses it, since it cannot be aligned.
 pub const SCHEMA_V1: &str = "netblast.run/1";
 
 /// Whether a result document of this schema can be read by this build.
 pub fn schema_readable(schema: &str) -> bool {
-    schema == SCHEMA || schema == SCHEMA_V1
+    schema == SCHEMA || schema == SCHEMA_V2 || schema == SCHEMA_V1
 }
 
 /// Most streams whose figures every interval carries. A test with more carries only the way
@@ -315,27 +320,73 @@ pub struct StreamInterval {
     /// Sender-side kernel TCP statistics at the end of the interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpStats>,
-    /// Messages (msgrate), datagrams (UDP) or completed transactions (rr) of the sender.
+    /// Message kinds (msgrate, UDP, rr, cps): the stream's messages in the interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sent_msgs: Option<u64>,
-    /// Messages the receiver got (rr: requests the server answered).
+    pub msgs: Option<MsgInterval>,
+    /// Round-trip latency of the interval's transactions (rr, cps: connect), with its histogram.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub received_msgs: Option<u64>,
-    /// Segments the sending TCP socket put on the wire in the interval (`tcpi_segs_out` delta).
+    pub latency: Option<Distribution>,
+}
+
+/// The message figures of one interval (msgrate, UDP, rr, cps): of a stream, or of a way summed
+/// over its streams, which also carries their rates over the interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MsgInterval {
+    /// Messages (msgrate), datagrams (UDP), completed transactions (rr) or connections (cps)
+    /// of the sender.
+    pub sent: u64,
+    /// Of a way: `sent` per second of the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_per_s: Option<f64>,
+    /// Messages the receiver got (rr: requests the server answered), when it reported (of a
+    /// way: when every receiver did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received: Option<u64>,
+    /// Of a way: `received` per second of the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_per_s: Option<f64>,
+    /// Segments the sending TCP sockets put on the wire in the interval (`tcpi_segs_out` delta).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segs_out: Option<u64>,
-    /// Round-trip latency of the interval's transactions (rr).
+    /// Of a way: TCP segments per second sent (packets on the wire, not messages).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency: Option<LatencySummary>,
-    /// The interval's latency histogram of this stream, lossless.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency_hist: Option<EncodedHistogram>,
-    /// UDP: what the receiver saw of the stream's sequenced datagrams in the interval.
+    pub segs_out_per_s: Option<f64>,
+    /// UDP: what the receivers saw of the sequenced datagrams in the interval (of a way: counts
+    /// summed, jitter the streams' mean).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpQuality>,
-    /// cps: connections that failed in the interval (`sent_msgs` counts those completed).
+    /// cps: connections that failed in the interval (`sent` counts those completed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed: Option<u64>,
+}
+
+impl MsgInterval {
+    /// The message figures of several streams or tests in one interval, added: `sent` and
+    /// `failed` summed, `received` known only when every part knows it, `segs_out` the sum of
+    /// the parts that counted them, datagram quality added; with `secs`, the rates over it (a
+    /// way's). `None` when no part has message figures. The one place interval message
+    /// figures are added: the aggregator's ways, a merge's, a short tail folded in.
+    pub fn add_up<'a>(parts: impl IntoIterator<Item = &'a MsgInterval>, secs: Option<f64>) -> Option<MsgInterval> {
+        let parts: Vec<&MsgInterval> = parts.into_iter().collect();
+        if parts.is_empty() {
+            return None;
+        }
+        let any = |f: fn(&MsgInterval) -> Option<u64>| parts.iter().filter_map(|x| f(x)).reduce(|a, b| a + b);
+        let sent = parts.iter().map(|x| x.sent).sum();
+        let received = parts.iter().map(|x| x.received).sum::<Option<u64>>();
+        let segs_out = any(|x| x.segs_out);
+        let per_s = |n: u64| secs.map(|s| if s > 0.0 { n as f64 / s } else { 0.0 });
+        Some(MsgInterval {
+            sent,
+            sent_per_s: per_s(sent),
+            received,
+            received_per_s: received.and_then(per_s),
+            segs_out,
+            segs_out_per_s: segs_out.and_then(per_s),
+            udp: UdpQuality::sum(parts.iter().filter_map(|x| x.udp.as_ref())),
+            failed: any(|x| x.failed),
+        })
+    }
 }
 
 /// The sum over the streams of one way during one interval.
@@ -356,37 +407,13 @@ pub struct WayInterval {
     /// Retransmitted segments (absent when the sender's kernel was not read: `--probe off`, or a side that did not report; unknown, not zero).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retransmits: Option<u64>,
-    /// Messages sent (or transactions completed).
+    /// Message kinds: the way's messages in the interval, summed over its streams, with rates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sent_msgs: Option<u64>,
-    /// Messages per second sent.
+    pub msgs: Option<MsgInterval>,
+    /// Latency over all streams of the way in the interval, with the merged histogram
+    /// (lossless, for exact merging across hosts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sent_msgs_per_s: Option<f64>,
-    /// Messages received, when every receiver reported.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub received_msgs: Option<u64>,
-    /// Messages per second received.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub received_msgs_per_s: Option<f64>,
-    /// TCP segments sent by the senders.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub segs_out: Option<u64>,
-    /// TCP segments per second sent (packets on the wire, not messages).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub segs_out_per_s: Option<f64>,
-    /// Latency over all streams of the way in the interval.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency: Option<LatencySummary>,
-    /// The interval's merged latency histogram, lossless, for exact merging across hosts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency_hist: Option<EncodedHistogram>,
-    /// UDP: the receivers' view of the way's sequenced datagrams (counts summed, jitter the
-    /// streams' mean).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub udp: Option<UdpQuality>,
-    /// cps: connections that failed in the interval, over the way's streams.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failed: Option<u64>,
+    pub latency: Option<Distribution>,
 }
 
 /// One reporting interval.
@@ -438,12 +465,10 @@ pub struct HttpInterval {
     pub bytes_sent: u64,
     /// Bytes read from the connections.
     pub bytes_received: u64,
-    /// Latency of the interval's completed requests (open loop: from the intended send time).
+    /// Latency of the interval's completed requests (open loop: from the intended send time),
+    /// with its histogram.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency: Option<LatencySummary>,
-    /// The interval's latency histogram, lossless.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency_hist: Option<EncodedHistogram>,
+    pub latency: Option<Distribution>,
     /// Responses by status code.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub status: std::collections::BTreeMap<String, u64>,
@@ -465,34 +490,19 @@ pub struct HttpErrorCount {
 pub struct HttpPhases {
     /// TCP connect, per connection opened.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connect: Option<LatencySummary>,
+    pub connect: Option<Distribution>,
     /// TLS handshake, per connection opened.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tls: Option<LatencySummary>,
+    pub tls: Option<Distribution>,
     /// Request written to response headers received, per request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttfb: Option<LatencySummary>,
+    pub ttfb: Option<Distribution>,
     /// Response headers to the end of the body, per request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub body: Option<LatencySummary>,
+    pub body: Option<Distribution>,
     /// Open loop: actual send time minus intended send time, per request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub send_lag: Option<LatencySummary>,
-    /// `connect`'s histogram, lossless.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connect_hist: Option<EncodedHistogram>,
-    /// `tls`'s histogram, lossless.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tls_hist: Option<EncodedHistogram>,
-    /// `ttfb`'s histogram, lossless.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttfb_hist: Option<EncodedHistogram>,
-    /// `body`'s histogram, lossless.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub body_hist: Option<EncodedHistogram>,
-    /// `send_lag`'s histogram, lossless.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub send_lag_hist: Option<EncodedHistogram>,
+    pub send_lag: Option<Distribution>,
 }
 
 /// Connections of an HTTP test.
@@ -541,11 +551,8 @@ pub struct HttpSummary {
     /// Bytes read.
     pub bytes_received: u64,
     /// Latency of completed requests (open loop: from the intended send time, so a stalled
-    /// server raises it instead of slowing the sender).
-    pub latency: LatencySummary,
-    /// The merged latency histogram, lossless.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency_hist: Option<EncodedHistogram>,
+    /// server raises it instead of slowing the sender), with the merged histogram.
+    pub latency: Distribution,
     /// Time per phase.
     pub phases: HttpPhases,
     /// Responses by status code.
@@ -578,16 +585,10 @@ pub struct HttpTcp {
     pub retransmit_rate: Option<f64>,
     /// Each connection's smoothed RTT when it closed, one sample per connection (`TCP_INFO`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub srtt: Option<LatencySummary>,
-    /// `srtt`'s histogram, lossless.
+    pub srtt: Option<Distribution>,
+    /// Every RTT sample the kernel took on the connections (eBPF probe), merged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub srtt_hist: Option<EncodedHistogram>,
-    /// Every RTT sample the kernel took on the connections (eBPF probe).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kernel_rtt: Option<LatencySummary>,
-    /// The merged kernel RTT histogram (eBPF probe), lossless.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kernel_rtt_hist: Option<EncodedHistogram>,
+    pub kernel_rtt: Option<Distribution>,
 }
 
 /// One side's total for a way or a stream.
@@ -648,18 +649,12 @@ pub struct StreamSummary {
     /// Message counts and rates, for message kinds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub msgs: Option<MsgTotals>,
-    /// Round-trip latency (rr).
+    /// Round-trip latency (rr; cps: connect), with its histogram.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency: Option<LatencySummary>,
-    /// `latency`'s histogram, lossless.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency_hist: Option<EncodedHistogram>,
+    pub latency: Option<Distribution>,
     /// The sender's kernel RTT distribution (eBPF probe: every RTT sample the kernel took).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kernel_rtt: Option<LatencySummary>,
-    /// `kernel_rtt`'s histogram, lossless.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kernel_rtt_hist: Option<EncodedHistogram>,
+    pub kernel_rtt: Option<Distribution>,
     /// `TCP_INFO` of the sending socket at the end, beside eBPF figures as a cross-check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_info: Option<TcpStats>,
@@ -836,21 +831,16 @@ pub struct WaySummary {
     /// Message counts and rates, for message kinds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub msgs: Option<MsgTotals>,
-    /// Round-trip latency over all streams (rr).
+    /// Round-trip latency over all streams (rr; cps: connect), with the merged histogram of
+    /// the whole run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency: Option<LatencySummary>,
-    /// The merged latency histogram of the whole run, lossless.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency_hist: Option<EncodedHistogram>,
+    pub latency: Option<Distribution>,
     /// Retransmitted segments / segments sent by the senders.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retransmit_rate: Option<f64>,
-    /// The senders' kernel RTT distribution over all streams (eBPF probe).
+    /// The senders' kernel RTT distribution over all streams (eBPF probe), merged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kernel_rtt: Option<LatencySummary>,
-    /// The merged kernel RTT histogram (eBPF probe), lossless.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kernel_rtt_hist: Option<EncodedHistogram>,
+    pub kernel_rtt: Option<Distribution>,
 }
 
 /// CPU cost of the test on each side.

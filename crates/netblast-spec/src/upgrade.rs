@@ -1,0 +1,110 @@
+//! Reading documents written by older netblast: a `netblast.run/2` (or /1) result, and the
+//! intervals and results inside a /2 partial or fleet log, brought to the /3 form before they
+//! are read as this build's types.
+//!
+//! /3 moved figures, it did not change them: an interval's `sent_msgs`, `received_msgs`,
+//! `segs_out`, `udp`, `failed` (and a way's rates) went under `msgs` as `sent`, `received`, ...;
+//! every `X_hist` beside a distribution `X` went inside it as `X.hist`. The upgrade goes by
+//! shape, not by the schema string (an interval record carries none): a /3 document has none of
+//! the old keys, so upgrading it changes nothing.
+
+use crate::result::RunResult;
+use serde_json::{Map, Value};
+
+/// The distributions that /2 stored beside their histogram (`X` and `X_hist`).
+const DISTRIBUTIONS: [&str; 8] = ["latency", "kernel_rtt", "srtt", "connect", "tls", "ttfb", "body", "send_lag"];
+
+/// An interval's flat /2 message keys and their /3 names under `msgs`.
+const MSG_KEYS: [(&str, &str); 8] = [
+    ("sent_msgs", "sent"),
+    ("sent_msgs_per_s", "sent_per_s"),
+    ("received_msgs", "received"),
+    ("received_msgs_per_s", "received_per_s"),
+    ("segs_out", "segs_out"),
+    ("segs_out_per_s", "segs_out_per_s"),
+    ("udp", "udp"),
+    ("failed", "failed"),
+];
+
+/// Brings any netblast document (a result, an interval, a log record) to the /3 form, in
+/// place. Idempotent.
+pub fn upgrade(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            upgrade_object(o);
+            o.values_mut().for_each(upgrade);
+        }
+        Value::Array(a) => a.iter_mut().for_each(upgrade),
+        _ => {}
+    }
+}
+
+fn upgrade_object(o: &mut Map<String, Value>) {
+    // Only a /2 stream or way interval has `sent_msgs` (the totals keep theirs under `msgs`).
+    if o.contains_key("sent_msgs") {
+        let mut msgs = Map::new();
+        for (old, new) in MSG_KEYS {
+            if let Some(x) = o.remove(old) {
+                msgs.insert(new.to_string(), x);
+            }
+        }
+        o.insert("msgs".into(), Value::Object(msgs));
+    }
+    for name in DISTRIBUTIONS {
+        let key = format!("{name}_hist");
+        if o.get(name).is_some_and(Value::is_object) {
+            if let Some(h) = o.remove(&key) {
+                if let Some(Value::Object(d)) = o.get_mut(name) {
+                    d.insert("hist".into(), h);
+                }
+            }
+        }
+    }
+}
+
+/// Reads a result of any schema this build reads (/3, /2, /1). `schema` keeps what the file
+/// says, so a reader can still tell a /1 result (which cannot be aligned in time).
+pub fn read_result(text: &str) -> Result<RunResult, serde_json::Error> {
+    let mut v: Value = serde_json::from_str(text)?;
+    upgrade(&mut v);
+    serde_json::from_value(v)
+}
+
+/// Reads one record of type `T` written by this build or a /2 one (a partial log's interval, a
+/// fleet log's frame).
+pub fn read_record<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
+    let mut v: Value = serde_json::from_str(text)?;
+    upgrade(&mut v);
+    serde_json::from_value(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interval_moves_its_message_figures_under_msgs() {
+        let mut v: Value = serde_json::from_str(
+            r#"{"id":3,"sent_bytes":10,"sent_msgs":5,"received_msgs":4,"segs_out":2,"failed":1,
+                "latency":{"count":1,"min_ns":7,"mean_ns":7.0,"stdev_ns":0.0,"p50_ns":7,"p90_ns":7,
+                "p95_ns":7,"p99_ns":7,"p999_ns":7,"p9999_ns":7,"max_ns":7},"latency_hist":{"x":1}}"#,
+        )
+        .unwrap();
+        upgrade(&mut v);
+        assert_eq!(v["msgs"], serde_json::json!({"sent":5,"received":4,"segs_out":2,"failed":1}));
+        assert_eq!(v["latency"]["hist"], serde_json::json!({"x":1}));
+        assert_eq!(v["latency"]["p99_ns"], 7);
+        assert!(v.get("sent_msgs").is_none() && v.get("latency_hist").is_none());
+        let once = v.clone();
+        upgrade(&mut v);
+        assert_eq!(v, once, "upgrading a /3 document changes nothing");
+    }
+
+    #[test]
+    fn an_http_summary_keeps_its_tls_flag_and_nests_its_phases() {
+        let mut v: Value =
+            serde_json::from_str(r#"{"tls":true,"phases":{"tls":{"count":2},"tls_hist":{"x":2}}}"#).unwrap();
+        upgrade(&mut v);
+        assert_eq!(v, serde_json::json!({"tls":true,"phases":{"tls":{"count":2,"hist":{"x":2}}}}));
+    }
+}

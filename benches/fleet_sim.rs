@@ -6,7 +6,7 @@
 //! from that thread alone.
 
 use netblast_spec::fleet::{AgentHello, AgentMsg, CoordMsg};
-use netblast_spec::hist::{self, EncodedHistogram, LatencySummary};
+use netblast_spec::hist::{self, Distribution};
 use netblast_spec::profile::Way;
 use netblast_spec::result::{AgentInfo, HostInfo, Interval, StreamInterval, TcpStats, WayInterval};
 use netblast_wire::auth::Token;
@@ -71,16 +71,8 @@ fn interval_template() -> Interval {
             received_bytes: Some(9_876_500_000),
             received_bits_per_s: Some(7.9e10),
             retransmits: Some(24),
-            sent_msgs: None,
-            sent_msgs_per_s: None,
-            received_msgs: None,
-            received_msgs_per_s: None,
-            segs_out: None,
-            segs_out_per_s: None,
-            latency: Some(LatencySummary::of(&h)),
-            latency_hist: EncodedHistogram::encode(&h).ok(),
-            udp: None,
-            failed: None,
+            msgs: None,
+            latency: Some(Distribution::of(&h)),
         }],
         http: None,
     }

@@ -56,7 +56,7 @@ pub async fn handle(mut conn: TcpStream, peer: SocketAddr, shared: Arc<Shared>, 
             return;
         }
     };
-    if let Err(e) = wire::negotiate(header.range()) {
+    if let Err(e) = header.negotiate() {
         shared.stats.refuse(peer, Refusal::Version, &e.to_string());
         let _ = conn.write_all(&wire::version_refusal(&header, &e)).await;
         return;

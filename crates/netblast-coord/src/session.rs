@@ -77,7 +77,7 @@ pub async fn accept(mut s: TcpStream, token: &Token) -> Result<TcpStream, String
         let mut hdr = [0u8; HEADER_LEN];
         tokio::io::AsyncReadExt::read_exact(&mut s, &mut hdr).await.map_err(|e| format!("no header: {e}"))?;
         let header = Header::decode(&hdr).map_err(|e| e.to_string())?;
-        if let Err(e) = wire::negotiate(header.range()) {
+        if let Err(e) = header.negotiate() {
             let _ = s.write_all(&wire::version_refusal(&header, &e)).await;
             return Err(e.to_string());
         }

@@ -73,17 +73,17 @@ pub fn intervals(r: &RunResult) -> String {
                     opt(w.received_bytes),
                     opt(w.received_bits_per_s.map(|b| format!("{b:.0}"))),
                     opt(w.retransmits),
-                    opt(w.sent_msgs),
-                    opt(w.sent_msgs_per_s.map(|m| format!("{m:.1}"))),
-                    opt(w.received_msgs),
-                    opt(w.received_msgs_per_s.map(|m| format!("{m:.1}"))),
-                    opt(w.segs_out),
+                    opt(w.msgs.as_ref().map(|m| m.sent)),
+                    opt(w.msgs.as_ref().and_then(|m| m.sent_per_s).map(|m| format!("{m:.1}"))),
+                    opt(w.msgs.as_ref().and_then(|m| m.received)),
+                    opt(w.msgs.as_ref().and_then(|m| m.received_per_s).map(|m| format!("{m:.1}"))),
+                    opt(w.msgs.as_ref().and_then(|m| m.segs_out)),
                     String::new(),
                     String::new(),
                     String::new(),
                     String::new(),
                 ])
-                .chain(latency(w.latency.as_ref()))
+                .chain(latency(w.latency.as_deref()))
                 .collect();
             let _ = writeln!(out, "{}", row.join(","));
         }
@@ -108,7 +108,7 @@ pub fn intervals(r: &RunResult) -> String {
                     h.errors.to_string(),
                     format!("{:.1}", h.responses_per_s),
                 ])
-                .chain(latency(h.latency.as_ref()))
+                .chain(latency(h.latency.as_deref()))
                 .collect();
             let _ = writeln!(out, "{}", row.join(","));
         }

@@ -86,7 +86,7 @@ fn read(text: &str) -> Result<Read, String> {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     let mut cut = false;
     for (n, line) in lines.iter().enumerate() {
-        let rec: LogRecord = match serde_json::from_str(line) {
+        let rec: LogRecord = match netblast_spec::upgrade::read(line) {
             Ok(r) => r,
             Err(_) if n + 1 == lines.len() && n > 0 => {
                 cut = true;

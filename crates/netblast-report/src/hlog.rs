@@ -35,9 +35,9 @@ pub fn write(r: &RunResult) -> Result<(Vec<u8>, usize), String> {
                 Way::Up => "up",
                 Way::Down => "down",
             };
-            (tag, s.latency_hist.as_ref())
+            (tag, s.latency.as_ref().and_then(|d| d.hist.as_ref()))
         });
-        let http = iv.http.iter().map(|h| ("http", h.latency_hist.as_ref()));
+        let http = iv.http.iter().map(|h| ("http", h.latency.as_ref().and_then(|d| d.hist.as_ref())));
         for (tag, enc) in ways.chain(http) {
             let Some(enc) = enc else { continue };
             let h = enc.decode().map_err(|e| format!("interval {}: {e}", iv.index))?;

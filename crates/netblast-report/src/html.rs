@@ -390,9 +390,9 @@ fn latency_hists(r: &RunResult) -> Vec<(String, &EncodedHistogram)> {
         .summary
         .ways
         .iter()
-        .filter_map(|w| w.latency_hist.as_ref().map(|h| (way_name(w.way).to_string(), h)))
+        .filter_map(|w| w.latency.as_ref().and_then(|d| d.hist.as_ref()).map(|h| (way_name(w.way).to_string(), h)))
         .collect();
-    if let Some(h) = r.summary.http.as_ref().and_then(|h| h.latency_hist.as_ref()) {
+    if let Some(h) = r.summary.http.as_ref().and_then(|h| h.latency.hist.as_ref()) {
         v.push(("HTTP requests".into(), h));
     }
     v.retain(|(_, h)| h.count > 0);
@@ -406,9 +406,11 @@ fn rtt_hists(r: &RunResult) -> (&'static str, Vec<(String, &EncodedHistogram)>) 
         .summary
         .ways
         .iter()
-        .filter_map(|w| w.kernel_rtt_hist.as_ref().map(|h| (format!("{} senders", way_name(w.way)), h)))
+        .filter_map(|w| {
+            w.kernel_rtt.as_ref().and_then(|d| d.hist.as_ref()).map(|h| (format!("{} senders", way_name(w.way)), h))
+        })
         .collect();
-    if let Some(h) = http_tcp.and_then(|t| t.kernel_rtt_hist.as_ref()) {
+    if let Some(h) = http_tcp.and_then(|t| t.kernel_rtt.as_ref()).and_then(|d| d.hist.as_ref()) {
         ebpf.push(("HTTP connections".into(), h));
     }
     ebpf.retain(|(_, h)| h.count > 0);
@@ -421,7 +423,7 @@ fn rtt_hists(r: &RunResult) -> (&'static str, Vec<(String, &EncodedHistogram)>) 
         .iter()
         .filter_map(|w| w.rtt_hist.as_ref().map(|h| (format!("{} senders", way_name(w.way)), h)))
         .collect();
-    if let Some(h) = http_tcp.and_then(|t| t.srtt_hist.as_ref()) {
+    if let Some(h) = http_tcp.and_then(|t| t.srtt.as_ref()).and_then(|d| d.hist.as_ref()) {
         srtt.push(("HTTP connections".into(), h));
     }
     srtt.retain(|(_, h)| h.count > 0);

@@ -10,10 +10,11 @@ pub fn to_string(r: &RunResult) -> String {
     serde_json::to_string_pretty(r).expect("RunResult serialises")
 }
 
-/// Reads a result written by `--output` or `--json`.
+/// Reads a result written by `--output` or `--json`, by this build or an older one (see
+/// [`netblast_spec::upgrade`]).
 pub fn read(path: &Path) -> io::Result<RunResult> {
     let text = std::fs::read_to_string(path)?;
-    serde_json::from_str(&text)
+    netblast_spec::upgrade::read_result(&text)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))
 }
 
@@ -150,7 +151,7 @@ pub fn read_partial(text: &str) -> Result<RunResult, String> {
     let mut intervals = Vec::new();
     let mut cut = false;
     for (n, line) in lines.iter().enumerate() {
-        match serde_json::from_str::<PartialRecord>(line) {
+        match netblast_spec::upgrade::read::<PartialRecord>(line) {
             Ok(PartialRecord::Start { partial }) if n == 0 => start = Some(*partial),
             Ok(PartialRecord::Start { .. }) => return Err(format!("line {}: a second start record", n + 1)),
             Ok(PartialRecord::Note { .. }) => {}

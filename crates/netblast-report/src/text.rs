@@ -1,7 +1,7 @@
 //! The human report, rendered from the result (never from live engine state): interval lines
 //! that read like iperf3's, then a sender/receiver summary, TCP and CPU lines, and errors.
 
-use netblast_spec::hist::LatencySummary;
+use netblast_spec::hist::{Distribution, LatencySummary};
 use netblast_spec::profile::{Kind, Profile, Way, Workload};
 use netblast_spec::result::{Interval, MsgTotals, RunResult, StreamInfo, Summary, WaySummary};
 use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_ns, fmt_per_s, known};
@@ -127,14 +127,17 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
     let kind = profile.kind();
     let is_udp = udp(profile);
     let line = |label: String,
-                sent: u64,
-                recv: Option<u64>,
-                segs: Option<u64>,
+                m: Option<&netblast_spec::result::MsgInterval>,
                 retr: Option<u64>,
                 lat: Option<&LatencySummary>,
-                bytes: u64,
-                q: Option<&netblast_spec::result::UdpQuality>,
-                failed: Option<u64>| {
+                bytes: u64| {
+        let sent = m.map(|m| m.sent).unwrap_or(0);
+        let (recv, segs, q, failed) = (
+            m.and_then(|m| m.received),
+            m.and_then(|m| m.segs_out),
+            m.and_then(|m| m.udp.as_ref()),
+            m.and_then(|m| m.failed),
+        );
         match (kind, is_udp) {
             (Kind::Cps, _) => format!(
                 "[{label}] {}  {:>12}  {:>6}  {}\n",
@@ -174,28 +177,20 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
         for st in &iv.streams {
             s.push_str(&line(
                 id_col(st.id),
-                st.sent_msgs.unwrap_or(0),
-                st.received_msgs,
-                st.segs_out,
+                st.msgs.as_ref(),
                 st.retransmits,
-                st.latency.as_ref(),
+                st.latency.as_deref(),
                 st.sent_bytes,
-                st.udp.as_ref(),
-                st.failed,
             ));
         }
     }
     for w in &iv.sums {
         s.push_str(&line(
             label(w.way, iv.sums.len()).to_string(),
-            w.sent_msgs.unwrap_or(0),
-            w.received_msgs,
-            w.segs_out,
+            w.msgs.as_ref(),
             w.retransmits,
-            w.latency.as_ref(),
+            w.latency.as_deref(),
             w.sent_bytes,
-            w.udp.as_ref(),
-            w.failed,
         ));
     }
     s
@@ -661,11 +656,11 @@ fn http_summary(s: &mut String, r: &RunResult) {
     if h.latency.count > 0 {
         let from = if h.mode == "open_loop" { "from the intended send time" } else { "from the send" };
         let _ = writeln!(s, "  Latency ({from}): {}", pcts(&h.latency));
-        if let Some(hist) = h.latency_hist.as_ref().and_then(|e| e.decode().ok()) {
+        if let Some(hist) = h.latency.histogram() {
             s.push_str(&latency_bars(&hist));
         }
     }
-    let phase = |name: &str, l: &Option<LatencySummary>, s: &mut String| {
+    let phase = |name: &str, l: &Option<Distribution>, s: &mut String| {
         if let Some(l) = l {
             let _ = writeln!(s, "  {name:<13} {} ({} samples)", p50_p99_max(l), l.count);
         }
@@ -1114,16 +1109,8 @@ mod tests {
             received_bytes: None,
             received_bits_per_s: None,
             retransmits: Some(0),
-            sent_msgs: None,
-            sent_msgs_per_s: None,
-            received_msgs: None,
-            received_msgs_per_s: None,
-            segs_out: None,
-            segs_out_per_s: None,
+            msgs: None,
             latency: None,
-            latency_hist: None,
-            udp: None,
-            failed: None,
         }
     }
 
@@ -1148,7 +1135,7 @@ mod tests {
         // Found in a run: with --nodelay, 145.8 messages per segment on loopback, while the
         // hint said --nodelay gives one segment per send.
         // A real msgrate result (one flow, batched sends), its figures then set.
-        let mut r: RunResult = serde_json::from_str(include_str!("../testdata/msgrate.json")).unwrap();
+        let mut r: RunResult = netblast_spec::upgrade::read_result(include_str!("../testdata/msgrate.json")).unwrap();
         let w = &mut r.summary.ways[0];
         let m = w.msgs.as_mut().unwrap();
         (m.sent_per_s, m.segs_out_per_s) = (1_458_000.0, Some(10_000.0));

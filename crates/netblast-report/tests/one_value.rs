@@ -10,7 +10,7 @@
 
 use netblast_report::{csv, html, text};
 use netblast_spec::assert::{headline, Assertion, Figure};
-use netblast_spec::hist::{self, EncodedHistogram, LatencySummary};
+use netblast_spec::hist::{self, Distribution, LatencySummary};
 use netblast_spec::result::RunResult;
 use netblast_spec::units::{fmt_bits_per_s, fmt_ns};
 use proptest::prelude::*;
@@ -23,7 +23,8 @@ fn real() -> Vec<(String, RunResult)> {
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .map(|p| {
-            let r = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap_or_else(|e| panic!("{p:?}: {e}"));
+            let text = std::fs::read_to_string(&p).unwrap();
+            let r = netblast_spec::upgrade::read_result(&text).unwrap_or_else(|e| panic!("{p:?}: {e}"));
             (p.file_name().unwrap().to_string_lossy().into_owned(), r)
         })
         .collect();
@@ -71,8 +72,8 @@ fn one_value(name: &str, r: &RunResult) -> Result<(), String> {
         .summary
         .ways
         .iter()
-        .filter_map(|w| w.latency.as_ref())
-        .chain(r.summary.http.as_ref().map(|h| &h.latency))
+        .filter_map(|w| w.latency.as_deref())
+        .chain(r.summary.http.as_ref().map(|h| &*h.latency))
         .filter(|l| l.count > 0)
         .collect();
     if let [l] = lat[..] {
@@ -205,12 +206,12 @@ fn every_real_result_shows_one_value_per_quantity() {
 }
 
 /// A histogram of `samples` in ns, encoded, and its summary.
-fn hist_of(samples: &[u64]) -> (LatencySummary, EncodedHistogram) {
+fn dist_of(samples: &[u64]) -> Distribution {
     let mut h = hist::new_latency_histogram();
     for &v in samples {
         hist::record_ns(&mut h, v);
     }
-    (LatencySummary::of(&h), EncodedHistogram::encode(&h).unwrap())
+    Distribution::of(&h)
 }
 
 /// Latency samples: a body and a tail, `1000 × k` of them or any count.
@@ -234,10 +235,10 @@ proptest! {
     ) {
         let all = real();
         let (name, mut r) = all[pick % all.len()].clone();
-        let (l, e) = hist_of(&lat);
+        let l = dist_of(&lat);
         for w in r.summary.ways.iter_mut() {
             if w.latency.is_some() {
-                (w.latency, w.latency_hist) = (Some(l.clone()), Some(e.clone()));
+                w.latency = Some(l.clone());
             }
             if w.retransmits.is_some() || retrans.is_none() {
                 w.retransmits = retrans;
@@ -261,7 +262,7 @@ proptest! {
             }
         }
         if let Some(h) = r.summary.http.as_mut() {
-            (h.latency, h.latency_hist) = (l.clone(), Some(e.clone()));
+            h.latency = l.clone();
             h.succeeded = (h.sent as f64 * succeeded_share) as u64;
             h.success_ratio = if h.sent > 0 { h.succeeded as f64 / h.sent as f64 } else { 0.0 };
         }

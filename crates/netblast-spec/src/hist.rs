@@ -248,10 +248,20 @@ impl Distribution {
         Distribution { summary: LatencySummary::of(h), hist: EncodedHistogram::encode(h).ok() }
     }
 
+    /// [`Distribution::of`] a histogram that holds samples; `None` for an empty one.
+    pub fn if_any(h: &Histogram<u64>) -> Option<Distribution> {
+        (!h.is_empty()).then(|| Distribution::of(h))
+    }
+
     /// The decoded histogram, when one is kept and decodes.
     pub fn histogram(&self) -> Option<Histogram<u64>> {
         self.hist.as_ref().and_then(|e| e.decode().ok())
     }
+}
+
+/// The histogram of a distribution a result may lack: `None` when it lacks either.
+pub fn hist_of(d: &Option<Distribution>) -> Option<&EncodedHistogram> {
+    d.as_ref().and_then(|d| d.hist.as_ref())
 }
 
 impl std::ops::Deref for Distribution {

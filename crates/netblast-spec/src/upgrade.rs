@@ -8,7 +8,7 @@
 //! shape, not by the schema string (an interval record carries none): a /3 document has none of
 //! the old keys, so upgrading it changes nothing.
 
-use crate::result::RunResult;
+use crate::result::{RunResult, SCHEMA, SCHEMA_V2};
 use serde_json::{Map, Value};
 
 /// The distributions that /2 stored beside their histogram (`X` and `X_hist`).
@@ -62,20 +62,22 @@ fn upgrade_object(o: &mut Map<String, Value>) {
     }
 }
 
-/// Reads a result of any schema this build reads (/3, /2, /1). `schema` keeps what the file
-/// says, so a reader can still tell a /1 result (which cannot be aligned in time).
-pub fn read_result(text: &str) -> Result<RunResult, serde_json::Error> {
+/// Reads a document written by this build or an older one: a result of any schema this build
+/// reads (/3, /2, /1), a partial log's record, a fleet log's line.
+pub fn read<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
     let mut v: Value = serde_json::from_str(text)?;
     upgrade(&mut v);
     serde_json::from_value(v)
 }
 
-/// Reads one record of type `T` written by this build or a /2 one (a partial log's interval, a
-/// fleet log's frame).
-pub fn read_record<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
-    let mut v: Value = serde_json::from_str(text)?;
-    upgrade(&mut v);
-    serde_json::from_value(v)
+/// [`read`] for a result. A /2 result comes back as /3 (it holds every figure /3 does, now in
+/// their /3 places); a /1 result keeps its schema, which says it cannot be aligned in time.
+pub fn read_result(text: &str) -> Result<RunResult, serde_json::Error> {
+    let mut r: RunResult = read(text)?;
+    if r.schema == SCHEMA_V2 {
+        r.schema = SCHEMA.to_string();
+    }
+    Ok(r)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use crate::auth::{self, StreamKey, Token, Transcript, NONCE_LEN, PROOF_LEN, TAG_LEN};
 use crate::frame::{refusal, Refusal, ServerMsg};
-use crate::header::{negotiate, Header, Role, StreamAck, VersionMismatch, HEADER_LEN, MAGIC, MIN_VERSION, VERSION};
+use crate::header::{Header, Role, StreamAck, VersionMismatch, HEADER_LEN, MAGIC, MIN_VERSION, VERSION};
 
 /// Length of a [`ServerHello`].
 pub const SERVER_HELLO_LEN: usize = 76;
@@ -121,6 +121,11 @@ impl ClientHandshake {
         ClientHandshake { header: header.encode(), nonce: auth::nonce(), token, require_token }
     }
 
+    /// The oldest version this handshake's role takes.
+    fn min_version(&self) -> u16 {
+        Header::decode(&self.header).map(|h| h.role.min_version()).unwrap_or(MIN_VERSION)
+    }
+
     /// The first bytes to send: header and nonce.
     pub fn hello(&self) -> Vec<u8> {
         let mut v = self.header.to_vec();
@@ -133,14 +138,14 @@ impl ClientHandshake {
     pub fn finish(&self, hello: &ServerHello) -> Result<(Vec<u8>, Session), HandshakeError> {
         if hello.status != ServerHello::OK {
             // A refusal frame follows; the caller reads it. Name the versions when they are why.
-            let ours = (MIN_VERSION, VERSION);
+            let ours = (self.min_version(), VERSION);
             let theirs = hello.range;
             if theirs.1 < ours.0 || theirs.0 > ours.1 {
                 return Err(HandshakeError::Version(VersionMismatch { theirs, ours }));
             }
             return Err(HandshakeError::Refused(String::new()));
         }
-        if hello.version < MIN_VERSION || hello.version > VERSION {
+        if hello.version < self.min_version() || hello.version > VERSION {
             return Err(HandshakeError::NotNetblast(format!("it chose protocol version {}", hello.version)));
         }
         let t = Transcript { header: self.header, client_nonce: self.nonce, server_nonce: hello.nonce };
@@ -232,7 +237,7 @@ pub fn admit(
         nonce: server_nonce,
         proof,
     };
-    match negotiate(header.range()) {
+    match header.negotiate() {
         Err(e) => {
             let mut reply = hello(ServerHello::REFUSED, 0, [0; PROOF_LEN], [0; NONCE_LEN]).encode().to_vec();
             reply.extend_from_slice(&refusal(Refusal::Version, e.to_string()));

@@ -5,10 +5,14 @@ use std::fmt;
 
 /// First four bytes of every connection (and of a [`ServerHello`]).
 pub const MAGIC: [u8; 4] = *b"NBLT";
-/// Newest protocol version spoken by this build.
-pub const VERSION: u16 = 2;
+/// Newest protocol version spoken by this build. Version 3: a fleet's frames carry intervals
+/// and results in the `netblast.run/3` form; control and stream connections are as in 2.
+pub const VERSION: u16 = 3;
 /// Oldest protocol version spoken by this build (version 1 had no authentication).
 pub const MIN_VERSION: u16 = 2;
+/// Oldest protocol version of a fleet connection (coordinator and agent): version 2's frames
+/// carry intervals in the `netblast.run/2` form, whose figures a newer peer would misread.
+pub const FLEET_MIN_VERSION: u16 = 3;
 /// Size of the connection header.
 pub const HEADER_LEN: usize = 32;
 /// Largest control frame accepted (guards against garbage lengths).
@@ -52,6 +56,14 @@ pub enum Role {
 }
 
 impl Role {
+    /// The oldest protocol version this build speaks on a connection of this role.
+    pub fn min_version(self) -> u16 {
+        match self {
+            Role::Control | Role::Stream => MIN_VERSION,
+            Role::Fleet | Role::Register => FLEET_MIN_VERSION,
+        }
+    }
+
     /// The role in words, for logs.
     pub fn name(self) -> &'static str {
         match self {
@@ -107,11 +119,16 @@ fn range((lo, hi): (u16, u16)) -> String {
     }
 }
 
-/// The highest version both a peer speaking `theirs` (oldest, newest) and this build speak.
+/// The highest version both a peer speaking `theirs` (oldest, newest) and this build speak on
+/// a control or stream connection.
 pub fn negotiate(theirs: (u16, u16)) -> Result<u16, VersionMismatch> {
+    negotiate_from(MIN_VERSION, theirs)
+}
+
+fn negotiate_from(ours_min: u16, theirs: (u16, u16)) -> Result<u16, VersionMismatch> {
     let v = theirs.1.min(VERSION);
-    if v < MIN_VERSION || v < theirs.0 {
-        return Err(VersionMismatch { theirs, ours: (MIN_VERSION, VERSION) });
+    if v < ours_min || v < theirs.0 {
+        return Err(VersionMismatch { theirs, ours: (ours_min, VERSION) });
     }
     Ok(v)
 }
@@ -119,7 +136,7 @@ pub fn negotiate(theirs: (u16, u16)) -> Result<u16, VersionMismatch> {
 impl Header {
     /// A header of this build's version range.
     pub fn new(role: Role, test_id: TestId, stream_id: u32) -> Header {
-        Header { version: VERSION, min_version: MIN_VERSION, role, test_id, stream_id }
+        Header { version: VERSION, min_version: role.min_version(), role, test_id, stream_id }
     }
 
     /// Encodes the header.
@@ -163,6 +180,11 @@ impl Header {
     /// The sender's version range (oldest, newest).
     pub fn range(&self) -> (u16, u16) {
         (self.min_version, self.version)
+    }
+
+    /// The highest version both the sender and this build speak for this connection's role.
+    pub fn negotiate(&self) -> Result<u16, VersionMismatch> {
+        negotiate_from(self.role.min_version(), self.range())
     }
 }
 

@@ -26,7 +26,7 @@ fn header_prop(cases: u32) {
                 prop_assert!(h.min_version <= h.version);
                 // What decodes re-encodes to the same meaning.
                 prop_assert_eq!(Header::decode(&h.encode()).unwrap(), h);
-                let _ = wire::negotiate(h.range());
+                let _ = h.negotiate();
             } else {
                 prop_assert!(b[0..4] != wire::MAGIC || b[6] == 0 || b[6] > 4);
             }

@@ -269,7 +269,7 @@ pub struct ReportArgs {
 /// `netblast merge`.
 #[derive(Debug, Args)]
 pub struct MergeArgs {
-    /// Results to merge (netblast.run/2, of the same kind and interval).
+    /// Results to merge (netblast.run/3 or /2, of the same kind and interval).
     #[arg(required = true, num_args = 1..)]
     pub files: Vec<PathBuf>,
     /// Write the merged result here (atomically) instead of printing the report.

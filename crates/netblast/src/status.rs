@@ -78,7 +78,7 @@ impl Status {
         let msgs: Option<f64> = iv
             .sums
             .iter()
-            .map(|w| w.received_msgs_per_s.or(w.sent_msgs_per_s))
+            .map(|w| w.msgs.as_ref().and_then(|m| m.received_per_s.or(m.sent_per_s)))
             .try_fold(0.0, |acc, m| m.map(|m| acc + m));
         match msgs {
             Some(m) if m > 0.0 => format!("{} messages ({:.2}-{:.2} s)", fmt_per_s(m), iv.start_s, iv.end_s),

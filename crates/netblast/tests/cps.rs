@@ -39,12 +39,12 @@ fn connections_completed_equal_connections_served_with_one_connect_sample_each()
         assert!(conns.syn_retransmits.is_some(), "SYN retransmissions are read with a probe on");
         let lat = w.latency.as_ref().expect("connect latency");
         assert_eq!(lat.count, m.sent, "one connect sample per completed connection");
-        assert_eq!(w.latency_hist.as_ref().unwrap().decode().unwrap().len(), m.sent);
+        assert_eq!(w.latency.as_ref().unwrap().hist.as_ref().unwrap().decode().unwrap().len(), m.sent);
         assert!(lat.min_ns > 1_000 && lat.p50_ns < 100_000_000, "{lat:?}");
         assert_eq!(w.sender.bytes, m.sent * req, "bytes are the requests sent");
-        let per_interval: u64 = r.intervals.iter().flat_map(|i| &i.sums).filter_map(|x| x.sent_msgs).sum();
+        let per_interval: u64 = r.intervals.iter().flat_map(|i| &i.sums).filter_map(|x| x.msgs.as_ref()).map(|m| m.sent).sum();
         assert_eq!(per_interval, m.sent, "the intervals add up to the total");
-        assert!(r.intervals.iter().all(|i| i.sums[0].failed == Some(0)));
+        assert!(r.intervals.iter().all(|i| i.sums[0].msgs.as_ref().unwrap().failed == Some(0)));
         for s in &r.summary.streams {
             assert!(s.client_cpu.is_some() && s.server_cpu.is_some(), "both ends of flow {} pinned", s.id);
         }
@@ -108,7 +108,7 @@ fn failures_are_counted_by_cause() {
     assert!(m.sent <= 16, "FIN close: {} connections from 16 ports", m.sent);
     assert!(c.port_exhausted > 0 && c.failed() == c.port_exhausted, "{c:?}");
     assert_eq!(m.lost, Some(c.failed()));
-    let failed: u64 = r.intervals.iter().filter_map(|i| i.sums[0].failed).sum();
+    let failed: u64 = r.intervals.iter().filter_map(|i| i.sums[0].msgs.as_ref().unwrap().failed).sum();
     assert_eq!(failed, c.failed(), "the intervals' failures add up to the total");
     let text = netblast_report::text::full(&r);
     assert!(text.contains("no free local port (EADDRNOTAVAIL)"), "{text}");

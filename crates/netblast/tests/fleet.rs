@@ -2,6 +2,7 @@
 //! over agents that register on loopback.
 
 use crate::util::{self, KillOnDrop};
+use netblast_spec::hist::hist_of;
 use netblast_spec::RunResult;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -160,7 +161,7 @@ fn bulk_fleet_merges_exactly_and_agrees_with_the_servers_interfaces() {
 #[test]
 fn rr_and_http_fleets_add_their_histograms_exactly() {
     let Some(tb) = Testbed::up("rr_and_http_fleets", 12, 4) else { return };
-    let count = |h: &Option<netblast_spec::hist::EncodedHistogram>| h.as_ref().unwrap().decode().unwrap().len();
+    let count = |h: Option<&netblast_spec::hist::EncodedHistogram>| h.unwrap().decode().unwrap().len();
     let run = |extra: &[&str]| {
         let out = tb
             .fleet()
@@ -178,11 +179,11 @@ fn rr_and_http_fleets_add_their_histograms_exactly() {
     };
     // Blocking waits: spinning flows would take both CPUs of this host from the agents.
     let r = run(&["--profile", "latency", "--wait", "block"]);
-    let merged = count(&r.summary.ways[0].latency_hist);
-    let parts: u64 = r.parts.iter().map(|p| count(&p.summary.ways[0].latency_hist)).sum();
+    let merged = count(hist_of(&r.summary.ways[0].latency));
+    let parts: u64 = r.parts.iter().map(|p| count(hist_of(&p.summary.ways[0].latency))).sum();
     assert!(merged > 100);
     assert_eq!(merged, parts, "every round trip of every agent, once");
-    let per_interval: u64 = r.intervals.iter().map(|i| count(&i.sums[0].latency_hist)).sum();
+    let per_interval: u64 = r.intervals.iter().map(|i| count(hist_of(&i.sums[0].latency))).sum();
     assert_eq!(per_interval, merged);
 
     let r = run(&["--profile", "http-max", "-c", "4"]);
@@ -191,7 +192,7 @@ fn rr_and_http_fleets_add_their_histograms_exactly() {
     assert!(h.completed > 100);
     assert_eq!(h.completed, parts);
     assert_eq!(h.status_codes.get("200").copied(), Some(h.completed));
-    assert_eq!(count(&h.latency_hist), h.completed);
+    assert_eq!(count(h.latency.hist.as_ref()), h.completed);
     // Each part names its client agent (the address it reached its server from) and the URL.
     let mut named: Vec<(String, String)> = r.parts.iter().map(|p| (p.agent.address.clone(), p.peer.clone())).collect();
     named.sort();

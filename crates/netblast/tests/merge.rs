@@ -1,7 +1,7 @@
 //! `netblast merge`: results of concurrent runs merge exactly.
 
 use crate::util::{self, KillOnDrop};
-use netblast_spec::hist::EncodedHistogram;
+use netblast_spec::hist::{hist_of, Distribution};
 use netblast_spec::RunResult;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,8 +10,8 @@ fn read(p: &PathBuf) -> RunResult {
     serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
 }
 
-fn count(h: &Option<EncodedHistogram>) -> u64 {
-    h.as_ref().map(|h| h.decode().unwrap().len()).unwrap_or(0)
+fn count(d: &Option<Distribution>) -> u64 {
+    hist_of(d).map(|h| h.decode().unwrap().len()).unwrap_or(0)
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -55,7 +55,7 @@ fn two_concurrent_runs_merge_exactly() {
     assert!(recv(&wa) > 0 && recv(&wb) > 0);
     assert_eq!(recv(&wm), recv(&wa) + recv(&wb), "receiver bytes add up exactly");
     assert_eq!(wm.sender.bytes, wa.sender.bytes + wb.sender.bytes);
-    assert_eq!(count(&wm.latency_hist), count(&wa.latency_hist) + count(&wb.latency_hist));
+    assert_eq!(count(&wm.latency), count(&wa.latency) + count(&wb.latency));
     assert_eq!(wm.msgs.unwrap().sent, wa.msgs.unwrap().sent + wb.msgs.unwrap().sent);
     for (i, iv) in rm.intervals.iter().enumerate() {
         let parts: Vec<_> = [&ra, &rb].iter().filter_map(|r| r.intervals.get(i)).cloned().collect();
@@ -63,8 +63,8 @@ fn two_concurrent_runs_merge_exactly() {
             assert_eq!(p.index, iv.index);
             assert!((p.start_s - iv.start_s).abs() < 1e-9, "interval {i}: same start");
         }
-        let sum: u64 = parts.iter().map(|p| count(&p.sums[0].latency_hist)).sum();
-        assert_eq!(count(&iv.sums[0].latency_hist), sum, "interval {i}: histogram counts add up");
+        let sum: u64 = parts.iter().map(|p| count(&p.sums[0].latency)).sum();
+        assert_eq!(count(&iv.sums[0].latency), sum, "interval {i}: histogram counts add up");
         let bytes: u64 = parts.iter().map(|p| p.sums[0].received_bytes.unwrap()).sum();
         assert_eq!(iv.sums[0].received_bytes, Some(bytes), "interval {i}: bytes add up");
     }

@@ -13,10 +13,10 @@
 
 use crate::run::worker::{Event, FlowEnd, FlowSample};
 use hdrhistogram::Histogram;
-use netblast_spec::hist::{self, EncodedHistogram, HistSum, LatencySummary};
+use netblast_spec::hist::{self, Distribution, EncodedHistogram, HistSum};
 use netblast_spec::profile::{Kind, Protocol, Way, Workload};
 use netblast_spec::result::{
-    CpuSummary, CpuUsage, Interval, MsgTotals, RttSummary, RunError, SideTotal, StreamInfo, StreamInterval,
+    CpuSummary, CpuUsage, Interval, MsgInterval, MsgTotals, RttSummary, RunError, SideTotal, StreamInfo, StreamInterval,
     StreamSummary, Summary, UdpQuality, WayInterval, WaySummary, MAX_STREAM_DETAIL,
 };
 use netblast_wire::gather::Gather;
@@ -329,17 +329,20 @@ impl Aggregator {
                 received_bytes: recv,
                 retransmits,
                 tcp,
-                sent_msgs: if msgs { Some(sent_msgs.unwrap_or(0)) } else { None },
-                received_msgs: if msgs { recv_msgs } else { None },
-                segs_out: if msgs && self.info.kind.one_socket_per_stream() { segs_out } else { None },
-                latency: hist.map(LatencySummary::of),
-                latency_hist: hist.and_then(|h| EncodedHistogram::encode(h).ok()),
-                // The receiver's account: the server's for up streams, this end's for down.
-                udp: match s.way {
-                    Way::Up => acc.server.get(&s.id).and_then(|x| x.udp),
-                    Way::Down => acc.client.get(&s.id).and_then(|x| x.udp),
-                },
-                failed: (self.info.kind == Kind::Cps).then(|| acc.client.get(&s.id).map(|x| x.lost).unwrap_or(0)),
+                msgs: msgs.then(|| MsgInterval {
+                    sent: sent_msgs.unwrap_or(0),
+                    received: recv_msgs,
+                    segs_out: if self.info.kind.one_socket_per_stream() { segs_out } else { None },
+                    // The receiver's account: the server's for up streams, this end's for down.
+                    udp: match s.way {
+                        Way::Up => acc.server.get(&s.id).and_then(|x| x.udp),
+                        Way::Down => acc.client.get(&s.id).and_then(|x| x.udp),
+                    },
+                    failed: (self.info.kind == Kind::Cps)
+                        .then(|| acc.client.get(&s.id).map(|x| x.lost).unwrap_or(0)),
+                    ..MsgInterval::default()
+                }),
+                latency: hist.map(Distribution::of),
             });
         }
         for p in problems {
@@ -366,7 +369,6 @@ impl Aggregator {
         hists: &HashMap<Way, HistSum>,
         secs: f64,
     ) -> Vec<WayInterval> {
-        let msgs = self.info.counts_msgs();
         let per_s = |n: f64| if secs > 0.0 { n / secs } else { 0.0 };
         let mut sums = Vec::new();
         for way in [Way::Up, Way::Down] {
@@ -376,28 +378,31 @@ impl Aggregator {
             }
             let mut sent: u64 = of_way.iter().map(|x| x.sent_bytes).sum();
             let mut received: Option<u64> = of_way.iter().map(|x| x.received_bytes).sum();
-            let mut sent_msgs: Option<u64> = if msgs { of_way.iter().map(|x| x.sent_msgs).sum() } else { None };
-            let mut received_msgs: Option<u64> = if msgs { of_way.iter().map(|x| x.received_msgs).sum() } else { None };
-            let mut segs: Option<u64> = if msgs && of_way.iter().any(|x| x.segs_out.is_some()) {
-                Some(of_way.iter().filter_map(|x| x.segs_out).sum())
-            } else {
-                None
-            };
+            let mut msgs = MsgInterval::add_up(of_way.iter().filter_map(|x| x.msgs.as_ref()), None);
             let mut retransmits = of_way.iter().filter_map(|x| x.retransmits).reduce(|a, b| a + b);
             // A large test's server reported the way, not its streams: its side of the sums.
             if let Some(sw) = server_ways.iter().find(|w| w.way == way) {
                 match way {
                     Way::Up => {
                         received = Some(sw.bytes);
-                        received_msgs = msgs.then_some(sw.msgs);
+                        if let Some(m) = msgs.as_mut() {
+                            m.received = Some(sw.msgs);
+                        }
                     }
                     Way::Down => {
                         sent = sw.bytes;
-                        sent_msgs = msgs.then_some(sw.msgs);
                         retransmits = Some(sw.retransmits);
-                        segs = if msgs { sw.segs_out } else { None };
+                        if let Some(m) = msgs.as_mut() {
+                            m.sent = sw.msgs;
+                            m.segs_out = sw.segs_out;
+                        }
                     }
                 }
+            }
+            if let Some(m) = msgs.as_mut() {
+                m.sent_per_s = Some(per_s(m.sent as f64));
+                m.received_per_s = m.received.map(|n| per_s(n as f64));
+                m.segs_out_per_s = m.segs_out.map(|n| per_s(n as f64));
             }
             let merged = hists.get(&way).and_then(HistSum::histogram);
             sums.push(WayInterval {
@@ -407,16 +412,8 @@ impl Aggregator {
                 received_bytes: received,
                 received_bits_per_s: received.map(|b| per_s(b as f64 * 8.0)),
                 retransmits,
-                sent_msgs,
-                sent_msgs_per_s: sent_msgs.map(|m| per_s(m as f64)),
-                received_msgs,
-                received_msgs_per_s: received_msgs.map(|m| per_s(m as f64)),
-                segs_out: segs,
-                segs_out_per_s: segs.map(|m| per_s(m as f64)),
-                latency: merged.map(LatencySummary::of),
-                latency_hist: merged.and_then(|h| EncodedHistogram::encode(h).ok()),
-                udp: UdpQuality::sum(of_way.iter().filter_map(|x| x.udp.as_ref())),
-                failed: of_way.iter().map(|x| x.failed).sum(),
+                msgs,
+                latency: merged.map(Distribution::of),
             });
         }
         sums
@@ -503,7 +500,7 @@ impl Aggregator {
             let bytes = of_stream().map(|x| x.sent_bytes).sum();
             SideTotal::new(bytes, intervals.last().map(|i| i.end_s).unwrap_or(0.0))
         });
-        let sent_msgs = sent_msgs.unwrap_or_else(|| of_stream().filter_map(|x| x.sent_msgs).sum());
+        let sent_msgs = sent_msgs.unwrap_or_else(|| of_stream().filter_map(|x| x.msgs.as_ref()).map(|m| m.sent).sum());
         let last_tcp = tcp.or_else(|| {
             intervals.iter().rev().flat_map(|i| i.streams.iter()).find(|x| x.id == s.id).and_then(|x| x.tcp)
         });
@@ -547,8 +544,7 @@ impl Aggregator {
             ));
         }
         StreamSummary {
-            kernel_rtt: rtt_hist.as_ref().map(LatencySummary::of),
-            kernel_rtt_hist: rtt_hist.as_ref().and_then(|h| EncodedHistogram::encode(h).ok()),
+            kernel_rtt: rtt_hist.as_ref().map(Distribution::of),
             tcp_info,
             id: s.id,
             way: s.way,
@@ -559,8 +555,7 @@ impl Aggregator {
             spurious_retransmits: tcp_info.or(last_tcp).and_then(|t| t.dsack_segs),
             tcp: last_tcp,
             msgs,
-            latency: latency_hist.map(LatencySummary::of),
-            latency_hist: latency_hist.and_then(|h| EncodedHistogram::encode(h).ok()),
+            latency: latency_hist.map(Distribution::of),
             client_cpu: mine.and_then(|e| e.cpu),
             server_cpu: theirs.and_then(|e| e.cpu),
         }
@@ -631,8 +626,7 @@ impl Aggregator {
         let segs_out: u64 = of_way.iter().filter_map(|s| s.tcp).map(|t| t.segs_out).sum();
         WaySummary {
             retransmit_rate: retransmits.filter(|_| segs_out > 0).map(|n| n as f64 / segs_out as f64),
-            kernel_rtt: rtt_merged.map(LatencySummary::of),
-            kernel_rtt_hist: rtt_merged.and_then(|h| EncodedHistogram::encode(h).ok()),
+            kernel_rtt: rtt_merged.map(Distribution::of),
             way,
             streams: of_way.len() as u32,
             sender: SideTotal::new(sent, sent_s),
@@ -643,8 +637,7 @@ impl Aggregator {
             rtt_hist: srtt.filter(|h| !h.is_empty()).and_then(|h| EncodedHistogram::encode(h).ok()),
             cwnd_max_bytes: self.totals.cwnd_max.get(&way).copied().unwrap_or(0),
             msgs,
-            latency: merged.map(LatencySummary::of),
-            latency_hist: merged.and_then(|h| EncodedHistogram::encode(h).ok()),
+            latency: merged.map(Distribution::of),
         }
     }
 
@@ -803,7 +796,7 @@ mod tests {
         assert_eq!(iv.len(), 1);
         let up = &iv[0].streams[0];
         assert_eq!((up.sent_bytes, up.received_bytes, up.retransmits), (1000, Some(990), Some(2)));
-        assert_eq!(up.sent_msgs, None, "bulk carries no message counts");
+        assert_eq!(up.msgs, None, "bulk carries no message counts");
         let down = &iv[0].streams[1];
         assert_eq!((down.sent_bytes, down.received_bytes, down.retransmits), (500, Some(500), Some(1)));
         assert_eq!(iv[0].sums[0].sent_bits_per_s, 8000.0);
@@ -889,16 +882,16 @@ mod tests {
         }
         let (iv, sum) = a.finish(CpuUsage::default());
         let l = iv[0].sums[0].latency.clone().unwrap();
-        assert_eq!(iv[0].sums[0].latency_hist.as_ref().unwrap().count, 1000, "the interval carries its histogram");
+        assert_eq!(iv[0].sums[0].latency.as_ref().unwrap().hist.as_ref().unwrap().count, 1000, "the interval carries its histogram");
         assert_eq!(l.count, 1000);
         assert!(l.p50_ns < 11_000 && l.p99_ns > 990_000, "{l:?}");
         let total = sum.ways[0].latency.clone().unwrap();
         assert_eq!(total.count, 1000);
-        let decoded = sum.ways[0].latency_hist.as_ref().unwrap().decode().unwrap();
+        let decoded = sum.ways[0].latency.as_ref().unwrap().histogram().unwrap();
         assert_eq!(decoded.len(), 1000);
         assert_eq!(sum.ways[0].msgs.unwrap().sent, 1000);
         assert_eq!(sum.streams[1].latency.as_ref().unwrap().count, 100);
-        assert_eq!(sum.streams[1].latency_hist.as_ref().unwrap().decode().unwrap().len(), 100);
+        assert_eq!(sum.streams[1].latency.as_ref().unwrap().histogram().unwrap().len(), 100);
     }
 
     #[test]

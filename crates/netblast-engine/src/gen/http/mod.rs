@@ -35,7 +35,7 @@ use bytes::Bytes;
 use conn::Endpoint;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
 use netblast_probe::Probe;
-use netblast_spec::hist::{EncodedHistogram, LatencySummary};
+use netblast_spec::hist::Distribution;
 use netblast_spec::plan::split_budget;
 use netblast_spec::profile::{HttpSection, HttpVersion};
 use netblast_spec::result::{
@@ -44,7 +44,7 @@ use netblast_spec::result::{
 };
 use netblast_wire::gather::Gather;
 use schedule::Schedule;
-use stats::{summary, IntervalStats, RunStats};
+use stats::{IntervalStats, RunStats};
 use std::collections::BTreeMap;
 use std::net::ToSocketAddrs;
 use std::sync::{mpsc, Arc};
@@ -216,7 +216,6 @@ fn http_interval(index: u32, a: &Acc, schedule: Option<&Schedule>) -> Interval {
     let (start_s, end_s) = a.span.unwrap_or((0.0, 0.0));
     let secs = (end_s - start_s).max(1e-9);
     let s = &a.stats;
-    let (latency, latency_hist) = dist(&s.latency);
     Interval {
         index,
         start_s,
@@ -233,31 +232,22 @@ fn http_interval(index: u32, a: &Acc, schedule: Option<&Schedule>) -> Interval {
             sent_per_s: s.sent as f64 / secs,
             bytes_sent: s.bytes_sent,
             bytes_received: s.bytes_received,
-            latency,
-            latency_hist,
+            latency: Distribution::if_any(&s.latency),
             status: status_map(&s.status),
         }),
     }
 }
 
-/// A histogram's summary and encoding, both `None` when it is empty.
-fn dist(h: &hdrhistogram::Histogram<u64>) -> (Option<LatencySummary>, Option<EncodedHistogram>) {
-    (summary(h), if h.is_empty() { None } else { EncodedHistogram::encode(h).ok() })
-}
-
 /// The run's kernel TCP figures from the workers' connection samples.
 fn http_tcp(t: &stats::ConnTcp) -> HttpTcp {
-    let (srtt, srtt_hist) = dist(&t.srtt);
     HttpTcp {
         connections: t.connections,
         segs_out: t.segs_out,
         retransmits: t.retransmits,
         spurious_retransmits: t.dsack.filter(|_| t.connections > 0),
         retransmit_rate: (t.segs_out > 0).then(|| t.retransmits as f64 / t.segs_out as f64),
-        srtt,
-        srtt_hist,
-        kernel_rtt: t.kernel_rtt.histogram().and_then(summary),
-        kernel_rtt_hist: t.kernel_rtt.encoded(),
+        srtt: Distribution::if_any(&t.srtt),
+        kernel_rtt: t.kernel_rtt.histogram().and_then(Distribution::if_any),
     }
 }
 
@@ -443,14 +433,13 @@ fn summarize(setup: &Setup, c: &Collected, bound: Duration) -> HttpSummary {
             .map(|(k, (n, s))| HttpErrorCount { kind: k.name().into(), count: *n, sample: s.clone() })
             .collect()
     };
-    let (latency, latency_hist) = dist(&total.latency);
-    let (connect, connect_hist) = dist(&run.connect);
-    let (tls, tls_hist) = dist(&run.tls);
-    let (ttfb, ttfb_hist) = dist(&run.ttfb);
-    let (body, body_hist) = dist(&run.body);
-    let (send_lag, send_lag_hist) = dist(&run.send_lag);
-    let phases =
-        HttpPhases { connect, tls, ttfb, body, send_lag, connect_hist, tls_hist, ttfb_hist, body_hist, send_lag_hist };
+    let phases = HttpPhases {
+        connect: Distribution::if_any(&run.connect),
+        tls: Distribution::if_any(&run.tls),
+        ttfb: Distribution::if_any(&run.ttfb),
+        body: Distribution::if_any(&run.body),
+        send_lag: Distribution::if_any(&run.send_lag),
+    };
     HttpSummary {
         mode: if setup.schedule.is_some() { "open_loop" } else { "closed_loop" }.into(),
         version: match h.version {
@@ -470,8 +459,7 @@ fn summarize(setup: &Setup, c: &Collected, bound: Duration) -> HttpSummary {
         late: total.late,
         bytes_sent: total.bytes_sent,
         bytes_received: total.bytes_received,
-        latency: latency.unwrap_or_default(),
-        latency_hist,
+        latency: Distribution::if_any(&total.latency).unwrap_or_default(),
         phases,
         status_codes: status_map(&total.status),
         errors,

@@ -175,13 +175,7 @@ fn msg_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
     };
     if streams.len() > 1 && streams.len() <= MAX_STREAM_LINES {
         for st in &iv.streams {
-            s.push_str(&line(
-                id_col(st.id),
-                st.msgs.as_ref(),
-                st.retransmits,
-                st.latency.as_deref(),
-                st.sent_bytes,
-            ));
+            s.push_str(&line(id_col(st.id), st.msgs.as_ref(), st.retransmits, st.latency.as_deref(), st.sent_bytes));
         }
     }
     for w in &iv.sums {

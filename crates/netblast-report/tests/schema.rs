@@ -66,7 +66,9 @@ fn a_version_2_result_reads_with_every_figure_and_nothing_more() {
         keys(&new, &mut k);
         let flat: Vec<&String> = k
             .iter()
-            .filter(|k| (k.ends_with("_hist") && *k != "rtt_hist") || k.ends_with("_msgs") || k.ends_with("_msgs_per_s"))
+            .filter(|k| {
+                (k.ends_with("_hist") && *k != "rtt_hist") || k.ends_with("_msgs") || k.ends_with("_msgs_per_s")
+            })
             .collect();
         assert!(flat.is_empty(), "{f:?}: /2 keys left: {flat:?}");
     }

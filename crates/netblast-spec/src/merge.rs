@@ -19,8 +19,8 @@ use crate::hist::{self, Distribution, EncodedHistogram, HistError};
 use crate::profile::Way;
 use crate::result::{
     AgentStatus, ClockInfo, ClockSource, CpuSummary, CpuUsage, HttpConnections, HttpErrorCount, HttpInterval,
-    HttpPhases, HttpSummary, HttpTcp, Interval, MsgInterval, MsgTotals, Part, RttSummary, RunError, RunResult, SideTotal,
-    StreamInfo, StreamInterval, StreamSummary, Summary, WayInterval, WaySummary, SCHEMA, SCHEMA_V2,
+    HttpPhases, HttpSummary, HttpTcp, Interval, MsgInterval, MsgTotals, Part, RttSummary, RunError, RunResult,
+    SideTotal, StreamInfo, StreamInterval, StreamSummary, Summary, WayInterval, WaySummary, SCHEMA, SCHEMA_V2,
 };
 use std::collections::BTreeMap;
 

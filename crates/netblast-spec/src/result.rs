@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 
 /// Schema identifier written into every result. /3 nests each kind's figures: an interval's
 /// message figures under `msgs` (as the totals' are), every distribution with its histogram
-/// (`latency.hist` where /2 had `latency_hist` beside it). [`crate::upgrade`] reads /2 and /1.
+/// (`latency.hist` where /2 had `latency_hist` beside it). The `upgrade` module reads /2 and /1.
 pub const SCHEMA: &str = "netblast.run/3";
 /// The second schema: the figures of /3, flat (`sent_msgs`, `latency_hist`). Read (through
-/// [`crate::upgrade`]) by `netblast report` and `netblast merge`.
+/// the `upgrade` module) by `netblast report` and `netblast merge`.
 pub const SCHEMA_V2: &str = "netblast.run/2";
 /// The first schema: no absolute start, clock or agent, fewer histograms. Still read (and
 /// rendered) by `netblast report`; `netblast merge` refuses it, since it cannot be aligned.

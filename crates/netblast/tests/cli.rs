@@ -230,7 +230,10 @@ fn hlog_round_trips_through_the_hdrhistogram_interval_log_reader() {
     }
     let start_ns = start.expect("a StartTime header").as_nanos() as u64;
     assert!(start_ns.abs_diff(r.start_unix_ns.unwrap()) < 1_000_000, "StartTime is the run's start (to the ms)");
-    assert_eq!(histograms, r.intervals.iter().filter(|i| netblast_spec::hist::hist_of(&i.sums[0].latency).is_some()).count());
+    assert_eq!(
+        histograms,
+        r.intervals.iter().filter(|i| netblast_spec::hist::hist_of(&i.sums[0].latency).is_some()).count()
+    );
     assert_eq!(samples, r.summary.ways[0].latency.as_ref().unwrap().count, "every round trip is in the log");
     // A bulk result has no latency to log: said, exit 2.
     let o = util::run_cmd().args(["--target", &srv.addr.to_string(), "-t", "1", "--hlog"]).arg(&log).output().unwrap();

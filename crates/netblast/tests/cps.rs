@@ -42,7 +42,8 @@ fn connections_completed_equal_connections_served_with_one_connect_sample_each()
         assert_eq!(w.latency.as_ref().unwrap().hist.as_ref().unwrap().decode().unwrap().len(), m.sent);
         assert!(lat.min_ns > 1_000 && lat.p50_ns < 100_000_000, "{lat:?}");
         assert_eq!(w.sender.bytes, m.sent * req, "bytes are the requests sent");
-        let per_interval: u64 = r.intervals.iter().flat_map(|i| &i.sums).filter_map(|x| x.msgs.as_ref()).map(|m| m.sent).sum();
+        let per_interval: u64 =
+            r.intervals.iter().flat_map(|i| &i.sums).filter_map(|x| x.msgs.as_ref()).map(|m| m.sent).sum();
         assert_eq!(per_interval, m.sent, "the intervals add up to the total");
         assert!(r.intervals.iter().all(|i| i.sums[0].msgs.as_ref().unwrap().failed == Some(0)));
         for s in &r.summary.streams {

@@ -56,7 +56,8 @@ fn tcp_messages_sent_equal_messages_received() {
         let w = r.summary.ways[0].msgs.unwrap();
         assert_eq!(Some(w.sent), w.received);
         // The interval series adds up to the totals.
-        let per_interval: u64 = r.intervals.iter().flat_map(|i| &i.sums).filter_map(|x| x.msgs.as_ref()).map(|m| m.sent).sum();
+        let per_interval: u64 =
+            r.intervals.iter().flat_map(|i| &i.sums).filter_map(|x| x.msgs.as_ref()).map(|m| m.sent).sum();
         assert_eq!(per_interval, w.sent);
     }
 }
@@ -345,7 +346,8 @@ fn udp_at_a_bitrate_reports_a_one_percent_drop_as_one_percent() {
     assert_eq!(q.duplicates, 0);
     assert!(q.jitter_ns > 0.0 && q.jitter_ns < 5e6, "jitter {} ns", q.jitter_ns);
     // Every interval carries the receiver's account, and they add up to the total.
-    let per_interval: i64 = r.intervals.iter().filter_map(|iv| iv.sums[0].msgs.as_ref().and_then(|m| m.udp).map(|u| u.lost)).sum();
+    let per_interval: i64 =
+        r.intervals.iter().filter_map(|iv| iv.sums[0].msgs.as_ref().and_then(|m| m.udp).map(|u| u.lost)).sum();
     assert_eq!(per_interval, q.lost);
     let text = netblast_report::text::full(&r);
     assert!(text.contains("Lost/Total") && text.contains("jitter") && text.contains("reordered"), "{text}");

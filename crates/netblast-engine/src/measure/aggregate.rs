@@ -16,8 +16,8 @@ use hdrhistogram::Histogram;
 use netblast_spec::hist::{self, Distribution, EncodedHistogram, HistSum};
 use netblast_spec::profile::{Kind, Protocol, Way, Workload};
 use netblast_spec::result::{
-    CpuSummary, CpuUsage, Interval, MsgInterval, MsgTotals, RttSummary, RunError, SideTotal, StreamInfo, StreamInterval,
-    StreamSummary, Summary, UdpQuality, WayInterval, WaySummary, MAX_STREAM_DETAIL,
+    CpuSummary, CpuUsage, Interval, MsgInterval, MsgTotals, RttSummary, RunError, SideTotal, StreamInfo,
+    StreamInterval, StreamSummary, Summary, UdpQuality, WayInterval, WaySummary, MAX_STREAM_DETAIL,
 };
 use netblast_wire::gather::Gather;
 use netblast_wire::wire::{ServerSample, ServerStreamFinal, ServerWaySample};
@@ -338,8 +338,7 @@ impl Aggregator {
                         Way::Up => acc.server.get(&s.id).and_then(|x| x.udp),
                         Way::Down => acc.client.get(&s.id).and_then(|x| x.udp),
                     },
-                    failed: (self.info.kind == Kind::Cps)
-                        .then(|| acc.client.get(&s.id).map(|x| x.lost).unwrap_or(0)),
+                    failed: (self.info.kind == Kind::Cps).then(|| acc.client.get(&s.id).map(|x| x.lost).unwrap_or(0)),
                     ..MsgInterval::default()
                 }),
                 latency: hist.map(Distribution::of),
@@ -882,7 +881,11 @@ mod tests {
         }
         let (iv, sum) = a.finish(CpuUsage::default());
         let l = iv[0].sums[0].latency.clone().unwrap();
-        assert_eq!(iv[0].sums[0].latency.as_ref().unwrap().hist.as_ref().unwrap().count, 1000, "the interval carries its histogram");
+        assert_eq!(
+            iv[0].sums[0].latency.as_ref().unwrap().hist.as_ref().unwrap().count,
+            1000,
+            "the interval carries its histogram"
+        );
         assert_eq!(l.count, 1000);
         assert!(l.p50_ns < 11_000 && l.p99_ns > 990_000, "{l:?}");
         let total = sum.ways[0].latency.clone().unwrap();

@@ -746,6 +746,119 @@ pub fn headline(sum: &Summary) -> String {
     parts.join(", ")
 }
 
+/// Most tests a merged or fleet result lists one by one; more are summarised as a
+/// distribution with the slowest and fastest few named.
+const MAX_PART_LINES: usize = 12;
+/// Tests named at the slow end of a large fleet.
+const SLOWEST: usize = 5;
+/// Tests named at the fast end of a large fleet.
+const FASTEST: usize = 3;
+/// Agents named per failure reason; the rest are counted.
+const MAX_AGENTS_NAMED: usize = 8;
+
+/// A test's headline figure in the kind's own unit, for ranking the tests of a fleet: bits/s
+/// received (bulk), messages, transactions or connections per second (msgrate, rr, cps),
+/// responses per second (http).
+fn part_figure(kind: Kind, sum: &Summary) -> f64 {
+    match kind {
+        Kind::Http => sum.http.as_ref().map(|h| h.responses_per_s).unwrap_or(0.0),
+        Kind::Bulk => sum.ways.iter().map(|w| w.receiver.map(|r| r.bits_per_s).unwrap_or(w.sender.bits_per_s)).sum(),
+        _ => sum.ways.iter().filter_map(|w| w.msgs.as_ref()).map(|m| m.sent_per_s).sum(),
+    }
+}
+
+/// [`part_figure`] in words, with its unit.
+fn fmt_part_figure(kind: Kind, v: f64) -> String {
+    match kind {
+        Kind::Bulk => fmt_bits_per_s(v),
+        Kind::Http => format!("{} responses", fmt_per_s(v)),
+        Kind::Rr => format!("{} transactions", fmt_per_s(v)),
+        Kind::Cps => format!("{} connections", fmt_per_s(v)),
+        Kind::Msgrate => format!("{} messages", fmt_per_s(v)),
+    }
+}
+
+/// One test of a merged result on one line.
+fn part_line(i: usize, p: &netblast_spec::result::Part) -> String {
+    let streams = match p.streams {
+        0 => String::new(),
+        n => format!("  streams {}..{}", p.first_stream, p.first_stream + n - 1),
+    };
+    format!(
+        "  [{i:>3}] {} {} -> {}{streams}  from interval {}{}  {}\n",
+        if p.agent.hostname.is_empty() { "?" } else { p.agent.hostname.as_str() },
+        p.agent.address,
+        p.peer,
+        p.interval_offset,
+        if p.complete { "" } else { "  INCOMPLETE" },
+        headline(&p.summary)
+    )
+}
+
+/// The tests of a large fleet: their figure's spread, the slowest and the fastest few.
+fn parts_spread(s: &mut String, r: &RunResult) {
+    let kind = r.plan.profile.kind();
+    let mut ranked: Vec<(f64, usize)> =
+        r.parts.iter().enumerate().map(|(i, p)| (part_figure(kind, &p.summary), i)).collect();
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let at = |q: f64| ranked[((ranked.len() - 1) as f64 * q).round() as usize].0;
+    let _ = writeln!(
+        s,
+        "  Per test: min {}  p10 {}  median {}  p90 {}  max {}",
+        fmt_part_figure(kind, at(0.0)),
+        fmt_part_figure(kind, at(0.1)),
+        fmt_part_figure(kind, at(0.5)),
+        fmt_part_figure(kind, at(0.9)),
+        fmt_part_figure(kind, at(1.0))
+    );
+    let _ = writeln!(s, "  Slowest {SLOWEST}:");
+    for &(_, i) in ranked.iter().take(SLOWEST) {
+        s.push_str(&part_line(i, &r.parts[i]));
+    }
+    let _ = writeln!(s, "  Fastest {FASTEST}:");
+    for &(_, i) in ranked.iter().rev().take(FASTEST) {
+        s.push_str(&part_line(i, &r.parts[i]));
+    }
+    let incomplete = r.parts.iter().filter(|p| !p.complete).count();
+    if incomplete > 0 {
+        let _ = writeln!(s, "  {incomplete} of the {} tests INCOMPLETE", r.parts.len());
+    }
+    let _ = writeln!(s, "  (every test, with its own totals: the result's parts, --json or report --html)");
+}
+
+/// The agents that are not `ok`, grouped by role, status and reason: each reason once, with
+/// its agents named (the first few) and counted.
+fn agents_not_ok(s: &mut String, r: &RunResult) {
+    // (role, status, reason) and the agents of that reason, in the order first seen.
+    type Reason<'a> = (&'a str, &'a str, &'a str);
+    let mut groups: Vec<(Reason, Vec<String>)> = Vec::new();
+    for a in r.agents.iter().filter(|a| a.status != "ok") {
+        let key = (a.role.as_str(), a.status.as_str(), a.why.as_deref().unwrap_or(""));
+        let name = if a.agent.hostname.is_empty() {
+            a.agent.address.clone()
+        } else {
+            format!("{} ({})", a.agent.address, a.agent.hostname)
+        };
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.push(name),
+            None => groups.push((key, vec![name])),
+        }
+    }
+    for ((role, status, why), names) in groups {
+        let why = if why.is_empty() { String::new() } else { format!(": {why}") };
+        if names.len() == 1 {
+            let _ = writeln!(s, "  {role} agent {}: {status}{why}", names[0]);
+            continue;
+        }
+        let more = names.len().saturating_sub(MAX_AGENTS_NAMED);
+        let mut listed = names.iter().take(MAX_AGENTS_NAMED).cloned().collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            let _ = write!(listed, " and {more} more");
+        }
+        let _ = writeln!(s, "  {} {role} agents {status}{why}: {listed}", names.len());
+    }
+}
+
 /// The parts and agents of a merged or fleet result.
 fn parts_and_agents(s: &mut String, r: &RunResult) {
     if r.parts.is_empty() {
@@ -766,38 +879,19 @@ fn parts_and_agents(s: &mut String, r: &RunResult) {
         let _ = write!(s, " and {servers} server agent{}", plural(servers));
     }
     let _ = writeln!(s, ", intervals from {}:", r.started_at);
-    for (i, p) in r.parts.iter().enumerate() {
-        let streams = match p.streams {
-            0 => String::new(),
-            n => format!("  streams {}..{}", p.first_stream, p.first_stream + n - 1),
-        };
-        let _ = writeln!(
-            s,
-            "  [{i:>3}] {} {} -> {}{streams}  from interval {}{}  {}",
-            if p.agent.hostname.is_empty() { "?" } else { p.agent.hostname.as_str() },
-            p.agent.address,
-            p.peer,
-            p.interval_offset,
-            if p.complete { "" } else { "  INCOMPLETE" },
-            headline(&p.summary)
-        );
+    if r.parts.len() > MAX_PART_LINES {
+        parts_spread(s, r);
+    } else {
+        for (i, p) in r.parts.iter().enumerate() {
+            s.push_str(&part_line(i, p));
+        }
     }
     let starts: Vec<u64> = r.agents.iter().filter_map(|a| a.actual_start_unix_ns).collect();
     if let (Some(lo), Some(hi), true) = (starts.iter().min(), starts.iter().max(), starts.len() > 1) {
         let _ =
             writeln!(s, "Start skew between agents: {} (latest minus earliest actual start)", fmt_ns((hi - lo) as f64));
     }
-    for a in r.agents.iter().filter(|a| a.status != "ok") {
-        let host = if a.agent.hostname.is_empty() { String::new() } else { format!(" ({})", a.agent.hostname) };
-        let _ = writeln!(
-            s,
-            "  {} agent {}{host}: {}{}",
-            a.role,
-            a.agent.address,
-            a.status,
-            a.why.as_deref().map(|w| format!(": {w}")).unwrap_or_default()
-        );
-    }
+    agents_not_ok(s, r);
 }
 
 /// The summary block printed at the end.

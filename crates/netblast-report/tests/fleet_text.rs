@@ -1,0 +1,84 @@
+//! A fleet's text summary reads at the scale the seeds run (30–240 VMs): the tests as a
+//! distribution with the slowest and fastest few named, each failure reason once.
+
+use netblast_spec::merge::merge;
+use netblast_spec::result::{AgentInfo, AgentStatus, ClockInfo, RunResult};
+
+fn bulk() -> RunResult {
+    let p = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/real/bulk.json");
+    netblast_spec::upgrade::read_result(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// Test `i` of `n`: the real bulk result from its own agent, at a share of its rate that puts
+/// the tests in a shuffled order.
+fn test_of(base: &RunResult, i: usize, n: usize) -> (RunResult, f64) {
+    let mut r = base.clone();
+    let host = format!("vm{i:03}");
+    r.agent =
+        Some(AgentInfo { hostname: host.clone(), id: host, address: format!("10.1.{}.{}:5210", i / 200, i % 200 + 1) });
+    r.test_id = format!("test{i}");
+    let share = ((i * 37) % n + 1) as f64 / n as f64;
+    for w in &mut r.summary.ways {
+        w.sender.bits_per_s *= share;
+        if let Some(rv) = w.receiver.as_mut() {
+            rv.bits_per_s *= share;
+        }
+    }
+    (r, share)
+}
+
+#[test]
+fn a_180_client_fleet_reads_in_40_lines_and_names_its_slowest_five() {
+    let base = bulk();
+    let n = 180;
+    let tests: Vec<(RunResult, f64)> = (0..n).map(|i| test_of(&base, i, n)).collect();
+    let names: Vec<String> = (0..n).map(|i| format!("t{i}.json")).collect();
+    let inputs: Vec<(&str, &RunResult)> = names.iter().map(String::as_str).zip(tests.iter().map(|t| &t.0)).collect();
+    let mut m = merge(&inputs).unwrap();
+    assert_eq!(m.parts.len(), n);
+    // Eleven agents that never ran, for one reason, and one for another.
+    for k in 0..12 {
+        let why = if k < 11 { "cannot connect: Connection refused (os error 111)" } else { "no answer in time" };
+        m.agents.push(AgentStatus {
+            agent: AgentInfo { hostname: String::new(), id: format!("gone{k}"), address: format!("10.2.0.{k}:5210") },
+            role: "client".into(),
+            clock: ClockInfo::default(),
+            actual_start_unix_ns: None,
+            status: "failed".into(),
+            why: Some(why.into()),
+            parts: Vec::new(),
+            summary: None,
+        });
+    }
+    let text = netblast_report::text::summary(&m);
+    let lines = text.lines().count();
+    assert!(lines <= 40, "{lines} lines:\n{text}");
+    let mut by_rate: Vec<(f64, usize)> = tests.iter().enumerate().map(|(i, t)| (t.1, i)).collect();
+    by_rate.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let slow = text.split("Slowest 5:").nth(1).and_then(|t| t.split("Fastest").next()).expect(&text);
+    for (_, i) in &by_rate[..5] {
+        assert!(slow.contains(&format!(" vm{i:03} ")), "vm{i:03} among the slowest:\n{text}");
+    }
+    assert_eq!(slow.lines().filter(|l| l.contains(" vm")).count(), 5, "{text}");
+    let (lo, hi) = (by_rate[0].0, by_rate[n - 1].0);
+    let rate = |share: f64| {
+        let w = &base.summary.ways[0];
+        netblast_spec::units::fmt_bits_per_s(w.receiver.map(|r| r.bits_per_s).unwrap_or(w.sender.bits_per_s) * share)
+    };
+    assert!(text.contains(&format!("min {}", rate(lo))) && text.contains(&format!("max {}", rate(hi))), "{text}");
+    assert_eq!(text.matches("Connection refused").count(), 1, "each reason once:\n{text}");
+    assert!(text.contains("11 client agents failed: cannot connect"), "{text}");
+    assert!(text.contains("and 3 more"), "eight named, the rest counted:\n{text}");
+}
+
+#[test]
+fn a_small_fleet_still_lists_every_test() {
+    let base = bulk();
+    let tests: Vec<RunResult> = (0..3).map(|i| test_of(&base, i, 3).0).collect();
+    let inputs: Vec<(&str, &RunResult)> = tests.iter().map(|r| ("t.json", r)).collect();
+    let text = netblast_report::text::summary(&merge(&inputs).unwrap());
+    for i in 0..3 {
+        assert!(text.contains(&format!(" vm{i:03} ")), "{text}");
+    }
+    assert!(!text.contains("Slowest"), "{text}");
+}

@@ -380,7 +380,10 @@ impl<'a> Collect<'a> {
                 start_s,
                 end_s,
                 bits_per_s: acc.bits,
-                responses_per_s: acc.responses,
+                ops: acc
+                    .responses
+                    .zip(netblast_report::fleet::ops_name(self.roster.cfg.profile.kind()))
+                    .map(|(r, w)| (w, r)),
                 reporting: acc.reporting,
                 running,
                 slowest: acc.slowest.map(|(a, r)| (self.roster.agents[a].address.clone(), r)),

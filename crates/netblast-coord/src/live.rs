@@ -180,7 +180,7 @@ impl FleetMetrics {
                 self.tests_running.set(iv.running as i64);
                 self.tests_reporting.set(iv.reporting as i64);
                 self.bits_per_second.set(iv.bits_per_s);
-                self.responses_per_second.set(iv.responses_per_s.unwrap_or(0.0));
+                self.responses_per_second.set(iv.ops.filter(|(w, _)| *w == "responses").map_or(0.0, |(_, r)| r));
                 self.intervals.inc();
             }
         }

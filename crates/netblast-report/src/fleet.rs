@@ -18,15 +18,15 @@ pub fn is_log(text: &str) -> bool {
 /// The fleet-wide line of one interval, as the coordinator prints it live and the log's
 /// replay prints it: span, total rate, tests reporting, the slowest test.
 pub fn interval_line(iv: &FleetInterval) -> String {
-    let rate = match iv.responses_per_s {
-        Some(r) => format!("{} ({})", fmt_per_s(r), fmt_bits_per_s(iv.bits_per_s)),
+    let rate = match iv.ops {
+        Some((what, r)) => format!("{} {what} ({})", fmt_per_s(r), fmt_bits_per_s(iv.bits_per_s)),
         None => fmt_bits_per_s(iv.bits_per_s),
     };
     let slowest = iv
         .slowest
         .as_ref()
         .map(|(who, r)| {
-            let r = if iv.responses_per_s.is_some() { fmt_per_s(*r) } else { fmt_bits_per_s(*r) };
+            let r = if iv.ops.is_some() { fmt_per_s(*r) } else { fmt_bits_per_s(*r) };
             format!("  slowest {who} {r}")
         })
         .unwrap_or_default();
@@ -44,7 +44,28 @@ pub fn test_rates(interval: &netblast_spec::result::Interval) -> (f64, Option<f6
             let secs = (interval.end_s - interval.start_s).max(1e-9);
             ((h.bytes_sent + h.bytes_received) as f64 * 8.0 / secs, Some(h.responses_per_s))
         }
-        None => (interval.sums.iter().map(|w| w.received_bits_per_s.unwrap_or(w.sent_bits_per_s)).sum(), None),
+        None => {
+            let bits = interval.sums.iter().map(|w| w.received_bits_per_s.unwrap_or(w.sent_bits_per_s)).sum();
+            let ops = interval
+                .sums
+                .iter()
+                .filter_map(|w| w.msgs.as_ref())
+                .map(|m| m.received_per_s.or(m.sent_per_s).unwrap_or(0.0))
+                .reduce(|a, b| a + b);
+            (bits, ops)
+        }
+    }
+}
+
+/// What a kind's operations are called in the fleet-wide line; none for bulk (bits only).
+pub fn ops_name(kind: netblast_spec::profile::Kind) -> Option<&'static str> {
+    use netblast_spec::profile::Kind;
+    match kind {
+        Kind::Bulk => None,
+        Kind::Http => Some("responses"),
+        Kind::Rr => Some("transactions"),
+        Kind::Cps => Some("connections"),
+        Kind::Msgrate => Some("messages"),
     }
 }
 
@@ -169,7 +190,7 @@ pub fn render(text: &str) -> Result<Rendered, String> {
                 start_s: a,
                 end_s: b,
                 bits_per_s: 0.0,
-                responses_per_s: None,
+                ops: None,
                 reporting: 0,
                 running,
                 slowest: None,
@@ -177,8 +198,8 @@ pub fn render(text: &str) -> Result<Rendered, String> {
             e.start_s = e.start_s.min(a);
             e.end_s = e.end_s.max(b);
             e.bits_per_s += bits;
-            if let Some(r) = responses {
-                *e.responses_per_s.get_or_insert(0.0) += r;
+            if let (Some(r), Some(what)) = (responses, ops_name(h.profile.kind())) {
+                e.ops = Some((what, e.ops.map_or(0.0, |(_, x)| x) + r));
             }
             e.reporting += 1;
             let rank = responses.unwrap_or(bits);

@@ -288,14 +288,15 @@ pub struct FleetInterval {
     pub end_s: f64,
     /// Bits per second over every test (received where the receivers reported, else sent).
     pub bits_per_s: f64,
-    /// Responses per second (http).
-    pub responses_per_s: Option<f64>,
+    /// The kind's own operations per second over every test, and what they are: responses
+    /// (http), transactions (rr), connections (cps), messages (msgrate); none for bulk.
+    pub ops: Option<(&'static str, f64)>,
     /// Tests that reported this interval.
     pub reporting: usize,
     /// Tests running.
     pub running: usize,
-    /// The test with the lowest rate: its client agent's address and its rate (bit/s, or
-    /// responses/s for http).
+    /// The test with the lowest rate: its client agent's address and its rate (`ops` per
+    /// second where the kind has them, else bit/s).
     pub slowest: Option<(String, f64)>,
 }
 

@@ -94,8 +94,8 @@ impl Status {
         };
         b.suspend(|| print_stdout(lines));
         b.set_position((iv.end_s * 1000.0) as u64);
-        let rate = match iv.responses_per_s {
-            Some(r) => format!("{} responses", fmt_per_s(r)),
+        let rate = match iv.ops {
+            Some((what, r)) => format!("{} {what}", fmt_per_s(r)),
             None => fmt_bits_per_s(iv.bits_per_s),
         };
         b.set_message(format!(

@@ -178,7 +178,14 @@ fn rr_and_http_fleets_add_their_histograms_exactly() {
         r
     };
     // Blocking waits: spinning flows would take both CPUs of this host from the agents.
-    let r = run(&["--profile", "latency", "--wait", "block"]);
+    let frames = std::env::temp_dir().join(format!("nb-fleet-rr-{}.jsonl", std::process::id()));
+    let r = run(&["--profile", "latency", "--wait", "block", "--frames", frames.to_str().unwrap()]);
+    // The fleet-wide line of a latency fleet counts transactions, not its few bits.
+    let replay = util::bin().arg("report").arg(&frames).output().unwrap();
+    let replay = String::from_utf8_lossy(&replay.stdout).to_string();
+    let lines: Vec<&str> = replay.lines().filter(|l| l.starts_with("[FLEET]")).collect();
+    assert!(!lines.is_empty() && lines.iter().all(|l| l.contains(" transactions (")), "{replay}");
+    let _ = std::fs::remove_file(&frames);
     let merged = count(hist_of(&r.summary.ways[0].latency));
     let parts: u64 = r.parts.iter().map(|p| count(hist_of(&p.summary.ways[0].latency))).sum();
     assert!(merged > 100);

@@ -60,7 +60,8 @@ impl Log {
 struct LiveAcc {
     span: Option<(f64, f64)>,
     bits: f64,
-    responses: Option<f64>,
+    /// The kind's operations per second (responses, transactions, ...), summed.
+    ops: Option<f64>,
     reporting: usize,
     slowest: Option<(usize, f64)>,
 }
@@ -68,13 +69,13 @@ struct LiveAcc {
 impl LiveAcc {
     fn add(&mut self, agent: usize, iv: &Interval) {
         self.span = Some(self.span.map_or((iv.start_s, iv.end_s), |(a, b)| (a.min(iv.start_s), b.max(iv.end_s))));
-        let (bits, responses) = netblast_report::fleet::test_rates(iv);
-        if let Some(r) = responses {
-            *self.responses.get_or_insert(0.0) += r;
+        let (bits, ops) = netblast_report::fleet::test_rates(iv);
+        if let Some(r) = ops {
+            *self.ops.get_or_insert(0.0) += r;
         }
         self.bits += bits;
         self.reporting += 1;
-        let rank = responses.unwrap_or(bits);
+        let rank = ops.unwrap_or(bits);
         if self.slowest.is_none_or(|(_, r)| rank < r) {
             self.slowest = Some((agent, rank));
         }
@@ -380,10 +381,7 @@ impl<'a> Collect<'a> {
                 start_s,
                 end_s,
                 bits_per_s: acc.bits,
-                ops: acc
-                    .responses
-                    .zip(netblast_report::fleet::ops_name(self.roster.cfg.profile.kind()))
-                    .map(|(r, w)| (w, r)),
+                ops: netblast_report::fleet::ops_name(self.roster.cfg.profile.kind()).zip(acc.ops),
                 reporting: acc.reporting,
                 running,
                 slowest: acc.slowest.map(|(a, r)| (self.roster.agents[a].address.clone(), r)),

@@ -149,13 +149,13 @@ impl FleetMetrics {
         let mut hists: Vec<&netblast_spec::hist::EncodedHistogram> = Vec::new();
         for w in &iv.sums {
             self.bytes.inc_by(w.received_bytes.unwrap_or(w.sent_bytes));
-            hists.extend(w.latency.as_ref().and_then(|d| d.hist.as_ref()));
+            hists.extend(netblast_spec::hist::hist_of(&w.latency));
         }
         if let Some(h) = &iv.http {
             self.bytes.inc_by(h.bytes_sent + h.bytes_received);
             self.http_responses.inc_by(h.completed);
             self.http_errors.inc_by(h.errors);
-            hists.extend(h.latency.as_ref().and_then(|d| d.hist.as_ref()));
+            hists.extend(netblast_spec::hist::hist_of(&h.latency));
         }
         for h in hists {
             if let Ok(h) = h.decode() {

@@ -5,6 +5,7 @@
 use crate::text;
 use netblast_spec::fleet::{AgentMsg, FleetInterval, LogHeader, LogRecord};
 use netblast_spec::merge;
+use netblast_spec::profile::Kind;
 use netblast_spec::result::RunResult;
 use netblast_spec::units::{fmt_bits_per_s, fmt_per_s};
 use std::collections::BTreeMap;
@@ -37,7 +38,8 @@ pub fn interval_line(iv: &FleetInterval) -> String {
 }
 
 /// What one test's interval frame adds to the fleet-wide line: bits per second (received
-/// where receivers reported, else sent; for http both ways), responses per second (http).
+/// where receivers reported, else sent; for http both ways), and the kind's operations per
+/// second: responses (http), or what its senders counted (as each test's headline does).
 pub fn test_rates(interval: &netblast_spec::result::Interval) -> (f64, Option<f64>) {
     match &interval.http {
         Some(h) => {
@@ -50,23 +52,17 @@ pub fn test_rates(interval: &netblast_spec::result::Interval) -> (f64, Option<f6
                 .sums
                 .iter()
                 .filter_map(|w| w.msgs.as_ref())
-                .map(|m| m.received_per_s.or(m.sent_per_s).unwrap_or(0.0))
+                .map(|m| m.sent_per_s.unwrap_or(0.0))
                 .reduce(|a, b| a + b);
             (bits, ops)
         }
     }
 }
 
-/// What a kind's operations are called in the fleet-wide line; none for bulk (bits only).
-pub fn ops_name(kind: netblast_spec::profile::Kind) -> Option<&'static str> {
-    use netblast_spec::profile::Kind;
-    match kind {
-        Kind::Bulk => None,
-        Kind::Http => Some("responses"),
-        Kind::Rr => Some("transactions"),
-        Kind::Cps => Some("connections"),
-        Kind::Msgrate => Some("messages"),
-    }
+/// What a kind's operations are called in the fleet-wide line ([`Kind::unit`]); none for bulk,
+/// which counts bits only.
+pub fn ops_name(kind: Kind) -> Option<&'static str> {
+    (kind != Kind::Bulk).then(|| kind.unit())
 }
 
 #[derive(Default)]
@@ -124,12 +120,12 @@ fn read(text: &str) -> Result<Read, String> {
                     *e = (*e).max(actual_start_unix_ns);
                 }
                 AgentMsg::Interval { id, interval } => {
-                    let (bits, responses) = test_rates(&interval);
+                    let (bits, ops) = test_rates(&interval);
                     tests
                         .entry(id)
                         .or_default()
                         .intervals
-                        .insert(interval.index, (interval.start_s, interval.end_s, bits, responses));
+                        .insert(interval.index, (interval.start_s, interval.end_s, bits, ops));
                 }
                 AgentMsg::Final { id, result } => tests.entry(id).or_default().final_result = Some(*result),
                 AgentMsg::Failed { id, error } | AgentMsg::Refused { id, reason: error } => {
@@ -184,7 +180,7 @@ pub fn render(text: &str) -> Result<Rendered, String> {
     let mut by_index: BTreeMap<u32, FleetInterval> = BTreeMap::new();
     for (id, t) in &tests {
         let who = h.tests.get(*id as usize).map(address).unwrap_or("?");
-        for (&i, &(a, b, bits, responses)) in &t.intervals {
+        for (&i, &(a, b, bits, ops)) in &t.intervals {
             let e = by_index.entry(i).or_insert(FleetInterval {
                 index: i,
                 start_s: a,
@@ -198,11 +194,11 @@ pub fn render(text: &str) -> Result<Rendered, String> {
             e.start_s = e.start_s.min(a);
             e.end_s = e.end_s.max(b);
             e.bits_per_s += bits;
-            if let (Some(r), Some(what)) = (responses, ops_name(h.profile.kind())) {
+            if let (Some(r), Some(what)) = (ops, ops_name(h.profile.kind())) {
                 e.ops = Some((what, e.ops.map_or(0.0, |(_, x)| x) + r));
             }
             e.reporting += 1;
-            let rank = responses.unwrap_or(bits);
+            let rank = ops.unwrap_or(bits);
             if e.slowest.as_ref().is_none_or(|(_, r)| rank < *r) {
                 e.slowest = Some((who.to_string(), rank));
             }

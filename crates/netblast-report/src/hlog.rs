@@ -6,6 +6,7 @@
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
+use netblast_spec::hist::hist_of;
 use netblast_spec::profile::Way;
 use netblast_spec::RunResult;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -35,9 +36,9 @@ pub fn write(r: &RunResult) -> Result<(Vec<u8>, usize), String> {
                 Way::Up => "up",
                 Way::Down => "down",
             };
-            (tag, s.latency.as_ref().and_then(|d| d.hist.as_ref()))
+            (tag, hist_of(&s.latency))
         });
-        let http = iv.http.iter().map(|h| ("http", h.latency.as_ref().and_then(|d| d.hist.as_ref())));
+        let http = iv.http.iter().map(|h| ("http", hist_of(&h.latency)));
         for (tag, enc) in ways.chain(http) {
             let Some(enc) = enc else { continue };
             let h = enc.decode().map_err(|e| format!("interval {}: {e}", iv.index))?;

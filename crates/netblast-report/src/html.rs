@@ -16,7 +16,7 @@
 //! in %), the agents of a merged or fleet result with their start skew, errors and warnings.
 
 use netblast_spec::assert::{headline, Figure};
-use netblast_spec::hist::EncodedHistogram;
+use netblast_spec::hist::{hist_of, EncodedHistogram};
 use netblast_spec::profile::Way;
 use netblast_spec::units::{fmt_bits_per_s, fmt_ns};
 use netblast_spec::RunResult;
@@ -386,12 +386,8 @@ fn way_name(w: Way) -> &'static str {
 
 /// The whole run's latency histograms: per way (rr, msgrate) and HTTP.
 fn latency_hists(r: &RunResult) -> Vec<(String, &EncodedHistogram)> {
-    let mut v: Vec<(String, &EncodedHistogram)> = r
-        .summary
-        .ways
-        .iter()
-        .filter_map(|w| w.latency.as_ref().and_then(|d| d.hist.as_ref()).map(|h| (way_name(w.way).to_string(), h)))
-        .collect();
+    let mut v: Vec<(String, &EncodedHistogram)> =
+        r.summary.ways.iter().filter_map(|w| hist_of(&w.latency).map(|h| (way_name(w.way).to_string(), h))).collect();
     if let Some(h) = r.summary.http.as_ref().and_then(|h| h.latency.hist.as_ref()) {
         v.push(("HTTP requests".into(), h));
     }
@@ -406,11 +402,9 @@ fn rtt_hists(r: &RunResult) -> (&'static str, Vec<(String, &EncodedHistogram)>) 
         .summary
         .ways
         .iter()
-        .filter_map(|w| {
-            w.kernel_rtt.as_ref().and_then(|d| d.hist.as_ref()).map(|h| (format!("{} senders", way_name(w.way)), h))
-        })
+        .filter_map(|w| hist_of(&w.kernel_rtt).map(|h| (format!("{} senders", way_name(w.way)), h)))
         .collect();
-    if let Some(h) = http_tcp.and_then(|t| t.kernel_rtt.as_ref()).and_then(|d| d.hist.as_ref()) {
+    if let Some(h) = http_tcp.and_then(|t| hist_of(&t.kernel_rtt)) {
         ebpf.push(("HTTP connections".into(), h));
     }
     ebpf.retain(|(_, h)| h.count > 0);
@@ -423,7 +417,7 @@ fn rtt_hists(r: &RunResult) -> (&'static str, Vec<(String, &EncodedHistogram)>) 
         .iter()
         .filter_map(|w| w.rtt_hist.as_ref().map(|h| (format!("{} senders", way_name(w.way)), h)))
         .collect();
-    if let Some(h) = http_tcp.and_then(|t| t.srtt.as_ref()).and_then(|d| d.hist.as_ref()) {
+    if let Some(h) = http_tcp.and_then(|t| hist_of(&t.srtt)) {
         srtt.push(("HTTP connections".into(), h));
     }
     srtt.retain(|(_, h)| h.count > 0);

@@ -771,10 +771,7 @@ fn part_figure(kind: Kind, sum: &Summary) -> f64 {
 fn fmt_part_figure(kind: Kind, v: f64) -> String {
     match kind {
         Kind::Bulk => fmt_bits_per_s(v),
-        Kind::Http => format!("{} responses", fmt_per_s(v)),
-        Kind::Rr => format!("{} transactions", fmt_per_s(v)),
-        Kind::Cps => format!("{} connections", fmt_per_s(v)),
-        Kind::Msgrate => format!("{} messages", fmt_per_s(v)),
+        k => format!("{} {}", fmt_per_s(v), k.unit()),
     }
 }
 

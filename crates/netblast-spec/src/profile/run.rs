@@ -37,13 +37,13 @@ impl Kind {
     }
 
     /// What the kind's streams count, in reports: messages, transactions, connections or
-    /// requests (bulk: messages, never counted).
+    /// responses (bulk: messages, never counted).
     pub fn unit(self) -> &'static str {
         match self {
             Kind::Bulk | Kind::Msgrate => "messages",
             Kind::Rr => "transactions",
             Kind::Cps => "connections",
-            Kind::Http => "requests",
+            Kind::Http => "responses",
         }
     }
 

@@ -269,7 +269,18 @@ fn hlog_round_trips_through_the_hdrhistogram_interval_log_reader() {
         String::from_utf8_lossy(&judge.stdout).split_whitespace().map(|x| x.parse().unwrap()).collect();
     let l = r.summary.ways[0].latency.as_ref().unwrap();
     let with_hist = r.intervals.iter().filter(|i| netblast_spec::hist::hist_of(&i.sums[0].latency).is_some()).count();
-    assert_eq!(seen, [l.count, l.p50_ns, l.p99_ns, l.max_ns, with_hist as u64, l.count], "hdrh (Python) disagrees");
+    // Counts exactly; percentiles as the same recorded value (hdrh reports a bucket's lower
+    // edge, netblast its upper: 11319 and 11327 ns are one bucket at 3 significant figures),
+    // at most one sample's rank apart: hdrh rounds the rank half up, netblast's reader rounds it
+    // up (seen: p99 24783 vs 24879 ns, the neighbouring samples of a sparse tail).
+    let h = l.histogram().unwrap();
+    let near = |seen: u64, p: f64| {
+        let step = 1.0 / h.len() as f64;
+        [-step, 0.0, step].iter().any(|d| h.equivalent(seen, h.value_at_quantile((p / 100.0 + d).clamp(0.0, 1.0))))
+    };
+    assert_eq!([seen[0], seen[3], seen[4], seen[5]], [l.count, l.max_ns, with_hist as u64, l.count], "hdrh: {seen:?}");
+    assert!(h.equivalent(seen[1], l.p50_ns) || near(seen[1], 50.0), "hdrh p50 {seen:?} vs {l:?}");
+    assert!(h.equivalent(seen[2], l.p99_ns) || near(seen[2], 99.0), "hdrh p99 {seen:?} vs {l:?}");
     // A bulk result has no latency to log: said, exit 2.
     let o = util::run_cmd().args(["--target", &srv.addr.to_string(), "-t", "1", "--hlog"]).arg(&log).output().unwrap();
     assert_eq!(o.status.code(), Some(2));

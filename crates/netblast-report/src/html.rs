@@ -1,259 +1,681 @@
-//! The result as one self-contained HTML page (`netblast report RESULT.json --html FILE`):
-//! inline SVG charts drawn with plotters' SVG backend, no script, no external resource, so it
-//! reads the same offline, in a mail attachment or in a CI artifact viewer.
+//! Results as one self-contained HTML page (`netblast report RESULT.json --html FILE`, and
+//! `report A.json B.json C.json --compare --html FILE`): inline SVG charts, no external
+//! resource, so it reads the same offline, in a mail attachment or in a CI artifact viewer. A
+//! short inline script lets a reader hide a line (click its legend entry) and sort a table
+//! (click its header); the page reads fully without it.
 //!
-//! Charts, each present when the result holds its figures (`<figure id="chart-NAME">`):
-//! - `throughput`: bits/s over time, the total and per stream (per agent for merged and fleet
-//!   results), received where a receiver reported, sent otherwise;
-//! - `latency`: the latency percentile spectrum of the whole run (HdrHistogram's plot: the
-//!   tail on a log axis of 1/(1-q), labelled 90%, 99%, 99.9%…), per way or HTTP;
-//! - `rtt`: the kernel's RTT samples as the same spectrum (eBPF; TCP_INFO srtt samples else);
-//! - `retransmits`: retransmitted segments per interval;
-//! - `http-rate`: requests sent and responses per second over time (and the target rate);
-//! - `http-status`: responses per second by status code over time.
+//! One run: what ran; the headline figures in words; a sweep's steps; each kind's charts
+//! ([`crate::plots`]); CPU of both ends; the kind's own tables (cps failures by cause, HTTP
+//! status codes, errors and phases, every stream); a fleet's tests (a table, and a client ×
+//! server matrix of p50/p99 for a mesh), its agents; the text report's summary.
 //!
-//! Tables: the headline figures (with `--compare BASE`, the base's beside them and the change
-//! in %), the agents of a merged or fleet result with their start skew, errors and warnings.
+//! Several runs: what each ran, every headline figure of each with its change from the
+//! first, every chart with the runs' lines overlaid on one axis (one unit, one range).
 
+use crate::chart::{self, Plot};
+use crate::figures::{change_percent, fmt_part_figure, p50_p99, part_figure, test_name};
+use crate::plots;
 use netblast_spec::assert::{headline, Figure};
-use netblast_spec::hist::{hist_of, EncodedHistogram};
-use netblast_spec::profile::Way;
-use netblast_spec::units::{fmt_bits_per_s, fmt_ns};
+use netblast_spec::hist::LatencySummary;
+use netblast_spec::profile::{Kind, Workload};
+use netblast_spec::result::CpuUsage;
+use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_ns, fmt_per_s};
 use netblast_spec::RunResult;
-use plotters::coord::Shift;
-use plotters::prelude::*;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
-/// Width and height of every chart, in SVG pixels.
-const SIZE: (u32, u32) = (760, 330);
-/// Most per-stream (or per-agent) lines on the throughput chart; beyond it only the total.
-const MAX_LINES: usize = 16;
+/// Most rows of the per-stream table; the rest are counted.
+const MAX_STREAM_ROWS: usize = 64;
 
-/// One chart of a result.
-struct Chart {
-    id: &'static str,
-    title: String,
-    svg: String,
-}
-
-/// A named line: (x, y) points.
-type Line = (String, Vec<(f64, f64)>);
-
-/// Renders the page for `r`; with `base`, the run it is compared with (its name and result).
-pub fn render(name: &str, r: &RunResult, base: Option<(&str, &RunResult)>) -> Result<String, String> {
-    let mut out = String::with_capacity(256 * 1024);
-    let title = format!("netblast {} — {}", r.plan.profile.kind().name(), esc(name));
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>\n<style>{CSS}</style></head><body>\n<h1>{title}</h1>\n"
-    );
-    match base {
-        Some((bname, b)) => {
-            out.push_str("<div class=\"pair\">");
-            about(&mut out, bname, b, "base");
-            about(&mut out, name, r, "this run");
-            out.push_str("</div>\n");
-            compare_table(&mut out, &headline(b), &headline(r));
-        }
-        None => {
-            about(&mut out, name, r, "");
-            figures_table(&mut out, &headline(r));
-        }
-    }
-    let now = charts(r)?;
-    match base {
-        Some((_, b)) => {
-            let before = charts(b)?;
-            let mut ids: Vec<&'static str> = before.iter().chain(&now).map(|c| c.id).collect();
-            let order = |id: &str| CHART_IDS.iter().position(|x| *x == id).unwrap_or(usize::MAX);
-            ids.sort_by_key(|id| order(id));
-            ids.dedup();
-            for id in ids {
-                out.push_str("<div class=\"pair\">");
-                for (prefix, set, label) in [("base-", &before, "base"), ("", &now, "this run")] {
-                    match set.iter().find(|c| c.id == id) {
-                        Some(c) => figure(&mut out, prefix, c, label),
-                        None => {
-                            let _ = write!(out, "<div class=\"missing\">{label}: no {id} figures</div>");
-                        }
-                    }
-                }
-                out.push_str("</div>\n");
-            }
-        }
-        None => now.iter().for_each(|c| figure(&mut out, "", c, "")),
-    }
-    if let Some((_, b)) = base {
-        agents_table(&mut out, b, "base");
-    }
-    agents_table(&mut out, r, if base.is_some() { "this run" } else { "" });
-    out.push_str("</body></html>\n");
-    Ok(out)
-}
-
-const CHART_IDS: [&str; 6] = ["throughput", "latency", "rtt", "retransmits", "http-rate", "http-status"];
-
-const CSS: &str = "body{font-family:sans-serif;margin:1.5em;color:#222;max-width:1600px}\
-h1{font-size:1.4em}h2{font-size:1.1em;margin:1.2em 0 .3em}\
+const CSS: &str = "body{font-family:sans-serif;margin:1.5em auto;color:#222;max-width:1400px;padding:0 1em}\
+h1{font-size:1.4em}h2{font-size:1.15em;margin:1.4em 0 .3em}\
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .6em;text-align:right}\
-th{background:#f2f2f2}td.l,th.l{text-align:left}.better{color:#070}.worse{color:#b00}\
-.pair{display:grid;grid-template-columns:1fr 1fr;gap:1em}figure{margin:.5em 0}\
-figcaption{font-weight:bold;margin-bottom:.2em}svg{max-width:100%;height:auto}\
-.missing{color:#888;padding:2em}.warn{color:#a60}.err{color:#b00}";
+th{background:#f2f2f2}td.l,th.l{text-align:left}.better{color:#070}.worse{color:#b00}.id{color:#777;font-size:.85em}\
+figure{margin:1em 0}figcaption{font-weight:bold;margin-bottom:.2em}svg.plot{width:100%;height:auto;display:block}\
+ul.legend{list-style:none;padding:0;margin:.2em 0 0 78px;display:flex;flex-wrap:wrap;gap:.3em 1.2em}\
+ul.legend li{cursor:pointer}ul.legend li.off{opacity:.35}.sw{display:inline-block;width:1.4em;height:.35em;\
+vertical-align:middle;margin-right:.4em}.warn{color:#a60}.err{color:#b00}tr.turn td{background:#fff1e0}\
+th.sort{cursor:pointer}pre{background:#f7f7f7;padding:.6em;overflow-x:auto}";
+
+/// Legend entries hide their lines; table headers sort their columns.
+const SCRIPT: &str = "document.querySelectorAll('ul.legend li').forEach(function(li){li.onclick=function(){\
+var g=document.getElementById(li.dataset.for);if(!g)return;var off=g.style.display!='none';\
+g.style.display=off?'none':'';li.classList.toggle('off',off);};});\
+document.querySelectorAll('th.sort').forEach(function(th){th.onclick=function(){var t=th.closest('table'),\
+i=Array.prototype.indexOf.call(th.parentNode.children,th),rows=Array.prototype.slice.call(t.querySelectorAll('tr')).slice(1),\
+up=th.dataset.up!='1';th.dataset.up=up?'1':'0';rows.sort(function(a,b){var x=a.children[i].dataset.v||a.children[i].textContent,\
+y=b.children[i].dataset.v||b.children[i].textContent,nx=parseFloat(x),ny=parseFloat(y);\
+var c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:x.localeCompare(y);return up?c:-c;});rows.forEach(function(r){t.appendChild(r);});};});";
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-fn figure(out: &mut String, prefix: &str, c: &Chart, label: &str) {
-    let label = if label.is_empty() { String::new() } else { format!("{label}: ") };
+fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" \
+         content=\"width=device-width\"><title>{t}</title>\n<style>{CSS}</style></head><body>\n<h1>{t}</h1>\n{body}\
+         <script>{SCRIPT}</script>\n</body></html>\n",
+        t = esc(title)
+    )
+}
+
+/// The page of one run, `name` what it is called (its label or file).
+pub fn render(name: &str, r: &RunResult) -> Result<String, String> {
+    let mut b = String::with_capacity(256 * 1024);
+    about(&mut b, &[(name.to_string(), r)]);
+    figures_table(&mut b, &[(name.to_string(), r)]);
+    sweep_table(&mut b, r);
+    for (i, p) in plots::plots(r, false)?.iter().enumerate() {
+        figure(&mut b, p, i);
+    }
+    cpu_table(&mut b, &[(name.to_string(), r)]);
+    cps_failures(&mut b, r);
+    http_tables(&mut b, r);
+    streams_table(&mut b, r);
+    mesh_matrix(&mut b, r);
+    tests_table(&mut b, r);
+    agents_table(&mut b, r);
+    let _ = write!(
+        b,
+        "<h2>The text report's summary</h2><details open><summary>as `netblast report` prints it</summary><pre>{}</pre></details>",
+        esc(&crate::text::summary(r))
+    );
+    Ok(page(&format!("netblast {} — {name}", r.plan.profile.kind().name()), &b))
+}
+
+/// The page of several runs side by side: `runs` (name, result), the first the base.
+pub fn render_compare(runs: &[(String, &RunResult)]) -> Result<String, String> {
+    let mut b = String::with_capacity(512 * 1024);
+    about(&mut b, runs);
+    figures_table(&mut b, runs);
+    let mut by_id: BTreeMap<usize, Plot> = BTreeMap::new();
+    for (name, r) in runs {
+        for mut p in plots::plots(r, true)? {
+            let order = plots::ORDER.iter().position(|x| *x == p.id).unwrap_or(usize::MAX);
+            for s in &mut p.series {
+                s.name = format!("{name}: {}", s.name);
+            }
+            match by_id.get_mut(&order) {
+                Some(acc) => acc.series.extend(p.series),
+                None => {
+                    by_id.insert(order, p);
+                }
+            }
+        }
+    }
+    for (i, p) in by_id.values().enumerate() {
+        figure(&mut b, p, i);
+    }
+    cpu_table(&mut b, runs);
+    let names: Vec<&str> = runs.iter().map(|(n, _)| n.as_str()).collect();
+    Ok(page(&format!("netblast: {} compared", names.join(", ")), &b))
+}
+
+fn figure(out: &mut String, p: &Plot, i: usize) {
     let _ = writeln!(
         out,
-        "<figure id=\"{prefix}chart-{}\" class=\"chart\"><figcaption>{}{}</figcaption>{}</figure>",
-        c.id,
-        esc(&label),
-        esc(&c.title),
-        c.svg
+        "<figure id=\"chart-{}\" class=\"chart\"><figcaption>{}</figcaption>{}</figure>",
+        esc(&p.id),
+        esc(&p.title),
+        chart::render(p, i)
     );
 }
 
-/// What was run, where, and whether it completed.
-fn about(out: &mut String, name: &str, r: &RunResult, label: &str) {
+/// A row of the about table: a header and one cell per run.
+fn row(out: &mut String, head: &str, cells: impl Iterator<Item = String>) {
+    let _ = write!(out, "<tr><th class=\"l\">{head}</th>");
+    for c in cells {
+        let _ = write!(out, "<td class=\"l\">{c}</td>");
+    }
+    out.push_str("</tr>");
+}
+
+/// What a test was aimed at: HTTP's URLs, else the target (and the peer it resolved to).
+fn target(r: &RunResult) -> String {
     let p = &r.plan;
-    let head = if label.is_empty() { esc(name) } else { format!("{}: {}", esc(label), esc(name)) };
+    // A fleet's tests ran against several servers: all are named (the first few).
+    let peers: BTreeSet<&str> = r.parts.iter().map(|p| p.peer.as_str()).collect();
+    if peers.len() > 1 {
+        let named: Vec<&str> = peers.iter().take(4).copied().collect();
+        let more = if peers.len() > 4 { format!(" and {} more", peers.len() - 4) } else { String::new() };
+        return format!("{} servers: {}{more}", peers.len(), named.join(", "));
+    }
+    if p.profile.workload.is_http() {
+        return p.aimed_at();
+    }
+    if p.peer.is_empty() || p.peer.starts_with("0.0.0.0") || p.peer == p.target {
+        p.target.clone()
+    } else {
+        format!("{} ({})", p.target, p.peer)
+    }
+}
+
+/// Streams, or an HTTP test's connections.
+fn streams(r: &RunResult) -> String {
+    match r.plan.profile.workload.http() {
+        Some(h) => format!("{} connection{}", h.connections, if h.connections == 1 { "" } else { "s" }),
+        None => r.streams.len().to_string(),
+    }
+}
+
+/// What ran, where, and whether it completed: one column per run.
+fn about(out: &mut String, runs: &[(String, &RunResult)]) {
+    out.push_str("<table id=\"about\">");
+    if runs.len() > 1 {
+        row(out, "run", runs.iter().map(|(n, _)| format!("<b>{}</b>", esc(n))));
+    }
+    let each = |f: &dyn Fn(&RunResult) -> String| runs.iter().map(move |(_, r)| f(r)).collect::<Vec<_>>();
+    row(out, "test", each(&|r| esc(&test_name(r))).into_iter());
+    row(
+        out,
+        "profile",
+        each(&|r| {
+            let p = &r.plan;
+            // A description rewritten by flags names its origin already.
+            let origin = p.origin.split(" (").next().unwrap_or(&p.origin);
+            if p.profile.description.contains(origin) {
+                esc(&p.profile.description)
+            } else {
+                format!("{}: {}", esc(&p.origin), esc(&p.profile.description))
+            }
+        })
+        .into_iter(),
+    );
+    row(out, "target", each(&|r| esc(&target(r))).into_iter());
+    row(out, "started", each(&|r| esc(&r.started_at)).into_iter());
+    row(
+        out,
+        "duration",
+        each(&|r| format!("{:.2} s of a {} bound", r.summary.duration_s, r.plan.time_bound)).into_iter(),
+    );
+    row(out, "streams", each(&|r| streams(r)).into_iter());
+    if runs.iter().any(|(_, r)| !r.parts.is_empty()) {
+        row(out, "tests", each(&|r| r.parts.len().to_string()).into_iter());
+    }
+    row(out, "kernel TCP figures", each(&|r| esc(&r.probe.tcp_source)).into_iter());
+    row(
+        out,
+        "complete",
+        each(&|r| if r.complete { "yes".into() } else { "<span class=\"err\">no: partial result</span>".into() })
+            .into_iter(),
+    );
+    for n in runs.iter().flat_map(|(_, r)| r.plan.notes.iter()).collect::<BTreeSet<_>>() {
+        let _ =
+            write!(out, "<tr><th class=\"l\">note</th><td class=\"l\" colspan=\"{}\">{}</td></tr>", runs.len(), esc(n));
+    }
+    out.push_str("</table>\n");
+    for (name, r) in runs {
+        let who = if runs.len() > 1 { format!("{}: ", esc(name)) } else { String::new() };
+        for e in &r.errors {
+            let _ = writeln!(
+                out,
+                "<div class=\"err\">{who}error at {:.2} s, {}: {}</div>",
+                e.at_s,
+                esc(&e.source),
+                esc(&e.message)
+            );
+        }
+        for w in &r.warnings {
+            let _ = writeln!(out, "<div class=\"warn\">{who}warning, {}: {}</div>", esc(&w.source), esc(&w.message));
+        }
+    }
+}
+
+/// The headline figures in words: one value column per run, each after the first with its
+/// change from the first (green where better, red where worse).
+fn figures_table(out: &mut String, runs: &[(String, &RunResult)]) {
+    let figs: Vec<Vec<Figure>> = runs.iter().map(|(_, r)| headline(r)).collect();
+    let mut names: Vec<(&str, &str)> = Vec::new();
+    for f in figs.iter().flatten() {
+        if !names.iter().any(|(n, _)| *n == f.name) {
+            names.push((f.name, &f.label));
+        }
+    }
+    out.push_str("<h2>Headline figures</h2><table id=\"figures\"><tr><th class=\"l\">figure</th>");
+    for (i, (n, _)) in runs.iter().enumerate() {
+        let _ = write!(out, "<th>{}</th>", if runs.len() == 1 { "value".into() } else { esc(n) });
+        if i > 0 {
+            out.push_str("<th>change</th>");
+        }
+    }
+    out.push_str("</tr>");
+    for (name, label) in names {
+        let _ = write!(
+            out,
+            "<tr data-metric=\"{name}\"><td class=\"l\">{} <span class=\"id\">({name})</span></td>",
+            esc(label)
+        );
+        let base = figs[0].iter().find(|f| f.name == name);
+        for (i, fs) in figs.iter().enumerate() {
+            let f = fs.iter().find(|f| f.name == name);
+            let _ = write!(out, "<td>{}</td>", f.map(|f| esc(&f.shown)).unwrap_or_else(|| "—".into()));
+            if i == 0 {
+                continue;
+            }
+            let change = match (base, f) {
+                (Some(b), Some(c)) => match change_percent(b.value, c.value) {
+                    Some(pct) => {
+                        let class = match pct {
+                            0.0 => "",
+                            p if (p > 0.0) == c.higher_is_better => "better",
+                            _ => "worse",
+                        };
+                        format!("<td class=\"{class}\">{pct:+.1}%</td>")
+                    }
+                    None if c.value == 0.0 => "<td>0</td>".into(),
+                    None => "<td>new (base 0)</td>".into(),
+                },
+                _ => "<td>—</td>".into(),
+            };
+            out.push_str(&change);
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table>\n");
+}
+
+fn lat_cells(l: Option<&LatencySummary>) -> String {
+    match l.filter(|l| l.count > 0) {
+        Some(l) => format!(
+            "<td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td>",
+            l.p50_ns,
+            fmt_ns(l.p50_ns as f64),
+            l.p99_ns,
+            fmt_ns(l.p99_ns as f64)
+        ),
+        None => "<td>—</td><td>—</td>".into(),
+    }
+}
+
+/// An HTTP rate sweep: one row per step, the first that missed its rate or latency marked.
+fn sweep_table(out: &mut String, r: &RunResult) {
+    let Some(steps) = crate::sweep::steps(r) else { return };
+    out.push_str(
+        "<h2>Rate sweep: one row per step</h2><table id=\"sweep\"><tr><th>step</th><th>seconds</th>\
+         <th>offered</th><th>achieved</th><th>p50</th><th>p99</th><th>failed</th><th class=\"l\"></th></tr>",
+    );
+    for s in &steps {
+        let _ = write!(
+            out,
+            "<tr{}><td>{}</td><td>{:.0}–{:.0}</td><td>{}</td><td>{}</td>{}<td>{}</td><td class=\"l\">{}</td></tr>",
+            if s.turned.is_some() { " class=\"turn\"" } else { "" },
+            s.n,
+            s.span.0,
+            s.span.1,
+            fmt_per_s(s.offered),
+            fmt_per_s(s.achieved),
+            lat_cells(s.latency.as_ref()),
+            s.errors,
+            esc(&crate::sweep::why(s))
+        );
+    }
+    out.push_str("</table>\n");
+}
+
+fn cpu_cells(c: Option<&CpuUsage>) -> String {
+    match c.filter(|c| c.wall_s > 0.0) {
+        Some(c) => format!(
+            "{:.2} CPUs (user {:.2} s, system {:.2} s over {:.2} s)",
+            c.cpus_used(),
+            c.user_s,
+            c.system_s,
+            c.wall_s
+        ),
+        None => "not measured".into(),
+    }
+}
+
+/// CPU of both ends, and what a CPU-second of each carried in the kind's unit.
+fn cpu_table(out: &mut String, runs: &[(String, &RunResult)]) {
+    out.push_str("<h2>CPU</h2><table id=\"cpu\"><tr><th class=\"l\"></th>");
+    for (n, _) in runs {
+        let _ = write!(out, "<th class=\"l\">{}</th>", if runs.len() == 1 { "".into() } else { esc(n) });
+    }
+    out.push_str("</tr>");
+    let each = |f: &dyn Fn(&RunResult) -> String| runs.iter().map(move |(_, r)| f(r)).collect::<Vec<_>>();
+    row(out, "client", each(&|r| cpu_cells(Some(&r.summary.cpu.client))).into_iter());
+    row(out, "server", each(&|r| cpu_cells(r.summary.cpu.server.as_ref())).into_iter());
+    let per = |r: &RunResult, cpu: Option<&CpuUsage>, bits_per_cpu_s: Option<f64>| -> String {
+        let Some(c) = cpu.filter(|c| c.cpu_s() >= 0.05) else { return "—".into() };
+        let kind = r.plan.profile.kind();
+        let ops = match &r.summary.http {
+            Some(h) => Some(h.completed),
+            None => r.summary.ways.iter().map(|w| w.msgs.map(|m| m.sent)).sum::<Option<u64>>(),
+        };
+        match (ops, kind) {
+            (Some(n), _) if n > 0 => {
+                format!(
+                    "{} per CPU-second ({:.2} µs per {})",
+                    fmt_per_s(n as f64 / c.cpu_s()),
+                    c.cpu_s() * 1e6 / n as f64,
+                    {
+                        let u = kind.unit();
+                        u.strip_suffix('s').unwrap_or(u).to_string()
+                    }
+                )
+            }
+            _ => bits_per_cpu_s.map(|b| format!("{} per CPU-second", fmt_bits_per_s(b))).unwrap_or_else(|| "—".into()),
+        }
+    };
+    row(
+        out,
+        "client's work",
+        each(&|r| per(r, Some(&r.summary.cpu.client), Some(r.summary.cpu.bits_per_client_cpu_s))).into_iter(),
+    );
+    row(
+        out,
+        "server's work",
+        each(&|r| per(r, r.summary.cpu.server.as_ref(), r.summary.cpu.bits_per_server_cpu_s)).into_iter(),
+    );
+    out.push_str("</table>\n");
+}
+
+/// cps: the connections that failed, by cause, and SYN retransmissions.
+fn cps_failures(out: &mut String, r: &RunResult) {
+    let Workload::Cps(c) = &r.plan.profile.workload else { return };
+    let Some(m) = r.summary.ways.iter().find_map(|w| w.msgs.as_ref()) else { return };
+    let k = m.conns.unwrap_or_default();
     let _ = write!(
         out,
-        "<div><h2>{head}</h2><table>\
-         <tr><th class=\"l\">test</th><td class=\"l\">{}</td></tr>\
-         <tr><th class=\"l\">profile</th><td class=\"l\">{} ({})</td></tr>\
-         <tr><th class=\"l\">target</th><td class=\"l\">{}</td></tr>\
-         <tr><th class=\"l\">started</th><td class=\"l\">{}</td></tr>\
-         <tr><th class=\"l\">duration</th><td class=\"l\">{:.2} s of a {} bound</td></tr>\
-         <tr><th class=\"l\">streams</th><td class=\"l\">{}</td></tr>\
-         <tr><th class=\"l\">kernel TCP figures</th><td class=\"l\">{}</td></tr>\
-         <tr><th class=\"l\">complete</th><td class=\"l\">{}</td></tr></table>",
-        esc(&r.test_id),
-        esc(&p.origin),
-        esc(&p.profile.description),
-        esc(&if p.profile.workload.is_http() {
-            p.aimed_at()
-        } else if p.peer.starts_with("0.0.0.0") || p.peer == p.target {
-            p.target.clone()
-        } else {
-            format!("{} ({})", p.target, p.peer)
+        "<h2>Connections</h2><table id=\"connections\"><tr><th class=\"l\">established</th><td>{}</td></tr>\
+         <tr><th class=\"l\">failed</th><td>{}</td></tr>\
+         <tr><th class=\"l\">&nbsp; no free local port (EADDRNOTAVAIL)</th><td>{}</td></tr>\
+         <tr><th class=\"l\">&nbsp; refused</th><td>{}</td></tr>\
+         <tr><th class=\"l\">&nbsp; timed out ({:?})</th><td>{}</td></tr>\
+         <tr><th class=\"l\">&nbsp; reset</th><td>{}</td></tr>\
+         <tr><th class=\"l\">&nbsp; other errors</th><td>{}</td></tr>\
+         <tr><th class=\"l\">SYNs retransmitted</th><td>{}</td></tr></table>",
+        m.sent,
+        m.lost.unwrap_or(0),
+        k.port_exhausted,
+        k.refused,
+        c.timeout(),
+        k.timed_out,
+        k.reset,
+        k.other,
+        k.syn_retransmits.map(|n| n.to_string()).unwrap_or_else(|| "not read (--probe off)".into()),
+    );
+    out.push('\n');
+}
+
+/// HTTP: status codes, failures by class, where the time went (phases), connections.
+fn http_tables(out: &mut String, r: &RunResult) {
+    let Some(h) = &r.summary.http else { return };
+    let _ = write!(
+        out,
+        "<h2>HTTP</h2><table id=\"http\"><tr><th class=\"l\">mode</th><td class=\"l\">{} {}{}</td></tr>\
+         <tr><th class=\"l\">requests sent</th><td>{} ({})</td></tr>\
+         <tr><th class=\"l\">responses</th><td>{} ({})</td></tr>\
+         <tr><th class=\"l\">succeeded (expected status)</th><td>{} ({:.2}%)</td></tr>\
+         <tr><th class=\"l\">sent late (open loop: behind the schedule)</th><td>{}</td></tr>\
+         <tr><th class=\"l\">bytes sent / received</th><td>{} / {}</td></tr>\
+         <tr><th class=\"l\">connections configured / established / failed / most open</th><td>{} / {} / {} / {}</td></tr>",
+        esc(&h.mode.replace('_', " ")),
+        esc(match h.version.as_str() {
+            "http1" => "HTTP/1.1",
+            "http2" => "HTTP/2",
+            v => v,
         }),
-        esc(&r.started_at),
-        r.summary.duration_s,
-        p.time_bound,
-        r.streams.len(),
-        esc(&r.probe.tcp_source),
-        if r.complete { "yes" } else { "<span class=\"err\">no: partial result</span>" },
+        if h.tls { " over TLS" } else { "" },
+        h.sent,
+        fmt_per_s(h.sent_per_s),
+        h.completed,
+        fmt_per_s(h.responses_per_s),
+        h.succeeded,
+        h.success_ratio * 100.0,
+        h.late,
+        fmt_bytes(h.bytes_sent),
+        fmt_bytes(h.bytes_received),
+        h.connections.configured,
+        h.connections.established,
+        h.connections.failed,
+        h.connections.peak_open,
     );
-    for e in &r.errors {
-        let _ =
-            write!(out, "<div class=\"err\">error at {:.2} s, {}: {}</div>", e.at_s, esc(&e.source), esc(&e.message));
+    if let Some(t) = h.target_rate {
+        let _ = write!(out, "<tr><th class=\"l\">target rate</th><td>{}</td></tr>", fmt_per_s(t));
     }
-    for w in &r.warnings {
-        let _ = write!(out, "<div class=\"warn\">warning, {}: {}</div>", esc(&w.source), esc(&w.message));
-    }
-    out.push_str("</div>\n");
-}
-
-fn figures_table(out: &mut String, figs: &[Figure]) {
-    out.push_str("<h2>Headline figures</h2><table id=\"figures\"><tr><th class=\"l\">figure</th><th>value</th></tr>");
-    for f in figs {
-        let _ = write!(out, "<tr><td class=\"l\">{}</td><td>{}</td></tr>", f.name, esc(&f.shown));
+    out.push_str("</table>\n<table id=\"status\"><tr><th class=\"l\">status</th><th>responses</th></tr>");
+    for (code, n) in &h.status_codes {
+        let _ = write!(out, "<tr><td class=\"l\">{}</td><td>{n}</td></tr>", esc(code));
     }
     out.push_str("</table>\n");
-}
-
-/// The change from `base` to `now` in %, `None` when the base is 0 (no ratio).
-pub fn change_percent(base: f64, now: f64) -> Option<f64> {
-    (base != 0.0).then(|| (now - base) / base.abs() * 100.0)
-}
-
-fn compare_table(out: &mut String, base: &[Figure], now: &[Figure]) {
+    if !h.errors.is_empty() {
+        out.push_str(
+            "<table id=\"errors\"><tr><th class=\"l\">failure</th><th>count</th><th class=\"l\">e.g.</th></tr>",
+        );
+        for e in &h.errors {
+            let _ = write!(
+                out,
+                "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+                esc(&e.kind),
+                e.count,
+                esc(&e.sample)
+            );
+        }
+        out.push_str("</table>\n");
+    }
+    let ph = &h.phases;
+    let phases = [
+        ("TCP connect", &ph.connect),
+        ("TLS handshake", &ph.tls),
+        ("time to first byte", &ph.ttfb),
+        ("body", &ph.body),
+        ("send lag (open loop: sent after its scheduled instant)", &ph.send_lag),
+    ];
     out.push_str(
-        "<h2>Headline figures</h2><table id=\"figures\"><tr><th class=\"l\">figure</th><th>base</th><th>this run</th>\
-         <th>change</th></tr>",
+        "<table id=\"phases\"><tr><th class=\"l\">phase</th><th>count</th><th>p50</th><th>p99</th><th>max</th></tr>",
     );
-    let names: Vec<&str> = {
-        let mut v: Vec<&str> = base.iter().chain(now).map(|f| f.name).collect();
-        let order: Vec<&str> = now.iter().chain(base).map(|f| f.name).collect();
-        v.sort_by_key(|n| order.iter().position(|x| x == n));
-        v.dedup();
-        v
-    };
-    for n in names {
-        let b = base.iter().find(|f| f.name == n);
-        let c = now.iter().find(|f| f.name == n);
-        let cell = |f: Option<&Figure>| f.map(|f| esc(&f.shown)).unwrap_or_else(|| "—".into());
-        let change = match (b, c) {
-            (Some(b), Some(c)) => match change_percent(b.value, c.value) {
-                Some(pct) => {
-                    let class = if pct == 0.0 {
-                        ""
-                    } else if (pct > 0.0) == c.higher_is_better {
-                        "better"
-                    } else {
-                        "worse"
-                    };
-                    format!("<td class=\"{class}\">{pct:+.1}%</td>")
-                }
-                None if c.value == 0.0 => "<td>0</td>".into(),
-                None => "<td>new (base 0)</td>".into(),
-            },
-            _ => "<td>—</td>".into(),
-        };
-        let _ = write!(out, "<tr><td class=\"l\">{n}</td><td>{}</td><td>{}</td>{change}</tr>", cell(b), cell(c));
+    for (name, d) in phases {
+        let Some(l) = d.as_deref().filter(|l| l.count > 0) else { continue };
+        let _ = write!(
+            out,
+            "<tr><td class=\"l\">{name}</td><td>{}</td>{}<td>{}</td></tr>",
+            l.count,
+            lat_cells(Some(l)),
+            fmt_ns(l.max_ns as f64)
+        );
     }
     out.push_str("</table>\n");
+}
+
+/// Every stream's totals with the kind's columns (the first [`MAX_STREAM_ROWS`]).
+fn streams_table(out: &mut String, r: &RunResult) {
+    let ss = &r.summary.streams;
+    if ss.is_empty() || !r.parts.is_empty() {
+        return;
+    }
+    let kind = r.plan.profile.kind();
+    let udp = plots::is_udp(r);
+    let unit = if udp && kind == Kind::Msgrate { "datagrams" } else { kind.unit() };
+    let _ = write!(
+        out,
+        "<h2>Streams</h2><table id=\"streams\" class=\"sortable\"><tr><th class=\"sort\">stream</th>\
+         <th class=\"l sort\">way</th><th class=\"l sort\">local → remote</th><th class=\"sort\">CPU client/server</th>"
+    );
+    let bytes = kind == Kind::Bulk || udp;
+    if bytes {
+        out.push_str("<th class=\"sort\">sent</th><th class=\"sort\">received</th>");
+    }
+    if kind != Kind::Bulk {
+        let _ = write!(out, "<th class=\"sort\">{unit}/s</th><th class=\"sort\">lost</th>");
+    }
+    if kind == Kind::Bulk {
+        out.push_str("<th class=\"sort\">retransmits</th><th class=\"sort\">cwnd</th><th class=\"sort\">srtt</th>");
+    }
+    if matches!(kind, Kind::Rr | Kind::Cps | Kind::Msgrate) {
+        out.push_str("<th class=\"sort\">p50</th><th class=\"sort\">p99</th>");
+    }
+    out.push_str("</tr>");
+    for s in ss.iter().take(MAX_STREAM_ROWS) {
+        let info = r.streams.iter().find(|i| i.id == s.id);
+        let cpu = |c: Option<usize>| c.map(|c| c.to_string()).unwrap_or_else(|| "—".into());
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}/{}</td>",
+            s.id,
+            plots::way_name(s.way),
+            info.map(|i| esc(&format!("{} → {}", i.local, i.remote))).unwrap_or_default(),
+            cpu(s.client_cpu),
+            cpu(s.server_cpu),
+        );
+        if bytes {
+            let _ = write!(
+                out,
+                "<td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td>",
+                s.sender.bits_per_s,
+                fmt_bits_per_s(s.sender.bits_per_s),
+                s.receiver.map(|x| x.bits_per_s).unwrap_or(0.0),
+                s.receiver.map(|x| fmt_bits_per_s(x.bits_per_s)).unwrap_or_else(|| "—".into())
+            );
+        }
+        if kind != Kind::Bulk {
+            let m = s.msgs.as_ref();
+            let _ = write!(
+                out,
+                "<td data-v=\"{}\">{}</td><td>{}</td>",
+                m.map(|m| m.sent_per_s).unwrap_or(0.0),
+                m.map(|m| fmt_per_s(m.sent_per_s)).unwrap_or_else(|| "—".into()),
+                m.and_then(|m| m.lost).map(|n| n.to_string()).unwrap_or_else(|| "—".into())
+            );
+        }
+        if kind == Kind::Bulk {
+            let t = s.tcp.as_ref();
+            let _ = write!(
+                out,
+                "<td>{}</td><td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td>",
+                s.retransmits.map(|n| n.to_string()).unwrap_or_else(|| "—".into()),
+                t.map(|t| t.cwnd_segs as u64 * t.mss as u64).unwrap_or(0),
+                t.map(|t| fmt_bytes(t.cwnd_segs as u64 * t.mss as u64)).unwrap_or_else(|| "—".into()),
+                t.map(|t| t.rtt_us).unwrap_or(0),
+                t.map(|t| fmt_ns(t.rtt_us as f64 * 1e3)).unwrap_or_else(|| "—".into()),
+            );
+        }
+        if matches!(kind, Kind::Rr | Kind::Cps | Kind::Msgrate) {
+            out.push_str(&lat_cells(s.latency.as_deref()));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table>\n");
+    // Fairness across flows: Jain's index of the streams' rates (1: equal shares; 1/n: one
+    // flow took everything).
+    let rates: Vec<f64> = ss.iter().map(|s| s.receiver.unwrap_or(s.sender).bits_per_s).collect();
+    if kind == Kind::Bulk && rates.len() > 1 {
+        let (sum, sq) = rates.iter().fold((0.0, 0.0), |(a, b), x| (a + x, b + x * x));
+        if sq > 0.0 {
+            let jain = sum * sum / (rates.len() as f64 * sq);
+            let (lo, hi) = rates.iter().fold((f64::MAX, 0.0f64), |(a, b), x| (a.min(*x), b.max(*x)));
+            let _ = writeln!(
+                out,
+                "<p id=\"fairness\">Fairness across the {} streams: Jain's index {jain:.3} (1 is equal shares); slowest {}, fastest {}.</p>",
+                rates.len(),
+                fmt_bits_per_s(lo),
+                fmt_bits_per_s(hi)
+            );
+        }
+    }
+    if ss.len() > MAX_STREAM_ROWS {
+        let _ = writeln!(
+            out,
+            "<p>and {} more streams (every one in the JSON and `report --csv streams`)</p>",
+            ss.len() - MAX_STREAM_ROWS
+        );
+    }
+}
+
+/// A fleet's (or merge's) tests, one row each, sortable: agent, peer, the kind's figure, p50,
+/// p99, complete.
+fn tests_table(out: &mut String, r: &RunResult) {
+    if r.parts.is_empty() {
+        return;
+    }
+    let kind = r.plan.profile.kind();
+    let _ = write!(
+        out,
+        "<h2>Tests ({})</h2><table id=\"tests\" class=\"sortable\"><tr><th class=\"sort\">#</th>\
+         <th class=\"l sort\">client</th><th class=\"l sort\">address</th><th class=\"l sort\">peer</th>\
+         <th class=\"sort\">{}</th><th class=\"sort\">p50</th><th class=\"sort\">p99</th>\
+         <th class=\"l sort\">complete</th></tr>",
+        r.parts.len(),
+        if kind == Kind::Bulk { "throughput".to_string() } else { format!("{}/s", kind.unit()) }
+    );
+    for (i, p) in r.parts.iter().enumerate() {
+        let v = part_figure(kind, &p.summary);
+        let lat =
+            p50_p99(&p.summary).map(|(a, b)| LatencySummary { count: 1, p50_ns: a, p99_ns: b, ..Default::default() });
+        let _ = write!(
+            out,
+            "<tr><td>{i}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>\
+             <td data-v=\"{v}\">{}</td>{}<td class=\"l\">{}</td></tr>",
+            esc(&p.agent.hostname),
+            esc(&p.agent.address),
+            esc(&p.peer),
+            fmt_part_figure(kind, v),
+            lat_cells(lat.as_ref()),
+            if p.complete { "yes" } else { "no" }
+        );
+    }
+    out.push_str("</table>\n");
+}
+
+/// A mesh (each client against several servers) as a client × server matrix of p50 / p99 (the
+/// kind's figure where there is no latency): placement groups, zones and regions in one table.
+fn mesh_matrix(out: &mut String, r: &RunResult) {
+    let clients: BTreeSet<&str> = r.parts.iter().map(|p| p.agent.hostname.as_str()).collect();
+    let peers: BTreeSet<&str> = r.parts.iter().map(|p| p.peer.as_str()).collect();
+    let pairs: BTreeSet<(&str, &str)> = r.parts.iter().map(|p| (p.agent.hostname.as_str(), p.peer.as_str())).collect();
+    // A mesh: some client ran against more than one server.
+    if pairs.len() <= clients.len() || peers.len() < 2 {
+        return;
+    }
+    let kind = r.plan.profile.kind();
+    out.push_str("<h2>Mesh: client × server</h2><table id=\"mesh\"><tr><th class=\"l\">client \\ server</th>");
+    for p in &peers {
+        let _ = write!(out, "<th>{}</th>", esc(p));
+    }
+    out.push_str("</tr>");
+    for c in &clients {
+        let _ = write!(out, "<tr><th class=\"l\">{}</th>", esc(c));
+        for peer in &peers {
+            let cell =
+                r.parts.iter().find(|p| p.agent.hostname == *c && p.peer == *peer).map(|p| match p50_p99(&p.summary) {
+                    Some((a, b)) => format!("{} / {}", fmt_ns(a as f64), fmt_ns(b as f64)),
+                    None => fmt_part_figure(kind, part_figure(kind, &p.summary)),
+                });
+            let _ = write!(out, "<td>{}</td>", cell.map(|c| esc(&c)).unwrap_or_else(|| "—".into()));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table><p>Each cell: p50 / p99 of the client's test against that server.</p>\n");
 }
 
 /// The agents of a merged or fleet result, with each client's start skew (its real start
-/// minus the earliest, on the reference clock) and its clock's error bound.
-fn agents_table(out: &mut String, r: &RunResult, label: &str) {
+/// minus the earliest, on the reference clock) and its clock's offset (signed) and error.
+fn agents_table(out: &mut String, r: &RunResult) {
     if r.agents.is_empty() {
         return;
     }
     let first = r.agents.iter().filter_map(|a| a.actual_start_unix_ns).min();
-    let head = if label.is_empty() { String::new() } else { format!("{label}: ") };
-    let _ = write!(
-        out,
-        "<h2>{head}Agents</h2><table class=\"agents\"><tr><th class=\"l\">agent</th><th class=\"l\">address</th>\
-         <th class=\"l\">role</th><th class=\"l\">status</th><th>start skew</th><th>clock ± error</th>\
-         <th>throughput</th><th>p99</th><th class=\"l\">why</th></tr>"
+    out.push_str(
+        "<h2>Agents</h2><table id=\"agents\" class=\"sortable\"><tr><th class=\"l sort\">agent</th><th class=\"l sort\">address</th>\
+         <th class=\"l sort\">role</th><th class=\"l sort\">status</th><th class=\"sort\">start skew</th>\
+         <th class=\"sort\">clock offset ± error</th><th class=\"l sort\">why</th></tr>",
     );
     for a in &r.agents {
         let skew = match (a.actual_start_unix_ns, first) {
             (Some(t), Some(f)) => fmt_ns((t - f) as f64),
             _ => "—".into(),
         };
-        let (tput, p99) = match &a.summary {
-            Some(s) => {
-                let bps: f64 = s.ways.iter().map(|w| w.receiver.as_ref().unwrap_or(&w.sender).bits_per_s).sum();
-                let p99 = s
-                    .ways
-                    .iter()
-                    .filter_map(|w| w.latency.as_ref())
-                    .chain(s.http.as_ref().map(|h| &h.latency))
-                    .filter(|l| l.count > 0)
-                    .map(|l| l.p99_ns)
-                    .max();
-                (fmt_bits_per_s(bps), p99.map(|v| fmt_ns(v as f64)).unwrap_or_else(|| "—".into()))
-            }
-            None => ("—".into(), "—".into()),
-        };
         let _ = write!(
             out,
             "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>\
-             <td>{skew}</td><td>{} ± {}</td><td>{tput}</td><td>{p99}</td><td class=\"l\">{}</td></tr>",
+             <td>{skew}</td><td data-v=\"{}\">{} ± {}</td><td class=\"l\">{}</td></tr>",
             esc(&a.agent.hostname),
             esc(&a.agent.address),
             esc(&a.role),
             esc(&a.status),
-            fmt_ns(a.clock.offset_ns.unsigned_abs() as f64),
+            a.clock.offset_ns,
+            fmt_ns(a.clock.offset_ns as f64),
             fmt_ns(a.clock.error_ns as f64),
             esc(a.why.as_deref().unwrap_or("")),
         );
@@ -261,336 +683,9 @@ fn agents_table(out: &mut String, r: &RunResult, label: &str) {
     out.push_str("</table>\n");
 }
 
-/// Every chart the result has figures for, in [`CHART_IDS`] order.
-fn charts(r: &RunResult) -> Result<Vec<Chart>, String> {
-    let mut out = Vec::new();
-    if let Some(lines) = throughput_lines(r) {
-        let (scale, unit) = bit_scale(max_y(&lines));
-        let lines = rescale(lines, scale);
-        out.push(Chart {
-            id: "throughput",
-            title: format!("Throughput over time ({unit})"),
-            svg: time_chart(&lines, unit)?,
-        });
-    }
-    let lat = latency_hists(r);
-    if !lat.is_empty() {
-        out.push(Chart { id: "latency", title: "Latency by percentile".into(), svg: spectrum_chart(&lat)? });
-    }
-    let (rtt_source, rtt) = rtt_hists(r);
-    if !rtt.is_empty() {
-        out.push(Chart {
-            id: "rtt",
-            title: format!("Kernel RTT by percentile ({rtt_source})"),
-            svg: spectrum_chart(&rtt)?,
-        });
-    }
-    let counted = r.summary.retransmits();
-    if let Some(total) = counted.filter(|_| r.intervals.iter().any(|iv| !iv.sums.is_empty())) {
-        let pts: Vec<(f64, f64, f64)> = r
-            .intervals
-            .iter()
-            .map(|iv| (iv.start_s, iv.end_s, iv.sums.iter().filter_map(|s| s.retransmits).sum::<u64>() as f64))
-            .collect();
-        // The title's count is the summary's (the headline's); segments retransmitted outside
-        // every interval (after the last tick, while closing) are said, not lost.
-        let in_intervals = pts.iter().map(|p| p.2).sum::<f64>() as u64;
-        let outside = total.saturating_sub(in_intervals);
-        let title = if outside > 0 {
-            format!("Retransmitted segments per interval ({total} in all, {outside} of them after the last interval)")
-        } else {
-            format!("Retransmitted segments per interval ({total} in all)")
-        };
-        out.push(Chart { id: "retransmits", title, svg: bar_chart(&pts, "segments")? });
-    }
-    if r.intervals.iter().any(|iv| iv.http.is_some()) {
-        let mut sent = Vec::new();
-        let mut done = Vec::new();
-        let mut target = Vec::new();
-        let mut codes: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-        for iv in &r.intervals {
-            let Some(h) = &iv.http else { continue };
-            let span = (iv.end_s - iv.start_s).max(1e-9);
-            let step = |v: f64| [(iv.start_s, v), (iv.end_s, v)];
-            sent.extend(step(h.sent_per_s));
-            done.extend(step(h.responses_per_s));
-            if let Some(t) = h.target_rate {
-                target.extend(step(t));
-            }
-            for (code, n) in &h.status {
-                codes.entry(code.clone()).or_default().extend(step(*n as f64 / span));
-            }
-        }
-        let mut lines = vec![("responses/s".to_string(), done), ("requests sent/s".to_string(), sent)];
-        if !target.is_empty() {
-            lines.push(("target/s".to_string(), target));
-        }
-        out.push(Chart {
-            id: "http-rate",
-            title: "Requests per second".into(),
-            svg: time_chart(&lines, "per second")?,
-        });
-        if !codes.is_empty() {
-            let lines: Vec<Line> = codes.into_iter().map(|(c, v)| (format!("status {c}"), v)).collect();
-            out.push(Chart {
-                id: "http-status",
-                title: "Responses per second by status code".into(),
-                svg: time_chart(&lines, "responses/s")?,
-            });
-        }
-    }
-    Ok(out)
-}
-
-/// The total and the per-stream (per-agent, for merged results) throughput lines, in bits/s,
-/// each interval's rate drawn as a step over its own span; `None` when the result moved no bytes over the data path.
-fn throughput_lines(r: &RunResult) -> Option<Vec<Line>> {
-    if !r.intervals.iter().any(|iv| iv.sums.iter().any(|s| s.sent_bytes > 0)) {
-        return None;
-    }
-    let bits = |sent: u64, recv: Option<u64>, span: f64| recv.unwrap_or(sent) as f64 * 8.0 / span;
-    let mut total = Vec::new();
-    let mut groups: BTreeMap<String, BTreeMap<u32, f64>> = BTreeMap::new();
-    // Streams to groups: one agent each for merged results, else one stream each.
-    let group_of = |id: u32| -> String {
-        match r.parts.iter().find(|p| id >= p.first_stream && id < p.first_stream + p.streams) {
-            Some(p) => format!("{} {} → {}", p.agent.hostname, p.agent.address, p.peer),
-            None => format!("stream {id}"),
-        }
-    };
-    for iv in &r.intervals {
-        let span = (iv.end_s - iv.start_s).max(1e-9);
-        let t: f64 = iv.sums.iter().map(|s| bits(s.sent_bytes, s.received_bytes, span)).sum();
-        total.extend([(iv.start_s, t), (iv.end_s, t)]);
-        for s in &iv.streams {
-            *groups.entry(group_of(s.id)).or_default().entry(iv.index).or_default() +=
-                bits(s.sent_bytes, s.received_bytes, span);
-        }
-    }
-    let mut lines = vec![("total".to_string(), total)];
-    if groups.len() > 1 && groups.len() <= MAX_LINES {
-        let span: BTreeMap<u32, (f64, f64)> = r.intervals.iter().map(|iv| (iv.index, (iv.start_s, iv.end_s))).collect();
-        for (name, pts) in groups {
-            lines.push((name, pts.into_iter().flat_map(|(i, v)| [(span[&i].0, v), (span[&i].1, v)]).collect()));
-        }
-    }
-    Some(lines)
-}
-
-fn way_name(w: Way) -> &'static str {
-    match w {
-        Way::Up => "up",
-        Way::Down => "down",
-    }
-}
-
-/// The whole run's latency histograms: per way (rr, msgrate) and HTTP.
-fn latency_hists(r: &RunResult) -> Vec<(String, &EncodedHistogram)> {
-    let mut v: Vec<(String, &EncodedHistogram)> =
-        r.summary.ways.iter().filter_map(|w| hist_of(&w.latency).map(|h| (way_name(w.way).to_string(), h))).collect();
-    if let Some(h) = r.summary.http.as_ref().and_then(|h| h.latency.hist.as_ref()) {
-        v.push(("HTTP requests".into(), h));
-    }
-    v.retain(|(_, h)| h.count > 0);
-    v
-}
-
-/// The kernel RTT histograms: eBPF samples where there are any, else TCP_INFO srtt samples.
-fn rtt_hists(r: &RunResult) -> (&'static str, Vec<(String, &EncodedHistogram)>) {
-    let http_tcp = r.summary.http.as_ref().and_then(|h| h.tcp.as_ref());
-    let mut ebpf: Vec<(String, &EncodedHistogram)> = r
-        .summary
-        .ways
-        .iter()
-        .filter_map(|w| hist_of(&w.kernel_rtt).map(|h| (format!("{} senders", way_name(w.way)), h)))
-        .collect();
-    if let Some(h) = http_tcp.and_then(|t| hist_of(&t.kernel_rtt)) {
-        ebpf.push(("HTTP connections".into(), h));
-    }
-    ebpf.retain(|(_, h)| h.count > 0);
-    if !ebpf.is_empty() {
-        return ("eBPF, every RTT sample", ebpf);
-    }
-    let mut srtt: Vec<(String, &EncodedHistogram)> = r
-        .summary
-        .ways
-        .iter()
-        .filter_map(|w| w.rtt_hist.as_ref().map(|h| (format!("{} senders", way_name(w.way)), h)))
-        .collect();
-    if let Some(h) = http_tcp.and_then(|t| hist_of(&t.srtt)) {
-        srtt.push(("HTTP connections".into(), h));
-    }
-    srtt.retain(|(_, h)| h.count > 0);
-    ("TCP_INFO smoothed RTT, sampled", srtt)
-}
-
-fn max_y(lines: &[Line]) -> f64 {
-    lines.iter().flat_map(|(_, p)| p.iter().map(|x| x.1)).fold(0.0, f64::max)
-}
-
-fn rescale(lines: Vec<Line>, by: f64) -> Vec<Line> {
-    lines.into_iter().map(|(n, p)| (n, p.into_iter().map(|(x, y)| (x, y / by)).collect())).collect()
-}
-
-fn bit_scale(max: f64) -> (f64, &'static str) {
-    match max {
-        m if m >= 1e9 => (1e9, "Gbit/s"),
-        m if m >= 1e6 => (1e6, "Mbit/s"),
-        m if m >= 1e3 => (1e3, "kbit/s"),
-        _ => (1.0, "bit/s"),
-    }
-}
-
-fn time_scale(max_ns: f64) -> (f64, &'static str) {
-    match max_ns {
-        m if m >= 1e9 => (1e9, "s"),
-        m if m >= 1e6 => (1e6, "ms"),
-        m if m >= 1e3 => (1e3, "µs"),
-        _ => (1.0, "ns"),
-    }
-}
-
-fn err<E: std::fmt::Debug>(e: E) -> String {
-    format!("drawing a chart: {e:?}")
-}
-
-/// Draws one chart of [`SIZE`] into an SVG string: a white canvas, then `draw`.
-fn svg(draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String>) -> Result<String, String> {
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        draw(&root)?;
-        root.present().map_err(err)?;
-    }
-    Ok(out)
-}
-
-/// The chart frame every chart shares: margins and label areas.
-fn frame<'a, 'b>(root: &'a DrawingArea<SVGBackend<'b>, Shift>) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
-    let mut b = ChartBuilder::on(root);
-    b.margin(12).x_label_area_size(40).y_label_area_size(70);
-    b
-}
-
-/// Draws `lines` (line `i` `width(i)` pixels wide, colour `i` of the palette) with a legend.
-fn draw_lines<'a, X, Y>(
-    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
-    lines: &[Line],
-    width: fn(usize) -> u32,
-    legend_at: SeriesLabelPosition,
-) -> Result<(), String>
-where
-    X: Ranged<ValueType = f64>,
-    Y: Ranged<ValueType = f64>,
-{
-    for (i, (name, pts)) in lines.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        chart
-            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(width(i))))
-            .map_err(err)?
-            .label(name.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3)));
-    }
-    chart
-        .configure_series_labels()
-        .position(legend_at)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)
-}
-
-/// Lines over the run's seconds (the first, the total, drawn wider).
-fn time_chart(lines: &[Line], unit: &str) -> Result<String, String> {
-    let x_max = lines.iter().flat_map(|(_, p)| p.iter().map(|x| x.0)).fold(0.0, f64::max).max(1e-3);
-    let y_max = (max_y(lines) * 1.1).max(1e-9);
-    svg(|root| {
-        let mut chart = frame(root).build_cartesian_2d(0f64..x_max, 0f64..y_max).map_err(err)?;
-        chart.configure_mesh().x_desc("seconds since the start").y_desc(unit).draw().map_err(err)?;
-        draw_lines(&mut chart, lines, |i| if i == 0 { 3 } else { 1 }, SeriesLabelPosition::LowerRight)
-    })
-}
-
-/// Per interval bars from its start to its end.
-fn bar_chart(pts: &[(f64, f64, f64)], unit: &str) -> Result<String, String> {
-    let x_max = pts.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-3);
-    let y_max = (pts.iter().map(|p| p.2).fold(0.0, f64::max) * 1.1).max(1.0);
-    svg(|root| {
-        let mut chart = frame(root).build_cartesian_2d(0f64..x_max, 0f64..y_max).map_err(err)?;
-        chart.configure_mesh().x_desc("seconds since the start").y_desc(unit).draw().map_err(err)?;
-        let color = Palette99::pick(1).to_rgba();
-        chart
-            .draw_series(pts.iter().map(|&(a, b, y)| Rectangle::new([(a, 0.0), (b, y)], color.filled())))
-            .map_err(err)?;
-        Ok(())
-    })
-}
-
-/// Percentiles shown on the spectrum's axis, as 1/(1-q).
-const SPECTRUM_TICKS: [(f64, &str); 7] =
-    [(1.0, "0%"), (10.0, "90%"), (100.0, "99%"), (1e3, "99.9%"), (1e4, "99.99%"), (1e5, "99.999%"), (1e6, "99.9999%")];
-
-/// The percentile spectrum of each histogram (HdrHistogram's plot): the value at quantile q
-/// against 1/(1-q) on a log axis, up to the quantile the sample count supports.
-fn spectrum_chart(hists: &[(String, &EncodedHistogram)]) -> Result<String, String> {
-    let mut lines: Vec<Line> = Vec::new();
-    let mut x_max: f64 = 10.0;
-    for (name, enc) in hists {
-        let h = enc.decode().map_err(|e| format!("{name}: {e}"))?;
-        // The deepest quantile with at least one sample beyond it.
-        let top = (1.0 - 1.0 / h.len().max(1) as f64).max(0.9);
-        let x_top = (1.0 / (1.0 - top)).min(1e6);
-        x_max = x_max.max(x_top);
-        let steps = 200;
-        let pts: Vec<(f64, f64)> = (0..=steps)
-            .map(|i| {
-                let x = x_top.powf(i as f64 / steps as f64);
-                let q = 1.0 - 1.0 / x;
-                (x, netblast_spec::hist::at_percentile(&h, q * 100.0) as f64)
-            })
-            .chain(std::iter::once((x_top, h.max() as f64)))
-            .collect();
-        lines.push((format!("{name} ({} samples)", h.len()), pts));
-    }
-    let (scale, unit) = time_scale(max_y(&lines));
-    let lines = rescale(lines, scale);
-    // A log value axis: the body (µs) and the tail (ms) of one distribution both readable.
-    let y_max = (max_y(&lines) * 1.5).max(1e-9);
-    let y_min = lines.iter().flat_map(|(_, p)| p.iter().map(|x| x.1)).filter(|v| *v > 0.0).fold(f64::MAX, f64::min);
-    let y_min = if y_min == f64::MAX { y_max / 10.0 } else { (y_min / 1.5).min(y_max / 10.0) };
-    let lines: Vec<Line> =
-        lines.into_iter().map(|(n, p)| (n, p.into_iter().map(|(x, y)| (x, y.max(y_min))).collect())).collect();
-    svg(|root| {
-        let mut chart =
-            frame(root).build_cartesian_2d((1f64..x_max).log_scale(), (y_min..y_max).log_scale()).map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("percentile")
-            .y_desc(format!("{unit} (log scale)"))
-            .x_label_formatter(&|x| {
-                SPECTRUM_TICKS
-                    .iter()
-                    .find(|(t, _)| (x / t - 1.0).abs() < 1e-6)
-                    .map(|(_, s)| s.to_string())
-                    .unwrap_or_default()
-            })
-            .draw()
-            .map_err(err)?;
-        draw_lines(&mut chart, &lines, |_| 2, SeriesLabelPosition::UpperLeft)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn change_is_relative_to_the_base() {
-        assert_eq!(change_percent(100.0, 110.0), Some(10.0));
-        assert_eq!(change_percent(200.0, 100.0), Some(-50.0));
-        assert_eq!(change_percent(0.0, 5.0), None);
-    }
 
     #[test]
     fn text_is_escaped() {

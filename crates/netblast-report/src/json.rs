@@ -203,6 +203,7 @@ pub fn read_partial(text: &str) -> Result<RunResult, String> {
         parts: Vec::new(),
         agents: Vec::new(),
         asserts: Vec::new(),
+        label: None,
     })
 }
 

@@ -4,16 +4,22 @@
 //! - [`text`]: the human report (iperf3-like interval lines and summary).
 //! - [`fleet`]: a fleet's frame log, rendered (what a coordinator that died leaves).
 //! - [`json`]: the machine-readable document, and writing it to a file atomically.
-//! - [`csv`], [`hlog`], [`html`]: per-interval rows, HdrHistogram interval logs, and one
-//!   self-contained page with charts (and a comparison with a base run).
+//! - [`csv`], [`hlog`], [`html`]: per-interval, per-stream and per-test rows, HdrHistogram
+//!   interval logs, and one self-contained page with charts (or several runs compared).
+//! - [`plots`] (each kind's charts as data), drawn by [`chart`]; [`sweep`] (an HTTP rate
+//!   sweep's steps); [`figures`] (figures the renderings share).
 
 #![warn(missing_docs)]
 
+pub mod chart;
 pub mod csv;
+pub mod figures;
 pub mod fleet;
 pub mod hlog;
 pub mod html;
 pub mod json;
+pub mod plots;
+pub mod sweep;
 pub mod text;
 
 pub use netblast_spec::RunResult;

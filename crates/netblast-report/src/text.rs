@@ -1,6 +1,7 @@
 //! The human report, rendered from the result (never from live engine state): interval lines
 //! that read like iperf3's, then a sender/receiver summary, TCP and CPU lines, and errors.
 
+use crate::figures::{fmt_part_figure, part_figure};
 use netblast_spec::hist::{Distribution, LatencySummary};
 use netblast_spec::profile::{Kind, Profile, Way, Workload};
 use netblast_spec::result::{Interval, MsgTotals, RunResult, StreamInfo, Summary, WaySummary};
@@ -756,25 +757,6 @@ const FASTEST: usize = 3;
 /// Agents named per failure reason; the rest are counted.
 const MAX_AGENTS_NAMED: usize = 8;
 
-/// A test's headline figure in the kind's own unit, for ranking the tests of a fleet: bits/s
-/// received (bulk), messages, transactions or connections per second (msgrate, rr, cps),
-/// responses per second (http).
-fn part_figure(kind: Kind, sum: &Summary) -> f64 {
-    match kind {
-        Kind::Http => sum.http.as_ref().map(|h| h.responses_per_s).unwrap_or(0.0),
-        Kind::Bulk => sum.ways.iter().map(|w| w.receiver.map(|r| r.bits_per_s).unwrap_or(w.sender.bits_per_s)).sum(),
-        _ => sum.ways.iter().filter_map(|w| w.msgs.as_ref()).map(|m| m.sent_per_s).sum(),
-    }
-}
-
-/// [`part_figure`] in words, with its unit.
-fn fmt_part_figure(kind: Kind, v: f64) -> String {
-    match kind {
-        Kind::Bulk => fmt_bits_per_s(v),
-        k => format!("{} {}", fmt_per_s(v), k.unit()),
-    }
-}
-
 /// One test of a merged result on one line.
 fn part_line(i: usize, p: &netblast_spec::result::Part) -> String {
     let streams = match p.streams {
@@ -898,6 +880,7 @@ pub fn summary(r: &RunResult) -> String {
     parts_and_agents(&mut s, r);
     if r.plan.profile.kind() == Kind::Http {
         http_summary(&mut s, r);
+        sweep_lines(&mut s, r);
         tcp_cpu_and_errors(&mut s, r);
         return s;
     }
@@ -1106,28 +1089,100 @@ pub fn full(r: &RunResult) -> String {
     s
 }
 
-/// Every headline figure of `now` beside the same figure of `base`, with the change in %.
-pub fn compare(base_name: &str, base: &RunResult, now: &RunResult) -> String {
-    let (b, n) = (netblast_spec::assert::headline(base), netblast_spec::assert::headline(now));
-    let mut s = format!("\nCompared with {base_name} (test {}):\n", base.test_id);
-    let _ = writeln!(s, "  {:<16} {:>18} {:>18} {:>9}", "figure", "base", "this run", "change");
-    let mut names: Vec<&str> = n.iter().chain(&b).map(|f| f.name).collect();
-    let mut seen = std::collections::HashSet::new();
-    names.retain(|x| seen.insert(*x));
-    for name in names {
-        let (fb, fnow) = (b.iter().find(|f| f.name == name), n.iter().find(|f| f.name == name));
-        let show = |f: Option<&netblast_spec::assert::Figure>| f.map(|f| f.shown.clone()).unwrap_or_else(|| "-".into());
-        let change = match (fb, fnow) {
-            (Some(x), Some(y)) => match crate::html::change_percent(x.value, y.value) {
-                Some(p) => format!("{p:+.1}%"),
-                None if y.value == 0.0 => "0".into(),
-                None => "new".into(),
-            },
-            _ => "-".into(),
-        };
-        let _ = writeln!(s, "  {name:<16} {:>18} {:>18} {change:>9}", show(fb), show(fnow));
+/// One line saying what ran: the kind, the label, the test, what it was aimed at, when
+/// (what `-q` keeps above the summary).
+pub fn header_line(r: &RunResult) -> String {
+    let label = r.label.as_deref().map(|l| format!(" [{l}]")).unwrap_or_default();
+    let target = match r.plan.aimed_at() {
+        t if t.is_empty() => r.plan.target.clone(),
+        t => t,
+    };
+    format!(
+        "netblast {}{label}: {} against {}, test {}, started {}\n",
+        r.plan.profile.kind().name(),
+        r.plan.profile.description,
+        target,
+        crate::figures::test_name(r),
+        r.started_at
+    )
+}
+
+/// Every headline figure of each run side by side, in words, each after the first with its
+/// change from the first in %. `runs`: (name, result), the first the base.
+pub fn compare(runs: &[(String, &RunResult)]) -> String {
+    let figs: Vec<Vec<netblast_spec::assert::Figure>> =
+        runs.iter().map(|(_, r)| netblast_spec::assert::headline(r)).collect();
+    let mut s = String::from("\nCompared:\n");
+    for (i, (name, r)) in runs.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "  {}{name}: {} ({})",
+            if i == 0 { "base " } else { "" },
+            crate::figures::test_name(r),
+            r.started_at
+        );
+    }
+    let mut names: Vec<(&str, &str)> = Vec::new();
+    for f in figs.iter().flatten() {
+        if !names.iter().any(|(n, _)| *n == f.name) {
+            names.push((f.name, &f.label));
+        }
+    }
+    let width = names.iter().map(|(_, l)| l.chars().count()).max().unwrap_or(6).max(6);
+    let _ = write!(s, "  {:<width$}", "figure");
+    for (i, (name, _)) in runs.iter().enumerate() {
+        let _ = write!(s, " {name:>18}");
+        if i > 0 {
+            let _ = write!(s, " {:>9}", "change");
+        }
+    }
+    s.push('\n');
+    for (name, label) in names {
+        let _ = write!(s, "  {label:<width$}");
+        let base = figs[0].iter().find(|f| f.name == name);
+        for (i, fs) in figs.iter().enumerate() {
+            let f = fs.iter().find(|f| f.name == name);
+            let _ = write!(s, " {:>18}", f.map(|f| f.shown.clone()).unwrap_or_else(|| "-".into()));
+            if i == 0 {
+                continue;
+            }
+            let change = match (base, f) {
+                (Some(x), Some(y)) => match crate::figures::change_percent(x.value, y.value) {
+                    Some(p) => format!("{p:+.1}%"),
+                    None if y.value == 0.0 => "0".into(),
+                    None => "new".into(),
+                },
+                _ => "-".into(),
+            };
+            let _ = write!(s, " {change:>9}");
+        }
+        s.push('\n');
     }
     s
+}
+
+/// An HTTP rate sweep's steps, one line each, the first that did not hold marked.
+fn sweep_lines(s: &mut String, r: &RunResult) {
+    let Some(steps) = crate::sweep::steps(r) else { return };
+    let _ = writeln!(s, "Rate sweep: step  seconds        offered     achieved        p50        p99   failed");
+    for st in &steps {
+        let (p50, p99) = match &st.latency {
+            Some(l) => (fmt_ns(l.p50_ns as f64), fmt_ns(l.p99_ns as f64)),
+            None => ("-".into(), "-".into()),
+        };
+        let _ = writeln!(
+            s,
+            "            {:>4}  {:>7} {:>14} {:>12} {:>10} {:>10} {:>8}{}",
+            st.n,
+            format!("{:.0}-{:.0}", st.span.0, st.span.1),
+            fmt_per_s(st.offered),
+            fmt_per_s(st.achieved),
+            p50,
+            p99,
+            st.errors,
+            if st.turned.is_some() { format!("  <- {}", crate::sweep::why(st)) } else { String::new() }
+        );
+    }
 }
 
 /// UDP: the receivers, named: their queues (as applied), and with per-CPU receivers which

@@ -47,7 +47,7 @@ fn asserted(r: &RunResult, metric: &str, zero: &str) -> String {
 /// Every quantity shown in more than one place, compared; the first disagreement, named.
 fn one_value(name: &str, r: &RunResult) -> Result<(), String> {
     let full = text::full(r);
-    let page = html::render(name, r, None)?;
+    let page = html::render(name, r)?;
     let rows = csv::intervals(r);
     let figs = headline(r);
     let differ = |what: &str, a: &str, b: &str| Err(format!("{name}: {what}: {a:?} vs {b:?}"));
@@ -59,7 +59,7 @@ fn one_value(name: &str, r: &RunResult) -> Result<(), String> {
         let (metric, zero) = match f.name {
             n if n.ends_with('%') => (&n[..n.len() - 1], "%"),
             n if n.starts_with("throughput") => (n, "bit/s"),
-            n if n.starts_with('p') || n.starts_with("latency.") || n.starts_with("rtt.") => (n, "ns"),
+            n if n.starts_with('p') || n.starts_with("latency.") || n.starts_with("rtt.") || n == "jitter" => (n, "ns"),
             n => (n, ""),
         };
         let a = asserted(r, metric, zero);

@@ -13,6 +13,8 @@
 //! | `http.failed` | HTTP requests without a successful response (sent − succeeded) | count, or `%` of sent |
 //! | `rps` | HTTP responses per second | count (`k`, `M`) |
 //! | `msgs` | messages per second received (sent, where no receiver counted) | count (`k`, `M`) |
+//! | `lost` | messages sent and never received: UDP datagrams, rr requests over UDP without a response, cps connections that failed; with `%`, of those sent | count, or `%` |
+//! | `jitter` | UDP interarrival jitter (RFC 3550) at the receivers (the worst way) | as latency |
 //!
 //! A metric the result does not hold (latency of a bulk run, kernel RTT without eBPF) fails
 //! the assertion and says so: a threshold that cannot be checked is not passed.
@@ -76,6 +78,8 @@ enum Metric {
     HttpFailed,
     Rps,
     Msgs,
+    Lost,
+    Jitter,
 }
 
 /// A statistic of a latency distribution.
@@ -113,6 +117,8 @@ impl Metric {
             "http.failed" => Metric::HttpFailed,
             "rps" => Metric::Rps,
             "msgs" => Metric::Msgs,
+            "lost" => Metric::Lost,
+            "jitter" => Metric::Jitter,
             n if n.starts_with("latency.") => Metric::Latency(
                 stat(&n["latency.".len()..]).filter(|s| matches!(s, Stat::Min | Stat::Mean | Stat::Max))?,
             ),
@@ -125,8 +131,8 @@ impl Metric {
     fn dim(&self) -> Dim {
         match self {
             Metric::Throughput(_) => Dim::BitRate,
-            Metric::Latency(_) | Metric::KernelRtt(_) => Dim::Time,
-            Metric::Retransmits | Metric::HttpFailed => Dim::CountOrPercent,
+            Metric::Latency(_) | Metric::KernelRtt(_) | Metric::Jitter => Dim::Time,
+            Metric::Retransmits | Metric::HttpFailed | Metric::Lost => Dim::CountOrPercent,
             Metric::Errors | Metric::Rps | Metric::Msgs => Dim::Count,
         }
     }
@@ -145,7 +151,7 @@ pub struct Assertion {
 }
 
 const METRICS: &str = "throughput[.up|.down], p50..p99.99, latency.min|mean|max, rtt.p50..rtt.max, \
-                       retransmits, errors, http.failed, rps, msgs";
+                       retransmits, errors, http.failed, rps, msgs, lost, jitter";
 
 impl Assertion {
     /// Parses `METRIC OP VALUE`; the error names the part that is wrong.
@@ -270,6 +276,29 @@ impl Assertion {
                 }
                 Ok(msgs.iter().sum())
             }
+            Metric::Lost => {
+                let m: Vec<&crate::result::MsgTotals> = s.ways.iter().filter_map(|w| w.msgs.as_ref()).collect();
+                let lost: Vec<(u64, u64)> = m.iter().filter_map(|m| m.lost.map(|l| (l, m.sent))).collect();
+                if lost.is_empty() {
+                    return Err(format!("this {} result counts no lost messages", r.plan.profile.kind().name()));
+                }
+                let (l, sent) = lost.iter().fold((0, 0), |(a, b), (l, s)| (a + l, b + s));
+                Ok(match (self.percent, r.plan.profile.kind()) {
+                    (false, _) => l as f64,
+                    // cps: `sent` counts the connections completed, `lost` the failed ones.
+                    (true, crate::profile::Kind::Cps) if l + sent > 0 => l as f64 / (l + sent) as f64,
+                    (true, _) if sent > 0 => l as f64 / sent as f64,
+                    (true, _) => 0.0,
+                })
+            }
+            Metric::Jitter => s
+                .ways
+                .iter()
+                .filter_map(|w| w.msgs.as_ref()?.udp.as_ref())
+                .filter(|q| q.received > 0)
+                .map(|q| q.jitter_ns)
+                .reduce(f64::max)
+                .ok_or_else(|| "the result has no UDP jitter (a UDP msgrate result has)".into()),
         }
     }
 }
@@ -352,6 +381,9 @@ pub fn check_all(assertions: &[Assertion], r: &RunResult) -> (Vec<Verdict>, bool
 pub struct Figure {
     /// The metric's name in the assertion grammar (`throughput`, `p99`, `retransmits%`).
     pub name: &'static str,
+    /// What it is in words, for this result's kind ("connections per second", "latency p99
+    /// (connect)"): what a report shows.
+    pub label: String,
     /// In the metric's base unit: bit/s, ns, a count or a fraction.
     pub value: f64,
     /// Formatted with its unit.
@@ -361,11 +393,14 @@ pub struct Figure {
 }
 
 /// The metrics [`headline`] looks up, in order: name, assertion text, higher is better.
-const HEADLINE: [(&str, &str, bool); 17] = [
+const HEADLINE: [(&str, &str, bool); 20] = [
     ("throughput", "throughput>=0bit/s", true),
     ("throughput.up", "throughput.up>=0bit/s", true),
     ("throughput.down", "throughput.down>=0bit/s", true),
     ("msgs", "msgs>=0", true),
+    ("lost", "lost>=0", false),
+    ("lost%", "lost>=0%", false),
+    ("jitter", "jitter>=0ns", false),
     ("rps", "rps>=0", true),
     ("p50", "p50>=0ns", false),
     ("p90", "p90>=0ns", false),
@@ -399,9 +434,52 @@ pub fn headline(r: &RunResult) -> Vec<Figure> {
         .filter_map(|(name, text, higher_is_better)| {
             let a = Assertion::parse(text).expect("built-in headline assertions parse");
             let value = a.measure(r).ok()?;
-            Some(Figure { name, value, shown: a.show(value), higher_is_better: *higher_is_better })
+            let label = label(name, r);
+            Some(Figure { name, label, value, shown: a.show(value), higher_is_better: *higher_is_better })
         })
         .collect()
+}
+
+/// A headline metric of `r` in words: the kind's own names (transactions, connections,
+/// messages, datagrams) and what its latency is a latency of.
+fn label(name: &str, r: &RunResult) -> String {
+    use crate::profile::{Kind, Protocol, Workload};
+    let kind = r.plan.profile.kind();
+    let udp = matches!(&r.plan.profile.workload, Workload::Msgrate(m) if m.protocol == Protocol::Udp)
+        || matches!(&r.plan.profile.workload, Workload::Rr(m) if m.protocol == Protocol::Udp);
+    let what_latency = match kind {
+        Kind::Rr => "round-trip latency",
+        Kind::Cps => "connect latency",
+        Kind::Http => "request latency",
+        _ => "latency",
+    };
+    let lost = match kind {
+        Kind::Cps => "connections failed",
+        Kind::Rr => "requests without a response",
+        _ if udp => "datagrams lost",
+        _ => "messages lost",
+    };
+    match name {
+        "throughput" if r.summary.ways.iter().any(|w| w.receiver.is_some()) => "throughput (received)".into(),
+        "throughput" => "throughput (sent)".into(),
+        "throughput.up" => "throughput client → server".into(),
+        "throughput.down" => "throughput server → client".into(),
+        "msgs" => format!("{} per second", if udp && kind == Kind::Msgrate { "datagrams" } else { kind.unit() }),
+        "lost" => lost.into(),
+        "lost%" => format!("{lost}, % of sent"),
+        "jitter" => "jitter (RFC 3550)".into(),
+        "rps" => "responses per second".into(),
+        "p50" | "p90" | "p99" | "p99.9" => format!("{what_latency} {name}"),
+        "latency.max" => format!("{what_latency} max"),
+        "rtt.p50" => "kernel RTT p50".into(),
+        "rtt.p99" => "kernel RTT p99".into(),
+        "retransmits" => "retransmitted segments".into(),
+        "retransmits%" => "retransmitted / sent segments".into(),
+        "errors" => "errors".into(),
+        "http.failed" => "requests failed".into(),
+        "http.failed%" => "requests failed, % of sent".into(),
+        other => other.into(),
+    }
 }
 
 #[cfg(test)]

@@ -324,6 +324,17 @@ impl Members {
     }
 }
 
+/// A merged result's id: `merge-of-N-ID`, N the tests in it (a merged input counts its parts),
+/// ID the first test's own id (never a chain of `merge-of-` prefixes).
+fn merged_id(inputs: &[(&str, &RunResult)]) -> String {
+    let tests: usize = inputs.iter().map(|(_, r)| r.parts.len().max(1)).sum();
+    let mut base = inputs.first().map(|(_, r)| r.test_id.as_str()).unwrap_or("");
+    while let Some(rest) = base.strip_prefix("merge-of-") {
+        base = rest.split_once('-').map(|(_, b)| b).unwrap_or(rest);
+    }
+    format!("merge-of-{tests}-{base}")
+}
+
 /// Merges results of concurrent tests into one: aligned on the reference clock, counters and
 /// histograms added, streams renumbered, each input kept as a part.
 pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
@@ -350,7 +361,7 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
     let mut out = RunResult {
         schema: SCHEMA.to_string(),
         netblast_version: env!("CARGO_PKG_VERSION").to_string(),
-        test_id: format!("merge-of-{}-{}", inputs.len(), first.test_id),
+        test_id: merged_id(inputs),
         started_at: crate::units::fmt_rfc3339(t0_ns),
         start_unix_ns: Some(t0_ns),
         clock: Some(ClockInfo { source, offset_ns: 0, error_ns: 0 }),
@@ -369,6 +380,8 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
         parts: m.parts,
         agents: m.agents,
         asserts: Vec::new(),
+        // The inputs' label when they share one (the agents of one labelled fleet).
+        label: first.label.clone().filter(|l| inputs.iter().all(|(_, r)| r.label.as_ref() == Some(l))),
     };
     fill_agent_summaries(&mut out)?;
     Ok(out)
@@ -1063,6 +1076,7 @@ pub(crate) mod tests {
             parts: Vec::new(),
             agents: Vec::new(),
             asserts: Vec::new(),
+            label: None,
         }
     }
 

@@ -995,6 +995,10 @@ pub struct RunResult {
     /// verdict and the figure measured; empty when none was given. A merge judges afresh.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub asserts: Vec<Verdict>,
+    /// The user's name for this run (`--label`, e.g. `idps-off`): what `report --compare`
+    /// calls it beside other runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 /// The outcome of one assertion; a result's `asserts` holds those checked when it was made.

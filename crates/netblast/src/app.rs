@@ -65,7 +65,7 @@ fn request(a: &RunArgs) -> Result<Request, AppError> {
 
 fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     let token = crate::cli::load_token(a.token_file.as_deref())?;
-    let sinks = Sinks { output: a.output.clone(), json: a.json, hlog: a.hlog.clone() };
+    let sinks = Sinks { output: a.output.clone(), json: a.json, hlog: a.hlog.clone(), header: a.quiet && !a.json };
     sinks.check()?;
     let resolved = netblast_engine::run::resolve(request(a)?).map_err(AppError::client)?;
     let human = !a.json && !a.quiet;
@@ -86,6 +86,7 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
         h.close();
     }
     let mut result = outcome.map_err(AppError::client)?;
+    result.label = a.test.label.clone();
     out::judge_into(&a.assert, &mut result);
     let outcome = out::finish(&result, &sinks, "result")?;
     live.written();
@@ -93,50 +94,124 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
 }
 
 fn report(a: &ReportArgs) -> Result<Outcome, AppError> {
+    let mut files = a.files.clone();
+    let comparing = a.compare.is_some();
+    match &a.compare {
+        // `report NEW --compare BASE`: the base first.
+        Some(base) if !base.as_os_str().is_empty() => files.insert(0, base.clone()),
+        _ => {}
+    }
+    if files.len() > 1 && !comparing {
+        return Err(AppError::input(anyhow::anyhow!(
+            "{} results given: add --compare to set them side by side (the first is the base)",
+            files.len()
+        )));
+    }
+    if comparing && files.len() < 2 {
+        return Err(AppError::input(anyhow::anyhow!("--compare needs two results or more (the first is the base)")));
+    }
+    if !a.labels.is_empty() && a.labels.len() != files.len() {
+        return Err(AppError::input(anyhow::anyhow!(
+            "--labels names {} runs; {} results are compared",
+            a.labels.len(),
+            files.len()
+        )));
+    }
+    if comparing {
+        return compare(a, &files);
+    }
+    let file = &files[0];
     let bytes =
-        std::fs::read(&a.file).with_context(|| format!("cannot read {}", a.file.display())).map_err(AppError::input)?;
+        std::fs::read(file).with_context(|| format!("cannot read {}", file.display())).map_err(AppError::input)?;
     // A log cut by a kill may end inside a character: that line is the cut record, left out;
     // every line before it is whole.
     let text = String::from_utf8_lossy(&bytes);
     if netblast_report::fleet::is_log(&text) {
         let out = netblast_report::fleet::render(&text)
-            .map_err(|e| AppError::input(anyhow::anyhow!("{}: {e}", a.file.display())))?;
+            .map_err(|e| AppError::input(anyhow::anyhow!("{}: {e}", file.display())))?;
         print_stdout(&out.text);
         return Ok(if out.complete { Outcome::Complete } else { Outcome::Incomplete });
     }
-    let read = |p: &Path, what: &str| {
-        json::read(p).with_context(|| format!("{what}cannot read result {}", p.display())).map_err(AppError::input)
-    };
     let r = if json::is_partial(&text) {
-        json::read_partial(&text).map_err(|e| AppError::input(anyhow::anyhow!("{}: {e}", a.file.display())))?
+        json::read_partial(&text).map_err(|e| AppError::input(anyhow::anyhow!("{}: {e}", file.display())))?
     } else {
-        read(&a.file, "")?
+        read_result(file)?
     };
     if let Some(p) = &a.hlog {
         out::write_hlog(p, &r)?;
     }
-    let base = a.compare.as_deref().map(|p| read(p, "--compare: ")).transpose()?;
-    let base_name = a.compare.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
     if let Some(p) = &a.html {
-        let base = base.as_ref().map(|b| (base_name.as_str(), b));
-        let page = netblast_report::html::render(&a.file.display().to_string(), &r, base)
+        let name = a
+            .labels
+            .first()
+            .cloned()
+            .unwrap_or_else(|| netblast_report::figures::run_name(&r, &file.display().to_string()));
+        let page = netblast_report::html::render(&name, &r)
             .map_err(|e| AppError::input(anyhow::anyhow!("--html {}: {e}", p.display())))?;
-        json::write_atomic(p, page.as_bytes())
-            .with_context(|| format!("cannot write {}", p.display()))
-            .map_err(AppError::run)?;
-        eprintln!("netblast: wrote {}", p.display());
+        write_page(p, &page)?;
     }
-    if a.csv {
-        print_stdout(&netblast_report::csv::intervals(&r));
-    } else {
-        print_stdout(&text::full(&r));
-        if let Some(b) = &base {
-            print_stdout(&text::compare(&base_name, b, &r));
-        }
+    match a.csv {
+        Some(rows) => print_stdout(&csv_rows(rows, &r)),
+        // The page is the report asked for; the text is not printed beside it.
+        None if a.html.is_some() => {}
+        None => print_stdout(&text::full(&r)),
     }
     let (verdicts, _) = netblast_spec::assert::check_all(&a.assert, &r);
-    let ok = out::print_verdicts(&verdicts, a.csv);
+    let ok = out::print_verdicts(&verdicts, a.csv.is_some());
     Ok(out::judged(r.complete, ok))
+}
+
+fn read_result(p: &Path) -> Result<netblast_spec::RunResult, AppError> {
+    json::read(p).with_context(|| format!("cannot read result {}", p.display())).map_err(AppError::input)
+}
+
+fn write_page(p: &Path, page: &str) -> Result<(), AppError> {
+    json::write_atomic(p, page.as_bytes())
+        .with_context(|| format!("cannot write {}", p.display()))
+        .map_err(AppError::run)?;
+    eprintln!("netblast: wrote {}", p.display());
+    Ok(())
+}
+
+fn csv_rows(rows: crate::cli::CsvRows, r: &netblast_spec::RunResult) -> String {
+    use crate::cli::CsvRows;
+    match rows {
+        CsvRows::Intervals => netblast_report::csv::intervals(r),
+        CsvRows::Streams => netblast_report::csv::streams(r),
+        CsvRows::Tests => netblast_report::csv::tests(r),
+    }
+}
+
+/// `report A B C --compare`: the runs side by side, the first the base.
+fn compare(a: &ReportArgs, files: &[std::path::PathBuf]) -> Result<Outcome, AppError> {
+    if a.csv.is_some() || a.hlog.is_some() {
+        return Err(AppError::input(anyhow::anyhow!(
+            "--compare renders text or --html; --csv and --hlog take one result"
+        )));
+    }
+    let mut results = Vec::with_capacity(files.len());
+    for (i, f) in files.iter().enumerate() {
+        let r = read_result(f)?;
+        let name = a
+            .labels
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| netblast_report::figures::run_name(&r, &f.display().to_string()));
+        results.push((name, r));
+    }
+    let runs: Vec<(String, &netblast_spec::RunResult)> = results.iter().map(|(n, r)| (n.clone(), r)).collect();
+    if let Some(p) = &a.html {
+        let page = netblast_report::html::render_compare(&runs)
+            .map_err(|e| AppError::input(anyhow::anyhow!("--html {}: {e}", p.display())))?;
+        write_page(p, &page)?;
+    } else {
+        print_stdout(&text::compare(&runs));
+    }
+    // The assertions judge the last run (the one compared with the base).
+    let last = runs[runs.len() - 1].1;
+    let (verdicts, _) = netblast_spec::assert::check_all(&a.assert, last);
+    let ok = out::print_verdicts(&verdicts, false);
+    Ok(out::judged(runs.iter().all(|(_, r)| r.complete), ok))
 }
 
 fn merge(a: &MergeArgs) -> Result<Outcome, AppError> {
@@ -175,7 +250,7 @@ fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
 
 fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
     let human = !a.json && !a.quiet;
-    let sinks = Sinks { output: a.output.clone(), json: a.json, hlog: None };
+    let sinks = Sinks { output: a.output.clone(), json: a.json, hlog: None, header: a.quiet && !a.json };
     sinks.check()?;
     if let Some(frames) = &a.frames {
         out::check_writable("--frames", frames)?;
@@ -190,6 +265,7 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
     let outcome = crate::fleet::run(a, cfg, human, &mut status);
     status.finish();
     let mut result = outcome?;
+    result.label = a.test.label.clone();
     out::judge_into(&a.assert, &mut result);
     Ok(match out::finish(&result, &sinks, "fleet's result")? {
         Outcome::Incomplete => Outcome::Partial,

@@ -128,6 +128,10 @@ pub struct ProfileArgs {
     /// The flags that change the profile.
     #[command(flatten)]
     pub overrides: netblast_spec::profile::Overrides,
+    /// A name for this run kept in its result (e.g. idps-off): what `report --compare` calls
+    /// it beside other runs.
+    #[arg(long, value_name = "NAME")]
+    pub label: Option<String>,
 }
 
 /// `netblast run`.
@@ -245,25 +249,43 @@ pub struct ReportArgs {
     /// FAIL; any failure exits 4.
     #[arg(long = "assert", value_name = "EXPR", value_parser = parse_assertion)]
     pub assert: Vec<netblast_spec::assert::Assertion>,
-    /// A result written by `netblast run --output`, `--json` or `netblast merge`.
-    pub file: PathBuf,
-    /// Print the result's intervals as CSV (one row per interval and way; HTTP: per interval)
-    /// instead of the text report.
-    #[arg(long)]
-    pub csv: bool,
+    /// Results written by `netblast run --output`, `--json`, `netblast fleet -o` or
+    /// `netblast merge` (or a partial or fleet frame log). Several need --compare.
+    #[arg(required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Print CSV instead of the text report: `intervals` (one row per interval and way; HTTP:
+    /// per interval), `streams` (one row per interval and stream, with the kind's columns) or
+    /// `tests` (a fleet's tests, one row each).
+    #[arg(long, value_name = "ROWS", num_args = 0..=1, default_missing_value = "intervals")]
+    pub csv: Option<crate::cli::CsvRows>,
     /// Write the latency histograms of every interval as an HdrHistogram interval log (tags
     /// up, down, http; values in ns), for HdrHistogram's tools.
     #[arg(long, value_name = "FILE")]
     pub hlog: Option<PathBuf>,
-    /// Write the result as one self-contained HTML page with charts (inline SVG, no script):
-    /// throughput, latency and kernel RTT percentile spectra, retransmits, HTTP rates and
-    /// status codes, and the agents of a fleet result.
+    /// Write the result as one self-contained HTML page with each kind's charts (inline SVG)
+    /// and tables; with --compare, the runs side by side.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// Set this result beside a base result: every headline figure with its change in %
-    /// (in the text report, and side by side in the --html page).
-    #[arg(long, value_name = "BASE.json")]
+    /// Set the runs side by side, the first the base: every headline figure of each with its
+    /// change from the first (text, and --html). `report NEW.json --compare BASE.json` still
+    /// works: BASE comes first.
+    #[arg(long, value_name = "BASE.json", num_args = 0..=1, default_missing_value = "")]
     pub compare: Option<PathBuf>,
+    /// Names of the compared runs, in order, comma-separated (default: each result's --label,
+    /// else its file name).
+    #[arg(long, value_delimiter = ',', value_name = "NAME,NAME,...")]
+    pub labels: Vec<String>,
+}
+
+/// Which rows `report --csv` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CsvRows {
+    /// One row per interval and way (HTTP: per interval).
+    Intervals,
+    /// One row per interval and stream.
+    Streams,
+    /// One row per test of a fleet or merged result.
+    Tests,
 }
 
 /// `netblast merge`.

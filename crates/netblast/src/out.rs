@@ -21,6 +21,8 @@ pub struct Sinks {
     pub json: bool,
     /// `--hlog FILE`.
     pub hlog: Option<PathBuf>,
+    /// `-q`: one line saying what ran above the summary (the live header is not printed).
+    pub header: bool,
 }
 
 impl Sinks {
@@ -122,6 +124,9 @@ pub fn finish(r: &RunResult, sinks: &Sinks, what: &str) -> Result<Outcome, AppEr
     if sinks.json {
         print_stdout(&format!("{}\n", json::to_string(r)));
     } else {
+        if sinks.header {
+            print_stdout(&text::header_line(r));
+        }
         print_stdout(&text::summary(r));
     }
     if let Some(p) = &sinks.hlog {

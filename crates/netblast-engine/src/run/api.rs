@@ -229,6 +229,7 @@ impl Envelope {
             parts: Vec::new(),
             agents: Vec::new(),
             asserts: Vec::new(),
+            label: None,
         }
     }
 }

@@ -462,6 +462,14 @@ impl Overrides {
                 run.duration = None;
             }
         }
+        if let (Some(d), false, None) = (self.duration, h.steps.is_empty(), &self.rate) {
+            // A sweep's length is its steps': -t is each step's length (said in the
+            // description: "N steps of D each"), never a cut after the first steps.
+            for step in &mut h.steps {
+                step.duration = d;
+            }
+            run.duration = None;
+        }
         if let Some(r) = &self.rate {
             let (from, to) = parse_rate_range(r).map_err(|e| flag_err("--rate", e))?;
             h.steps.clear();
@@ -507,6 +515,22 @@ mod tests {
         p.validate("x").unwrap();
         assert!(p.description.contains("64 TCP flows") && p.description.contains("3s"), "{}", p.description);
         assert!(p.description.contains("bulk-1flow"), "{}", p.description);
+    }
+
+    #[test]
+    fn duration_of_a_sweep_is_each_steps() {
+        let (mut p, origin) = Profile::load("http-sweep").unwrap();
+        let steps = match &p.workload {
+            Workload::Http(h) => h.steps.len(),
+            _ => unreachable!(),
+        };
+        let o = Overrides { duration: Some("2s".parse().unwrap()), ..Default::default() };
+        o.apply(&mut p, &origin).unwrap();
+        p.validate("x").unwrap();
+        assert_eq!(p.workload.time_bound(&p.run), std::time::Duration::from_secs(2 * steps as u64));
+        let want = format!("{steps} steps of 2s each");
+        assert!(p.description.contains(&want), "{}", p.description);
+        assert!(p.description.contains(&format!("{}s in all", 2 * steps)), "{}", p.description);
     }
 
     #[test]

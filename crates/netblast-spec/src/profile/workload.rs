@@ -207,7 +207,10 @@ impl Workload {
     pub fn describe(&self, run: &RunSection) -> String {
         let bound = match run.duration {
             Some(d) => format!("{d}"),
-            None => "count-bound".to_string(),
+            None => match self {
+                Workload::Http(h) if !h.steps.is_empty() => format!("{} in all", crate::units::Dur(h.steps_duration())),
+                _ => "count-bound".to_string(),
+            },
         };
         match self {
             Workload::Bulk(b) => {
@@ -273,7 +276,15 @@ impl Workload {
                 let mode = match (h.rate, h.rate_to, h.steps.is_empty()) {
                     (Some(a), Some(b), _) => format!("open loop {a} to {b}"),
                     (Some(a), None, _) => format!("open loop at {a}"),
-                    (None, _, false) => format!("open loop in {} steps", h.steps.len()),
+                    (None, _, false) => {
+                        let d = h.steps[0].duration;
+                        let each = if h.steps.iter().all(|s| s.duration == d) {
+                            format!(" of {d} each")
+                        } else {
+                            String::new()
+                        };
+                        format!("open loop in {} steps{each}", h.steps.len())
+                    }
                     (None, _, true) => "closed loop".to_string(),
                 };
                 let n = h.requests.map(|n| format!(", {n} requests")).unwrap_or_default();

@@ -621,9 +621,10 @@ fn tests_table(out: &mut String, r: &RunResult) {
 /// A mesh (each client against several servers) as a client × server matrix of p50 / p99 (the
 /// kind's figure where there is no latency): placement groups, zones and regions in one table.
 fn mesh_matrix(out: &mut String, r: &RunResult) {
-    let clients: BTreeSet<&str> = r.parts.iter().map(|p| p.agent.hostname.as_str()).collect();
+    let client = |p: &netblast_spec::result::Part| format!("{} {}", p.agent.hostname, p.agent.address);
+    let clients: BTreeSet<String> = r.parts.iter().map(client).collect();
     let peers: BTreeSet<&str> = r.parts.iter().map(|p| p.peer.as_str()).collect();
-    let pairs: BTreeSet<(&str, &str)> = r.parts.iter().map(|p| (p.agent.hostname.as_str(), p.peer.as_str())).collect();
+    let pairs: BTreeSet<(String, &str)> = r.parts.iter().map(|p| (client(p), p.peer.as_str())).collect();
     // A mesh: some client ran against more than one server.
     if pairs.len() <= clients.len() || peers.len() < 2 {
         return;
@@ -637,11 +638,10 @@ fn mesh_matrix(out: &mut String, r: &RunResult) {
     for c in &clients {
         let _ = write!(out, "<tr><th class=\"l\">{}</th>", esc(c));
         for peer in &peers {
-            let cell =
-                r.parts.iter().find(|p| p.agent.hostname == *c && p.peer == *peer).map(|p| match p50_p99(&p.summary) {
-                    Some((a, b)) => format!("{} / {}", fmt_ns(a as f64), fmt_ns(b as f64)),
-                    None => fmt_part_figure(kind, part_figure(kind, &p.summary)),
-                });
+            let cell = r.parts.iter().find(|p| client(p) == *c && p.peer == *peer).map(|p| match p50_p99(&p.summary) {
+                Some((a, b)) => format!("{} / {}", fmt_ns(a as f64), fmt_ns(b as f64)),
+                None => fmt_part_figure(kind, part_figure(kind, &p.summary)),
+            });
             let _ = write!(out, "<td>{}</td>", cell.map(|c| esc(&c)).unwrap_or_else(|| "—".into()));
         }
         out.push_str("</tr>");

@@ -98,7 +98,7 @@ fn report(a: &ReportArgs) -> Result<Outcome, AppError> {
     let comparing = a.compare.is_some();
     match &a.compare {
         // `report NEW --compare BASE`: the base first.
-        Some(base) if !base.as_os_str().is_empty() => files.insert(0, base.clone()),
+        Some(base) if !base.is_empty() => files.insert(0, base.into()),
         _ => {}
     }
     if files.len() > 1 && !comparing {

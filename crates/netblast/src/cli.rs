@@ -270,7 +270,7 @@ pub struct ReportArgs {
     /// change from the first (text, and --html). `report NEW.json --compare BASE.json` still
     /// works: BASE comes first.
     #[arg(long, value_name = "BASE.json", num_args = 0..=1, default_missing_value = "")]
-    pub compare: Option<PathBuf>,
+    pub compare: Option<String>,
     /// Names of the compared runs, in order, comma-separated (default: each result's --label,
     /// else its file name).
     #[arg(long, value_delimiter = ',', value_name = "NAME,NAME,...")]

@@ -1,157 +1,266 @@
-//! `netblast report --html` (issue 11): the page of real loopback runs, and a comparison,
-//! rendered by headless Chromium (Debian's `chromium`, installed by scripts/setup.sh).
+//! `netblast report --html` (issues 11 and 25): a page per kind of real loopback runs (bulk,
+//! UDP, TCP messages, rr, cps, HTTP closed and open loop, an HTTP sweep, a merge of tests
+//! against several servers as a client × server matrix) and three runs compared, each rendered
+//! by headless Chromium and held to the figures of its JSON, by name and value. (A fleet's
+//! page is judged in the fleet tests.)
 
+use crate::browser::{browse, figure, ink, marks, row_cells, table};
 use crate::http::Responder;
-use crate::util::{self, wait_output, KillOnDrop};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use crate::util::{self, KillOnDrop};
+use netblast_spec::units::{fmt_bits_per_s, fmt_ns, fmt_per_s};
+use netblast_spec::RunResult;
+use std::path::Path;
 
-/// The Chromium binary; the test fails (does not skip) without one: the report is only known to
-/// render when a browser has drawn it.
-fn chromium() -> PathBuf {
-    for name in ["chromium", "chromium-browser", "google-chrome"] {
-        if let Some(p) = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-        {
-            return p;
-        }
-    }
-    panic!("no chromium on PATH: scripts/setup.sh installs Debian's chromium package");
-}
-
-/// Headless Chromium on `page`: its DOM after parsing, and a screenshot as (channels, width, pixels).
-fn browse(page: &Path, dir: &Path) -> (String, (usize, u32, Vec<u8>)) {
-    let profile = dir.join("chromium-profile");
-    let url = format!("file://{}", page.display());
-    let base = |c: &mut Command| {
-        c.args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1400,4000"])
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .stdin(Stdio::null())
-            .stderr(Stdio::null());
-    };
-    let mut dump = Command::new(chromium());
-    base(&mut dump);
-    // The DOM goes to a file: a page is larger than a pipe's buffer, and nothing reads the
-    // pipe while the child is waited for.
-    let dom_file = dir.join("dom.html");
-    let out = std::fs::File::create(&dom_file).unwrap();
-    let status = wait_output(dump.arg("--dump-dom").arg(&url).stdout(out).spawn().unwrap(), Duration::from_secs(90));
-    assert!(status.status.success(), "chromium --dump-dom {url}: {:?}", status.status);
-    let dom = std::fs::read_to_string(&dom_file).unwrap();
-    let png = dir.join("shot.png");
-    let mut shot = Command::new(chromium());
-    base(&mut shot);
-    let out = wait_output(
-        shot.arg(format!("--screenshot={}", png.display())).arg(&url).stdout(Stdio::null()).spawn().unwrap(),
-        Duration::from_secs(90),
-    );
-    assert!(out.status.success(), "chromium --screenshot {url}: {:?}", out.status);
-    let decoder = png::Decoder::new(std::fs::File::open(&png).unwrap());
-    let mut reader = decoder.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    buf.truncate(info.buffer_size());
-    let channels = match info.color_type {
-        png::ColorType::Rgb => 3,
-        png::ColorType::Rgba => 4,
-        other => panic!("screenshot in {other:?}: expected RGB or RGBA"),
-    };
-    (dom, (channels, info.width, buf))
-}
-
-/// The drawn marks inside `<figure id="ID">` of the browser's DOM: points of its lines and
-/// rectangles of its bars; panics when the figure is missing or holds no SVG.
-fn marks(dom: &str, id: &str) -> usize {
-    let at = dom.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no figure {id} in the rendered page"));
-    let fig = &dom[at..at + dom[at..].find("</figure>").unwrap()];
-    assert!(fig.contains("<svg"), "{id}: no svg");
-    let points: usize =
-        fig.match_indices("points=\"").map(|(i, _)| fig[i + 8..].split('"').next().unwrap().split(' ').count()).sum();
-    points + fig.matches("<rect").count()
-}
-
-/// Rows of the screenshot with any non-white pixel (text, axes, grid: a chart of 330 px adds
-/// about as many), and the number of strongly coloured pixels (the data lines and bars).
-fn ink(shot: &(usize, u32, Vec<u8>)) -> (usize, usize) {
-    let (channels, width, px) = shot;
-    let mut rows = 0;
-    let mut colour = 0;
-    for row in px.chunks_exact(channels * *width as usize) {
-        let mut inked = false;
-        for p in row.chunks_exact(*channels) {
-            let (mx, mn) = (p[..3].iter().max().unwrap(), p[..3].iter().min().unwrap());
-            inked |= *mn < 200;
-            colour += (mx - mn > 100) as usize;
-        }
-        rows += inked as usize;
-    }
-    (rows, colour)
-}
-
-fn report(args: &[&str]) {
+fn report(args: &[&str]) -> String {
     let o = util::bin().arg("report").args(args).output().unwrap();
     assert!(o.status.success(), "report {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn read(p: &Path) -> RunResult {
+    netblast_spec::upgrade::read_result(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// The value cells of the headline figures table's row for `metric`, and its label.
+fn headline_row(dom: &str, metric: &str) -> Vec<String> {
+    row_cells(table(dom, "figures"), &format!("data-metric=\"{metric}\""))
+}
+
+/// Renders `json`'s page, checks it is self-contained, not blank, and draws `charts`; its DOM.
+fn page_of(dir: &Path, json: &Path, charts: &[&str]) -> String {
+    let page = dir.join(json.file_name().unwrap()).with_extension("html");
+    let text = report(&[json.to_str().unwrap(), "--html", page.to_str().unwrap()]);
+    assert!(text.is_empty(), "--html prints no text report beside the page: {text}");
+    check_page(dir, &page, charts)
+}
+
+fn check_page(dir: &Path, page: &Path, charts: &[&str]) -> String {
+    let html = std::fs::read_to_string(page).unwrap();
+    for outside in ["<link", "@import", "src=", "href=", "url("] {
+        assert!(!html.contains(outside), "{}: not self-contained: {outside}", page.display());
+    }
+    let (dom, shot) = browse(page, dir);
+    for id in charts {
+        assert!(marks(&dom, &format!("chart-{id}")) >= 2, "{}: chart {id} draws nothing", page.display());
+    }
+    let (rows, colour) = ink(&shot);
+    let want = 300 * charts.len();
+    assert!(rows > want && colour > 2000, "{}: {rows} rows inked (want > {want}), {colour} coloured", page.display());
+    dom
+}
+
+/// The headline row of `metric` says `label` and shows `value`.
+fn says(dom: &str, metric: &str, label: &str, value: &str) {
+    let cells = headline_row(dom, metric);
+    assert!(cells[0].starts_with(label), "{metric}: labelled {:?}, want {label:?}", cells[0]);
+    assert_eq!(cells[1], value, "{metric} ({label})");
 }
 
 #[test]
-fn html_reports_of_real_runs_and_a_comparison_render_in_headless_chromium() {
+fn a_page_per_kind_holds_its_own_figures_in_headless_chromium() {
     let dir = std::env::temp_dir().join(format!("netblast-html-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (server, addr) = util::spawn_server();
     let _server = KillOnDrop(server);
+    let (server2, addr2) = util::spawn_server();
+    let _server2 = KillOnDrop(server2);
     let web = Responder::start(false);
-    let target = addr.to_string();
+    let (target, target2) = (addr.to_string(), addr2.to_string());
     let url = format!("http://{}/", web.addr);
-    let path = |n: &str| dir.join(n).display().to_string();
-    for (out, args) in [
+    let path = |n: &str| dir.join(n);
+    let runs: Vec<(&str, Vec<&str>)> = vec![
         ("bulk.json", vec!["--target", &target, "--flows", "2", "-t", "2", "-i", "500ms"]),
-        ("rr-a.json", vec!["--target", &target, "--profile", "latency", "-t", "1", "-i", "250ms"]),
-        ("rr-b.json", vec!["--target", &target, "--profile", "latency", "-t", "1", "-i", "250ms"]),
+        ("udp.json", vec!["--target", &target, "--profile", "udp-1g", "-b", "100M", "-t", "2", "-i", "500ms"]),
+        ("pps.json", vec!["--target", &target, "--profile", "pps-8core", "-t", "1", "-i", "500ms"]),
+        ("rr-off.json", vec!["--target", &target, "--profile", "latency", "--label", "off", "-t", "1", "-i", "250ms"]),
+        ("rr-alert.json", vec!["--target", &target, "--profile", "latency", "-t", "1", "-i", "250ms"]),
+        ("rr-deny.json", vec!["--target", &target, "--profile", "latency", "-t", "1", "-i", "250ms"]),
+        ("cps.json", vec!["--target", &target, "--profile", "cps", "-t", "1", "-i", "250ms"]),
         ("http.json", vec!["--url", &url, "--profile", "http-max", "-c", "4", "-t", "1", "-i", "250ms"]),
-    ] {
-        let o = util::run_cmd().args(&args).args(["-q", "-o", &path(out)]).output().unwrap();
+        ("http-open.json", vec!["--url", &url, "--profile", "http-max", "-c", "4", "--rate", "2000", "-t", "2"]),
+        ("sweep.json", vec!["--url", &url, "--profile", "http-sweep", "-c", "50", "-t", "500ms", "-i", "250ms"]),
+        // Two clients (source addresses) against two servers, at one instant: a mesh.
+        ("m-a1.json", vec!["--target", &target, "--profile", "latency", "-B", "127.0.0.2", "-t", "1"]),
+        ("m-a2.json", vec!["--target", &target2, "--profile", "latency", "-B", "127.0.0.2", "-t", "1"]),
+        ("m-b1.json", vec!["--target", &target, "--profile", "latency", "-B", "127.0.0.3", "-t", "1"]),
+        ("m-b2.json", vec!["--target", &target2, "--profile", "latency", "-B", "127.0.0.3", "-t", "1"]),
+    ];
+    for (out, args) in runs.iter().filter(|(o, _)| !o.starts_with("m-")) {
+        // Blocking waits: a spinning round trip would take both CPUs of this host.
+        let wait: &[&str] = if args.contains(&"latency") { &["--wait", "block"] } else { &[] };
+        let o = util::run_cmd().args(args).args(wait).args(["-q", "-o"]).arg(path(out)).output().unwrap();
         assert!(o.status.success(), "run {args:?}: {}", String::from_utf8_lossy(&o.stderr));
     }
-
-    // One run each: every chart its figures allow, drawn, and a page that is not blank.
-    for (json, charts) in [
-        ("bulk.json", &["chart-throughput", "chart-rtt", "chart-retransmits"][..]),
-        ("rr-a.json", &["chart-throughput", "chart-latency", "chart-retransmits"][..]),
-        ("http.json", &["chart-latency", "chart-http-rate", "chart-http-status"][..]),
-    ] {
-        let page = dir.join(json.replace(".json", ".html"));
-        report(&[&path(json), "--html", &page.display().to_string()]);
-        let html = std::fs::read_to_string(&page).unwrap();
-        for outside in ["<script", "<link", "@import", "src=", "href=", "url("] {
-            assert!(!html.contains(outside), "{json}: not self-contained: {outside}");
-        }
-        let (dom, shot) = browse(&page, &dir);
-        for id in charts {
-            assert!(marks(&dom, id) >= 4, "{json}: {id} draws nothing");
-        }
-        let (rows, colour) = ink(&shot);
-        let want = 300 * charts.len();
-        assert!(rows > want && colour > 2000, "{json}: {rows} rows inked (want > {want}), {colour} coloured pixels");
+    // The mesh's four tests start at one instant.
+    // An absolute instant (Unix seconds) 2-3 s away: the same for the four.
+    let at = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 3).to_string();
+    let children: Vec<_> = runs
+        .iter()
+        .filter(|(o, _)| o.starts_with("m-"))
+        .map(|(out, args)| {
+            util::run_cmd()
+                .args(args)
+                .args(["-q", "--wait", "block", "--start-at", &at, "-o"])
+                .arg(path(out))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "mesh run: {}", String::from_utf8_lossy(&o.stderr));
     }
-    assert!(!std::fs::read_to_string(dir.join("bulk.html")).unwrap().contains("chart-latency"), "bulk has no latency");
 
-    // A comparison: both runs side by side, every headline figure with its change.
+    // bulk: throughput received, per stream; the kernel's cwnd and srtt per stream; fairness.
+    let r = read(&path("bulk.json"));
+    let dom = page_of(&dir, &path("bulk.json"), &["throughput", "cwnd", "srtt"]);
+    let bps: f64 = r.summary.ways.iter().map(|w| w.receiver.unwrap().bits_per_s).sum();
+    says(&dom, "throughput", "throughput (received)", &fmt_bits_per_s(bps));
+    let legend = figure(&dom, "chart-throughput");
+    assert!(legend.contains("total received") && legend.contains("stream 0") && legend.contains("stream 1"));
+    let streams = table(&dom, "streams");
+    for s in &r.summary.streams {
+        let cells = row_cells(streams, &format!("<td>{}</td><td class=\"l\">client → server", s.id));
+        assert!(cells.contains(&fmt_bits_per_s(s.receiver.unwrap().bits_per_s)), "stream {}: {cells:?}", s.id);
+    }
+    assert!(dom.contains("Jain's index"), "bulk: no fairness across flows");
+    assert!(row_cells(table(&dom, "cpu"), "client")[0].contains("CPUs (user"), "bulk: client CPU");
+
+    // UDP: datagrams per second, loss and jitter, over time too.
+    let r = read(&path("udp.json"));
+    let dom = page_of(&dir, &path("udp.json"), &["throughput", "ops", "loss", "jitter"]);
+    let m = r.summary.ways[0].msgs.as_ref().unwrap();
+    let q = m.udp.as_ref().unwrap();
+    says(&dom, "lost", "datagrams lost", &m.lost.unwrap().to_string());
+    says(&dom, "jitter", "jitter (RFC 3550)", &fmt_ns(q.jitter_ns));
+    says(&dom, "msgs", "datagrams per second", &fmt_per_s(m.received_per_s.unwrap()));
+    assert!(!dom.contains("chart-retransmits"), "UDP has no retransmits chart");
+
+    // TCP messages: messages per second, and the segments on the wire beside them.
+    let r = read(&path("pps.json"));
+    let dom = page_of(&dir, &path("pps.json"), &["ops"]);
+    let rate: f64 =
+        r.summary.ways.iter().map(|w| w.msgs.as_ref().unwrap()).map(|m| m.received_per_s.unwrap_or(m.sent_per_s)).sum();
+    says(&dom, "msgs", "messages per second", &fmt_per_s(rate));
+    assert!(figure(&dom, "chart-ops").contains("TCP segments sent (packets, not messages)"));
+    assert!(!dom.contains("id=\"chart-throughput\""), "TCP messages headline no bit rate");
+
+    // rr: transactions per second, round-trip percentiles, p99 over time.
+    let r = read(&path("rr-off.json"));
+    let dom = page_of(&dir, &path("rr-off.json"), &["ops", "latency-time", "latency"]);
+    let l = r.summary.ways[0].latency.as_ref().unwrap();
+    says(&dom, "p99", "round-trip latency p99", &fmt_ns(l.p99_ns as f64));
+    // `msgs` is what the receiving end counted (docs/metrics.md): the requests the server answered.
+    let m = r.summary.ways[0].msgs.as_ref().unwrap();
+    says(&dom, "msgs", "transactions per second", &fmt_per_s(m.received_per_s.unwrap_or(m.sent_per_s)));
+    let over_time = figure(&dom, "chart-latency-time");
+    assert!(
+        over_time.contains("Round-trip latency per interval") && over_time.contains(">p99<"),
+        "rr: no p99 over time"
+    );
+    for iv in r.intervals.iter().filter(|iv| iv.sums[0].latency.as_ref().is_some_and(|l| l.count > 0)) {
+        // Each interval's value is its hover text.
+        let p99 = fmt_ns(iv.sums[0].latency.as_ref().unwrap().p99_ns as f64);
+        assert!(
+            over_time.contains(&format!(" s: {p99}</title>")),
+            "rr: interval {} p99 {p99} not on the chart",
+            iv.index
+        );
+    }
+
+    // cps: connections per second and failures by cause.
+    let r = read(&path("cps.json"));
+    let dom = page_of(&dir, &path("cps.json"), &["ops", "latency-time"]);
+    let m = r.summary.ways[0].msgs.as_ref().unwrap();
+    says(&dom, "msgs", "connections per second", &fmt_per_s(m.received_per_s.unwrap_or(m.sent_per_s)));
+    assert_eq!(row_cells(table(&dom, "connections"), ">established<")[0], m.sent.to_string());
+    assert!(!dom.contains("throughput (received)"), "cps headlines no bit rate");
+
+    // HTTP closed loop: responses per second, status codes, phases.
+    let r = read(&path("http.json"));
+    let dom = page_of(&dir, &path("http.json"), &["http-rate", "latency-time", "latency"]);
+    let h = r.summary.http.as_ref().unwrap();
+    says(&dom, "rps", "responses per second", &fmt_per_s(h.responses_per_s));
+    assert_eq!(row_cells(table(&dom, "status"), ">200<")[1], h.completed.to_string());
+    assert!(table(&dom, "phases").contains("time to first byte"));
+    let about = table(&dom, "about");
+    assert!(row_cells(about, ">target<")[0].contains(&url), "http: the target is its URL: {about}");
+    assert_eq!(row_cells(about, ">streams<")[0], "4 connections");
+
+    // HTTP open loop: the target rate beside what was achieved, the send lag.
+    let r = read(&path("http-open.json"));
+    let dom = page_of(&dir, &path("http-open.json"), &["http-rate"]);
+    let h = r.summary.http.as_ref().unwrap();
+    assert_eq!(row_cells(table(&dom, "http"), ">target rate<")[0], fmt_per_s(h.target_rate.unwrap()));
+    assert!(figure(&dom, "chart-http-rate").contains("target (offered rate)"));
+    assert!(table(&dom, "phases").contains("send lag"));
+
+    // A sweep: one row per step with the offered rate; -t is each step's length.
+    let r = read(&path("sweep.json"));
+    assert!(r.plan.profile.description.contains("6 steps of 500ms each"), "{}", r.plan.profile.description);
+    let dom = page_of(&dir, &path("sweep.json"), &["http-rate"]);
+    let sweep = table(&dom, "sweep");
+    for (i, want) in ["1.00 k/s", "2.00 k/s", "4.00 k/s", "8.00 k/s", "16.0 k/s", "32.0 k/s"].iter().enumerate() {
+        let cells = row_cells(sweep, &format!("<td>{}</td><td>", i + 1));
+        assert_eq!(&cells[2], want, "step {}: {cells:?}", i + 1);
+    }
+    let text = report(&[path("sweep.json").to_str().unwrap()]);
+    assert_eq!(
+        text.lines().filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()) && l.contains("k/s")).count(),
+        6,
+        "{text}"
+    );
+
+    // A merge of two clients against two servers: the tests table and the matrix.
+    let merged = path("mesh.json");
+    let files: Vec<String> =
+        ["m-a1.json", "m-a2.json", "m-b1.json", "m-b2.json"].iter().map(|f| path(f).display().to_string()).collect();
+    let o = util::bin().arg("merge").args(&files).arg("-o").arg(&merged).output().unwrap();
+    assert!(o.status.success(), "merge: {}", String::from_utf8_lossy(&o.stderr));
+    let r = read(&merged);
+    let dom = page_of(&dir, &merged, &["latency-time"]);
+    let mesh = table(&dom, "mesh");
+    for p in &r.parts {
+        let l = p.summary.ways[0].latency.as_ref().unwrap();
+        let cell = format!("{} / {}", fmt_ns(l.p50_ns as f64), fmt_ns(l.p99_ns as f64));
+        let client = format!("{} {}", p.agent.hostname, p.agent.address);
+        let cells = row_cells(mesh, &format!(">{client}<"));
+        assert!(cells.contains(&cell), "mesh: {client} → {}: {cell} not in {cells:?}", p.peer);
+    }
+    assert_eq!(table(&dom, "tests").matches("<tr").count(), 1 + r.parts.len());
+    assert!(row_cells(table(&dom, "about"), ">target<")[0].starts_with("2 servers: "), "the header names every server");
+    assert!(!dom.contains("merge-of-"), "test ids are never shown raw");
+
+    // Three runs compared: every figure of each, the change from the first, one axis per chart.
     let page = dir.join("compare.html");
-    report(&[&path("rr-b.json"), "--compare", &path("rr-a.json"), "--html", &page.display().to_string()]);
-    let (dom, shot) = browse(&page, &dir);
-    for id in ["chart-latency", "base-chart-latency", "chart-throughput", "base-chart-throughput"] {
-        assert!(marks(&dom, id) >= 4, "compare: {id} draws nothing");
+    let (a, b, c) = (path("rr-off.json"), path("rr-alert.json"), path("rr-deny.json"));
+    let files = [a.to_str().unwrap(), b.to_str().unwrap(), c.to_str().unwrap()];
+    report(&[
+        files[0],
+        files[1],
+        files[2],
+        "--compare",
+        "--labels",
+        "off,alert,deny",
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    let dom = check_page(&dir, &page, &["ops", "latency-time", "latency"]);
+    let p99s: Vec<String> =
+        [&a, &b, &c].iter().map(|f| fmt_ns(read(f).summary.ways[0].latency.as_ref().unwrap().p99_ns as f64)).collect();
+    let cells = headline_row(&dom, "p99");
+    assert_eq!((&cells[1], &cells[2], &cells[4]), (&p99s[0], &p99s[1], &p99s[2]), "p99 of each run: {cells:?}");
+    assert!(cells[3].ends_with('%') || cells[3] == "0", "change from the first: {cells:?}");
+    let over_time = figure(&dom, "chart-latency-time");
+    for label in ["off: p99", "alert: p99", "deny: p99"] {
+        assert!(over_time.contains(label), "compare: {label} not overlaid");
     }
-    let table = &dom[dom.find("id=\"figures\"").unwrap()..];
-    let table = &table[..table.find("</table>").unwrap()];
-    for figure in ["p50", "p99", "msgs", "retransmits"] {
-        let row = &table[table.find(&format!(">{figure}<")).unwrap_or_else(|| panic!("no {figure} row"))..];
-        let row = &row[..row.find("</tr>").unwrap()];
-        assert!(row.contains('%') || row.contains(">0<"), "{figure}: no change column: {row}");
-    }
-    let (rows, colour) = ink(&shot);
-    assert!(rows > 900 && colour > 2000, "compare: {rows} rows inked, {colour} coloured pixels");
+    assert_eq!(over_time.matches("<svg").count(), 1, "one axis for the three runs");
+    // The text: the three side by side; the first run's --label names it without --labels.
+    let text = report(&[files[0], files[1], files[2], "--compare"]);
+    let line = text.lines().find(|l| l.trim_start().starts_with("round-trip latency p99")).unwrap();
+    assert!(p99s.iter().all(|p| line.contains(p.as_str())) && text.contains("base off:"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }

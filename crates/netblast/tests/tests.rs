@@ -12,12 +12,14 @@
 //! - `msg`: msgrate and rr end to end.
 //! - `probe`: the eBPF probe (root only; SKIP otherwise).
 //! - `protocol`: protocol v2: versions, authentication, stream tags, hostile peers.
-//! - `report`: the HTML report of real runs, rendered in headless Chromium.
+//! - `browser`: headless Chromium: a page's DOM, a screenshot, what was drawn.
+//! - `report`: the HTML report of real runs of every kind, rendered in headless Chromium.
 //!
 //! Tests run on loopback with short bounded durations; none asserts a speed. Fleets have a
 //! binary of their own (`fleet_main.rs`).
 
 mod architecture;
+mod browser;
 mod bulk;
 mod cli;
 mod cps;

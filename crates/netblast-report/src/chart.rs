@@ -202,73 +202,97 @@ fn x_range(p: &Plot) -> (f64, f64) {
     }
 }
 
-/// Draws `p` as an SVG element followed by its legend (an HTML list), `idx` making the ids of
-/// its lines unique in the page.
-pub fn render(p: &Plot, idx: usize) -> String {
-    let ys = p.series.iter().flat_map(|s| s.points.iter().map(|q| q.2));
-    let (y_min_v, y_max_v) = ys.fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
-    let (y_min_v, y_max_v) = if y_min_v > y_max_v { (0.0, 1.0) } else { (y_min_v, y_max_v) };
-    let (factor, unit) = p.unit.scale(y_min_v.abs().max(y_max_v.abs()));
-    let (x0, x1) = x_range(p);
-    // The value range, in the axis's unit.
-    let (lo, hi, yticks) = if p.log_y {
-        let pos_min = p
-            .series
-            .iter()
-            .flat_map(|s| s.points.iter().map(|q| q.2 / factor))
-            .filter(|v| *v > 0.0)
-            .fold(f64::MAX, f64::min);
-        let hi = (y_max_v / factor).max(1e-9);
-        let lo = if pos_min == f64::MAX { hi / 10.0 } else { pos_min.min(hi / 10.0) };
-        let (dlo, dhi) = (lo.log10().floor(), hi.log10().ceil());
-        let decades = (dhi - dlo) as i32;
-        let mut t = Vec::new();
-        for d in dlo as i32..=dhi as i32 {
-            for m in [1.0, 2.0, 5.0] {
-                // Between-decade ticks only where the axis spans few decades.
-                if m == 1.0 || decades <= 2 {
-                    t.push(m * 10f64.powi(d));
-                }
+/// Where a plot's values land: its axes' ranges (values in the axis's unit: base units
+/// divided by `factor`) and the drawing's coordinates of a point.
+struct Frame {
+    x: XAxis,
+    x0: f64,
+    x1: f64,
+    log_y: bool,
+    lo: f64,
+    hi: f64,
+    /// Base units per axis unit.
+    factor: f64,
+    /// The axis's unit's name.
+    unit: String,
+    yticks: Vec<f64>,
+}
+
+impl Frame {
+    fn of(p: &Plot) -> Frame {
+        let ys = p.series.iter().flat_map(|s| s.points.iter().map(|q| q.2));
+        let (y_min_v, y_max_v) = ys.fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
+        let (y_min_v, y_max_v) = if y_min_v > y_max_v { (0.0, 1.0) } else { (y_min_v, y_max_v) };
+        let (factor, unit) = p.unit.scale(y_min_v.abs().max(y_max_v.abs()));
+        let (x0, x1) = x_range(p);
+        let (lo, hi, yticks) = if p.log_y {
+            let pos_min = p
+                .series
+                .iter()
+                .flat_map(|s| s.points.iter().map(|q| q.2 / factor))
+                .filter(|v| *v > 0.0)
+                .fold(f64::MAX, f64::min);
+            log_axis(pos_min, (y_max_v / factor).max(1e-9))
+        } else {
+            let lo = (y_min_v / factor).min(0.0);
+            // An all-zero line still gets an axis of one unit, not ticks that all read 0.
+            let hi = if y_max_v / factor <= 0.0 { 1.0 } else { y_max_v / factor * 1.08 };
+            let t = nice_ticks(lo, hi, 6);
+            // The axis ends on the first tick at or above the headroom: the top line never
+            // sits on the frame.
+            let hi = match t.as_slice() {
+                [a, b, ..] => ((hi / (b - a)).ceil() * (b - a)).max(hi),
+                _ => hi,
+            };
+            (lo, hi, nice_ticks(lo, hi, 6))
+        };
+        Frame { x: p.x, x0, x1, log_y: p.log_y, lo, hi, factor, unit, yticks }
+    }
+
+    fn sx(&self, x: f64) -> f64 {
+        let pw = W - ML - MR;
+        match self.x {
+            XAxis::Seconds => ML + (x - self.x0) / (self.x1 - self.x0) * pw,
+            XAxis::Percentile => ML + x.max(1.0).log10() / self.x1.log10() * pw,
+        }
+    }
+
+    /// A value in base units to its height.
+    fn sy(&self, v: f64) -> f64 {
+        let (y, ph) = (v / self.factor, H - MT - MB);
+        let f = if self.log_y {
+            (y.max(self.lo).log10() - self.lo.log10()) / (self.hi.log10() - self.lo.log10())
+        } else {
+            (y - self.lo) / (self.hi - self.lo)
+        };
+        MT + ph - f.clamp(-0.02, 1.02) * ph
+    }
+}
+
+/// A log axis from the decade at or below `lo` to the one at or above `hi`: ticks at each
+/// decade, and at 2 and 5 between them where the axis spans two decades or fewer.
+fn log_axis(pos_min: f64, hi: f64) -> (f64, f64, Vec<f64>) {
+    let lo = if pos_min == f64::MAX { hi / 10.0 } else { pos_min.min(hi / 10.0) };
+    let (dlo, dhi) = (lo.log10().floor(), hi.log10().ceil());
+    let decades = (dhi - dlo) as i32;
+    let mut t = Vec::new();
+    for d in dlo as i32..=dhi as i32 {
+        for m in [1.0, 2.0, 5.0] {
+            if m == 1.0 || decades <= 2 {
+                t.push(m * 10f64.powi(d));
             }
         }
-        let (lo, hi) = (10f64.powf(dlo), 10f64.powf(dhi));
-        t.retain(|v| *v >= lo * 0.999 && *v <= hi * 1.001);
-        (lo, hi, t)
-    } else {
-        let lo = (y_min_v / factor).min(0.0);
-        // An all-zero line still gets an axis of one unit, not ticks that all read 0.
-        let hi = if y_max_v / factor <= 0.0 { 1.0 } else { y_max_v / factor * 1.08 };
-        let t = nice_ticks(lo, hi, 6);
-        // The axis ends on the first tick at or above the headroom: the top line never sits
-        // on the frame.
-        let hi = match t.as_slice() {
-            [a, b, ..] => ((hi / (b - a)).ceil() * (b - a)).max(hi),
-            _ => hi,
-        };
-        (lo, hi, nice_ticks(lo, hi, 6))
-    };
-    let (pw, ph) = (W - ML - MR, H - MT - MB);
-    let sx = |x: f64| -> f64 {
-        match p.x {
-            XAxis::Seconds => ML + (x - x0) / (x1 - x0) * pw,
-            XAxis::Percentile => ML + x.max(1.0).log10() / x1.log10() * pw,
-        }
-    };
-    let sy = |y: f64| -> f64 {
-        let f =
-            if p.log_y { (y.max(lo).log10() - lo.log10()) / (hi.log10() - lo.log10()) } else { (y - lo) / (hi - lo) };
-        MT + ph - f.clamp(-0.02, 1.02) * ph
-    };
-    let mut s = String::with_capacity(16 * 1024);
-    let _ = write!(
-        s,
-        "<svg class=\"plot\" viewBox=\"0 0 {W} {H}\" xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" \
-         aria-label=\"{}\" font-family=\"sans-serif\" font-size=\"13\">",
-        esc(&p.title)
-    );
-    // Grid and ticks.
-    for t in &yticks {
-        let y = sy(*t);
+    }
+    let (lo, hi) = (10f64.powf(dlo), 10f64.powf(dhi));
+    t.retain(|v| *v >= lo * 0.999 && *v <= hi * 1.001);
+    (lo, hi, t)
+}
+
+/// The grid, the ticks and their labels, the frame and the axes' names.
+fn axes(s: &mut String, f: &Frame) {
+    let ph = H - MT - MB;
+    for t in &f.yticks {
+        let y = f.sy(*t * f.factor);
         let _ = write!(
             s,
             "<line x1=\"{ML}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#e4e4e4\"/>\
@@ -279,18 +303,20 @@ pub fn render(p: &Plot, idx: usize) -> String {
             tick_label(*t)
         );
     }
-    let xticks: Vec<(f64, String)> = match p.x {
-        XAxis::Seconds => nice_ticks(x0, x1, 10).into_iter().map(|t| (t, tick_label(t))).collect(),
+    let xticks: Vec<(f64, String)> = match f.x {
+        XAxis::Seconds => nice_ticks(f.x0, f.x1, 10).into_iter().map(|t| (t, tick_label(t))).collect(),
         XAxis::Percentile => {
             let names = ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%", "99.9999%"];
-            (0..names.len())
-                .map(|d| (10f64.powi(d as i32), names[d].to_string()))
-                .filter(|(t, _)| *t <= x1 * 1.001)
+            names
+                .iter()
+                .enumerate()
+                .map(|(d, n)| (10f64.powi(d as i32), n.to_string()))
+                .filter(|(t, _)| *t <= f.x1 * 1.001)
                 .collect()
         }
     };
     for (t, label) in &xticks {
-        let x = sx(*t);
+        let x = f.sx(*t);
         let _ = write!(
             s,
             "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{MT}\" y2=\"{:.1}\" stroke=\"#eeeeee\"/>\
@@ -300,83 +326,98 @@ pub fn render(p: &Plot, idx: usize) -> String {
             esc(label)
         );
     }
-    let x_name = match p.x {
+    let x_name = match f.x {
         XAxis::Seconds => "seconds since the start",
         XAxis::Percentile => "percentile",
     };
-    let y_name = if p.log_y { format!("{unit} (log scale)") } else { unit.clone() };
+    let y_name = if f.log_y { format!("{} (log scale)", f.unit) } else { f.unit.clone() };
     let _ = write!(
         s,
-        "<rect x=\"{ML}\" y=\"{MT}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"#888\"/>\
+        "<rect x=\"{ML}\" y=\"{MT}\" width=\"{}\" height=\"{ph}\" fill=\"none\" stroke=\"#888\"/>\
          <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"axis\">{x_name}</text>\
          <text transform=\"translate(16 {:.1}) rotate(-90)\" text-anchor=\"middle\" class=\"axis\">{}</text>",
-        ML + pw / 2.0,
+        W - ML - MR,
+        ML + (W - ML - MR) / 2.0,
         H - 6.0,
         MT + ph / 2.0,
         esc(&y_name)
     );
-    if !p.log_y && lo < 0.0 {
-        let y = sy(0.0);
+    if !f.log_y && f.lo < 0.0 {
+        let y = f.sy(0.0);
         let _ = write!(s, "<line x1=\"{ML}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#555\"/>", W - MR);
     }
+}
+
+/// Series `i` of `p` (of `n`), in a group the legend can hide.
+fn series(s: &mut String, p: &Plot, f: &Frame, idx: usize, i: usize) {
+    let ser = &p.series[i];
     let n = p.series.len();
-    for (i, ser) in p.series.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
-        let width = if ser.bold { 3.0 } else { 1.6 };
-        let _ = write!(s, "<g id=\"s{idx}-{i}\" data-series=\"{}\">", esc(&ser.name));
-        match p.shape {
-            Shape::Bars => {
-                // Bars of several series share each span side by side.
+    let color = PALETTE[i % PALETTE.len()];
+    let width = if ser.bold { 3.0 } else { 1.6 };
+    let tip = |a: f64, b: f64, y: f64| {
+        format!("<title>{}: {}–{} s: {}</title>", esc(&ser.name), tick_label(a), tick_label(b), esc(&p.unit.show(y)))
+    };
+    let _ = write!(s, "<g id=\"s{idx}-{i}\" data-series=\"{}\">", esc(&ser.name));
+    match p.shape {
+        Shape::Bars => {
+            // Bars of several series share each span side by side.
+            for &(a, b, y) in &ser.points {
+                let (xa, xb) = (f.sx(a), f.sx(b));
+                let w = ((xb - xa) / n as f64 - 1.0).max(0.5);
+                let x = xa + w * i as f64 + 0.5;
+                let (top, base) = (f.sy(y.max(0.0)), f.sy(0f64.max(f.lo) * f.factor));
+                let _ = write!(
+                    s,
+                    "<rect x=\"{x:.1}\" y=\"{top:.1}\" width=\"{w:.1}\" height=\"{:.1}\" fill=\"{color}\">{}</rect>",
+                    (base - top).max(0.0),
+                    tip(a, b, y)
+                );
+            }
+        }
+        Shape::Steps | Shape::Line => {
+            let mut d = String::new();
+            for (k, &(a, b, y)) in ser.points.iter().enumerate() {
+                let cmd = if k == 0 { 'M' } else { 'L' };
+                if p.shape == Shape::Steps {
+                    let _ = write!(d, "{cmd}{:.1} {:.1}H{:.1}", f.sx(a), f.sy(y), f.sx(b));
+                } else {
+                    let _ = write!(d, "{cmd}{:.1} {:.1}", f.sx(a), f.sy(y));
+                }
+            }
+            let _ = write!(
+                s,
+                "<path d=\"{d}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"{width}\" stroke-linejoin=\"round\"/>"
+            );
+            if p.shape == Shape::Steps && ser.points.len() <= MAX_TIPS {
                 for &(a, b, y) in &ser.points {
-                    let (xa, xb) = (sx(a), sx(b));
-                    let w = ((xb - xa) / n as f64 - 1.0).max(0.5);
-                    let x = xa + w * i as f64 + 0.5;
-                    let (top, base) = (sy(y.max(0.0) / factor), sy(0f64.max(lo)));
                     let _ = write!(
                         s,
-                        "<rect x=\"{x:.1}\" y=\"{top:.1}\" width=\"{w:.1}\" height=\"{:.1}\" fill=\"{color}\">\
-                         <title>{}: {}–{} s: {}</title></rect>",
-                        (base - top).max(0.0),
-                        esc(&ser.name),
-                        tick_label(a),
-                        tick_label(b),
-                        esc(&p.unit.show(y))
+                        "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"5\" fill=\"{color}\" fill-opacity=\"0.01\">{}</circle>",
+                        (f.sx(a) + f.sx(b)) / 2.0,
+                        f.sy(y),
+                        tip(a, b, y)
                     );
                 }
             }
-            Shape::Steps | Shape::Line => {
-                let mut d = String::new();
-                for (k, &(a, b, y)) in ser.points.iter().enumerate() {
-                    let yy = sy(y / factor);
-                    let cmd = if k == 0 { 'M' } else { 'L' };
-                    if p.shape == Shape::Steps {
-                        let _ = write!(d, "{cmd}{:.1} {yy:.1}H{:.1}", sx(a), sx(b));
-                    } else {
-                        let _ = write!(d, "{cmd}{:.1} {yy:.1}", sx(a));
-                    }
-                }
-                let _ = write!(
-                    s,
-                    "<path d=\"{d}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"{width}\" stroke-linejoin=\"round\"/>"
-                );
-                if p.shape == Shape::Steps && ser.points.len() <= MAX_TIPS {
-                    for &(a, b, y) in &ser.points {
-                        let _ = write!(
-                            s,
-                            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"5\" fill=\"{color}\" fill-opacity=\"0.01\">\
-                             <title>{}: {}–{} s: {}</title></circle>",
-                            (sx(a) + sx(b)) / 2.0,
-                            sy(y / factor),
-                            esc(&ser.name),
-                            tick_label(a),
-                            tick_label(b),
-                            esc(&p.unit.show(y))
-                        );
-                    }
-                }
-            }
         }
-        s.push_str("</g>");
+    }
+    s.push_str("</g>");
+}
+
+/// Draws `p` as an SVG element followed by its legend (an HTML list), `idx` making the ids of
+/// its lines unique in the page.
+pub fn render(p: &Plot, idx: usize) -> String {
+    let f = Frame::of(p);
+    let mut s = String::with_capacity(16 * 1024);
+    let _ = write!(
+        s,
+        "<svg class=\"plot\" viewBox=\"0 0 {W} {H}\" xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" \
+         aria-label=\"{}\" font-family=\"sans-serif\" font-size=\"13\">",
+        esc(&p.title)
+    );
+    axes(&mut s, &f);
+    for i in 0..p.series.len() {
+        series(&mut s, p, &f, idx, i);
     }
     s.push_str("</svg>\n<ul class=\"legend\">");
     for (i, ser) in p.series.iter().enumerate() {

@@ -179,7 +179,10 @@ fn rr_and_http_fleets_add_their_histograms_exactly() {
     };
     // Blocking waits: spinning flows would take both CPUs of this host from the agents.
     let frames = std::env::temp_dir().join(format!("nb-fleet-rr-{}.jsonl", std::process::id()));
-    let r = run(&["--profile", "latency", "--wait", "block", "--frames", frames.to_str().unwrap()]);
+    let r =
+        run(&["--profile", "latency", "--wait", "block", "--pairing", "mesh", "--frames", frames.to_str().unwrap()]);
+    assert_eq!(r.parts.len(), 4, "a mesh: each client against each server");
+    fleet_page(&r);
     // The fleet-wide line of a latency fleet counts transactions, not its few bits.
     let replay = util::bin().arg("report").arg(&frames).output().unwrap();
     let replay = String::from_utf8_lossy(&replay.stdout).to_string();
@@ -211,6 +214,37 @@ fn rr_and_http_fleets_add_their_histograms_exactly() {
             (ip(&tb.agents[1]), format!("http://{}:8080/", ip(&tb.agents[3]))),
         ]
     );
+}
+
+/// A fleet's page in headless Chromium: the mesh as a client × server matrix of each test's
+/// p50 / p99, a row per test, every server named in the header, the agents' clock offsets signed.
+fn fleet_page(r: &RunResult) {
+    use crate::browser::{browse, row_cells, table};
+    use netblast_spec::units::fmt_ns;
+    let dir = std::env::temp_dir().join(format!("nb-fleet-page-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, page) = (dir.join("fleet.json"), dir.join("fleet.html"));
+    std::fs::write(&json, serde_json::to_string(r).unwrap()).unwrap();
+    let o = util::bin().arg("report").arg(&json).arg("--html").arg(&page).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (dom, _) = browse(&page, &dir);
+    let mesh = table(&dom, "mesh");
+    for p in &r.parts {
+        let l = p.summary.ways[0].latency.as_ref().unwrap();
+        let cell = format!("{} / {}", fmt_ns(l.p50_ns as f64), fmt_ns(l.p99_ns as f64));
+        let cells = row_cells(mesh, &format!(">{} {}<", p.agent.hostname, p.agent.address));
+        assert!(cells.contains(&cell), "mesh {} → {}: {cell} not in {cells:?}", p.agent.address, p.peer);
+    }
+    assert_eq!(table(&dom, "tests").matches("<tr").count(), 1 + r.parts.len());
+    assert!(row_cells(table(&dom, "about"), ">target<")[0].starts_with("2 servers: "));
+    let agents = table(&dom, "agents");
+    for a in &r.agents {
+        let cells = row_cells(agents, &format!(">{}<", a.agent.address));
+        let offset = format!("{} ± {}", fmt_ns(a.clock.offset_ns as f64), fmt_ns(a.clock.error_ns as f64));
+        assert!(cells.contains(&offset), "agent {}: {offset} (signed) not in {cells:?}", a.agent.address);
+    }
+    assert!(!dom.contains("merge-of-") && !dom.contains("OneToOne"), "ids and enum names are never shown raw");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A listed client agent that never connects: the fleet runs with the others, but its result

@@ -47,9 +47,30 @@ pub fn test_name(r: &RunResult) -> String {
     match r.test_id.strip_prefix("merge-of-").and_then(|rest| rest.split_once('-')) {
         Some((n, first)) => {
             let n: usize = n.parse().unwrap_or(r.parts.len());
-            format!("{n} test{} merged (the first {first})", if n == 1 { "" } else { "s" })
+            format!("merge of {n} test{}, the first {first}", if n == 1 { "" } else { "s" })
         }
         None => r.test_id.clone(),
+    }
+}
+
+/// What a result was aimed at: HTTP's URLs, else the target (and the peer it resolved to); a
+/// fleet's or merge's tests against several servers name them all (the first four, and how
+/// many more).
+pub fn target(r: &RunResult) -> String {
+    let p = &r.plan;
+    let peers: std::collections::BTreeSet<&str> = r.parts.iter().map(|p| p.peer.as_str()).collect();
+    if peers.len() > 1 {
+        let named: Vec<&str> = peers.iter().take(4).copied().collect();
+        let more = if peers.len() > 4 { format!(" and {} more", peers.len() - 4) } else { String::new() };
+        return format!("{} servers: {}{more}", peers.len(), named.join(", "));
+    }
+    if p.profile.workload.is_http() {
+        return p.aimed_at();
+    }
+    if p.peer.is_empty() || p.peer.starts_with("0.0.0.0") || p.peer == p.target {
+        p.target.clone()
+    } else {
+        format!("{} ({})", p.target, p.peer)
     }
 }
 

@@ -13,7 +13,7 @@
 //! first, every chart with the runs' lines overlaid on one axis (one unit, one range).
 
 use crate::chart::{self, Plot};
-use crate::figures::{change_percent, fmt_part_figure, p50_p99, part_figure, test_name};
+use crate::figures::{change_percent, fmt_part_figure, p50_p99, part_figure, target, test_name};
 use crate::plots;
 use netblast_spec::assert::{headline, Figure};
 use netblast_spec::hist::LatencySummary;
@@ -129,26 +129,6 @@ fn row(out: &mut String, head: &str, cells: impl Iterator<Item = String>) {
         let _ = write!(out, "<td class=\"l\">{c}</td>");
     }
     out.push_str("</tr>");
-}
-
-/// What a test was aimed at: HTTP's URLs, else the target (and the peer it resolved to).
-fn target(r: &RunResult) -> String {
-    let p = &r.plan;
-    // A fleet's tests ran against several servers: all are named (the first few).
-    let peers: BTreeSet<&str> = r.parts.iter().map(|p| p.peer.as_str()).collect();
-    if peers.len() > 1 {
-        let named: Vec<&str> = peers.iter().take(4).copied().collect();
-        let more = if peers.len() > 4 { format!(" and {} more", peers.len() - 4) } else { String::new() };
-        return format!("{} servers: {}{more}", peers.len(), named.join(", "));
-    }
-    if p.profile.workload.is_http() {
-        return p.aimed_at();
-    }
-    if p.peer.is_empty() || p.peer.starts_with("0.0.0.0") || p.peer == p.target {
-        p.target.clone()
-    } else {
-        format!("{} ({})", p.target, p.peer)
-    }
 }
 
 /// Streams, or an HTTP test's connections.

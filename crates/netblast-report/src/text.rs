@@ -26,10 +26,12 @@ fn id_col(id: u32) -> String {
 /// The lines printed once the test started: what runs where.
 pub fn started(test_id: &str, peer: &str, kind: &str, streams: &[StreamInfo], server: &str) -> String {
     let mut s = String::new();
+    // A merged result's name says what it is ("merge of 3 tests, ..."); an id is a test's.
+    let test = if test_id.contains(' ') { test_id.to_string() } else { format!("test {test_id}") };
     if server.is_empty() {
-        let _ = writeln!(s, "netblast {kind} test {test_id} to {peer}");
+        let _ = writeln!(s, "netblast {kind} {test} to {peer}");
     } else {
-        let _ = writeln!(s, "netblast {kind} test {test_id} to {peer} (server {server})");
+        let _ = writeln!(s, "netblast {kind} {test} to {peer} (server {server})");
     }
     for st in streams.iter().take(MAX_STREAM_LINES) {
         let _ = writeln!(
@@ -1072,8 +1074,8 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
 /// The whole report of a finished run: header, intervals, summary.
 pub fn full(r: &RunResult) -> String {
     let mut s = started(
-        &r.test_id,
-        &r.plan.aimed_at(),
+        &crate::figures::test_name(r),
+        &crate::figures::target(r),
         r.plan.profile.kind().name(),
         &r.streams,
         r.server.as_ref().map(|h| h.hostname.as_str()).unwrap_or(""),
@@ -1093,16 +1095,16 @@ pub fn full(r: &RunResult) -> String {
 /// (what `-q` keeps above the summary).
 pub fn header_line(r: &RunResult) -> String {
     let label = r.label.as_deref().map(|l| format!(" [{l}]")).unwrap_or_default();
-    let target = match r.plan.aimed_at() {
-        t if t.is_empty() => r.plan.target.clone(),
-        t => t,
-    };
+    let target = crate::figures::target(r);
     format!(
-        "netblast {}{label}: {} against {}, test {}, started {}\n",
+        "netblast {}{label}: {} against {}, {}, started {}\n",
         r.plan.profile.kind().name(),
         r.plan.profile.description,
         target,
-        crate::figures::test_name(r),
+        match crate::figures::test_name(r) {
+            n if n.contains(' ') => n,
+            id => format!("test {id}"),
+        },
         r.started_at
     )
 }

@@ -271,7 +271,11 @@ impl FlowWatch {
         }
         match (&self.probe.source, self.cookie) {
             (Source::Off, _) => None,
-            (Source::Ebpf(p), Some(c)) => p.read(c).filter(|f| f.rtt_samples > 0).map(|f| from_ebpf(&f)),
+            (Source::Ebpf(p), Some(c)) => p.read(c).filter(|f| f.rtt_samples > 0).map(|f| TcpStats {
+                // The sock_ops program does not see the kernel's limit clocks; TCP_INFO does.
+                limits: tcpinfo::read_limits(self.fd),
+                ..from_ebpf(&f)
+            }),
             _ => tcpinfo::read(self.fd),
         }
     }
@@ -361,6 +365,7 @@ fn from_group(g: &abi::NbGroup) -> TcpStats {
         bytes_acked: 0,
         delivery_rate_bps: 0,
         dsack_segs: None,
+        limits: None,
     }
 }
 
@@ -381,5 +386,6 @@ fn from_ebpf(f: &abi::NbFlow) -> TcpStats {
         bytes_acked: f.bytes_acked,
         delivery_rate_bps: f.delivery_rate,
         dsack_segs: None,
+        limits: None,
     }
 }

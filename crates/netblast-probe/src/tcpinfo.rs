@@ -3,7 +3,7 @@
 //! Reads `struct tcp_info` (linux/tcp.h) into [`RawTcpInfo`]; the kernel fills as much of it as
 //! it knows and reports the length, so older kernels leave the newer fields zero.
 
-use netblast_spec::result::TcpStats;
+use netblast_spec::result::{TcpLimits, TcpStats};
 use std::os::fd::RawFd;
 
 /// `struct tcp_info` from linux/tcp.h, field for field (up to `tcpi_snd_wnd`).
@@ -151,6 +151,7 @@ impl From<&RawTcpInfo> for TcpStats {
             bytes_acked: i.bytes_acked,
             delivery_rate_bps: i.delivery_rate,
             dsack_segs: Some(i.dsack_dups as u64),
+            limits: Some(limits_of(i)),
         }
     }
 }
@@ -163,7 +164,24 @@ pub fn read(fd: RawFd) -> Option<TcpStats> {
     if len < std::mem::offset_of!(RawTcpInfo, dsack_dups) + std::mem::size_of::<u32>() {
         stats.dsack_segs = None;
     }
+    if len < LIMITS_END {
+        stats.limits = None;
+    }
     Some(stats)
+}
+
+/// Where the chronographs end in `struct tcp_info` (Linux 4.10 filled them first).
+const LIMITS_END: usize = std::mem::offset_of!(RawTcpInfo, sndbuf_limited) + std::mem::size_of::<u64>();
+
+fn limits_of(i: &RawTcpInfo) -> TcpLimits {
+    TcpLimits { busy_us: i.busy_time, rwnd_limited_us: i.rwnd_limited, sndbuf_limited_us: i.sndbuf_limited, wall_us: 0 }
+}
+
+/// The sender's limit clocks of a socket (what an eBPF sample lacks); `None` on a kernel
+/// before 4.10 or a closed socket.
+pub fn read_limits(fd: RawFd) -> Option<TcpLimits> {
+    let (raw, len) = read_with_len(fd)?;
+    (len >= LIMITS_END).then(|| limits_of(&raw))
 }
 
 #[cfg(test)]

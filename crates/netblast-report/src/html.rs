@@ -70,6 +70,7 @@ pub fn render(name: &str, r: &RunResult) -> Result<String, String> {
         figure(&mut b, p, i);
     }
     cpu_table(&mut b, &[(name.to_string(), r)]);
+    limits_table(&mut b, r);
     cps_failures(&mut b, r);
     http_tables(&mut b, r);
     streams_table(&mut b, r);
@@ -348,6 +349,32 @@ fn cpu_table(out: &mut String, runs: &[(String, &RunResult)]) {
         "server's work",
         each(&|r| per(r, r.summary.cpu.server.as_ref(), r.summary.cpu.bits_per_server_cpu_s)).into_iter(),
     );
+    out.push_str("</table>\n");
+}
+
+/// What limited each way's TCP senders over the run, and the verdict with its fix.
+fn limits_table(out: &mut String, r: &RunResult) {
+    let d = netblast_spec::diagnose::tcp(r);
+    if d.is_empty() || r.plan.profile.kind() != Kind::Bulk {
+        return;
+    }
+    out.push_str(
+        "<h2>What limited the senders</h2><table id=\"limits\"><tr><th class=\"l\">way</th><th>receiver window</th>\
+         <th>send buffer</th><th>congestion window or path</th><th>nothing to send</th><th class=\"l\">verdict</th></tr>",
+    );
+    for x in &d {
+        let s = x.shares;
+        let _ = write!(
+            out,
+            "<tr><td class=\"l\">{}</td><td>{:.0}%</td><td>{:.0}%</td><td>{:.0}%</td><td>{:.0}%</td><td class=\"l\">{}</td></tr>",
+            plots::way_name(x.way),
+            s.rwnd * 100.0,
+            s.sndbuf * 100.0,
+            s.cwnd * 100.0,
+            s.app * 100.0,
+            esc(&x.verdict)
+        );
+    }
     out.push_str("</table>\n");
 }
 

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 const MAX_LINES: usize = 16;
 
 /// The order charts appear in (a comparison lines up the same ids).
-pub const ORDER: [&str; 13] = [
+pub const ORDER: [&str; 14] = [
     "throughput",
     "ops",
     "http-rate",
@@ -32,6 +32,7 @@ pub const ORDER: [&str; 13] = [
     "failures",
     "http-status",
     "retransmits",
+    "limits",
     "cwnd",
     "srtt",
     "rtt",
@@ -84,6 +85,7 @@ pub fn plots(r: &RunResult, compact: bool) -> Result<Vec<Plot>, String> {
     out.extend(http_status(r, compact));
     out.extend(retransmits(r));
     if kind == Kind::Bulk {
+        out.extend(limits(r));
         out.extend(per_stream_tcp(r, compact));
     }
     let (source, rtt) = rtt_hists(r);
@@ -403,6 +405,48 @@ fn per_stream_tcp(r: &RunResult, compact: bool) -> Vec<Plot> {
         ));
     }
     out
+}
+
+/// What limited each way's senders in each interval (their kernels' clocks, advanced over the
+/// interval, summed over the way's streams): the receiver's window, the send buffer, the
+/// congestion window or path, nothing to send; shares of the interval.
+fn limits(r: &RunResult) -> Option<Plot> {
+    use netblast_spec::result::TcpLimits;
+    let two = r.summary.ways.len() > 1;
+    let mut series = Vec::new();
+    for w in r.summary.ways.iter().map(|w| w.way) {
+        let ids: Vec<u32> = r.streams.iter().filter(|s| s.way == w).map(|s| s.id).collect();
+        let mut last: BTreeMap<u32, TcpLimits> = BTreeMap::new();
+        let mut pts: [Vec<(f64, f64, f64)>; 4] = Default::default();
+        for iv in &r.intervals {
+            let wall = ((iv.end_s - iv.start_s) * 1e6) as u64;
+            let mut sum: Option<TcpLimits> = None;
+            for s in iv.streams.iter().filter(|s| ids.contains(&s.id)) {
+                let Some(now) = s.tcp.and_then(|t| t.limits) else { continue };
+                let d = now.since(&last.insert(s.id, now).unwrap_or_default(), wall);
+                sum = Some(sum.map(|a| a.add(&d)).unwrap_or(d));
+            }
+            if let Some(x) = sum.and_then(|l| l.shares()) {
+                for (k, v) in [x.rwnd, x.sndbuf, x.cwnd, x.app].into_iter().enumerate() {
+                    pts[k].push(at(iv, v));
+                }
+            }
+        }
+        let names = ["receiver window", "send buffer", "congestion window or path", "nothing to send"];
+        for (k, p) in pts.into_iter().enumerate().filter(|(_, p)| !p.is_empty()) {
+            let name = if two { format!("{}, {}", names[k], way_name(w)) } else { names[k].to_string() };
+            series.push(Series::new(name, p));
+        }
+    }
+    (!series.is_empty()).then(|| {
+        Plot::over_time(
+            "limits",
+            "What limited the senders, per interval (share of the time, their kernels' clocks)",
+            Unit::Percent,
+            Shape::Steps,
+            series,
+        )
+    })
 }
 
 /// HTTP: requests sent and responses per second, and the target rate in open loop.

@@ -977,6 +977,21 @@ fn cpu_line(r: &RunResult) -> String {
     cpu
 }
 
+/// What limited a way's senders (their kernels' clocks), and the verdict with its fix.
+fn limit_lines(s: &mut String, r: &RunResult, way: Way) {
+    let Some(d) = netblast_spec::diagnose::tcp(r).into_iter().find(|d| d.way == way) else { return };
+    let (x, pct) = (d.shares, |v: f64| format!("{:.0}%", v * 100.0));
+    let _ = writeln!(
+        s,
+        "      limited by (the senders' kernel clocks): receiver window {}, send buffer {}, congestion window or path {}, nothing to send {}",
+        pct(x.rwnd),
+        pct(x.sndbuf),
+        pct(x.cwnd),
+        pct(x.app)
+    );
+    let _ = writeln!(s, "      verdict: {}", d.verdict);
+}
+
 fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
     // A cps flow is many connections, not one socket: its kernel figures are in its summary.
     let one_socket_per_stream = r.plan.profile.kind().one_socket_per_stream();
@@ -1025,6 +1040,9 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
                 fmt_ns(rtt.max_us as f64 * 1e3),
                 fmt_bytes(w.cwnd_max_bytes),
             );
+        }
+        if r.plan.profile.kind() == Kind::Bulk {
+            limit_lines(s, r, w.way);
         }
     }
     for (who, p) in [("client", Some(&r.probe)), ("server", r.server_probe.as_ref())] {

@@ -15,6 +15,7 @@
 //! | `msgs` | messages per second received (sent, where no receiver counted) | count (`k`, `M`) |
 //! | `lost` | messages sent and never received: UDP datagrams, rr requests over UDP without a response, cps connections that failed; with `%`, of those sent | count, or `%` |
 //! | `jitter` | UDP interarrival jitter (RFC 3550) at the receivers (the worst way) | as latency |
+//! | `rwnd_limited`, `sndbuf_limited`, `cwnd_limited`, `app_limited` | the share of the TCP senders' time the receiver's window, the send buffer, the congestion window or path, or the application held them (their kernels' clocks; the worst way) | `%` |
 //!
 //! A metric the result does not hold (latency of a bulk run, kernel RTT without eBPF) fails
 //! the assertion and says so: a threshold that cannot be checked is not passed.
@@ -65,6 +66,7 @@ enum Dim {
     Time,
     Count,
     CountOrPercent,
+    Percent,
 }
 
 /// One metric of a result.
@@ -80,6 +82,7 @@ enum Metric {
     Msgs,
     Lost,
     Jitter,
+    Limited(crate::diagnose::Limit),
 }
 
 /// A statistic of a latency distribution.
@@ -119,6 +122,10 @@ impl Metric {
             "msgs" => Metric::Msgs,
             "lost" => Metric::Lost,
             "jitter" => Metric::Jitter,
+            "rwnd_limited" => Metric::Limited(crate::diagnose::Limit::ReceiverWindow),
+            "sndbuf_limited" => Metric::Limited(crate::diagnose::Limit::SendBuffer),
+            "cwnd_limited" => Metric::Limited(crate::diagnose::Limit::Congestion),
+            "app_limited" => Metric::Limited(crate::diagnose::Limit::Application),
             n if n.starts_with("latency.") => Metric::Latency(
                 stat(&n["latency.".len()..]).filter(|s| matches!(s, Stat::Min | Stat::Mean | Stat::Max))?,
             ),
@@ -133,6 +140,7 @@ impl Metric {
             Metric::Throughput(_) => Dim::BitRate,
             Metric::Latency(_) | Metric::KernelRtt(_) | Metric::Jitter => Dim::Time,
             Metric::Retransmits | Metric::HttpFailed | Metric::Lost => Dim::CountOrPercent,
+            Metric::Limited(_) => Dim::Percent,
             Metric::Errors | Metric::Rps | Metric::Msgs => Dim::Count,
         }
     }
@@ -151,7 +159,8 @@ pub struct Assertion {
 }
 
 const METRICS: &str = "throughput[.up|.down], p50..p99.99, latency.min|mean|max, rtt.p50..rtt.max, \
-                       retransmits, errors, http.failed, rps, msgs, lost, jitter";
+                       retransmits, errors, http.failed, rps, msgs, lost, jitter, \
+                       rwnd_limited, sndbuf_limited, cwnd_limited, app_limited";
 
 impl Assertion {
     /// Parses `METRIC OP VALUE`; the error names the part that is wrong.
@@ -291,6 +300,22 @@ impl Assertion {
                     (true, _) => 0.0,
                 })
             }
+            Metric::Limited(limit) => {
+                use crate::diagnose::Limit;
+                s.ways
+                    .iter()
+                    .filter_map(|w| w.limits?.shares())
+                    .map(|x| match limit {
+                        Limit::ReceiverWindow => x.rwnd,
+                        Limit::SendBuffer => x.sndbuf,
+                        Limit::Congestion => x.cwnd,
+                        Limit::Application => x.app,
+                    })
+                    .reduce(f64::max)
+                    .ok_or_else(|| {
+                        "the result has no TCP limit clocks (a TCP sender's kernel reports them: Linux 4.10+)".into()
+                    })
+            }
             Metric::Jitter => s
                 .ways
                 .iter()
@@ -357,6 +382,10 @@ fn parse_value(v: &str, dim: Dim) -> Result<(f64, bool), String> {
             };
             (n * m, false)
         }
+        Dim::Percent => match unit {
+            "%" => (n / 100.0, true),
+            _ => return Err(expect("a percentage, e.g. 5%")),
+        },
         Dim::Count | Dim::CountOrPercent => match unit {
             "" => (n, false),
             "k" | "K" => (n * 1e3, false),

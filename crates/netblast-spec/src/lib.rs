@@ -10,6 +10,8 @@
 //! - [`plan`]: a profile and a target resolved into a plan; the streams of a plan.
 //! - [`result`]: the versioned [`result::RunResult`] and the resolved [`result::Plan`].
 //! - [`merge`]: results of concurrent tests merged into one, exactly.
+//! - [`diagnose`]: what limited a TCP flow (window, buffer, congestion, the application), and
+//!   the fix.
 //! - [`fleet`]: the messages between a fleet coordinator and its agents, and the frame log.
 //! - [`hist`]: latency histograms: standard configuration, lossless codec, exact merging.
 //! - [`units`]: sizes, rates, durations, CPU lists, and their human renderings.
@@ -19,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod assert;
+pub mod diagnose;
 pub mod error;
 pub mod fleet;
 pub mod hist;

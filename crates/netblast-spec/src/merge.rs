@@ -532,6 +532,7 @@ pub fn summary_of_intervals(intervals: &[Interval]) -> Result<Summary, MergeErro
             latency: lat.distribution(),
             retransmit_rate: None,
             kernel_rtt: None,
+            limits: None,
         });
     }
     let http_parts: Vec<&HttpInterval> = intervals.iter().filter_map(|iv| iv.http.as_ref()).collect();
@@ -778,6 +779,12 @@ fn merge_way_summary(
         latency: lat.distribution(),
         retransmit_rate: retransmits.filter(|_| segs_out > 0).map(|n| n as f64 / segs_out as f64),
         kernel_rtt: krtt.distribution(),
+        // Known only when every part knows it: a share over part of the senders misleads.
+        limits: parts
+            .iter()
+            .map(|(_, w)| w.limits)
+            .collect::<Option<Vec<_>>>()
+            .and_then(|v| v.into_iter().reduce(|a, b| a.add(&b))),
     })
 }
 
@@ -1068,6 +1075,7 @@ pub(crate) mod tests {
                     latency: dist(&all),
                     retransmit_rate: None,
                     kernel_rtt: None,
+                    limits: None,
                 }],
                 streams: stream_sums,
                 cpu: CpuSummary::default(),

@@ -170,6 +170,75 @@ pub struct TcpStats {
     /// retransmissions (`tcpi_dsack_dups`). `None` where the source does not carry it (eBPF).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dsack_segs: Option<u64>,
+    /// What limited the sender, by the kernel's own clocks (`TCP_INFO`, Linux 4.10+), over the
+    /// socket's life. `None` where the kernel does not report them or the figures are a group's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<TcpLimits>,
+}
+
+/// How long a sender was limited by what, in µs, from the kernel's chronographs (`TCP_INFO`:
+/// `tcpi_busy_time`, `tcpi_rwnd_limited`, `tcpi_sndbuf_limited`; the kernel counts them in
+/// jiffies, 1 to 4 ms). Additive: a way's is the sum of its streams', over the sum of their
+/// times (`wall_us`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpLimits {
+    /// Time the socket had data in flight or queued (`tcpi_busy_time`), the two below included.
+    pub busy_us: u64,
+    /// Of it, time the receiver's advertised window stopped the sender.
+    pub rwnd_limited_us: u64,
+    /// Of it, time the sender's own send buffer stopped it.
+    pub sndbuf_limited_us: u64,
+    /// The time these are out of: the sender's seconds (0 in a kernel snapshot, which has
+    /// no span of its own).
+    #[serde(default)]
+    pub wall_us: u64,
+}
+
+/// The shares of a sender's time (fractions of `wall_us`) by what limited it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LimitShares {
+    /// The receiver's window.
+    pub rwnd: f64,
+    /// The sender's send buffer.
+    pub sndbuf: f64,
+    /// Busy with neither: the congestion window or the path (sending as fast as it lets).
+    pub cwnd: f64,
+    /// Nothing to send: the application (the generator, its CPU, a rate it holds).
+    pub app: f64,
+}
+
+impl TcpLimits {
+    /// This and `o` added (a way's from its streams', a fleet's from its tests').
+    pub fn add(&self, o: &TcpLimits) -> TcpLimits {
+        TcpLimits {
+            busy_us: self.busy_us + o.busy_us,
+            rwnd_limited_us: self.rwnd_limited_us + o.rwnd_limited_us,
+            sndbuf_limited_us: self.sndbuf_limited_us + o.sndbuf_limited_us,
+            wall_us: self.wall_us + o.wall_us,
+        }
+    }
+
+    /// The clocks' advance since `earlier` (an interval's, from two snapshots), over `wall_us`.
+    pub fn since(&self, earlier: &TcpLimits, wall_us: u64) -> TcpLimits {
+        TcpLimits {
+            busy_us: self.busy_us.saturating_sub(earlier.busy_us),
+            rwnd_limited_us: self.rwnd_limited_us.saturating_sub(earlier.rwnd_limited_us),
+            sndbuf_limited_us: self.sndbuf_limited_us.saturating_sub(earlier.sndbuf_limited_us),
+            wall_us,
+        }
+    }
+
+    /// The shares of `wall_us`; `None` without a span.
+    pub fn shares(&self) -> Option<LimitShares> {
+        if self.wall_us == 0 {
+            return None;
+        }
+        let w = self.wall_us as f64;
+        let busy = self.busy_us.min(self.wall_us) as f64;
+        let rwnd = (self.rwnd_limited_us as f64).min(busy);
+        let sndbuf = (self.sndbuf_limited_us as f64).min(busy - rwnd);
+        Some(LimitShares { rwnd: rwnd / w, sndbuf: sndbuf / w, cwnd: (busy - rwnd - sndbuf) / w, app: (w - busy) / w })
+    }
 }
 
 impl TcpStats {
@@ -206,6 +275,23 @@ pub struct HostInfo {
     pub cpus_online: u32,
     /// netblast version running there.
     pub netblast_version: String,
+    /// Its socket buffer caps, as the report's advice needs them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffers: Option<BufferCaps>,
+}
+
+/// A host's socket buffer caps (bytes): what a fixed `-w` can reach (`net.core.*mem_max`) and
+/// what autotuning grows a buffer to (the third field of `net.ipv4.tcp_*mem`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BufferCaps {
+    /// `net.core.rmem_max`.
+    pub rmem_max: u64,
+    /// `net.core.wmem_max`.
+    pub wmem_max: u64,
+    /// `net.ipv4.tcp_rmem` max.
+    pub tcp_rmem_max: u64,
+    /// `net.ipv4.tcp_wmem` max.
+    pub tcp_wmem_max: u64,
 }
 
 /// CPU time used by one side over the test.
@@ -841,6 +927,11 @@ pub struct WaySummary {
     /// The senders' kernel RTT distribution over all streams (eBPF probe), merged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_rtt: Option<Distribution>,
+    /// What limited the senders, their kernels' clocks summed over the streams (each over its
+    /// sender's seconds): [`TcpLimits::shares`] of the way. `None` where the kernel does not
+    /// report them (before Linux 4.10, UDP, a group of connections).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<TcpLimits>,
 }
 
 /// CPU cost of the test on each side.

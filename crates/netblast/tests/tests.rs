@@ -7,6 +7,7 @@
 //! - `cps`: new connections per second: counts, rate, failures by cause.
 //! - `hostile`: `serve` against clients that take more than their share (issue 13).
 //! - `http`: HTTP floods against the built-in responder and nginx.
+//! - `limits`: what limited a TCP flow, in namespace pairs, against `ss -ti`.
 //! - `merge`: results of concurrent runs merged, and reports of old results.
 //! - `metrics`: `serve --metrics` scraped during and after runs, parsed as Prometheus text.
 //! - `msg`: msgrate and rr end to end.
@@ -25,6 +26,7 @@ mod cli;
 mod cps;
 mod hostile;
 mod http;
+mod limits;
 mod merge;
 mod metrics;
 mod msg;

@@ -96,7 +96,21 @@ pub fn host_info() -> HostInfo {
         kernel: read("/proc/sys/kernel/osrelease"),
         cpus_online: cpus_online(),
         netblast_version: env!("CARGO_PKG_VERSION").to_string(),
+        buffers: buffer_caps(),
     }
+}
+
+/// This host's socket buffer caps (`net.core.{r,w}mem_max`, `net.ipv4.tcp_{r,w}mem` max);
+/// `None` when /proc/sys is not readable.
+pub fn buffer_caps() -> Option<netblast_spec::result::BufferCaps> {
+    let one = |p: &str| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
+    let third = |p: &str| -> Option<u64> { std::fs::read_to_string(p).ok()?.split_whitespace().nth(2)?.parse().ok() };
+    Some(netblast_spec::result::BufferCaps {
+        rmem_max: one("/proc/sys/net/core/rmem_max")?,
+        wmem_max: one("/proc/sys/net/core/wmem_max")?,
+        tcp_rmem_max: third("/proc/sys/net/ipv4/tcp_rmem")?,
+        tcp_wmem_max: third("/proc/sys/net/ipv4/tcp_wmem")?,
+    })
 }
 
 /// The addresses of this host's interfaces with their prefix lengths (`getifaddrs`), loopback

@@ -1,0 +1,204 @@
+//! Why a TCP flow was as fast as it was, from its sender's kernel clocks ([`TcpLimits`]): the
+//! share of the time the receiver's window, the sender's own buffer, the congestion window or
+//! path, or the application (nothing to send) held it, and a verdict in words with the numbers
+//! behind it and the fix where there is one.
+//!
+//! The window in flight is the measured rate × the measured RTT (the bandwidth-delay product
+//! the path held); a buffer below it for the rate wanted is the limit to raise.
+
+use crate::profile::{Way, Workload};
+use crate::result::{HostInfo, LimitShares, RunResult, TcpLimits, WaySummary};
+use crate::units::{fmt_bits_per_s, fmt_bytes, fmt_ns};
+
+/// What held a way's senders most of the time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// The receiver's advertised window.
+    ReceiverWindow,
+    /// The sender's send buffer.
+    SendBuffer,
+    /// The congestion window or the path: busy, sending as fast as they allow.
+    Congestion,
+    /// Nothing to send: the application, its CPU, or a rate it holds.
+    Application,
+}
+
+impl Limit {
+    /// Its name in words.
+    pub fn name(self) -> &'static str {
+        match self {
+            Limit::ReceiverWindow => "receiver window",
+            Limit::SendBuffer => "send buffer",
+            Limit::Congestion => "congestion window or path",
+            Limit::Application => "application (nothing to send)",
+        }
+    }
+}
+
+/// One way's diagnosis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diagnosis {
+    /// The way.
+    pub way: Way,
+    /// The shares of the senders' time.
+    pub shares: LimitShares,
+    /// The largest.
+    pub limit: Limit,
+    /// The verdict: the limit, the numbers behind it, the fix.
+    pub verdict: String,
+}
+
+/// The diagnosis of each way whose senders' kernels reported their limit clocks.
+pub fn tcp(r: &RunResult) -> Vec<Diagnosis> {
+    r.summary.ways.iter().filter_map(|w| way(r, w, w.limits?)).collect()
+}
+
+fn way(r: &RunResult, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
+    let shares = limits.shares()?;
+    let ranked = [
+        (Limit::ReceiverWindow, shares.rwnd),
+        (Limit::SendBuffer, shares.sndbuf),
+        (Limit::Congestion, shares.cwnd),
+        (Limit::Application, shares.app),
+    ];
+    let (mut limit, mut share) =
+        ranked.into_iter().fold((Limit::Application, -1.0), |a, b| if b.1 > a.1 { b } else { a });
+    let tcp = &r.plan.profile.tcp;
+    let (sender, receiver) = match w.way {
+        Way::Up => (Some(&r.client), r.server.as_ref()),
+        Way::Down => (r.server.as_ref(), Some(&r.client)),
+    };
+    // A send buffer fixed below what autotuning reaches, and the sender often with nothing
+    // queued: the buffer, which the kernel's own clock times only until the ACKs free space.
+    let starved = small_sndbuf(tcp.sndbuf(), sender).filter(|_| shares.app >= STARVED && shares.rwnd < shares.app);
+    if starved.is_some() {
+        (limit, share) = (Limit::SendBuffer, shares.app);
+    }
+    let rate = w.receiver.unwrap_or(w.sender).bits_per_s;
+    let rtt_ns = w.rtt.map(|t| t.mean_us * 1e3).filter(|v| *v > 0.0);
+    let window = rtt_ns.map(|t| rate / 8.0 * t / 1e9);
+    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    let flight = match (rtt_ns, window) {
+        (Some(t), Some(win)) => format!(
+            ": at the measured RTT of {}, {} is {} in flight",
+            fmt_ns(t),
+            fmt_bits_per_s(rate),
+            fmt_bytes(win as u64)
+        ),
+        _ => String::new(),
+    };
+    let wanted = match &r.plan.profile.workload {
+        Workload::Bulk(b) => b.bitrate.map(|b| b.bits_per_s()),
+        _ => None,
+    };
+    let needs = match (wanted, rtt_ns) {
+        (Some(b), Some(t)) => {
+            format!("; {} needs {} at this RTT", fmt_bits_per_s(b), fmt_bytes((b / 8.0 * t / 1e9) as u64))
+        }
+        _ => String::new(),
+    };
+    let verdict = match limit {
+        Limit::ReceiverWindow => format!(
+            "receiver window limited {} of the time{flight}{needs}; {}",
+            pct(share),
+            buffer_fix(tcp.rcvbuf(), receiver, "receive", |c| (c.rmem_max, c.tcp_rmem_max), ("rmem_max", "tcp_rmem"))
+        ),
+        Limit::SendBuffer if starved.is_some() => {
+            let (fixed, auto) = starved.unwrap_or_default();
+            format!(
+                "send buffer limited: nothing was queued {} of the time with the send buffer fixed at {} (-w or \
+                 --sndbuf; autotuning reaches {} here){flight}; the sender waits for the returning ACKs to free \
+                 space (the kernel's own send-buffer clock, {}, stops when they do): raise it",
+                pct(share),
+                fmt_bytes(fixed),
+                fmt_bytes(auto),
+                pct(shares.sndbuf)
+            )
+        }
+        Limit::SendBuffer => format!(
+            "send buffer limited {} of the time{flight}{needs}; {}",
+            pct(share),
+            buffer_fix(tcp.sndbuf(), sender, "send", |c| (c.wmem_max, c.tcp_wmem_max), ("wmem_max", "tcp_wmem"))
+        ),
+        Limit::Congestion => {
+            let lost = match w.retransmit_rate {
+                Some(x) if x >= 0.001 => {
+                    format!("with {:.2}% of segments retransmitted: the path drops or queues", x * 100.0)
+                }
+                Some(_) => {
+                    "with next to nothing retransmitted: the congestion window or the path's rate holds it".into()
+                }
+                None => "(retransmits not counted)".into(),
+            };
+            format!("congestion limited {} of the time{flight}, {lost}", pct(share))
+        }
+        Limit::Application => {
+            let why = match wanted {
+                Some(b) => format!("held at -b {}", fmt_bits_per_s(b)),
+                None => "the generator or its CPU: see the CPU line".into(),
+            };
+            format!("application limited: nothing to send {} of the time ({why})", pct(share))
+        }
+    };
+    Some(Diagnosis { way: w.way, shares, limit, verdict })
+}
+
+/// The share of time with nothing queued past which a small fixed send buffer is the limit.
+const STARVED: f64 = 0.2;
+
+/// A send buffer fixed below what autotuning reaches on the sending host: (fixed, autotuning's max).
+fn small_sndbuf(fixed: Option<u64>, sender: Option<&HostInfo>) -> Option<(u64, u64)> {
+    let auto = sender?.buffers?.tcp_wmem_max;
+    fixed.filter(|f| *f < auto).map(|f| (f, auto))
+}
+
+/// The fix of a buffer limit: a fixed size (`-w`) and the cap it may reach, or autotuning's
+/// maximum on the host, with the sysctl to raise.
+fn buffer_fix(
+    fixed: Option<u64>,
+    host: Option<&HostInfo>,
+    what: &str,
+    caps: fn(&crate::result::BufferCaps) -> (u64, u64),
+    names: (&str, &str),
+) -> String {
+    let name = host.map(|h| h.hostname.as_str()).filter(|h| !h.is_empty()).unwrap_or("the host");
+    let c = host.and_then(|h| h.buffers).map(|b| caps(&b));
+    match (fixed, c) {
+        (Some(w), Some((core, _))) => format!(
+            "the {what} buffer is fixed at {} (-w or --{}; autotuning off): raise it (net.core.{} on {name} is {}; sysctl -w net.core.{}=N to go past it)",
+            fmt_bytes(w),
+            if what == "send" { "sndbuf" } else { "rcvbuf" },
+            names.0,
+            fmt_bytes(core),
+            names.0
+        ),
+        (Some(w), None) => format!("the {what} buffer is fixed at {} (-w; autotuning off): raise it", fmt_bytes(w)),
+        (None, Some((core, auto))) => format!(
+            "autotuning grows the {what} buffer up to net.ipv4.{} max = {} on {name}: raise it past the window \
+             wanted (sysctl -w net.ipv4.{}='4096 131072 N'; net.core.{} = {} caps -w)",
+            names.1,
+            fmt_bytes(auto),
+            names.1,
+            names.0,
+            fmt_bytes(core),
+        ),
+        (None, None) => format!("raise the {what} buffer (-w, or net.ipv4.{} max)", names.1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_add_up_to_the_whole_and_name_the_largest() {
+        let l = TcpLimits { busy_us: 900_000, rwnd_limited_us: 800_000, sndbuf_limited_us: 50_000, wall_us: 1_000_000 };
+        let s = l.shares().unwrap();
+        assert!((s.rwnd + s.sndbuf + s.cwnd + s.app - 1.0).abs() < 1e-9, "{s:?}");
+        assert!((s.rwnd - 0.8).abs() < 1e-9 && (s.app - 0.1).abs() < 1e-9, "{s:?}");
+        // A busy clock past the span (jiffies rounding) is held to it.
+        let l = TcpLimits { busy_us: 1_004_000, rwnd_limited_us: 0, sndbuf_limited_us: 0, wall_us: 1_000_000 };
+        assert_eq!(l.shares().unwrap().app, 0.0);
+        assert_eq!(TcpLimits::default().shares(), None);
+    }
+}

@@ -223,12 +223,21 @@ pub fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
     if iv.is_short_tail(profile.run.interval().as_secs_f64()) {
         return String::new();
     }
+    if netblast_spec::omit::is_omitted(iv, profile.run.omit().as_secs_f64()) {
+        // Shown as iperf3 -O shows them, and left out of the totals.
+        return bulk_interval(iv, streams, profile).replace('\n', "  (omitted)\n");
+    }
     if profile.kind() == Kind::Http {
         return http_interval(iv, profile);
     }
     if profile.kind() != Kind::Bulk {
         return msg_interval(iv, streams, profile);
     }
+    bulk_interval(iv, streams, profile)
+}
+
+/// A bulk interval's lines: each stream's (up to [`MAX_STREAM_LINES`]) and each way's sum.
+fn bulk_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String {
     let mut s = String::new();
     let secs = (iv.end_s - iv.start_s).max(1e-9);
     let ways = iv.sums.len();

@@ -12,6 +12,7 @@
 //! - [`merge`]: results of concurrent tests merged into one, exactly.
 //! - [`diagnose`]: what limited a TCP flow (window, buffer, congestion, the application), and
 //!   the fix.
+//! - [`omit`]: `--omit`: a bulk test's first seconds left out of its totals.
 //! - [`fleet`]: the messages between a fleet coordinator and its agents, and the frame log.
 //! - [`hist`]: latency histograms: standard configuration, lossless codec, exact merging.
 //! - [`units`]: sizes, rates, durations, CPU lists, and their human renderings.
@@ -26,6 +27,7 @@ pub mod error;
 pub mod fleet;
 pub mod hist;
 pub mod merge;
+pub mod omit;
 pub mod plan;
 pub mod profile;
 pub mod result;

@@ -324,3 +324,58 @@ fn tcp_at_a_bitrate_is_held_near_it_both_ways() {
         assert!((way.bits_per_s - target).abs() <= target * 0.05, "{direction:?}: {:.3e}", way.bits_per_s);
     }
 }
+
+/// `--omit` (iperf3 -O): the first second runs, is shown marked, and is left out of the
+/// totals, which are exactly the intervals after it; the test lasts -t more. Refused where it
+/// cannot mean that: another kind, part of an interval.
+#[test]
+fn omit_leaves_the_first_seconds_out_of_the_totals_and_says_so() {
+    let (server, addr) = util::spawn_server();
+    let _server = util::KillOnDrop(server);
+    let target = addr.to_string();
+    let dir = std::env::temp_dir().join(format!("nb-omit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("r.json");
+    let o = util::run_cmd()
+        .args(["--target", &target, "-t", "1", "--omit", "1s", "-i", "500ms", "--flows", "2", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{text}{}", String::from_utf8_lossy(&o.stderr));
+    let r: RunResult = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(r.plan.time_bound.get(), Duration::from_secs(2), "the omitted second runs before the test's");
+    let omitted: Vec<_> = r.intervals.iter().filter(|iv| iv.end_s <= 1.0 + 1e-6).collect();
+    assert_eq!(omitted.len(), 2, "two 500 ms intervals omitted");
+    let w = &r.summary.ways[0];
+    let after: u64 = r.intervals.iter().filter(|iv| iv.end_s > 1.0 + 1e-6).map(|iv| iv.sums[0].sent_bytes).sum();
+    assert_eq!(w.sender.bytes, after, "the totals are the intervals after the omitted second, exactly");
+    let received: u64 =
+        r.intervals.iter().filter(|iv| iv.end_s > 1.0 + 1e-6).filter_map(|iv| iv.sums[0].received_bytes).sum();
+    assert_eq!(w.receiver.unwrap().bytes, received);
+    assert!((w.sender.seconds - 1.0).abs() < 0.1, "over the second after: {}", w.sender.seconds);
+    for s in &r.summary.streams {
+        let after: u64 = r
+            .intervals
+            .iter()
+            .filter(|iv| iv.end_s > 1.0 + 1e-6)
+            .filter_map(|iv| iv.streams.iter().find(|x| x.id == s.id))
+            .map(|x| x.sent_bytes)
+            .sum();
+        assert_eq!(s.sender.bytes, after, "stream {}", s.id);
+    }
+    let marked: Vec<&str> = text.lines().filter(|l| l.ends_with("(omitted)")).collect();
+    assert!(marked.iter().any(|l| l.contains("0.00-0.50")) && marked.iter().any(|l| l.contains("0.50-1.00")), "{text}");
+    assert!(!text.lines().any(|l| l.contains("1.00-1.50") && l.ends_with("(omitted)")), "{text}");
+    assert!(text.contains("note: --omit 1s: the first 1s run before the test's 1s"), "{text}");
+    for (args, names) in [
+        (vec!["--omit", "700ms", "-i", "500ms"], "whole number of reporting intervals"),
+        (vec!["--omit", "1s", "--profile", "latency"], "--omit"),
+    ] {
+        let o = util::run_cmd().args(["--target", &target, "-t", "1"]).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(names), "{args:?}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

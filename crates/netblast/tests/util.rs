@@ -208,16 +208,26 @@ impl NetnsPair {
 
     /// A `TcpExt` counter of namespace `ns` (`/proc/net/netstat`: a line of names, a line of values).
     pub fn tcp_ext(&self, ns: &str, name: &str) -> u64 {
+        self.counter(ns, "/proc/net/netstat", "TcpExt:", name)
+    }
+
+    /// A `Tcp:` counter of namespace `ns` (`/proc/net/snmp`: `RetransSegs`, `OutSegs`, ...).
+    pub fn tcp_snmp(&self, ns: &str, name: &str) -> u64 {
+        self.counter(ns, "/proc/net/snmp", "Tcp:", name)
+    }
+
+    /// Counter `name` of the `prefix` rows (a names row, then a values row) of `file` in `ns`.
+    fn counter(&self, ns: &str, file: &str, prefix: &str, name: &str) -> u64 {
         let out = Command::new("nsenter")
             .arg(format!("--net=/run/netns/{ns}"))
-            .args(["cat", "/proc/net/netstat"])
+            .args(["cat", file])
             .output()
-            .expect("nsenter cat /proc/net/netstat");
+            .unwrap_or_else(|e| panic!("nsenter cat {file}: {e}"));
         let text = String::from_utf8_lossy(&out.stdout);
-        let mut rows = text.lines().filter(|l| l.starts_with("TcpExt:"));
-        let (names, values) = (rows.next().expect("TcpExt names"), rows.next().expect("TcpExt values"));
-        let at = names.split_whitespace().position(|n| n == name).unwrap_or_else(|| panic!("no TcpExt {name}"));
-        values.split_whitespace().nth(at).and_then(|v| v.parse().ok()).expect("TcpExt value")
+        let mut rows = text.lines().filter(|l| l.starts_with(prefix));
+        let (names, values) = (rows.next().expect("names row"), rows.next().expect("values row"));
+        let at = names.split_whitespace().position(|n| n == name).unwrap_or_else(|| panic!("no {prefix} {name}"));
+        values.split_whitespace().nth(at).and_then(|v| v.parse().ok()).expect("counter value")
     }
 
     pub fn nft(&self, ns: &str, script: &str) {

@@ -637,7 +637,7 @@ impl Aggregator {
             cwnd_max_bytes: self.totals.cwnd_max.get(&way).copied().unwrap_or(0),
             msgs,
             latency: merged.map(Distribution::of),
-            limits: way_limits(of_way),
+            limits: netblast_spec::omit::limits_of(of_way),
         }
     }
 
@@ -700,21 +700,6 @@ fn rate(n: f64, secs: f64) -> f64 {
     } else {
         0.0
     }
-}
-
-/// A way's sender limits: each stream's kernel clocks over its sender's seconds, summed;
-/// `None` unless every stream's kernel reported them.
-fn way_limits(of_way: &[&StreamSummary]) -> Option<netblast_spec::result::TcpLimits> {
-    of_way
-        .iter()
-        .map(|s| {
-            let mut l = s.tcp?.limits?;
-            l.wall_us = (s.sender.seconds * 1e6) as u64;
-            Some(l)
-        })
-        .collect::<Option<Vec<_>>>()?
-        .into_iter()
-        .reduce(|a, b| a.add(&b))
 }
 
 #[cfg(test)]

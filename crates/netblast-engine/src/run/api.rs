@@ -203,6 +203,9 @@ impl Envelope {
         {
             tracing::debug!("the short last interval stays apart: {e}");
         }
+        // --omit: the first seconds ran, and are left out of the totals.
+        let mut summary = m.summary;
+        netblast_spec::omit::omit_start(&intervals, &mut summary, plan.profile.run.omit().as_secs_f64());
         RunResult {
             schema: SCHEMA.to_string(),
             netblast_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -225,7 +228,7 @@ impl Envelope {
             server_probe: self.server_probe,
             streams: m.streams,
             intervals,
-            summary: m.summary,
+            summary,
             parts: Vec::new(),
             agents: Vec::new(),
             asserts: Vec::new(),

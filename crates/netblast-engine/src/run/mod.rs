@@ -94,6 +94,12 @@ pub fn resolve(req: Request) -> Result<Resolved, ClientError> {
             notes.push(format!("client socket buffer: {}", b.describe()));
         }
     }
+    if let (Some(o), Some(d)) = (req.profile.run.omit, req.profile.run.duration) {
+        notes.push(format!(
+            "--omit {o}: the first {o} run before the test's {d} and are left out of its totals (iperf3 -O), \
+             their intervals marked (omitted); CPU, RTT samples and spurious retransmissions still cover them"
+        ));
+    }
     if !req.bind.is_empty() {
         crate::os::sockopt::check_binding(&req.bind).map_err(|e| ClientError::Setting(e.to_string()))?;
     }

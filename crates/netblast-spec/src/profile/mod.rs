@@ -83,6 +83,8 @@ struct RunFile {
     interval: Option<Dur>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     cpus: Option<CpuList>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    omit: Option<Dur>,
 }
 
 impl TryFrom<ProfileFile> for Profile {
@@ -109,7 +111,7 @@ impl TryFrom<ProfileFile> for Profile {
         }
         Ok(Profile {
             description: f.description,
-            run: RunSection { duration: f.run.duration, interval: f.run.interval, cpus: f.run.cpus },
+            run: RunSection { duration: f.run.duration, interval: f.run.interval, cpus: f.run.cpus, omit: f.run.omit },
             tcp: f.tcp,
             workload: workload.unwrap_or_else(|| Workload::default_for(kind)),
         })
@@ -125,6 +127,7 @@ impl From<Profile> for ProfileFile {
                 duration: p.run.duration,
                 interval: p.run.interval,
                 cpus: p.run.cpus,
+                omit: p.run.omit,
             },
             tcp: p.tcp,
             bulk: None,
@@ -239,6 +242,27 @@ impl Profile {
         }
         if self.run.interval() < Duration::from_millis(10) {
             return Err(("run.interval", "must be at least 10ms".into()));
+        }
+        if let Some(o) = self.run.omit {
+            if self.kind() != Kind::Bulk {
+                return Err((
+                    "run.omit",
+                    format!("applies to bulk tests; this profile's kind is {}", self.kind().name()),
+                ));
+            }
+            if self.run.duration.is_none() {
+                return Err((
+                    "run.omit",
+                    "needs run.duration: what is left out comes before a time, not a count".into(),
+                ));
+            }
+            let iv = self.run.interval().as_nanos();
+            if o.get().is_zero() || o.get().as_nanos() % iv != 0 {
+                return Err((
+                    "run.omit",
+                    format!("{o} is not a whole number of reporting intervals ({})", Dur(self.run.interval())),
+                ));
+            }
         }
         if self.run.cpus.as_ref().is_some_and(|c| c.0.is_empty()) {
             return Err(("run.cpus", "names no CPU".into()));

@@ -26,6 +26,10 @@ pub struct Overrides {
     /// Stop after this many bytes in total (e.g. 10GiB); the duration still caps the run.
     #[cfg_attr(feature = "clap", arg(long))]
     pub bytes: Option<ByteSize>,
+    /// Run this long first and leave it out of the totals, e.g. 2s (iperf3 -O: skip slow
+    /// start); bulk; the test lasts -t more.
+    #[cfg_attr(feature = "clap", arg(long, short = 'O'))]
+    pub omit: Option<Dur>,
     /// Reporting interval.
     #[cfg_attr(feature = "clap", arg(long, short = 'i'))]
     pub interval: Option<Dur>,
@@ -237,6 +241,7 @@ impl Overrides {
         let set = [
             ("--flows", self.flows.is_some(), FLOWS),
             ("--bytes", self.bytes.is_some(), BULK),
+            ("--omit", self.omit.is_some(), BULK),
             ("--reverse", self.reverse, BULK_MSG),
             ("--bidir", self.bidir, BULK_MSG),
             ("--block", self.block.is_some(), BULK_MSG),
@@ -298,6 +303,7 @@ impl Overrides {
         let run = &mut p.run;
         set_some(&mut run.duration, self.duration);
         set_some(&mut run.interval, self.interval);
+        set_some(&mut run.omit, self.omit);
         set_some(&mut run.cpus, self.cpus.clone());
         let tcp = &mut p.tcp;
         set_some(&mut tcp.window, self.window);

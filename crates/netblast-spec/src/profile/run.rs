@@ -67,6 +67,10 @@ pub struct RunSection {
     /// Client CPUs to run pinned workers on (default: every CPU this process may use).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<CpuList>,
+    /// Bulk: run this long first and leave it out of the totals (iperf3 -O: skip slow
+    /// start); the test lasts `duration` more. A whole number of reporting intervals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub omit: Option<Dur>,
 }
 
 impl RunSection {
@@ -76,5 +80,10 @@ impl RunSection {
     /// The reporting interval in effect.
     pub fn interval(&self) -> Duration {
         self.interval.map(Dur::get).unwrap_or(Self::DEFAULT_INTERVAL)
+    }
+
+    /// The time left out of the totals at the start (`--omit`), zero without it.
+    pub fn omit(&self) -> Duration {
+        self.omit.map(Dur::get).unwrap_or_default()
     }
 }

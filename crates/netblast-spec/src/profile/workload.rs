@@ -194,7 +194,8 @@ impl Workload {
     /// [`super::COUNT_ONLY_TIME_CAP`] when only a count bounds the test.
     pub fn time_bound(&self, run: &RunSection) -> Duration {
         if let Some(d) = run.duration {
-            return d.get();
+            // The omitted start runs before the test's own duration (iperf3 -O).
+            return d.get() + run.omit();
         }
         match self {
             Workload::Http(h) if !h.steps.is_empty() => h.steps_duration(),

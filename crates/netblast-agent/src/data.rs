@@ -556,6 +556,8 @@ struct ServerTest<'a, 'w> {
     sampled: netblast_engine::run::worker::Sampled,
     client_gone: bool,
     problem: Option<String>,
+    /// The host's counters at the start.
+    host: Option<netblast_engine::os::host::HostMark>,
 }
 
 impl<'a, 'w> ServerTest<'a, 'w> {
@@ -581,6 +583,7 @@ impl<'a, 'w> ServerTest<'a, 'w> {
             sampled: Default::default(),
             client_gone: false,
             problem: None,
+            host: netblast_engine::os::host::HostMark::read(),
         }
     }
 
@@ -717,7 +720,8 @@ impl<'a, 'w> ServerTest<'a, 'w> {
         if !self.client_gone {
             let s = &self.sampled;
             let tcp_samples = (s.read < s.wanted).then_some([s.read, s.wanted]);
-            let msg = ServerMsg::Final { streams: std::mem::take(&mut self.finals), cpu: self.cpu, tcp_samples };
+            let load = self.host.as_ref().and_then(|m| m.load());
+            let msg = ServerMsg::Final { streams: std::mem::take(&mut self.finals), cpu: self.cpu, tcp_samples, load };
             let timeout = self.shared.limits.control_write_timeout;
             if let Err(e) = send_report(self.wr, &wire::encode_frame(&msg), timeout).await {
                 return (Some(format!("cannot send the final report: {e}")), totals);

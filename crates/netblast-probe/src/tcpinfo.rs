@@ -174,7 +174,13 @@ pub fn read(fd: RawFd) -> Option<TcpStats> {
 const LIMITS_END: usize = std::mem::offset_of!(RawTcpInfo, sndbuf_limited) + std::mem::size_of::<u64>();
 
 fn limits_of(i: &RawTcpInfo) -> TcpLimits {
-    TcpLimits { busy_us: i.busy_time, rwnd_limited_us: i.rwnd_limited, sndbuf_limited_us: i.sndbuf_limited, wall_us: 0 }
+    TcpLimits {
+        busy_us: i.busy_time,
+        rwnd_limited_us: i.rwnd_limited,
+        sndbuf_limited_us: i.sndbuf_limited,
+        wall_us: 0,
+        peer_window: i.snd_wnd as u64,
+    }
 }
 
 /// The sender's limit clocks of a socket (what an eBPF sample lacks); `None` on a kernel

@@ -71,6 +71,7 @@ pub fn render(name: &str, r: &RunResult) -> Result<String, String> {
     }
     cpu_table(&mut b, &[(name.to_string(), r)]);
     limits_table(&mut b, r);
+    verdicts(&mut b, r);
     cps_failures(&mut b, r);
     http_tables(&mut b, r);
     streams_table(&mut b, r);
@@ -374,6 +375,48 @@ fn limits_table(out: &mut String, r: &RunResult) {
             s.app * 100.0,
             esc(&x.verdict)
         );
+    }
+    out.push_str("</table>\n");
+}
+
+/// The UDP, HTTP and hosts' verdicts, and each host's CPUs over the test.
+fn verdicts(out: &mut String, r: &RunResult) {
+    let v: Vec<String> = netblast_spec::verdict::udp(r)
+        .into_iter()
+        .chain(r.summary.http.as_ref().and_then(|h| netblast_spec::verdict::http(r, h)))
+        .chain(netblast_spec::verdict::hosts(r))
+        .collect();
+    if !v.is_empty() {
+        out.push_str("<h2>Verdicts</h2><ul id=\"verdicts\">");
+        for line in &v {
+            let _ = write!(out, "<li>{}</li>", esc(line));
+        }
+        out.push_str("</ul>\n");
+    }
+    let load = &r.summary.load;
+    let sides = [("client", load.client.as_ref()), ("server", load.server.as_ref())];
+    if sides.iter().all(|(_, l)| l.is_none()) {
+        return;
+    }
+    out.push_str(
+        "<h2>The hosts' CPUs over the test</h2><table id=\"host-cpus\"><tr><th class=\"l\">host</th><th>CPU</th>\
+         <th>busy</th><th>user</th><th>system</th><th>softirq</th><th>irq</th><th>steal</th></tr>",
+    );
+    for (who, l) in sides {
+        for c in l.map(|l| l.cpus.as_slice()).unwrap_or_default() {
+            let p = |x: f64| format!("{:.0}%", x * 100.0);
+            let _ = write!(
+                out,
+                "<tr><td class=\"l\">{who}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                c.cpu,
+                p(c.busy()),
+                p(c.user),
+                p(c.system),
+                p(c.softirq),
+                p(c.irq),
+                p(c.steal)
+            );
+        }
     }
     out.push_str("</table>\n");
 }

@@ -1065,6 +1065,14 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
         }
     }
     let _ = writeln!(s, "{}", cpu_line(r));
+    // UDP, HTTP and the hosts' verdicts (TCP's are under each way's line).
+    let v = netblast_spec::verdict::udp(r)
+        .into_iter()
+        .chain(r.summary.http.as_ref().and_then(|h| netblast_spec::verdict::http(r, h)))
+        .chain(netblast_spec::verdict::hosts(r));
+    for line in v {
+        let _ = writeln!(s, "verdict: {line}");
+    }
     if let Some(fb) = r.probe.fallback_reason.as_ref().filter(|_| r.probe.tcp_source != "off") {
         let _ = writeln!(s, "TCP statistics from {} ({fb})", r.probe.tcp_source);
     }

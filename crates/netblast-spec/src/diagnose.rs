@@ -42,8 +42,11 @@ pub struct Diagnosis {
     pub way: Way,
     /// The shares of the senders' time.
     pub shares: LimitShares,
-    /// The largest.
+    /// What held them: the largest share, or the receiver's window where the congestion
+    /// window only tracked it.
     pub limit: Limit,
+    /// The share of the time `limit` held them.
+    pub share: f64,
     /// The verdict: the limit, the numbers behind it, the fix.
     pub verdict: String,
 }
@@ -77,6 +80,18 @@ fn way(r: &RunResult, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
     let rate = w.receiver.unwrap_or(w.sender).bits_per_s;
     let rtt_ns = w.rtt.map(|t| t.mean_us * 1e3).filter(|v| *v > 0.0);
     let window = rtt_ns.map(|t| rate / 8.0 * t / 1e9);
+    // A congestion window grown to the receiver's window: with nothing lost, the window in
+    // flight filling what the receiver advertised, and the kernel's receiver-window clock
+    // running a good part of the time, the congestion window only tracks the receiver's (the
+    // kernel tests it first, and does not grow it past what is in flight).
+    let tracks = limit == Limit::Congestion
+        && shares.rwnd >= TRACKS
+        && w.retransmit_rate.is_none_or(|x| x < 0.001)
+        && limits.peer_window > 0
+        && window.is_some_and(|win| win >= 0.7 * limits.peer_window as f64);
+    if tracks {
+        (limit, share) = (Limit::ReceiverWindow, shares.rwnd + shares.cwnd);
+    }
     let pct = |x: f64| format!("{:.0}%", x * 100.0);
     let flight = match (rtt_ns, window) {
         (Some(t), Some(win)) => format!(
@@ -99,8 +114,18 @@ fn way(r: &RunResult, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
     };
     let verdict = match limit {
         Limit::ReceiverWindow => format!(
-            "receiver window limited {} of the time{flight}{needs}; {}",
+            "receiver window limited {} of the time{}{flight}{needs}; {}",
             pct(share),
+            if tracks {
+                format!(
+                    " ({} at the receiver's window of {} by the kernel's clock, {} at a congestion window grown to it)",
+                    pct(shares.rwnd),
+                    fmt_bytes(limits.peer_window),
+                    pct(shares.cwnd)
+                )
+            } else {
+                String::new()
+            },
             buffer_fix(tcp.rcvbuf(), receiver, "receive", |c| (c.rmem_max, c.tcp_rmem_max), ("rmem_max", "tcp_rmem"))
         ),
         Limit::SendBuffer if starved.is_some() => {
@@ -133,14 +158,36 @@ fn way(r: &RunResult, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
             format!("congestion limited {} of the time{flight}, {lost}", pct(share))
         }
         Limit::Application => {
-            let why = match wanted {
-                Some(b) => format!("held at -b {}", fmt_bits_per_s(b)),
-                None => "the generator or its CPU: see the CPU line".into(),
+            let side = if w.way == Way::Up { r.summary.load.client.as_ref() } else { r.summary.load.server.as_ref() };
+            let why = match (wanted, side.and_then(|l| saturated(l).into_iter().next())) {
+                (Some(b), _) => format!("held at -b {}", fmt_bits_per_s(b)),
+                (None, Some(c)) => format!("the sender's {}", cpu_words(c)),
+                (None, None) => "the generator: no CPU of the sending host was saturated".into(),
             };
             format!("application limited: nothing to send {} of the time ({why})", pct(share))
         }
     };
-    Some(Diagnosis { way: w.way, shares, limit, verdict })
+    Some(Diagnosis { way: w.way, shares, limit, share, verdict })
+}
+
+/// The least share of the receiver-window clock for a congestion window that fills the
+/// receiver's window to be taken as tracking it.
+const TRACKS: f64 = 0.2;
+
+/// A CPU busy this share of the time or more is saturated.
+pub const SATURATED: f64 = 0.9;
+
+/// A host's saturated CPUs, busiest first.
+pub fn saturated(load: &crate::result::HostLoad) -> Vec<&crate::result::CpuLoad> {
+    let mut v: Vec<_> = load.cpus.iter().filter(|c| c.busy() >= SATURATED).collect();
+    v.sort_by(|a, b| b.busy().total_cmp(&a.busy()));
+    v
+}
+
+/// A CPU in words: `CPU 1 at 99% busy, 61% of it in softirq`.
+pub fn cpu_words(c: &crate::result::CpuLoad) -> String {
+    let (state, share) = c.mostly();
+    format!("CPU {} at {:.0}% busy, {:.0}% in {state}", c.cpu, c.busy() * 100.0, share * 100.0)
 }
 
 /// The share of time with nothing queued past which a small fixed send buffer is the limit.
@@ -192,12 +239,12 @@ mod tests {
 
     #[test]
     fn shares_add_up_to_the_whole_and_name_the_largest() {
-        let l = TcpLimits { busy_us: 900_000, rwnd_limited_us: 800_000, sndbuf_limited_us: 50_000, wall_us: 1_000_000 };
+        let l = TcpLimits { busy_us: 900_000, rwnd_limited_us: 800_000, sndbuf_limited_us: 50_000, wall_us: 1_000_000, peer_window: 0 };
         let s = l.shares().unwrap();
         assert!((s.rwnd + s.sndbuf + s.cwnd + s.app - 1.0).abs() < 1e-9, "{s:?}");
         assert!((s.rwnd - 0.8).abs() < 1e-9 && (s.app - 0.1).abs() < 1e-9, "{s:?}");
         // A busy clock past the span (jiffies rounding) is held to it.
-        let l = TcpLimits { busy_us: 1_004_000, rwnd_limited_us: 0, sndbuf_limited_us: 0, wall_us: 1_000_000 };
+        let l = TcpLimits { busy_us: 1_004_000, rwnd_limited_us: 0, sndbuf_limited_us: 0, wall_us: 1_000_000, peer_window: 0 };
         assert_eq!(l.shares().unwrap().app, 0.0);
         assert_eq!(TcpLimits::default().shares(), None);
     }

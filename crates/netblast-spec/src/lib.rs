@@ -33,6 +33,7 @@ pub mod profile;
 pub mod result;
 pub mod units;
 pub mod upgrade;
+pub mod verdict;
 
 pub use error::SpecError;
 pub use profile::Profile;

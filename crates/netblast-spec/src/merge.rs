@@ -563,7 +563,7 @@ pub fn summary_of_intervals(intervals: &[Interval]) -> Result<Summary, MergeErro
             ..HttpSummary::default()
         })
     };
-    Ok(Summary { duration_s: secs, ways, streams: Vec::new(), cpu: Default::default(), http })
+    Ok(Summary { duration_s: secs, ways, streams: Vec::new(), cpu: Default::default(), http, load: Default::default() })
 }
 
 /// Adds a stream's tail to its interval: counts added (a receiver count only when both have
@@ -716,6 +716,8 @@ fn merge_summaries(names: &[&str], sums: &[&Summary], places: &[Place]) -> Resul
             server,
         },
         http,
+        // Each test's hosts stay in its part (`parts[].summary.load`): a sum of hosts means nothing.
+        load: Default::default(),
     })
 }
 
@@ -1080,6 +1082,7 @@ pub(crate) mod tests {
                 streams: stream_sums,
                 cpu: CpuSummary::default(),
                 http: None,
+                load: Default::default(),
             },
             parts: Vec::new(),
             agents: Vec::new(),

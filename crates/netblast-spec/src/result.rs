@@ -192,6 +192,14 @@ pub struct TcpLimits {
     /// no span of its own).
     #[serde(default)]
     pub wall_us: u64,
+    /// The receiver's advertised window at the last sample, bytes (`tcpi_snd_wnd`, Linux
+    /// 5.4+; 0 unknown); a way's is its streams' sum.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub peer_window: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The shares of a sender's time (fractions of `wall_us`) by what limited it.
@@ -215,6 +223,7 @@ impl TcpLimits {
             rwnd_limited_us: self.rwnd_limited_us + o.rwnd_limited_us,
             sndbuf_limited_us: self.sndbuf_limited_us + o.sndbuf_limited_us,
             wall_us: self.wall_us + o.wall_us,
+            peer_window: self.peer_window + o.peer_window,
         }
     }
 
@@ -225,6 +234,7 @@ impl TcpLimits {
             rwnd_limited_us: self.rwnd_limited_us.saturating_sub(earlier.rwnd_limited_us),
             sndbuf_limited_us: self.sndbuf_limited_us.saturating_sub(earlier.sndbuf_limited_us),
             wall_us,
+            peer_window: self.peer_window,
         }
     }
 
@@ -319,6 +329,103 @@ impl CpuUsage {
     pub fn cpu_s(&self) -> f64 {
         self.user_s + self.system_s
     }
+}
+
+/// Each host's CPUs and packet drops over a test (`summary.load`): the whole host, not only
+/// netblast, read from `/proc` at the test's start and end on each side.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Load {
+    /// The client's host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<HostLoad>,
+    /// The server's host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<HostLoad>,
+}
+
+impl Load {
+    /// Neither side read.
+    pub fn is_empty(&self) -> bool {
+        self.client.is_none() && self.server.is_none()
+    }
+}
+
+/// One host over a test: how busy each CPU was and in what, and what its interfaces and input
+/// backlogs dropped.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostLoad {
+    /// Seconds between the two readings.
+    pub wall_s: f64,
+    /// Each CPU online (`/proc/stat`), shares of the time between the readings.
+    pub cpus: Vec<CpuLoad>,
+    /// The interfaces (of the namespace the side ran in) whose drop or error counters moved.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interfaces: Vec<InterfaceDrops>,
+    /// Packets dropped because a CPU's input backlog was full (`/proc/net/softnet_stat`).
+    #[serde(default)]
+    pub backlog_drops: u64,
+}
+
+impl HostLoad {
+    /// The busiest CPU.
+    pub fn busiest(&self) -> Option<&CpuLoad> {
+        self.cpus.iter().max_by(|a, b| a.busy().total_cmp(&b.busy()))
+    }
+}
+
+/// One CPU's time between two readings, as shares of it (0..1): user (with nice), system, hard
+/// and soft interrupts, stolen by the hypervisor, idle (with I/O wait).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuLoad {
+    /// The CPU's number.
+    pub cpu: u32,
+    /// User mode (and nice).
+    pub user: f64,
+    /// Kernel mode outside interrupts (system calls: the socket work of a sender).
+    pub system: f64,
+    /// Hardware interrupts.
+    pub irq: f64,
+    /// Software interrupts (the network stack's receive and transmit processing).
+    pub softirq: f64,
+    /// Stolen by the hypervisor for other guests.
+    pub steal: f64,
+    /// Idle (and waiting for I/O).
+    pub idle: f64,
+}
+
+impl CpuLoad {
+    /// The share busy: everything but idle.
+    pub fn busy(&self) -> f64 {
+        (1.0 - self.idle).clamp(0.0, 1.0)
+    }
+
+    /// The largest share of its busy time and its name (`softirq`, `system`, ...).
+    pub fn mostly(&self) -> (&'static str, f64) {
+        [
+            ("user", self.user),
+            ("system", self.system),
+            ("irq", self.irq),
+            ("softirq", self.softirq),
+            ("steal", self.steal),
+        ]
+        .into_iter()
+        .fold(("user", -1.0), |a, b| if b.1 > a.1 { b } else { a })
+    }
+}
+
+/// An interface's drops and errors between two readings (`/proc/net/dev`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterfaceDrops {
+    /// The interface.
+    pub name: String,
+    /// Received packets dropped (a full ring or queue, no buffer).
+    pub rx_dropped: u64,
+    /// Packets to send dropped.
+    pub tx_dropped: u64,
+    /// Receive errors.
+    pub rx_errors: u64,
+    /// Transmit errors.
+    pub tx_errors: u64,
 }
 
 /// One error seen during the run; the run keeps what it measured.
@@ -963,6 +1070,9 @@ pub struct Summary {
     /// HTTP totals (http kind).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpSummary>,
+    /// Each host's CPUs and drops over the test.
+    #[serde(default, skip_serializing_if = "Load::is_empty")]
+    pub load: Load,
 }
 
 impl Summary {

@@ -3,7 +3,7 @@
 
 use crate::header::MAX_FRAME;
 use netblast_spec::profile::{Profile, Way};
-use netblast_spec::result::{CpuUsage, HostInfo, ProbeInfo, TcpStats};
+use netblast_spec::result::{CpuUsage, HostInfo, HostLoad, ProbeInfo, TcpStats};
 use netblast_spec::units::Dur;
 use serde::{Deserialize, Serialize};
 
@@ -192,6 +192,9 @@ pub enum ServerMsg {
         /// for its per-tick budget), what it read: `[read, wanted]` flow-ticks.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tcp_samples: Option<[u64; 2]>,
+        /// The server host's CPUs and drops over the test (absent from older servers).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        load: Option<HostLoad>,
     },
 }
 

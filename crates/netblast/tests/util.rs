@@ -309,6 +309,82 @@ impl Drop for NetnsPair {
     }
 }
 
+/// Namespaces a and b joined through a middle one whose delay line (scripts/delayline.py on a
+/// TUN device) holds every packet `delay` each way: a path with a round trip of 2 × delay,
+/// made without netem or fq (this kernel has neither). a is 10.1.1.1, b 10.1.2.1 (`pair.addr_b`).
+/// Everything is removed on drop.
+pub struct DelayPath {
+    pub pair: NetnsPair,
+    m: String,
+    line: Option<KillOnDrop>,
+}
+
+impl DelayPath {
+    pub fn create(delay: Duration) -> DelayPath {
+        let mut pair = NetnsPair::create();
+        pair.addr_b = "10.1.2.1".into();
+        let (a, b) = (pair.a.clone(), pair.b.clone());
+        // The pair's own veth is replaced by two, through the middle namespace.
+        ip(&["-n", &a, "link", "del", &format!("{a}v")]);
+        let m = format!("{}m", a.trim_end_matches('a'));
+        ip(&["netns", "add", &m]);
+        let mut path = DelayPath { pair, m: m.clone(), line: None };
+        for (ns, dev, mdev, net) in [(&a, format!("{a}v"), "m2a", "10.1.1"), (&b, format!("{b}v"), "m2b", "10.1.2")] {
+            ip(&["link", "add", &dev, "netns", ns, "type", "veth", "peer", "name", mdev, "netns", &m]);
+            ip(&["-n", ns, "addr", "add", &format!("{net}.1/24"), "dev", &dev]);
+            ip(&["-n", &m, "addr", "add", &format!("{net}.2/24"), "dev", mdev]);
+            // `dev` always: a bare name that begins a keyword (`ma`: master) is taken for it.
+            ip(&["-n", ns, "link", "set", "dev", &dev, "up"]);
+            ip(&["-n", &m, "link", "set", "dev", mdev, "up"]);
+            ip(&["-n", ns, "route", "add", "default", "via", &format!("{net}.2")]);
+        }
+        ip(&["-n", &m, "link", "set", "lo", "up"]);
+        ip(&["-n", &m, "tuntap", "add", "dev", "dl0", "mode", "tun"]);
+        ip(&["-n", &m, "link", "set", "dev", "dl0", "up"]);
+        for dev in ["m2a", "m2b"] {
+            ip(&["-n", &m, "rule", "add", "iif", dev, "lookup", "100"]);
+        }
+        ip(&["-n", &m, "route", "add", "default", "dev", "dl0", "table", "100"]);
+        let st = Command::new("ip")
+            .args(["netns", "exec", &m, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
+            .args(["net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.dl0.rp_filter=0"])
+            .status()
+            .unwrap();
+        assert!(st.success(), "forwarding in {m}");
+        let line = Command::new("ip")
+            .args(["netns", "exec", &m, "python3", concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/delayline.py")])
+            .args(["--dev", "dl0", "--delay", &format!("{}us", delay.as_micros()), "--for", "300s"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("python3 scripts/delayline.py");
+        path.line = Some(KillOnDrop(line));
+        // Ready when a connection attempt to a closed port of b is refused (one round trip:
+        // no ping here), no sooner than the round trip.
+        const PROBE: &str = "import socket, time\n\
+            s = socket.socket(); s.settimeout(2); t = time.monotonic()\n\
+            try:\n    s.connect(('10.1.2.1', 9))\n\
+            except ConnectionRefusedError:\n    print(time.monotonic() - t)\n";
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let out = path.pair.cmd(&a, "python3").args(["-c", PROBE]).output().unwrap();
+            if let Ok(rtt) = String::from_utf8_lossy(&out.stdout).trim().parse::<f64>() {
+                assert!(rtt >= (delay * 2).as_secs_f64(), "the delay line adds {delay:?} each way: {rtt} s");
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "no round trip through the delay line in {m}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        path
+    }
+}
+
+impl Drop for DelayPath {
+    fn drop(&mut self) {
+        drop(self.line.take());
+        let _ = Command::new("ip").args(["netns", "del", &self.m]).status();
+    }
+}
+
 /// `GET /metrics`, parsed.
 pub fn scrape(at: SocketAddr) -> prometheus_parse::Scrape {
     let mut c = std::net::TcpStream::connect(at).unwrap();

@@ -127,6 +127,8 @@ pub struct Aggregator {
     pub warnings: Vec<RunError>,
     worker_cpu: Vec<CpuUsage>,
     sampled: crate::run::worker::Sampled,
+    /// Each host's CPUs and drops over the test, as each side read them.
+    pub load: netblast_spec::result::Load,
 }
 
 impl Aggregator {
@@ -148,6 +150,7 @@ impl Aggregator {
             warnings: Vec::new(),
             worker_cpu: Vec::new(),
             sampled: Default::default(),
+            load: Default::default(),
         }
     }
 
@@ -475,7 +478,7 @@ impl Aggregator {
             bits_per_client_cpu_s: per(&client_cpu),
             bits_per_server_cpu_s: server_cpu.as_ref().map(per),
         };
-        Summary { duration_s, ways, streams: stream_sums, cpu, http: None }
+        Summary { duration_s, ways, streams: stream_sums, cpu, http: None, load: std::mem::take(&mut self.load) }
     }
 
     /// One stream's totals: each end's count (the sender's from the interval sums when its end

@@ -16,6 +16,7 @@ use crate::gen::bulk;
 use crate::gen::cps::CpsEnd;
 use crate::gen::{self, Conn, Ctx, Side, Timing};
 use crate::measure::aggregate::{Aggregator, KindInfo};
+use crate::os::host::HostMark;
 use crate::os::sockopt;
 use crate::os::sys::{self, CpuMark};
 use crate::run::api::{escape, ClientError, Envelope, Live, Measured, RunOptions};
@@ -220,6 +221,7 @@ pub fn run(
         start: Instant::now(),
         reader: None,
         cpu_mark: None,
+        host_mark: None,
     };
     let start_unix_ns = run.start(tx, &test_id.to_string(), live)?;
     let agg = run.drive(live);
@@ -302,6 +304,8 @@ struct Drive<'a> {
     reader: Option<std::thread::JoinHandle<()>>,
     /// This thread's CPU time from the start on.
     cpu_mark: Option<CpuMark>,
+    /// The host's counters at the start.
+    host_mark: Option<HostMark>,
 }
 
 impl Drive<'_> {
@@ -340,6 +344,7 @@ impl Drive<'_> {
         // intervals count from then, and are matched to ours by index).
         crate::run::clock::sleep_until(start);
         self.cpu_mark = self.cpu_mark.map(|m| m.wall_from(start));
+        self.host_mark = HostMark::read();
         let actual_start_unix_ns = crate::run::clock::now_unix_ns();
         self.gate.open(start);
         let (plan, server, streams) = (self.plan, &self.control.server, &self.infos);
@@ -440,7 +445,8 @@ impl Drive<'_> {
             Incoming::Server(ServerMsg::Interval { index, start_s, end_s, streams, ways }) => {
                 agg.on_server_interval(index, start_s, end_s, streams, ways)
             }
-            Incoming::Server(ServerMsg::Final { streams, cpu, tcp_samples }) => {
+            Incoming::Server(ServerMsg::Final { streams, cpu, tcp_samples, load }) => {
+                agg.load.server = load;
                 for s in &streams {
                     if let Some(n) = &s.note {
                         agg.warn(0.0, format!("server stream {}", s.id), escape(n));
@@ -468,6 +474,7 @@ impl Drive<'_> {
     /// control connection; the aggregator and this thread's CPU time.
     fn wind_down(&mut self, mut agg: Aggregator, live: &mut dyn FnMut(Live<'_>)) -> (Aggregator, CpuUsage) {
         let control_cpu = self.cpu_mark.as_ref().map(|m| m.usage()).unwrap_or_default();
+        agg.load.client = self.host_mark.as_ref().and_then(HostMark::load);
         self.flags.abort();
         for h in self.handles.drain(..) {
             let _ = h.join();

@@ -553,6 +553,7 @@ pub fn run(
     let cpu_mark = CpuMark::thread().wall_from(start);
     crate::run::clock::sleep_until(start);
     let actual_start_unix_ns = crate::run::clock::now_unix_ns();
+    let host_mark = crate::os::host::HostMark::read();
     gate.open(start);
     let server = HostInfo::default();
     live(Live::Started { plan, test_id: &test_id, server: &server, streams: &[], start_unix_ns, actual_start_unix_ns });
@@ -560,6 +561,7 @@ pub fn run(
     for h in handles {
         let _ = h.join();
     }
+    let client_load = host_mark.as_ref().and_then(|m| m.load());
     let mut cpu = cpu_mark.usage();
     cpu.user_s += c.worker_cpu.user_s;
     cpu.system_s += c.worker_cpu.system_s;
@@ -605,6 +607,7 @@ pub fn run(
             bits_per_server_cpu_s: None,
         },
         http: Some(http),
+        load: netblast_spec::result::Load { client: client_load, server: None },
     };
     let measured = Measured {
         complete: errors.is_empty(),

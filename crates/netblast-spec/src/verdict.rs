@@ -1,0 +1,231 @@
+//! Every verdict of a run in words, with the numbers behind it and the fix where there is
+//! one: each TCP way's limit ([`crate::diagnose`]), UDP loss split between the receivers'
+//! queues and the path, an HTTP test's pool, server or rate, and each host's saturated CPUs
+//! and dropping interfaces. The text and the HTML print these lines as they are.
+
+use crate::diagnose::{cpu_words, saturated};
+use crate::profile::{Way, Workload};
+use crate::result::{HostLoad, HttpSummary, MsgTotals, RunResult};
+use crate::units::{fmt_bytes, fmt_ns, fmt_per_s};
+
+/// Every verdict of `r`: TCP ways', UDP ways', HTTP's, then the hosts'.
+pub fn all(r: &RunResult) -> Vec<String> {
+    let mut v: Vec<String> = crate::diagnose::tcp(r).into_iter().map(|d| d.verdict).collect();
+    v.extend(udp(r));
+    v.extend(r.summary.http.as_ref().and_then(|h| http(r, h)));
+    v.extend(hosts(r));
+    v
+}
+
+/// A share in percent, one decimal below 10%.
+fn pct(x: f64) -> String {
+    if x < 0.1 {
+        format!("{:.1}%", x * 100.0)
+    } else {
+        format!("{:.0}%", x * 100.0)
+    }
+}
+
+/// The receiving side's host of a way.
+fn receiver_load(r: &RunResult, way: Way) -> Option<&HostLoad> {
+    match way {
+        Way::Up => r.summary.load.server.as_ref(),
+        Way::Down => r.summary.load.client.as_ref(),
+    }
+}
+
+/// UDP ways: how much was lost, how much of it the receiving sockets' full queues dropped (the
+/// rest: the path's), and whether the senders held the rate asked.
+pub fn udp(r: &RunResult) -> Vec<String> {
+    let Workload::Msgrate(m) = &r.plan.profile.workload else { return Vec::new() };
+    if m.protocol != crate::profile::Protocol::Udp {
+        return Vec::new();
+    }
+    r.summary
+        .ways
+        .iter()
+        .filter_map(|w| {
+            let t: &MsgTotals = w.msgs.as_ref()?;
+            let mut parts = Vec::new();
+            let lost = t.lost.unwrap_or(0);
+            if lost == 0 {
+                parts.push(format!("no datagram lost of {}", t.sent));
+            } else {
+                let queue = t.kernel_drops.unwrap_or(0).min(lost);
+                let share = lost as f64 / t.sent.max(1) as f64;
+                parts.push(format!("{lost} of {} datagrams lost ({})", t.sent, pct(share)));
+                if queue > 0 {
+                    let per = t.rcvbuf.map(|b| format!(" of {} each", fmt_bytes(b))).unwrap_or_default();
+                    parts.push(format!(
+                        "{queue} of them dropped by the receiving sockets' full queues{per}: the receivers did not keep \
+                         up (raise --rcvbuf and net.core.rmem_max, or --receivers per-cpu)"
+                    ));
+                }
+                if lost > queue {
+                    let path = lost - queue;
+                    let drops = receiver_load(r, w.way).map(drops_words).filter(|d| !d.is_empty());
+                    parts.push(match drops {
+                        Some(d) => format!("{path} lost before the sockets: {d}"),
+                        None => format!("{path} lost before the sockets, on the path (no counter here saw them)"),
+                    });
+                }
+            }
+            if let Some(b) = m.bitrate {
+                let wanted = b.bits_per_s() * w.streams.max(1) as f64 / 8.0 / m.msg_bytes.0.max(1) as f64;
+                if t.sent_per_s < wanted * 0.95 {
+                    let cpu = if w.way == Way::Up { r.summary.load.client.as_ref() } else { r.summary.load.server.as_ref() };
+                    let why = cpu
+                        .and_then(|l| saturated(l).into_iter().next())
+                        .map(|c| format!(": the sender's {}", cpu_words(c)))
+                        .unwrap_or_default();
+                    parts.push(format!(
+                        "the senders sent {} of the {} asked{why}",
+                        fmt_per_s(t.sent_per_s),
+                        fmt_per_s(wanted)
+                    ));
+                } else {
+                    parts.push(format!("the senders held the rate asked ({})", fmt_per_s(wanted)));
+                }
+            }
+            let way = if w.way == Way::Up { "client → server" } else { "server → client" };
+            Some(format!("UDP {way}: {}", parts.join("; ")))
+        })
+        .collect()
+}
+
+/// An HTTP test: open loop, whether the pool kept up with the schedule and the server with the
+/// rate; closed loop, what the connections' latency allows (Little's law).
+pub fn http(r: &RunResult, h: &HttpSummary) -> Option<String> {
+    let conns = match &r.plan.profile.workload {
+        Workload::Http(w) => w.connections.max(1) as f64,
+        _ => return None,
+    };
+    let mean_s = h.latency.mean_ns / 1e9;
+    let cpu = r
+        .summary
+        .load
+        .client
+        .as_ref()
+        .and_then(|l| saturated(l).into_iter().next())
+        .map(|c| format!("; the client's {}", cpu_words(c)))
+        .unwrap_or_default();
+    if h.completed == 0 {
+        return Some(format!("HTTP: no response completed of {} requests{cpu}", h.sent));
+    }
+    if let Some(target) = h.target_rate {
+        let late = h.late as f64 / h.sent.max(1) as f64;
+        // Connections the rate needs in flight at the measured latency (Little's law).
+        let needed = (target * mean_s).ceil();
+        if late >= 0.01 {
+            return Some(format!(
+                "HTTP: connection pool exhausted: {} of {} requests ({}) waited for a free connection; at {} and \
+                 a mean latency of {}, {needed:.0} connections are in flight, {conns:.0} open (raise --connections){cpu}",
+                h.late,
+                h.sent,
+                pct(late),
+                fmt_per_s(target),
+                fmt_ns(h.latency.mean_ns)
+            ));
+        }
+        if h.responses_per_s < target * 0.95 {
+            return Some(format!(
+                "HTTP: the server is slower than the offered rate: {} answered of {} offered (p99 {}){cpu}",
+                fmt_per_s(h.responses_per_s),
+                fmt_per_s(target),
+                fmt_ns(h.latency.p99_ns as f64)
+            ));
+        }
+        return Some(format!(
+            "HTTP: the offered {} held with {} late; p99 {}{cpu}",
+            fmt_per_s(target),
+            pct(late),
+            fmt_ns(h.latency.p99_ns as f64)
+        ));
+    }
+    let bound = if mean_s > 0.0 { conns / mean_s } else { 0.0 };
+    Some(format!(
+        "HTTP closed loop: {conns:.0} connections each waiting a mean {} per response allow {}, and {} were \
+         answered: the server's time per response is the limit; more connections ask more of it{cpu}",
+        fmt_ns(h.latency.mean_ns),
+        fmt_per_s(bound),
+        fmt_per_s(h.responses_per_s)
+    ))
+}
+
+/// Each host's saturated CPUs and dropping interfaces; one host when client and server share
+/// it (the same host name, both read).
+pub fn hosts(r: &RunResult) -> Vec<String> {
+    let same = r.server.as_ref().is_some_and(|s| s.hostname == r.client.hostname && !s.hostname.is_empty());
+    let sides = [
+        (if same { "this host (client and server)" } else { "the client" }, r.summary.load.client.as_ref()),
+        ("the server", if same { None } else { r.summary.load.server.as_ref() }),
+    ];
+    let mut v = Vec::new();
+    for (who, load) in sides {
+        let Some(l) = load else { continue };
+        let busy = saturated(l);
+        if !busy.is_empty() {
+            let cpus: Vec<String> = busy.iter().map(|c| cpu_words(c)).collect();
+            v.push(format!("CPU bound on {who}: {}", cpus.join("; ")));
+        }
+        let d = drops_words(l);
+        if !d.is_empty() {
+            v.push(format!("drops on {who}: {d}"));
+        }
+    }
+    v
+}
+
+/// What a host's interfaces and input backlogs dropped, in words (empty: nothing).
+fn drops_words(l: &HostLoad) -> String {
+    let mut parts: Vec<String> = l
+        .interfaces
+        .iter()
+        .map(|i| {
+            let mut what = Vec::new();
+            for (n, name) in [
+                (i.rx_dropped, "received packets dropped"),
+                (i.tx_dropped, "packets to send dropped"),
+                (i.rx_errors, "receive errors"),
+                (i.tx_errors, "transmit errors"),
+            ] {
+                if n > 0 {
+                    what.push(format!("{n} {name}"));
+                }
+            }
+            format!("{} {}", i.name, what.join(", "))
+        })
+        .collect();
+    if l.backlog_drops > 0 {
+        parts.push(format!(
+            "{} packets dropped at full CPU input backlogs (net.core.netdev_max_backlog)",
+            l.backlog_drops
+        ));
+    }
+    parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::{CpuLoad, InterfaceDrops};
+
+    #[test]
+    fn drops_and_saturated_cpus_are_named() {
+        let l = HostLoad {
+            wall_s: 1.0,
+            cpus: vec![
+                CpuLoad { cpu: 0, user: 0.1, system: 0.1, idle: 0.8, ..Default::default() },
+                CpuLoad { cpu: 1, user: 0.05, system: 0.3, softirq: 0.64, idle: 0.01, ..Default::default() },
+            ],
+            interfaces: vec![InterfaceDrops { name: "eth0".into(), rx_dropped: 12, ..Default::default() }],
+            backlog_drops: 3,
+        };
+        let busy = saturated(&l);
+        assert_eq!(busy.len(), 1);
+        assert_eq!(cpu_words(busy[0]), "CPU 1 at 99% busy, 64% in softirq");
+        let d = drops_words(&l);
+        assert!(d.starts_with("eth0 12 received packets dropped; 3 packets dropped at full CPU"), "{d}");
+        assert_eq!(drops_words(&HostLoad::default()), "");
+    }
+}

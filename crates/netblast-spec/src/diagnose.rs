@@ -239,12 +239,24 @@ mod tests {
 
     #[test]
     fn shares_add_up_to_the_whole_and_name_the_largest() {
-        let l = TcpLimits { busy_us: 900_000, rwnd_limited_us: 800_000, sndbuf_limited_us: 50_000, wall_us: 1_000_000, peer_window: 0 };
+        let l = TcpLimits {
+            busy_us: 900_000,
+            rwnd_limited_us: 800_000,
+            sndbuf_limited_us: 50_000,
+            wall_us: 1_000_000,
+            peer_window: 0,
+        };
         let s = l.shares().unwrap();
         assert!((s.rwnd + s.sndbuf + s.cwnd + s.app - 1.0).abs() < 1e-9, "{s:?}");
         assert!((s.rwnd - 0.8).abs() < 1e-9 && (s.app - 0.1).abs() < 1e-9, "{s:?}");
         // A busy clock past the span (jiffies rounding) is held to it.
-        let l = TcpLimits { busy_us: 1_004_000, rwnd_limited_us: 0, sndbuf_limited_us: 0, wall_us: 1_000_000, peer_window: 0 };
+        let l = TcpLimits {
+            busy_us: 1_004_000,
+            rwnd_limited_us: 0,
+            sndbuf_limited_us: 0,
+            wall_us: 1_000_000,
+            peer_window: 0,
+        };
         assert_eq!(l.shares().unwrap().app, 0.0);
         assert_eq!(TcpLimits::default().shares(), None);
     }

@@ -84,9 +84,14 @@ fn way(r: &RunResult, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
     // flight filling what the receiver advertised, and the kernel's receiver-window clock
     // running a good part of the time, the congestion window only tracks the receiver's (the
     // kernel tests it first, and does not grow it past what is in flight).
+    // Retransmissions the receiver reported getting twice (DSACK) were not losses.
+    let lost_rate = w.retransmit_rate.map(|x| match (w.retransmits, w.spurious_retransmits) {
+        (Some(n), Some(sp)) if n > 0 => x * n.saturating_sub(sp) as f64 / n as f64,
+        _ => x,
+    });
     let tracks = limit == Limit::Congestion
         && shares.rwnd >= TRACKS
-        && w.retransmit_rate.is_none_or(|x| x < 0.001)
+        && lost_rate.is_none_or(|x| x < 0.001)
         && limits.peer_window > 0
         && window.is_some_and(|win| win >= 0.7 * limits.peer_window as f64);
     if tracks {
@@ -146,9 +151,12 @@ fn way(r: &RunResult, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
             buffer_fix(tcp.sndbuf(), sender, "send", |c| (c.wmem_max, c.tcp_wmem_max), ("wmem_max", "tcp_wmem"))
         ),
         Limit::Congestion => {
-            let lost = match w.retransmit_rate {
+            let lost = match lost_rate {
                 Some(x) if x >= 0.001 => {
-                    format!("with {:.2}% of segments retransmitted: the path drops or queues", x * 100.0)
+                    format!(
+                        "with {:.2}% of segments retransmitted and not duplicates: the path drops or queues",
+                        x * 100.0
+                    )
                 }
                 Some(_) => {
                     "with next to nothing retransmitted: the congestion window or the path's rate holds it".into()

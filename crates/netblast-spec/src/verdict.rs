@@ -143,9 +143,14 @@ pub fn http(r: &RunResult, h: &HttpSummary) -> Option<String> {
         ));
     }
     let bound = if mean_s > 0.0 { conns / mean_s } else { 0.0 };
+    let limit = if cpu.is_empty() {
+        "the time per response (the server's, and the path's) is the limit; more connections ask more of it".to_string()
+    } else {
+        format!("the client's CPU is the limit, not the server{cpu}")
+    };
     Some(format!(
         "HTTP closed loop: {conns:.0} connections each waiting a mean {} per response allow {}, and {} were \
-         answered: the server's time per response is the limit; more connections ask more of it{cpu}",
+         answered: {limit}",
         fmt_ns(h.latency.mean_ns),
         fmt_per_s(bound),
         fmt_per_s(h.responses_per_s)

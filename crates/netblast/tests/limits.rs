@@ -185,3 +185,79 @@ fn a_long_path_and_a_small_receive_buffer_name_the_buffer_the_rtt_and_the_size_t
     // The size that fills the path is past the buffer that held it.
     assert!(100e6 / 8.0 * rtt_ms / 1e3 > 262144.0);
 }
+
+/// Each CPU's (busy, total) ticks from /proc/stat, read by the test itself.
+fn cpu_ticks() -> Vec<(u64, u64)> {
+    std::fs::read_to_string("/proc/stat")
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+        .map(|l| {
+            let t: Vec<u64> = l.split_whitespace().skip(1).take(8).map(|v| v.parse().unwrap()).collect();
+            let idle = t[3] + t[4];
+            (t.iter().sum::<u64>() - idle, t.iter().sum())
+        })
+        .collect()
+}
+
+#[test]
+fn the_hosts_cpus_agree_with_proc_stat_and_a_saturated_one_is_named() {
+    // Loopback, client and server on this 2-CPU host: the test reads /proc/stat itself around
+    // the run (a little wider than netblast's span).
+    let (server, addr) = util::spawn_server();
+    let _server = util::KillOnDrop(server);
+    let before = cpu_ticks();
+    let o = util::run_cmd().args(["--target", &addr.to_string(), "-t", "2", "--json"]).output().unwrap();
+    let after = cpu_ticks();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: RunResult = serde_json::from_slice(&o.stdout).unwrap();
+    let load = r.summary.load.client.as_ref().expect("the client host's load");
+    assert_eq!(load.cpus.len(), before.len());
+    assert!(r.summary.load.server.is_some(), "the server's, in its final report");
+    // The test's span holds netblast's and more: a CPU's busy time in netblast's span is at
+    // most the test's, and at least the test's less the extra time; the kernel samples busy
+    // time by ticks (idle it times exactly), so 100 ms of slack either way.
+    let hz = 100.0;
+    for c in &load.cpus {
+        let (b0, t0) = before[c.cpu as usize];
+        let (b1, t1) = after[c.cpu as usize];
+        let (theirs, span) = ((b1 - b0) as f64 / hz, (t1 - t0) as f64 / hz);
+        let ours = c.busy() * load.wall_s;
+        let extra = (span - load.wall_s).max(0.0);
+        assert!(
+            ours <= theirs + 0.1 && ours >= theirs - extra - 0.1,
+            "CPU {}: netblast {ours:.2} s busy of {:.2} s, /proc/stat {theirs:.2} s of {span:.2} s",
+            c.cpu,
+            load.wall_s
+        );
+    }
+    let text = netblast_report::text::summary(&r);
+    let saturated = load.cpus.iter().filter(|c| c.busy() >= netblast_spec::diagnose::SATURATED).count();
+    let line = text.lines().find(|l| l.starts_with("verdict: CPU bound on this host (client and server)"));
+    assert_eq!(line.is_some(), saturated > 0, "{saturated} CPUs saturated: {text}");
+    if let Some(l) = line {
+        assert_eq!(l.matches("% busy").count(), saturated, "{l}");
+    }
+}
+
+#[test]
+fn an_open_loop_short_of_connections_names_the_pool() {
+    // The built-in responder; 20 k/s over one connection whose round trip is tens of µs.
+    let responder = crate::http::Responder::start(false);
+    let url = format!("http://{}/", responder.addr);
+    let o = util::run_cmd()
+        .args(["--url", &url, "--rate", "20000", "--connections", "1", "-t", "1", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: RunResult = serde_json::from_slice(&o.stdout).unwrap();
+    let h = r.summary.http.as_ref().unwrap();
+    let v = netblast_spec::verdict::http(&r, h).unwrap();
+    if h.late * 100 >= h.sent {
+        assert!(v.contains(&format!("connection pool exhausted: {} of {} requests", h.late, h.sent)), "{v}");
+        assert!(v.contains("1 open (raise --connections)"), "{v}");
+    } else {
+        // A host fast enough for one connection at 20 k/s: the rate held.
+        assert!(v.contains("the offered 20.0 k/s held"), "{v}");
+    }
+}

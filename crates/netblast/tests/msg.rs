@@ -125,6 +125,16 @@ fn udp_loss_accounting_matches_the_kernel_drop_counter() {
     let (sent, lost, drops) = udp_loss(&r);
     assert!(lost > 0, "a 4 KiB receive buffer drops datagrams ({sent} sent)");
     assert_eq!(lost, drops);
+    // The verdict puts the loss on the receivers' queues, all of it.
+    let v = netblast_spec::verdict::udp(&r);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(
+        v[0].contains(&format!("{lost} of {sent} datagrams lost"))
+            && v[0].contains(&format!("{drops} of them dropped by the receiving sockets' full queues"))
+            && !v[0].contains("before the sockets"),
+        "{}",
+        v[0]
+    );
 }
 
 /// Per-CPU receivers over `cpus` flows (one per usable CPU), client and server on the same

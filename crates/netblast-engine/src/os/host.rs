@@ -158,7 +158,8 @@ mod tests {
         assert!((c0.busy() - 1.0).abs() < 1e-9);
         assert_eq!(c0.mostly(), ("softirq", 0.7));
         let c1 = l.cpus[1];
-        assert!((c1.user - 0.2).abs() < 1e-9 && (c1.idle - 0.4).abs() < 1e-9, "nice counts as user: {c1:?}");
+        // 50 user + 10 nice of 200 ticks; 100 idle.
+        assert!((c1.user - 0.3).abs() < 1e-9 && (c1.idle - 0.5).abs() < 1e-9, "nice counts as user: {c1:?}");
         assert_eq!(
             l.interfaces,
             vec![InterfaceDrops { name: "eth0".into(), rx_dropped: 10, tx_dropped: 5, rx_errors: 0, tx_errors: 0 }]

@@ -381,11 +381,7 @@ fn limits_table(out: &mut String, r: &RunResult) {
 
 /// The UDP, HTTP and hosts' verdicts, and each host's CPUs over the test.
 fn verdicts(out: &mut String, r: &RunResult) {
-    let v: Vec<String> = netblast_spec::verdict::udp(r)
-        .into_iter()
-        .chain(r.summary.http.as_ref().and_then(|h| netblast_spec::verdict::http(r, h)))
-        .chain(netblast_spec::verdict::hosts(r))
-        .collect();
+    let v = netblast_spec::verdict::beyond_tcp(r);
     if !v.is_empty() {
         out.push_str("<h2>Verdicts</h2><ul id=\"verdicts\">");
         for line in &v {

@@ -1066,11 +1066,7 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
     }
     let _ = writeln!(s, "{}", cpu_line(r));
     // UDP, HTTP and the hosts' verdicts (TCP's are under each way's line).
-    let v = netblast_spec::verdict::udp(r)
-        .into_iter()
-        .chain(r.summary.http.as_ref().and_then(|h| netblast_spec::verdict::http(r, h)))
-        .chain(netblast_spec::verdict::hosts(r));
-    for line in v {
+    for line in netblast_spec::verdict::beyond_tcp(r) {
         let _ = writeln!(s, "verdict: {line}");
     }
     if let Some(fb) = r.probe.fallback_reason.as_ref().filter(|_| r.probe.tcp_source != "off") {

@@ -38,12 +38,8 @@ pub fn omit_start(intervals: &[Interval], summary: &mut Summary, omit_s: f64) ->
     let secs = |s: f64| (s - omit_s).max(0.0);
     for s in &mut summary.streams {
         let of = || omitted.iter().filter_map(|iv| iv.streams.iter().find(|x| x.id == s.id));
-        let sent: u64 = of().map(|x| x.sent_bytes).sum();
-        let recv: Option<u64> = of().map(|x| x.received_bytes).sum();
-        let retrans: Option<u64> = of().map(|x| x.retransmits).sum();
-        s.sender = SideTotal::new(s.sender.bytes.saturating_sub(sent), secs(s.sender.seconds));
-        s.receiver = s.receiver.map(|r| SideTotal::new(r.bytes.saturating_sub(recv.unwrap_or(0)), secs(r.seconds)));
-        s.retransmits = s.retransmits.zip(retrans).map(|(a, b)| a.saturating_sub(b));
+        let counted = of().map(|x| (x.sent_bytes, x.received_bytes, x.retransmits));
+        less(counted, &mut s.sender, &mut s.receiver, &mut s.retransmits, omit_s);
         let snapshot = of().filter_map(|x| x.tcp).next_back();
         if let (Some(t), Some(at)) = (s.tcp.as_mut(), snapshot) {
             t.limits = t.limits.zip(at.limits).map(|(now, then)| now.since(&then, 0));
@@ -51,13 +47,9 @@ pub fn omit_start(intervals: &[Interval], summary: &mut Summary, omit_s: f64) ->
         }
     }
     for w in &mut summary.ways {
-        let of = || omitted.iter().filter_map(|iv| iv.sums.iter().find(|x| x.way == w.way));
-        let sent: u64 = of().map(|x| x.sent_bytes).sum();
-        let recv: Option<u64> = of().map(|x| x.received_bytes).sum();
-        let retrans: Option<u64> = of().map(|x| x.retransmits).sum();
-        w.sender = SideTotal::new(w.sender.bytes.saturating_sub(sent), secs(w.sender.seconds));
-        w.receiver = w.receiver.map(|r| SideTotal::new(r.bytes.saturating_sub(recv.unwrap_or(0)), secs(r.seconds)));
-        w.retransmits = w.retransmits.zip(retrans).map(|(a, b)| a.saturating_sub(b));
+        let of = omitted.iter().filter_map(|iv| iv.sums.iter().find(|x| x.way == w.way));
+        let counted = of.map(|x| (x.sent_bytes, x.received_bytes, x.retransmits));
+        less(counted, &mut w.sender, &mut w.receiver, &mut w.retransmits, omit_s);
         let streams: Vec<&StreamSummary> = summary.streams.iter().filter(|s| s.way == w.way).collect();
         let segs: u64 = streams.iter().filter_map(|s| s.tcp).map(|t| t.segs_out).sum();
         w.retransmit_rate = w.retransmits.filter(|_| segs > 0).map(|n| n as f64 / segs as f64);
@@ -65,4 +57,26 @@ pub fn omit_start(intervals: &[Interval], summary: &mut Summary, omit_s: f64) ->
     }
     summary.duration_s = secs(summary.duration_s);
     omitted.len()
+}
+
+/// A stream's or a way's totals less what the omitted intervals `counted` (bytes sent, bytes
+/// received, retransmissions), over the seconds after `omit_s`.
+fn less(
+    counted: impl Iterator<Item = (u64, Option<u64>, Option<u64>)>,
+    sender: &mut SideTotal,
+    receiver: &mut Option<SideTotal>,
+    retransmits: &mut Option<u64>,
+    omit_s: f64,
+) {
+    // An unknown count in any omitted interval makes the sum unknown.
+    let (mut sent, mut recv, mut retrans) = (0u64, Some(0u64), Some(0u64));
+    for (s, r, x) in counted {
+        sent += s;
+        recv = recv.zip(r).map(|(a, b)| a + b);
+        retrans = retrans.zip(x).map(|(a, b)| a + b);
+    }
+    let secs = |s: f64| (s - omit_s).max(0.0);
+    *sender = SideTotal::new(sender.bytes.saturating_sub(sent), secs(sender.seconds));
+    *receiver = receiver.map(|r| SideTotal::new(r.bytes.saturating_sub(recv.unwrap_or(0)), secs(r.seconds)));
+    *retransmits = retransmits.zip(retrans).map(|(a, b)| a.saturating_sub(b));
 }

@@ -8,10 +8,10 @@ use crate::profile::{Way, Workload};
 use crate::result::{HostLoad, HttpSummary, MsgTotals, RunResult};
 use crate::units::{fmt_bytes, fmt_ns, fmt_per_s};
 
-/// Every verdict of `r`: TCP ways', UDP ways', HTTP's, then the hosts'.
-pub fn all(r: &RunResult) -> Vec<String> {
-    let mut v: Vec<String> = crate::diagnose::tcp(r).into_iter().map(|d| d.verdict).collect();
-    v.extend(udp(r));
+/// The verdicts beside the TCP ways' ([`crate::diagnose::tcp`], printed under each way):
+/// UDP ways', HTTP's, then the hosts'.
+pub fn beyond_tcp(r: &RunResult) -> Vec<String> {
+    let mut v = udp(r);
     v.extend(r.summary.http.as_ref().and_then(|h| http(r, h)));
     v.extend(hosts(r));
     v

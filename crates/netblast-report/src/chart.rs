@@ -105,17 +105,25 @@ pub struct Series {
     pub points: Vec<(f64, f64, f64)>,
     /// Drawn wider (a total beside its parts).
     pub bold: bool,
+    /// Drawn dashed (a target the measured lines are held against, which they may hide under).
+    pub dashed: bool,
 }
 
 impl Series {
     /// A series of `points`.
     pub fn new(name: impl Into<String>, points: Vec<(f64, f64, f64)>) -> Series {
-        Series { name: name.into(), points, bold: false }
+        Series { name: name.into(), points, bold: false, dashed: false }
     }
 
     /// This series, drawn wider.
     pub fn bold(mut self) -> Series {
         self.bold = true;
+        self
+    }
+
+    /// This series, drawn dashed.
+    pub fn dashed(mut self) -> Series {
+        self.dashed = true;
         self
     }
 }
@@ -241,6 +249,8 @@ impl Frame {
             // The axis ends on the first tick at or above the headroom: the top line never
             // sits on the frame.
             let hi = match t.as_slice() {
+                // A share never passes the whole: its axis stops at 100%.
+                _ if p.unit == Unit::Percent && y_max_v <= 1.0 && y_max_v > 0.0 => 100.0,
                 [a, b, ..] => ((hi / (b - a)).ceil() * (b - a)).max(hi),
                 _ => hi,
             };
@@ -384,9 +394,10 @@ fn series(s: &mut String, p: &Plot, f: &Frame, idx: usize, i: usize) {
                     let _ = write!(d, "{cmd}{:.1} {:.1}", f.sx(a), f.sy(y));
                 }
             }
+            let dash = if ser.dashed { " stroke-dasharray=\"8 5\"" } else { "" };
             let _ = write!(
                 s,
-                "<path d=\"{d}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"{width}\" stroke-linejoin=\"round\"/>"
+                "<path d=\"{d}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"{width}\"{dash} stroke-linejoin=\"round\"/>"
             );
             if p.shape == Shape::Steps && ser.points.len() <= MAX_TIPS {
                 for &(a, b, y) in &ser.points {

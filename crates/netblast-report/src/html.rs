@@ -35,7 +35,7 @@ figure{margin:1em 0}figcaption{font-weight:bold;margin-bottom:.2em}svg.plot{widt
 ul.legend{list-style:none;padding:0;margin:.2em 0 0 78px;display:flex;flex-wrap:wrap;gap:.3em 1.2em}\
 ul.legend li{cursor:pointer}ul.legend li.off{opacity:.35}.sw{display:inline-block;width:1.4em;height:.35em;\
 vertical-align:middle;margin-right:.4em}.warn{color:#a60}.err{color:#b00}tr.turn td{background:#fff1e0}\
-th.sort{cursor:pointer}pre{background:#f7f7f7;padding:.6em;overflow-x:auto}";
+th.sort{cursor:pointer}pre{background:#f7f7f7;padding:.6em;overflow-x:auto;white-space:pre-wrap}";
 
 /// Legend entries hide their lines; table headers sort their columns.
 const SCRIPT: &str = "document.querySelectorAll('ul.legend li').forEach(function(li){li.onclick=function(){\
@@ -91,17 +91,24 @@ pub fn render_compare(runs: &[(String, &RunResult)]) -> Result<String, String> {
     let mut b = String::with_capacity(512 * 1024);
     about(&mut b, runs);
     figures_table(&mut b, runs);
-    let mut by_id: BTreeMap<usize, Plot> = BTreeMap::new();
-    for (name, r) in runs {
+    // Keyed by (the figure's place in ORDER, the run for per-run figures).
+    let mut by_id: BTreeMap<(usize, usize), Plot> = BTreeMap::new();
+    for (k, (name, r)) in runs.iter().enumerate() {
         for mut p in plots::plots(r, true)? {
             let order = plots::ORDER.iter().position(|x| *x == p.id).unwrap_or(usize::MAX);
+            if plots::PER_RUN.contains(&p.id.as_str()) {
+                p.id = format!("{}-{k}", p.id);
+                p.title = format!("{name}: {}", p.title);
+                by_id.insert((order, k), p);
+                continue;
+            }
             for s in &mut p.series {
                 s.name = format!("{name}: {}", s.name);
             }
-            match by_id.get_mut(&order) {
+            match by_id.get_mut(&(order, 0)) {
                 Some(acc) => acc.series.extend(p.series),
                 None => {
-                    by_id.insert(order, p);
+                    by_id.insert((order, 0), p);
                 }
             }
         }
@@ -310,11 +317,15 @@ fn cpu_cells(c: Option<&CpuUsage>) -> String {
 
 /// CPU of both ends, and what a CPU-second of each carried in the kind's unit.
 fn cpu_table(out: &mut String, runs: &[(String, &RunResult)]) {
-    out.push_str("<h2>CPU</h2><table id=\"cpu\"><tr><th class=\"l\"></th>");
-    for (n, _) in runs {
-        let _ = write!(out, "<th class=\"l\">{}</th>", if runs.len() == 1 { "".into() } else { esc(n) });
+    out.push_str("<h2>CPU</h2><table id=\"cpu\">");
+    // One run needs no header row: its name heads the page.
+    if runs.len() > 1 {
+        out.push_str("<tr><th class=\"l\"></th>");
+        for (n, _) in runs {
+            let _ = write!(out, "<th class=\"l\">{}</th>", esc(n));
+        }
+        out.push_str("</tr>");
     }
-    out.push_str("</tr>");
     let each = |f: &dyn Fn(&RunResult) -> String| runs.iter().map(move |(_, r)| f(r)).collect::<Vec<_>>();
     row(out, "client", each(&|r| cpu_cells(Some(&r.summary.cpu.client))).into_iter());
     row(out, "server", each(&|r| cpu_cells(r.summary.cpu.server.as_ref())).into_iter());
@@ -636,28 +647,60 @@ fn tests_table(out: &mut String, r: &RunResult) {
         return;
     }
     let kind = r.plan.profile.kind();
+    let lats: Vec<Option<LatencySummary>> = r
+        .parts
+        .iter()
+        .map(|p| {
+            p50_p99(&p.summary).map(|(a, b)| LatencySummary { count: 1, p50_ns: a, p99_ns: b, ..Default::default() })
+        })
+        .collect();
+    let verdicts: Vec<Vec<netblast_spec::diagnose::Diagnosis>> =
+        r.parts.iter().map(|p| netblast_spec::diagnose::part(r, p)).collect();
+    // Columns only where some test has the figure: latency, or what held a TCP sender.
+    let (has_lat, has_limits) = (lats.iter().any(Option::is_some), verdicts.iter().any(|v| !v.is_empty()));
     let _ = write!(
         out,
         "<h2>Tests ({})</h2><table id=\"tests\" class=\"sortable\"><tr><th class=\"sort\">#</th>\
          <th class=\"l sort\">client</th><th class=\"l sort\">address</th><th class=\"l sort\">peer</th>\
-         <th class=\"sort\">{}</th><th class=\"sort\">p50</th><th class=\"sort\">p99</th>\
-         <th class=\"l sort\">complete</th></tr>",
+         <th class=\"sort\">{}</th>{}{}<th class=\"l sort\">complete</th></tr>",
         r.parts.len(),
-        if kind == Kind::Bulk { "throughput".to_string() } else { format!("{}/s", kind.unit()) }
+        if kind == Kind::Bulk { "throughput".to_string() } else { format!("{}/s", kind.unit()) },
+        if has_lat { "<th class=\"sort\">p50</th><th class=\"sort\">p99</th>" } else { "" },
+        if has_limits { "<th class=\"l sort\">what held it</th><th class=\"l\">verdict</th>" } else { "" }
     );
+    let two_ways = r.summary.ways.len() > 1;
     for (i, p) in r.parts.iter().enumerate() {
         let v = part_figure(kind, &p.summary);
-        let lat =
-            p50_p99(&p.summary).map(|(a, b)| LatencySummary { count: 1, p50_ns: a, p99_ns: b, ..Default::default() });
+        let mut extra = String::new();
+        if has_lat {
+            extra.push_str(&lat_cells(lats[i].as_ref()));
+        }
+        if has_limits {
+            let way = |d: &netblast_spec::diagnose::Diagnosis| {
+                if two_ways {
+                    format!("{}: ", plots::way_name(d.way))
+                } else {
+                    String::new()
+                }
+            };
+            let held: Vec<String> =
+                verdicts[i].iter().map(|d| format!("{}{} {:.0}%", way(d), d.limit.name(), d.share * 100.0)).collect();
+            let said: Vec<String> = verdicts[i].iter().map(|d| format!("{}{}", way(d), d.verdict)).collect();
+            let _ = write!(
+                extra,
+                "<td class=\"l\">{}</td><td class=\"l verdict\">{}</td>",
+                esc(&held.join("; ")),
+                esc(&said.join("; "))
+            );
+        }
         let _ = write!(
             out,
             "<tr><td>{i}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>\
-             <td data-v=\"{v}\">{}</td>{}<td class=\"l\">{}</td></tr>",
+             <td data-v=\"{v}\">{}</td>{extra}<td class=\"l\">{}</td></tr>",
             esc(&p.agent.hostname),
             esc(&p.agent.address),
             esc(&p.peer),
             fmt_part_figure(kind, v),
-            lat_cells(lat.as_ref()),
             if p.complete { "yes" } else { "no" }
         );
     }

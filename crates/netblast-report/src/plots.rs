@@ -38,6 +38,11 @@ pub const ORDER: [&str; 14] = [
     "rtt",
 ];
 
+/// Charts whose lines are parts of one whole (what limited the senders: four shares per way):
+/// a comparison draws them once per run, on the same axis, rather than overlaying every run's
+/// parts on one plot.
+pub const PER_RUN: [&str; 1] = ["limits"];
+
 /// A direction's name for people.
 pub fn way_name(w: Way) -> &'static str {
     match w {
@@ -379,7 +384,8 @@ fn per_stream_tcp(r: &RunResult, compact: bool) -> Vec<Plot> {
                 e.3 += 1;
             }
             let pts = by.into_values().map(|(a, b, y, n)| (a, b, y / n as f64)).collect();
-            return vec![Series::new(format!("mean of {} streams", m.len()), pts)];
+            let n = m.len();
+            return vec![Series::new(format!("mean of {n} stream{}", if n == 1 { "" } else { "s" }), pts)];
         }
         m.into_iter().map(|(id, v)| Series::new(format!("stream {id}"), v)).collect()
     };
@@ -461,7 +467,7 @@ fn http_rate(r: &RunResult) -> Option<Plot> {
     ];
     let target: Vec<_> = ivs.iter().filter_map(|(iv, h)| Some(at(iv, h.target_rate?))).collect();
     if !target.is_empty() {
-        series.push(Series::new("target (offered rate)", target));
+        series.push(Series::new("target (offered rate)", target).dashed());
     }
     Some(Plot::over_time("http-rate", "Requests per second", Unit::PerSecond("requests"), Shape::Steps, series))
 }

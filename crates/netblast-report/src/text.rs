@@ -803,17 +803,68 @@ fn parts_spread(s: &mut String, r: &RunResult) {
     );
     let _ = writeln!(s, "  Slowest {SLOWEST}:");
     for &(_, i) in ranked.iter().take(SLOWEST) {
-        s.push_str(&part_line(i, &r.parts[i]));
+        let line = part_line(i, &r.parts[i]);
+        let limits = part_limits(r, &r.parts[i]);
+        match limits.is_empty() {
+            true => s.push_str(&line),
+            false => {
+                let _ = writeln!(s, "{}  ({limits})", line.trim_end());
+            }
+        }
     }
     let _ = writeln!(s, "  Fastest {FASTEST}:");
     for &(_, i) in ranked.iter().rev().take(FASTEST) {
         s.push_str(&part_line(i, &r.parts[i]));
     }
+    limits_spread(s, r);
     let incomplete = r.parts.iter().filter(|p| !p.complete).count();
     if incomplete > 0 {
         let _ = writeln!(s, "  {incomplete} of the {} tests INCOMPLETE", r.parts.len());
     }
     let _ = writeln!(s, "  (every test, with its own totals: the result's parts, --json or report --html)");
+}
+
+/// What held each way of one test, shortly: "limited by receiver window 93%".
+fn part_limits(r: &RunResult, p: &netblast_spec::result::Part) -> String {
+    let d = netblast_spec::diagnose::part(r, p);
+    let two = d.len() > 1;
+    d.iter()
+        .map(|d| {
+            let way = if two { format!("{}: ", crate::plots::way_name(d.way)) } else { String::new() };
+            format!("{way}limited by {} {:.0}%", d.limit.name(), d.share * 100.0)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The tests of a large fleet grouped by what held them (each way's limit), the groups'
+/// tests counted and the first few named: "receiver window: 12 tests (vm001, ...)".
+fn limits_spread(s: &mut String, r: &RunResult) {
+    use netblast_spec::diagnose::Limit;
+    let mut groups: Vec<(Limit, Vec<String>)> = Vec::new();
+    for p in &r.parts {
+        for d in netblast_spec::diagnose::part(r, p) {
+            let name = if p.agent.hostname.is_empty() { p.agent.address.clone() } else { p.agent.hostname.clone() };
+            match groups.iter_mut().find(|(l, _)| *l == d.limit) {
+                Some((_, v)) => v.push(name),
+                None => groups.push((d.limit, vec![name])),
+            }
+        }
+    }
+    if groups.is_empty() {
+        return;
+    }
+    groups.sort_by(|a, b| b.1.len().cmp(&a.1.len()));
+    let _ = writeln!(s, "  What held each test (its senders' kernel clocks):");
+    for (limit, names) in groups {
+        let more = names.len().saturating_sub(MAX_AGENTS_NAMED);
+        let mut listed = names.iter().take(MAX_AGENTS_NAMED).cloned().collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            let _ = write!(listed, " and {more} more");
+        }
+        let n = names.len();
+        let _ = writeln!(s, "    {}: {n} test{} ({listed})", limit.name(), if n == 1 { "" } else { "s" });
+    }
 }
 
 /// The agents that are not `ok`, grouped by role, status and reason: each reason once, with
@@ -874,6 +925,15 @@ fn parts_and_agents(s: &mut String, r: &RunResult) {
     } else {
         for (i, p) in r.parts.iter().enumerate() {
             s.push_str(&part_line(i, p));
+            // Each test's own verdict, where there is more than one test to tell apart.
+            for d in netblast_spec::diagnose::part(r, p).iter().filter(|_| r.parts.len() > 1) {
+                let way = if p.summary.ways.len() > 1 {
+                    format!(" {}", crate::plots::way_name(d.way))
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(s, "        verdict{way}: {}", d.verdict);
+            }
         }
     }
     let starts: Vec<u64> = r.agents.iter().filter_map(|a| a.actual_start_unix_ns).collect();

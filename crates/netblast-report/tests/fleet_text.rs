@@ -2,7 +2,7 @@
 //! distribution with the slowest and fastest few named, each failure reason once.
 
 use netblast_spec::merge::merge;
-use netblast_spec::result::{AgentInfo, AgentStatus, ClockInfo, RunResult};
+use netblast_spec::result::{AgentInfo, AgentStatus, ClockInfo, RunResult, TcpLimits};
 
 fn bulk() -> RunResult {
     let p = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/real/bulk.json");
@@ -81,4 +81,64 @@ fn a_small_fleet_still_lists_every_test() {
         assert!(text.contains(&format!(" vm{i:03} ")), "{text}");
     }
     assert!(!text.contains("Slowest"), "{text}");
+}
+
+/// Sets every way of `r` to have been held by the receiver's window (`rwnd`) or by the
+/// congestion window for 90% of 10 s, by its sender's kernel clocks.
+fn held(r: &mut RunResult, rwnd: bool) {
+    let (busy, wall) = (9_000_000, 10_000_000);
+    for w in &mut r.summary.ways {
+        w.limits = Some(TcpLimits {
+            busy_us: busy,
+            rwnd_limited_us: if rwnd { busy } else { 0 },
+            sndbuf_limited_us: 0,
+            wall_us: wall,
+            peer_window: 0,
+        });
+    }
+}
+
+#[test]
+fn each_tests_own_limit_is_told_in_a_small_fleet_and_grouped_in_a_large_one() {
+    let base = bulk();
+    // A large fleet: the five slowest held by the receiver's window, the rest by congestion.
+    let n = 180;
+    let mut tests: Vec<(RunResult, f64)> = (0..n).map(|i| test_of(&base, i, n)).collect();
+    let mut by_rate: Vec<(f64, usize)> = tests.iter().enumerate().map(|(i, t)| (t.1, i)).collect();
+    by_rate.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let slow: Vec<usize> = by_rate[..5].iter().map(|x| x.1).collect();
+    for (i, t) in tests.iter_mut().enumerate() {
+        held(&mut t.0, slow.contains(&i));
+    }
+    let names: Vec<String> = (0..n).map(|i| format!("t{i}.json")).collect();
+    let inputs: Vec<(&str, &RunResult)> = names.iter().map(String::as_str).zip(tests.iter().map(|t| &t.0)).collect();
+    let m = merge(&inputs).unwrap();
+    let text = netblast_report::text::summary(&m);
+    assert!(text.lines().count() <= 40, "{text}");
+    let group = text.lines().find(|l| l.trim_start().starts_with("receiver window: 5 tests (")).expect(&text);
+    for i in &slow {
+        assert!(group.contains(&format!("vm{i:03}")), "vm{i:03} in {group}");
+        let line = text.lines().find(|l| l.contains(&format!(" vm{i:03} "))).expect(&text);
+        assert!(line.ends_with("(limited by receiver window 90%)"), "{line}");
+    }
+    assert!(text.contains(&format!("congestion window or path: {} tests (", n - 5)), "{text}");
+    assert!(text.contains("and 167 more"), "eight named, the rest counted:\n{text}");
+
+    // A small fleet: each test's verdict under it, the one held by its receiver's window so.
+    let mut small: Vec<RunResult> = (0..3).map(|i| test_of(&base, i, 3).0).collect();
+    for (i, r) in small.iter_mut().enumerate() {
+        held(r, i == 1);
+    }
+    let inputs: Vec<(&str, &RunResult)> = small.iter().map(|r| ("t.json", r)).collect();
+    let text = netblast_report::text::summary(&merge(&inputs).unwrap());
+    let verdicts: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with("verdict: ")).collect();
+    // One per test, then the whole fleet's.
+    assert_eq!(verdicts.len(), 4, "{text}");
+    let after = |i: usize| {
+        let mut it = text.lines().skip_while(|l| !l.contains(&format!(" vm{i:03} ")));
+        it.nth(1).unwrap_or_default().to_string()
+    };
+    assert!(after(1).contains("verdict: receiver window limited 90% of the time"), "{text}");
+    assert!(after(0).contains("verdict: congestion limited 90% of the time"), "{text}");
+    assert!(after(2).contains("verdict: congestion limited 90% of the time"), "{text}");
 }

@@ -7,7 +7,7 @@
 //! the path held); a buffer below it for the rate wanted is the limit to raise.
 
 use crate::profile::{Way, Workload};
-use crate::result::{HostInfo, LimitShares, RunResult, TcpLimits, WaySummary};
+use crate::result::{HostInfo, LimitShares, Part, Plan, RunResult, Summary, TcpLimits, WaySummary};
 use crate::units::{fmt_bits_per_s, fmt_bytes, fmt_ns};
 
 /// What held a way's senders most of the time.
@@ -51,12 +51,34 @@ pub struct Diagnosis {
     pub verdict: String,
 }
 
-/// The diagnosis of each way whose senders' kernels reported their limit clocks.
+/// The diagnosis of each way of a bulk run whose senders' kernels reported their limit clocks
+/// (other kinds wait on their peer by design: nothing to send is what they do).
 pub fn tcp(r: &RunResult) -> Vec<Diagnosis> {
-    r.summary.ways.iter().filter_map(|w| way(r, w, w.limits?)).collect()
+    of(&View { plan: &r.plan, client: Some(&r.client), server: r.server.as_ref(), summary: &r.summary })
 }
 
-fn way(r: &RunResult, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
+/// The diagnosis of each way of one part of a merged or fleet bulk result (one agent's test):
+/// its own totals, limit clocks, hosts' settings and load.
+pub fn part(r: &RunResult, p: &Part) -> Vec<Diagnosis> {
+    of(&View { plan: &r.plan, client: p.client.as_ref(), server: p.server.as_ref(), summary: &p.summary })
+}
+
+fn of(v: &View) -> Vec<Diagnosis> {
+    if v.plan.profile.kind() != crate::profile::Kind::Bulk {
+        return Vec::new();
+    }
+    v.summary.ways.iter().filter_map(|w| way(v, w, w.limits?)).collect()
+}
+
+/// What a diagnosis reads: the plan, the two hosts' settings, the totals.
+struct View<'a> {
+    plan: &'a Plan,
+    client: Option<&'a HostInfo>,
+    server: Option<&'a HostInfo>,
+    summary: &'a Summary,
+}
+
+fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
     let shares = limits.shares()?;
     let ranked = [
         (Limit::ReceiverWindow, shares.rwnd),
@@ -68,8 +90,8 @@ fn way(r: &RunResult, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
         ranked.into_iter().fold((Limit::Application, -1.0), |a, b| if b.1 > a.1 { b } else { a });
     let tcp = &r.plan.profile.tcp;
     let (sender, receiver) = match w.way {
-        Way::Up => (Some(&r.client), r.server.as_ref()),
-        Way::Down => (r.server.as_ref(), Some(&r.client)),
+        Way::Up => (r.client, r.server),
+        Way::Down => (r.server, r.client),
     };
     // A send buffer fixed below what autotuning reaches, and the sender often with nothing
     // queued: the buffer, which the kernel's own clock times only until the ACKs free space.

@@ -275,6 +275,7 @@ impl Members {
                 first_stream: p.first_stream,
                 streams: r.streams.len() as u32,
                 complete: r.complete,
+                client: Some(r.client.clone()),
                 server: r.server.clone(),
                 summary: r.summary.clone(),
             });

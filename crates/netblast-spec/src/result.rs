@@ -1107,6 +1107,10 @@ pub struct Part {
     pub streams: u32,
     /// Whether the input was complete.
     pub complete: bool,
+    /// The client host (its settings, for the part's own verdict); absent in results from
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<HostInfo>,
     /// The server host, when it answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<HostInfo>,

@@ -150,6 +150,15 @@ fn bulk_fleet_merges_exactly_and_agrees_with_the_servers_interfaces() {
     let replay = String::from_utf8_lossy(&replay.stdout).to_string();
     let own = netblast_report::text::summary(&r);
     assert!(skew_line(&own).is_some(), "{own}");
+    // Each test's own verdict, from its own sender's kernel clocks and its client's settings.
+    for (i, p) in r.parts.iter().enumerate() {
+        assert!(p.summary.ways[0].limits.is_some() && p.client.is_some(), "part {i}: limits and client host kept");
+        let d = netblast_spec::diagnose::part(&r, p);
+        assert_eq!(d.len(), 1, "part {i}: one way, one verdict");
+        let line = format!("        verdict: {}", d[0].verdict);
+        let at = own.lines().position(|l| l.starts_with(&format!("  [{i:>3}]"))).expect(&own);
+        assert_eq!(own.lines().nth(at + 1), Some(line.as_str()), "{own}");
+    }
     assert_eq!(skew_line(&replay), skew_line(&own), "{replay}");
     for l in replay.lines().filter(|l| l.starts_with("[FLEET]")) {
         let span: Vec<f64> = l[7..].split_whitespace().next().unwrap().split('-').map(|x| x.parse().unwrap()).collect();

@@ -854,7 +854,7 @@ fn limits_spread(s: &mut String, r: &RunResult) {
     if groups.is_empty() {
         return;
     }
-    groups.sort_by(|a, b| b.1.len().cmp(&a.1.len()));
+    groups.sort_by_key(|g| std::cmp::Reverse(g.1.len()));
     let _ = writeln!(s, "  What held each test (its senders' kernel clocks):");
     for (limit, names) in groups {
         let more = names.len().saturating_sub(MAX_AGENTS_NAMED);

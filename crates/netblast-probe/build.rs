@@ -30,6 +30,15 @@ fn main() {
             println!("cargo:warning=netblast-probe: eBPF programs not built ({why}); the probe will use TCP_INFO");
             fs::write(&object, b"").expect("write empty eBPF object");
             println!("cargo:rustc-env=NETBLAST_BPF_BUILD=not built: {why}");
+            // Build again once clang is installed: a tool added to a directory on PATH changes
+            // that directory, which cargo watches (only existing directories: a missing path
+            // would rerun this script on every build).
+            println!("cargo:rerun-if-env-changed=PATH");
+            for dir in env::split_paths(&env::var_os("PATH").unwrap_or_default()) {
+                if dir.is_dir() {
+                    println!("cargo:rerun-if-changed={}", dir.display());
+                }
+            }
         }
     }
 }

@@ -190,8 +190,18 @@ fn about(out: &mut String, runs: &[(String, &RunResult)]) {
             .into_iter(),
     );
     for n in runs.iter().flat_map(|(_, r)| r.plan.notes.iter()).collect::<BTreeSet<_>>() {
-        let _ =
-            write!(out, "<tr><th class=\"l\">note</th><td class=\"l\" colspan=\"{}\">{}</td></tr>", runs.len(), esc(n));
+        // In a comparison a note names the runs it is about.
+        let whose: Vec<&str> =
+            runs.iter().filter(|(_, r)| r.plan.notes.contains(n)).map(|(name, _)| name.as_str()).collect();
+        let who =
+            if runs.len() > 1 && whose.len() < runs.len() { format!("{}: ", whose.join(", ")) } else { String::new() };
+        let _ = write!(
+            out,
+            "<tr><th class=\"l\">note</th><td class=\"l\" colspan=\"{}\">{}{}</td></tr>",
+            runs.len(),
+            esc(&who),
+            esc(n)
+        );
     }
     out.push_str("</table>\n");
     for (name, r) in runs {
@@ -205,7 +215,8 @@ fn about(out: &mut String, runs: &[(String, &RunResult)]) {
                 esc(&e.message)
             );
         }
-        for w in &r.warnings {
+        // A note of the plan is told once, in the table above.
+        for w in r.warnings.iter().filter(|w| !r.plan.notes.contains(&w.message)) {
             let _ = writeln!(out, "<div class=\"warn\">{who}warning, {}: {}</div>", esc(&w.source), esc(&w.message));
         }
     }

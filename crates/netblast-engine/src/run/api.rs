@@ -117,10 +117,12 @@ impl ClientError {
     }
 }
 
-/// Text from a peer, safe to print: control characters (ESC, newlines) escaped, length capped.
+/// Text from a peer, safe to print: control characters (ESC, newlines) escaped, length capped
+/// (at 2000 characters: a server's notes on its socket buffers run to about 1000).
 pub fn escape(s: &str) -> String {
-    let mut out: String = s.chars().take(500).flat_map(char::escape_debug).collect();
-    if s.chars().count() > 500 {
+    const CAP: usize = 2000;
+    let mut out: String = s.chars().take(CAP).flat_map(char::escape_debug).collect();
+    if s.chars().count() > CAP {
         out.push_str("...");
     }
     out

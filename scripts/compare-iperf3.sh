@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Runs netblast and iperf3 back to back on loopback, interleaved, several rounds, and prints the
-# median netblast/iperf3 receiver-throughput ratio for 1 flow, 2 flows and zero-copy sending,
-# plus Gbit/s per CPU-second on each side.
+# median netblast/iperf3 receiver-throughput ratio and each end's CPU time per gigabyte moved,
+# at equal settings: the same send size (BLOCK, default 1M, iperf3 -l), 1 flow, 2 flows and
+# zero-copy sending (sendfile, iperf3 -Z), both tools without kernel statistics beyond their
+# own (netblast --probe off; the probe's cost is scripts/probe-overhead.sh's). A last line
+# compares each tool as shipped (netblast's 2 MiB sends and eBPF probe, iperf3's 128 KiB).
 #
-#   scripts/compare-iperf3.sh [ROUNDS] [SECONDS]      (defaults: 5 rounds of 5 s)
+#   scripts/compare-iperf3.sh [ROUNDS] [SECONDS]      (defaults: 5 rounds of 5 s; BLOCK=1M)
 #
 # Both servers run on this machine, so client and server share its cores: the ratio compares
 # the tools under the same conditions, the absolute figures are a property of this box.
 set -euo pipefail
 ROUNDS=${1:-5}
 SECS=${2:-5}
+BLOCK=${BLOCK:-1M}
 cd "$(dirname "$0")/.."
 command -v iperf3 >/dev/null || { echo "iperf3 is not installed (apt-get install iperf3)" >&2; exit 2; }
 cargo build --release -q -p netblast
@@ -38,52 +42,59 @@ run_nb() { # name args...
   sleep 0.3
 }
 
+# Equal settings: the same send size and no probe.
+EQ_IP=(-l "$BLOCK")
+EQ_NB=(-l "${BLOCK}iB" --probe off)
 for r in $(seq 1 "$ROUNDS"); do
   # Alternate which tool goes first, so drift on the box does not favour either.
   if (( r % 2 )); then
-    run_iperf "ipl-$r" -l 1M
-    run_iperf "ip1-$r"; run_nb "nb1-$r"
-    run_iperf "ip2-$r" -P 2; run_nb "nb2-$r" --flows 2
-    run_iperf "ipz-$r" -Z; run_nb "nbz-$r" --zerocopy
+    run_iperf "ip1-$r" "${EQ_IP[@]}"; run_nb "nb1-$r" "${EQ_NB[@]}"
+    run_iperf "ip2-$r" "${EQ_IP[@]}" -P 2; run_nb "nb2-$r" "${EQ_NB[@]}" --flows 2
+    run_iperf "ipz-$r" "${EQ_IP[@]}" -Z; run_nb "nbz-$r" "${EQ_NB[@]}" --zerocopy
+    run_iperf "ipd-$r"; run_nb "nbd-$r"
   else
-    run_nb "nb1-$r"; run_iperf "ip1-$r"
-    run_nb "nb2-$r" --flows 2; run_iperf "ip2-$r" -P 2
-    run_nb "nbz-$r" --zerocopy; run_iperf "ipz-$r" -Z
-    run_iperf "ipl-$r" -l 1M
+    run_nb "nb1-$r" "${EQ_NB[@]}"; run_iperf "ip1-$r" "${EQ_IP[@]}"
+    run_nb "nb2-$r" "${EQ_NB[@]}" --flows 2; run_iperf "ip2-$r" "${EQ_IP[@]}" -P 2
+    run_nb "nbz-$r" "${EQ_NB[@]}" --zerocopy; run_iperf "ipz-$r" "${EQ_IP[@]}" -Z
+    run_nb "nbd-$r"; run_iperf "ipd-$r"
   fi
   echo "round $r/$ROUNDS done" >&2
 done
 
-python3 - "$WORK" "$ROUNDS" "$SECS" <<'EOF'
+python3 - "$WORK" "$ROUNDS" "$SECS" "$BLOCK" <<'PY'
 import json, os, statistics, sys
-work, rounds, secs = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+work, rounds, secs, block = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+# Each run as (receiver bit/s, client CPU-s per GB, server CPU-s per GB): the CPU each end's
+# process spent over the run, per 10^9 bytes received.
 def ip(name):
     d = json.load(open(os.path.join(work, name + ".json")))
     e = d["end"]
     bps = e["sum_received"]["bits_per_second"]
     cpu = e["cpu_utilization_percent"]
     # iperf3 reports (user+system)/wall x 100 per process: 100 = one CPU busy.
-    return bps, bps / max(cpu["host_total"] / 100, 1e-9), bps / max(cpu["remote_total"] / 100, 1e-9)
+    return bps, cpu["host_total"] / 100 / (bps / 8e9), cpu["remote_total"] / 100 / (bps / 8e9)
 def nb(name):
     d = json.load(open(os.path.join(work, name + ".json")))
     s = d["summary"]
     bps = sum(w["receiver"]["bits_per_s"] for w in s["ways"])
-    return bps, s["cpu"]["bits_per_client_cpu_s"], s["cpu"]["bits_per_server_cpu_s"]
+    c = s["cpu"]
+    per = lambda b: 8e9 / b if b else float("nan")
+    return bps, per(c.get("bits_per_client_cpu_s") or 0), per(c.get("bits_per_server_cpu_s") or 0)
+med = statistics.median
 print("netblast vs iperf3 on loopback, %d rounds x %s s, medians (client and server share this machine's %d CPUs)"
       % (rounds, secs, os.cpu_count()))
-print("%-10s %12s %12s %7s   %-26s %-26s" % ("test", "netblast", "iperf3", "ratio", "Gbit/CPU-s client nb/ip", "Gbit/CPU-s server nb/ip"))
-for key, label in (("1", "1 flow"), ("2", "2 flows"), ("z", "zero-copy")):
+print("%-22s %11s %11s %7s   %-24s %-24s" % ("test", "netblast", "iperf3", "ratio", "client CPU ms/GB nb/ip", "server CPU ms/GB nb/ip"))
+rows = (("1", "1 flow, -l " + block), ("2", "2 flows, -l " + block), ("z", "zero-copy, -l " + block),
+        ("d", "as shipped"))
+for key, label in rows:
     n = [nb("nb%s-%d" % (key, r)) for r in range(1, rounds + 1)]
     i = [ip("ip%s-%d" % (key, r)) for r in range(1, rounds + 1)]
     ratios = [a[0] / b[0] for a, b in zip(n, i)]
-    med = lambda xs: statistics.median(xs)
-    print("%-10s %8.2f Gb/s %8.2f Gb/s %7.3f   %8.1f / %-15.1f %8.1f / %-15.1f" % (
+    print("%-22s %6.2f Gb/s %6.2f Gb/s %7.3f   %8.1f / %-13.1f %8.1f / %-13.1f" % (
         label, med([x[0] for x in n]) / 1e9, med([x[0] for x in i]) / 1e9, med(ratios),
-        med([x[1] for x in n]) / 1e9, med([x[1] for x in i]) / 1e9,
-        med([x[2] for x in n]) / 1e9, med([x[2] for x in i]) / 1e9))
-l = [ip("ipl-%d" % r) for r in range(1, rounds + 1)]
-n = [nb("nb1-%d" % r) for r in range(1, rounds + 1)]
-print("%-10s %12s %8.2f Gb/s %7.3f   (vs iperf3 -l 1M, its largest send size: shows the gain is the send size)" % (
-    "1 flow -l1M", "", statistics.median([x[0] for x in l]) / 1e9, statistics.median([a[0] / b[0] for a, b in zip(n, l)])))
-print("ratio = median over rounds of (netblast receiver Gbit/s / iperf3 receiver Gbit/s), same round")
-EOF
+        med([x[1] for x in n]) * 1e3, med([x[1] for x in i]) * 1e3,
+        med([x[2] for x in n]) * 1e3, med([x[2] for x in i]) * 1e3))
+print("ratio = median over rounds of (netblast receiver Gbit/s / iperf3 receiver Gbit/s), same round (target >= 1.0);")
+print("CPU ms/GB = each end's process CPU time per 10^9 bytes received (lower is cheaper);")
+print("as shipped = netblast's defaults (2 MiB sends, eBPF probe) against iperf3's (128 KiB sends)")
+PY

@@ -31,9 +31,28 @@ URL="http://127.0.0.1:$HTTP_PORT/"
 # Measure what we mean to: a 200 with the 45-byte page, not an error page.
 BODY=$(curl -sf "$URL") || { echo "nginx does not answer 200 at $URL:" >&2; cat "$WORK/nginx.out" >&2; exit 1; }
 [ "${#BODY}" -ge 40 ] || { echo "unexpected body from $URL: $BODY" >&2; exit 1; }
-run_wrk() { wrk -t "$NCPU" -c "$CONNS" -d "${SECS}s" "$URL" >"$WORK/wrk-$1.txt"; sleep 0.5; }
+# Requests nginx has handled so far (its stub_status; the reading itself is one more).
+handled() { curl -sf "http://127.0.0.1:$HTTP_PORT/nginx_status" | awk 'NR == 3 { print $3 }'; }
+# CPU seconds (user + system) nginx's processes have used so far.
+nginx_cpu() {
+  local t=0 pid
+  for pid in $(pgrep -f "nginx: (master|worker)" || true); do
+    [ -r "/proc/$pid/stat" ] && t=$((t + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
+  done
+  echo "$t $(getconf CLK_TCK)" | awk '{ print $1 / $2 }'
+}
+# Runs one client under /usr/bin/time: its CPU, nginx's count and CPU around it, in NAME.cost.
+measured() { # name command...
+  local name=$1; shift
+  local h0 c0
+  h0=$(handled); c0=$(nginx_cpu)
+  /usr/bin/time -f "%U %S" -o "$WORK/$name.time" "$@"
+  echo "$(cat "$WORK/$name.time") $(( $(handled) - h0 - 1 )) $(echo "$(nginx_cpu) $c0" | awk '{ print $1 - $2 }')" >"$WORK/$name.cost"
+  sleep 0.5
+}
+run_wrk() { measured "wrk-$1" sh -c "wrk -t $NCPU -c $CONNS -d ${SECS}s $URL >$WORK/wrk-$1.txt"; }
 # --probe off: wrk reads no kernel statistics; the probe's own cost is scripts/probe-overhead.sh's.
-run_nb() { "$NB" run --url "$URL" --profile http-max -c "$CONNS" -t "$SECS" --probe off --json >"$WORK/nb-$1.json"; sleep 0.5; }
+run_nb() { measured "nb-$1" sh -c "$NB run --url $URL --profile http-max -c $CONNS -t $SECS --probe off --json >$WORK/nb-$1.json"; }
 for r in $(seq 1 "$ROUNDS"); do
   if (( r % 2 )); then run_wrk "$r"; run_nb "$r"; else run_nb "$r"; run_wrk "$r"; fi
   echo "round $r/$ROUNDS done" >&2
@@ -61,15 +80,28 @@ def nb(name):
         sys.exit("netblast run %s got statuses other than 200: %s" % (name, h["status_codes"]))
     return h
 R = range(1, rounds + 1)
+def cost(name):
+    # client user s, client system s, requests nginx handled, nginx CPU s
+    u, s_, n, c = open(os.path.join(work, name + ".cost")).read().split()
+    return float(u) + float(s_), int(n), float(c)
+med = statistics.median
 w = [wrk(r) for r in R]
 n = [nb(str(r))["responses_per_s"] for r in R]
-med = statistics.median
+wc = [cost("wrk-%d" % r) for r in R]
+nc = [cost("nb-%d" % r) for r in R]
 print("netblast vs wrk against one local nginx, %d rounds x %s s, %s connections, %d CPUs shared by client and nginx"
       % (rounds, secs, conns, os.cpu_count()))
 print("(netblast with --probe off, as wrk reads no kernel TCP statistics)")
-print("requests/s: netblast %.0f, wrk %.0f, ratio %.3f (target >= 1.0)"
-      % (med(n), med(w), med([a / b for a, b in zip(n, w)])))
-print("    per round (netblast/wrk): " + " ".join("%.3f" % (a / b) for a, b in zip(n, w)))
+print("requests/s counted by nginx: netblast %.0f, wrk %.0f, ratio %.3f (target >= 1.0)"
+      % (med([c[1] for c in nc]) / float(secs), med([c[1] for c in wc]) / float(secs),
+         med([a[1] / b[1] for a, b in zip(nc, wc)])))
+print("    per round (netblast/wrk): " + " ".join("%.3f" % (a[1] / b[1]) for a, b in zip(nc, wc)))
+print("requests/s as each client counts them: netblast %.0f, wrk %.0f" % (med(n), med(w)))
+print("client CPU per request: netblast %.2f us, wrk %.2f us, ratio %.3f (target <= 1.0)"
+      % (med([c[0] / c[1] * 1e6 for c in nc]), med([c[0] / c[1] * 1e6 for c in wc]),
+         med([(a[0] / a[1]) / (b[0] / b[1]) for a, b in zip(nc, wc)])))
+print("nginx CPU per request: under netblast %.2f us, under wrk %.2f us"
+      % (med([c[2] / c[1] * 1e6 for c in nc]), med([c[2] / c[1] * 1e6 for c in wc])))
 tls, h2, h2m = nb("tls"), nb("h2"), nb("h2m")
 print("netblast HTTPS (TLS 1.3, HTTP/1.1) against the same nginx: %.0f requests/s, p99 %.2f ms"
       % (tls["responses_per_s"], tls["latency"]["p99_ns"] / 1e6))

@@ -53,6 +53,8 @@ http {
         location = / { try_files /index.html =404; }
         location = /503 { return 503; }
         location = /1mib { try_files /1mib =404; }
+        # Requests handled, as the server counts them (compare-http.sh reads it around each run).
+        location = /nginx_status { stub_status; }
     }
 }
 EOF

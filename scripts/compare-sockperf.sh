@@ -29,13 +29,15 @@ taskset -c "$SCPU" sockperf server --tcp -i 127.0.0.1 -p "$PORT_SP" >"$WORK/sp-s
 SERVERS+=($!)
 sleep 0.5
 
+# shellcheck source=scripts/cost.sh
+. scripts/cost.sh
 sp() { # name
-  taskset -c "$CCPU" sockperf ping-pong --tcp -i 127.0.0.1 -p "$PORT_SP" -t "$SECS" -m 14 >"$WORK/$1.txt" 2>&1 \
+  pinned_cost "$1" taskset -c "$CCPU" sockperf ping-pong --tcp -i 127.0.0.1 -p "$PORT_SP" -t "$SECS" -m 14 >"$WORK/$1.txt" 2>&1 \
     || { cat "$WORK/$1.txt" >&2; exit 1; }
   sleep 0.3
 }
 nb() { # name
-  "$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --json \
+  pinned_cost "$1" "$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --json \
     --profile latency --wait block --req-size 14 --resp-size 14 >"$WORK/$1.json" || { echo "netblast failed" >&2; exit 1; }
   sleep 0.3
 }
@@ -71,4 +73,15 @@ print("netblast vs sockperf on loopback, %d rounds x %s s, client CPU %s, server
 for what, n, s in [("mean", n_avg, s_avg), ("p50", n_p50, s_p50), ("p99", n_p99, s_p99)]:
     print("one-way latency (RTT/2) %s: netblast %.2f us, sockperf %.2f us, ratio %.3f (target <= 1.0)"
           % (what, med(n), med(s), med([a / b for a, b in zip(n, s)])))
+# Round trips each made: sockperf's count from its summary line, netblast's from its messages.
+s_n = [spval("sp-%d" % r, r"SentMessages=(\d+)") for r in R]
+n_n = [nb("nb-%d" % r)["msgs"]["sent"] for r in R]
+def cost(name, ops):
+    c, s = map(float, open(os.path.join(work, name + ".cost")).read().split())
+    return c / ops * 1e6, s / ops * 1e6
+b = [cost("nb-%d" % r, n_n[r - 1]) for r in R]
+o = [cost("sp-%d" % r, s_n[r - 1]) for r in R]
+for side, k in (("client", 0), ("server", 1)):
+    print("%s CPU per round trip (busy time of its pinned CPU): netblast %.2f us, sockperf %.2f us, ratio %.3f (target <= 1.0)"
+          % (side, med([x[k] for x in b]), med([x[k] for x in o]), med([x[k] / y[k] for x, y in zip(b, o)])))
 PY

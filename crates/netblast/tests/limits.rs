@@ -216,11 +216,10 @@ fn the_hosts_cpus_agree_with_proc_stat_and_a_saturated_one_is_named() {
     assert!(r.summary.load.server.is_some(), "the server's, in its final report");
     // The test's span holds netblast's and more: a CPU's busy time in netblast's span is at
     // most the test's, and at least the test's less the extra time; the kernel samples busy
-    // time by ticks (idle it times exactly): a CPU busy half the time in bursts shorter than a
-    // tick is counted to within about sqrt(200 x 0.25) = 7 ticks in 2 s, so 150 ms of slack
-    // either way (100 ms failed once by 10 ms on this shared host).
+    // time by ticks (idle it times exactly), so 100 ms of slack either way. (A tickless idle
+    // CPU's counters can lag the wall clock: netblast then counts the missing time as idle.)
     let hz = 100.0;
-    let slack = 0.15;
+    let slack = 0.1;
     for c in &load.cpus {
         let (b0, t0) = before[c.cpu as usize];
         let (b1, t1) = after[c.cpu as usize];

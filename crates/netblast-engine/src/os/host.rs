@@ -45,18 +45,29 @@ impl HostMark {
     /// What happened between `self` and `later`: each CPU's shares, the interfaces whose
     /// counters moved, the backlogs' drops.
     pub fn until(&self, later: &HostMark) -> HostLoad {
+        let wall_s = later.at.saturating_duration_since(self.at).as_secs_f64();
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let hz = match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
+            n if n > 0 => n as f64,
+            _ => 100.0,
+        };
         let cpus = later
             .cpus
             .iter()
             .filter_map(|(cpu, t)| {
                 let d: Vec<u64> = t.iter().zip(self.cpus.get(cpu)?).map(|(b, a)| b.saturating_sub(*a)).collect();
-                let total = d.iter().sum::<u64>().max(1) as f64;
+                // A CPU idle in tickless mode can have idle time not yet in its counters (seen
+                // here: 2.15 s of ticks in 2.49 s): shares of its own ticks would then overstate
+                // busy time. The wall time is the total where the ticks fall short of it; what
+                // is missing was idle.
+                let ticks = d.iter().sum::<u64>() as f64;
+                let total = ticks.max(wall_s * hz).max(1.0);
                 let share = |n: u64| n as f64 / total;
                 Some(CpuLoad {
                     cpu: *cpu,
                     user: share(d[0] + d[1]),
                     system: share(d[2]),
-                    idle: share(d[3] + d[4]),
+                    idle: ((d[3] + d[4]) as f64 + (total - ticks)) / total,
                     irq: share(d[5]),
                     softirq: share(d[6]),
                     steal: share(d[7]),
@@ -78,12 +89,7 @@ impl HostMark {
                 })
             })
             .collect();
-        HostLoad {
-            wall_s: later.at.saturating_duration_since(self.at).as_secs_f64(),
-            cpus,
-            interfaces,
-            backlog_drops: later.backlog_drops.saturating_sub(self.backlog_drops),
-        }
+        HostLoad { wall_s, cpus, interfaces, backlog_drops: later.backlog_drops.saturating_sub(self.backlog_drops) }
     }
 }
 
@@ -165,6 +171,20 @@ mod tests {
             vec![InterfaceDrops { name: "eth0".into(), rx_dropped: 10, tx_dropped: 5, rx_errors: 0, tx_errors: 0 }]
         );
         assert_eq!(l.backlog_drops, 8);
+    }
+
+    #[test]
+    fn ticks_short_of_the_wall_time_were_idle() {
+        // 4 s between the readings, 100 ticks a second: CPU 1's 200 ticks are half the time
+        // (its idle time not yet counted): 60 of 400 user, the missing 200 idle.
+        let a = mark(STAT_A, DEV_A, "");
+        let mut b = mark(STAT_B, DEV_B, "");
+        b.at = a.at + std::time::Duration::from_secs(4);
+        // SAFETY: sysconf has no memory-safety preconditions.
+        assert_eq!(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }, 100, "USER_HZ is 100 on Linux");
+        let c1 = a.until(&b).cpus[1];
+        assert!((c1.user - 0.15).abs() < 1e-9 && (c1.idle - 0.75).abs() < 1e-9, "{c1:?}");
+        assert!((c1.user + c1.system + c1.idle + c1.irq + c1.softirq + c1.steal - 1.0).abs() < 1e-9);
     }
 
     #[test]

@@ -71,6 +71,12 @@ mod tests {
                 ("requests_s_2".to_string(), 0.5),
             ]
         );
+        let cpu = "client CPU per GB, 1 flow, -l 1M: netblast 177.7 ms, iperf3 155.3 ms, ratio 1.144 (target <= 1.0)\n\
+                   client CPU per request: netblast 12.56 us, wrk 11.72 us, ratio 1.072 (target <= 1.0)\n";
+        assert_eq!(
+            ratios_of(cpu),
+            vec![("client_cpu_per_gb_1_flow_l_1m".to_string(), 1.144), ("client_cpu_per_request".to_string(), 1.072)]
+        );
         let netperf = "connections/s (connect, 1-byte request and response, close): netblast 13474 /s, netperf TCP_CRR 11846 /s, ratio 1.138 (target >= 1.0)\n\
                        one-way latency (RTT/2) p50: netblast 14.43 us, sockperf 12.61 us, ratio 1.147 (target <= 1.0)\n";
         assert_eq!(

@@ -94,6 +94,13 @@ for key, label in rows:
         label, med([x[0] for x in n]) / 1e9, med([x[0] for x in i]) / 1e9, med(ratios),
         med([x[1] for x in n]) * 1e3, med([x[1] for x in i]) * 1e3,
         med([x[2] for x in n]) * 1e3, med([x[2] for x in i]) * 1e3))
+for key, label in rows:
+    n = [nb("nb%s-%d" % (key, r)) for r in range(1, rounds + 1)]
+    i = [ip("ip%s-%d" % (key, r)) for r in range(1, rounds + 1)]
+    for side, k in (("client", 1), ("server", 2)):
+        print("%s CPU per GB, %s: netblast %.1f ms, iperf3 %.1f ms, ratio %.3f (target <= 1.0)" % (
+            side, label, med([x[k] for x in n]) * 1e3, med([x[k] for x in i]) * 1e3,
+            med([a[k] / b[k] for a, b in zip(n, i)])))
 print("ratio = median over rounds of (netblast receiver Gbit/s / iperf3 receiver Gbit/s), same round (target >= 1.0);")
 print("CPU ms/GB = each end's process CPU time per 10^9 bytes received (lower is cheaper);")
 print("as shipped = netblast's defaults (2 MiB sends, eBPF probe) against iperf3's (128 KiB sends)")

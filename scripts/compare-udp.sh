@@ -3,7 +3,8 @@
 # several rounds, medians:
 #   - at a rate both hold (RATE, default 500M): the loss each reports (both should be ~0, and
 #     agree within noise), and the rate each achieved;
-#   - unlimited (-b 0 for both): datagrams/s received, the ratio (target >= 1.0).
+#   - unlimited (-b 0 for both): datagrams/s received, the ratio (target >= 1.0);
+#   - each end's process CPU time per datagram received (scripts/cost.sh).
 #
 #   scripts/compare-udp.sh [ROUNDS] [SECONDS]      (defaults: 3 rounds of 5 s; RATE=500M LEN=1400)
 set -euo pipefail
@@ -26,12 +27,14 @@ SERVERS+=($!)
 iperf3 -s -p "$PORT_IP" >"$WORK/ip-serve.log" 2>&1 &
 SERVERS+=($!)
 sleep 0.5
+# shellcheck source=scripts/cost.sh
+. scripts/cost.sh
 ip() { # name rate
-  iperf3 -c 127.0.0.1 -p "$PORT_IP" -u -b "$2" -l "$LEN" -t "$SECS" -J >"$WORK/$1.json" || { cat "$WORK/$1.json" >&2; exit 1; }
+  process_cost "$1" "${SERVERS[1]}" iperf3 -c 127.0.0.1 -p "$PORT_IP" -u -b "$2" -l "$LEN" -t "$SECS" -J >"$WORK/$1.json" || { cat "$WORK/$1.json" >&2; exit 1; }
   sleep 0.3
 }
 nb() { # name rate
-  "$NB" run --target "127.0.0.1:$PORT_NB" -u -b "$2" -l "$LEN" -t "$SECS" --json >"$WORK/$1.json" || { echo "netblast failed" >&2; exit 1; }
+  process_cost "$1" "${SERVERS[0]}" "$NB" run --target "127.0.0.1:$PORT_NB" -u -b "$2" -l "$LEN" -t "$SECS" --json >"$WORK/$1.json" || { echo "netblast failed" >&2; exit 1; }
   sleep 0.3
 }
 for r in $(seq 1 "$ROUNDS"); do
@@ -42,7 +45,7 @@ for r in $(seq 1 "$ROUNDS"); do
   fi
   echo "round $r/$ROUNDS done" >&2
 done
-python3 - "$WORK" "$ROUNDS" "$RATE" "$LEN" <<'PY'
+SECS="$SECS" python3 - "$WORK" "$ROUNDS" "$RATE" "$LEN" <<'PY'
 import json, os, statistics, sys
 work, rounds, rate, length = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 def load(n):
@@ -73,4 +76,14 @@ for label, ipn, nbn in [("at -b %s" % rate, "ip", "nb"), ("unlimited (-b 0)", "i
     print("    received datagrams/s %s, netblast/iperf3: ratio %.3f%s"
           % ("unlimited" if ipn == "ipmax" else "at the same rate", med(y["rx_per_s"] / x["rx_per_s"] for x, y in zip(a, b)),
              " (target >= 1.0)" if ipn == "ipmax" else ""))
+    def cost(n, x):
+        c, srv = map(float, open(os.path.join(work, n + ".cost")).read().split())
+        got = x["rx_per_s"] * float(os.environ.get("SECS", "5"))
+        return c / got * 1e9, srv / got * 1e9
+    ca = [cost("%s-%d" % (ipn, r), x) for r, x in zip(R, a)]
+    cb = [cost("%s-%d" % (nbn, r), x) for r, x in zip(R, b)]
+    for side, k in (("client", 0), ("server", 1)):
+        print("    %s CPU per datagram received %s: netblast %.0f ns, iperf3 %.0f ns, ratio %.3f (target <= 1.0)"
+              % (side, "unlimited" if ipn == "ipmax" else "at the same rate", med(y[k] for y in cb), med(x[k] for x in ca),
+                 med(y[k] / x[k] for x, y in zip(ca, cb))))
 PY

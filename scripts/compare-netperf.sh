@@ -5,6 +5,8 @@
 #     1-byte response, close) vs `netblast run --profile cps -P 1` (the same exchange);
 #   - request/response: `netperf -t TCP_RR -- -r 1,1` vs `netblast run --profile latency
 #     --wait block` (netperf's blocking method), transactions per second.
+# netblast runs with --probe off: netperf reads no kernel statistics (the probe's own cost is
+# scripts/probe-overhead.sh's).
 # netperf is in Debian's non-free section: when it is missing and this runs as root on Debian,
 # the script adds that section for the one install and removes it again.
 #
@@ -60,7 +62,7 @@ np() { # name test
 }
 nb() { # name args...
   local name=$1; shift
-  pinned_cost "$name" "$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --json "$@" \
+  pinned_cost "$name" "$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --probe off --json "$@" \
     >"$WORK/$name.json" || { echo "netblast $* failed" >&2; exit 1; }
   sleep 0.3
 }

@@ -4,7 +4,8 @@
 # latency: `sockperf ping-pong --tcp -m 14` (14 bytes: sockperf's smallest message, its
 # header) vs `netblast run --profile latency --req-size 14 --resp-size 14`, both waiting in a
 # blocking receive. sockperf reports one-way latency as round trip / 2; netblast's figures are
-# halved the same way here.
+# halved the same way here. netblast runs with --probe off: sockperf reads no kernel statistics
+# (the probe's own cost is scripts/probe-overhead.sh's).
 #
 #   scripts/compare-sockperf.sh [ROUNDS] [SECONDS]      (defaults: 5 rounds of 5 s)
 set -euo pipefail
@@ -37,7 +38,7 @@ sp() { # name
   sleep 0.3
 }
 nb() { # name
-  pinned_cost "$1" "$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --json \
+  pinned_cost "$1" "$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --probe off --json \
     --profile latency --wait block --req-size 14 --resp-size 14 >"$WORK/$1.json" || { echo "netblast failed" >&2; exit 1; }
   sleep 0.3
 }

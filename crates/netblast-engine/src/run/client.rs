@@ -415,6 +415,11 @@ impl Drive<'_> {
                 Ok(Incoming::ControlClosed(why)) => {
                     control_closed = true;
                     if !agg.has_server_final() {
+                        // The server is gone: nothing more can be measured at its end. Our
+                        // senders stop now (a UDP sender would otherwise send into a closed
+                        // port until the bound: its ICMP errors are rate-limited and a batch
+                        // send loses all but the first).
+                        self.flags.stop();
                         agg.error(
                             self.since_start(),
                             "server",

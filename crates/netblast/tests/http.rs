@@ -530,3 +530,38 @@ fn curl_from_another_namespace_is_served_only_as_serve_would_take_its_peer() {
     let body = String::from_utf8_lossy(&body);
     assert!(body.contains("--http-max-body"), "the cap is named: {body}");
 }
+
+#[test]
+fn a_response_slower_than_the_timeout_fails_as_a_timeout_and_the_next_gets_its_own_limit() {
+    // Each lane keeps one timer for its life and moves it forward per request: a request
+    // slower than the limit fails as a timeout, a faster one after it is not cut short by the
+    // earlier deadline. Two URLs in turn on each lane: 300 ms (over the 150 ms limit) and
+    // 100 ms (under it, and longer than what is left of a limit set at the previous request),
+    // on one lane so that it takes them in turn.
+    let srv = Responder::start(false);
+    for (version, open_loop) in [(HttpVersion::Http1, false), (HttpVersion::Http1, true), (HttpVersion::Http2, false)] {
+        let r = util::run(
+            srv.addr,
+            profile(|p, h| {
+                p.run.duration = Some(Dur(Duration::from_secs(2)));
+                h.urls = vec!["/?delay=300ms".into(), "/?delay=100ms".into()];
+                h.timeout = Some(Dur(Duration::from_millis(150)));
+                h.version = version;
+                h.connections = 1;
+                h.streams = 1;
+                if open_loop {
+                    // Slower than one 300 ms timeout and one 100 ms answer: no request waits
+                    // for the lane, so latency from the intended time is the exchange's.
+                    h.rate = Some(Rate(2.0));
+                }
+            }),
+        );
+        let what = format!("{version:?}, open loop {open_loop}");
+        let h = r.summary.http.as_ref().expect("http summary");
+        let timeouts = h.errors.iter().find(|e| e.kind == "timeout").map(|e| e.count).unwrap_or(0);
+        assert!(timeouts > 0, "{what}: the 300 ms requests time out: {:?}", h.errors);
+        assert!(h.completed > 0 && status(&r, "200") == h.completed, "{what}: the 100 ms ones answer: {h:?}");
+        assert!(h.latency.max_ns < 150_000_000, "{what}: nothing completes past the limit");
+        assert!(h.latency.p50_ns >= 100_000_000, "{what}: the answered ones waited their 100 ms");
+    }
+}

@@ -12,6 +12,7 @@ use crate::units::{fmt_bytes, fmt_ns, fmt_per_s};
 /// UDP ways', HTTP's, then the hosts'.
 pub fn beyond_tcp(r: &RunResult) -> Vec<String> {
     let mut v = udp(r);
+    v.extend(cps(r));
     v.extend(r.summary.http.as_ref().and_then(|h| http(r, h)));
     v.extend(hosts(r));
     v
@@ -32,6 +33,49 @@ fn receiver_load(r: &RunResult, way: Way) -> Option<&HostLoad> {
         Way::Up => r.summary.load.server.as_ref(),
         Way::Down => r.summary.load.client.as_ref(),
     }
+}
+
+/// The local ports one source address has for one destination by default
+/// (`net.ipv4.ip_local_port_range` 32768-60999).
+const DEFAULT_PORTS: f64 = 28_232.0;
+
+/// cps ways whose connections found no free local port: why (TIME_WAIT holds each port the
+/// client closed first for 60 s), when at this rate the ports ran out, and the fixes.
+pub fn cps(r: &RunResult) -> Vec<String> {
+    let Workload::Cps(c) = &r.plan.profile.workload else { return Vec::new() };
+    r.summary
+        .ways
+        .iter()
+        .filter_map(|w| {
+            let t: &MsgTotals = w.msgs.as_ref()?;
+            let exhausted = t.conns.as_ref()?.port_exhausted;
+            if exhausted == 0 {
+                return None;
+            }
+            let tried = t.sent + t.lost.unwrap_or(0);
+            let share = exhausted as f64 / tried.max(1) as f64;
+            let why = match c.close {
+                crate::profile::CloseMode::Fin => format!(
+                    "each connection the client closes holds its port in TIME_WAIT for 60 s, and one \
+                     source address has about {:.0} k ports per destination by default, so at {} \
+                     connections they run out after about {:.0} s; use close = \"rst\" (no \
+                     TIME_WAIT), more source addresses (--bind), a wider \
+                     net.ipv4.ip_local_port_range or net.ipv4.tcp_tw_reuse = 1",
+                    DEFAULT_PORTS / 1e3,
+                    fmt_per_s(t.sent_per_s),
+                    DEFAULT_PORTS / t.sent_per_s.max(1.0)
+                ),
+                crate::profile::CloseMode::Rst => "the test's own connections leave no TIME_WAIT \
+                     (close = \"rst\"): other connections of this host hold the ports; use more \
+                     source addresses (--bind) or a wider net.ipv4.ip_local_port_range"
+                    .to_string(),
+            };
+            Some(format!(
+                "cps: {exhausted} of {tried} connections ({}) found no free local port (EADDRNOTAVAIL): {why}",
+                pct(share)
+            ))
+        })
+        .collect()
 }
 
 /// UDP ways: how much was lost, how much of it the receiving sockets' full queues dropped (the
@@ -214,6 +258,37 @@ fn drops_words(l: &HostLoad) -> String {
 mod tests {
     use super::*;
     use crate::result::{CpuLoad, InterfaceDrops};
+
+    #[test]
+    fn port_exhaustion_is_explained_with_its_fix() {
+        let (mut p, _) = crate::profile::Profile::load("cps").unwrap();
+        use crate::merge::tests::{build, Cell};
+        let one = [(0, [(0, Cell { bytes: 1, lat: vec![1000] })].into_iter().collect())].into_iter().collect();
+        let mut r = build(&one, 0, "a");
+        let conns = crate::result::ConnCounts { port_exhausted: 500, ..Default::default() };
+        let msgs =
+            MsgTotals { sent: 9500, sent_per_s: 1000.0, lost: Some(500), conns: Some(conns), ..Default::default() };
+        r.summary.ways.truncate(1);
+        r.summary.ways[0].msgs = Some(msgs);
+        r.plan.profile = p.clone();
+        let v = cps(&r);
+        assert_eq!(v.len(), 1);
+        assert!(v[0].starts_with("cps: 500 of 10000 connections (5.0%) found no free local port"), "{}", v[0]);
+        assert!(
+            v[0].contains("TIME_WAIT for 60 s")
+                && v[0].contains("at 1.00 k/s connections they run out after about 28 s"),
+            "{}",
+            v[0]
+        );
+        assert!(beyond_tcp(&r).contains(&v[0]));
+        if let Workload::Cps(c) = &mut p.workload {
+            c.close = crate::profile::CloseMode::Rst;
+        }
+        r.plan.profile = p;
+        assert!(cps(&r)[0].contains("other connections of this host hold the ports"));
+        r.summary.ways[0].msgs.as_mut().unwrap().conns = Some(Default::default());
+        assert!(cps(&r).is_empty(), "no exhaustion, no verdict");
+    }
 
     #[test]
     fn drops_and_saturated_cpus_are_named() {

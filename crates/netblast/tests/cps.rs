@@ -113,6 +113,11 @@ fn failures_are_counted_by_cause() {
     assert_eq!(failed, c.failed(), "the intervals' failures add up to the total");
     let text = netblast_report::text::full(&r);
     assert!(text.contains("no free local port (EADDRNOTAVAIL)"), "{text}");
+    // The verdict says why and what to do.
+    assert!(
+        text.contains("verdict: cps: ") && text.contains("TIME_WAIT for 60 s") && text.contains("close = \"rst\""),
+        "{text}"
+    );
     sysctl("net.ipv4.ip_local_port_range=32768 60999");
 
     // Refused: the server's namespace answers every SYN but the data port's with a reset.

@@ -34,17 +34,19 @@ SERVERS+=($!)
 sleep 0.5
 
 LO=/sys/class/net/lo/statistics/tx_packets
+# shellcheck source=scripts/cost.sh
+. scripts/cost.sh
 qp() { # name test [options...]
   local name=$1 test=$2; shift 2
   local a; a=$(cat "$LO")
-  taskset -c "$CCPU" qperf -lp "$PORT_QP" -t "$SECS" -v "$@" 127.0.0.1 "$test" >"$WORK/$name.txt" 2>&1 || { cat "$WORK/$name.txt" >&2; exit 1; }
+  pinned_cost "$name" taskset -c "$CCPU" qperf -lp "$PORT_QP" -t "$SECS" -v "$@" 127.0.0.1 "$test" >"$WORK/$name.txt" 2>&1 || { cat "$WORK/$name.txt" >&2; exit 1; }
   echo $(( $(cat "$LO") - a )) >"$WORK/$name.lo"
   sleep 0.3
 }
 nb() { # name args...
   local name=$1; shift
   local a; a=$(cat "$LO")
-  "$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --json "$@" >"$WORK/$name.json" || { echo "netblast $* failed" >&2; exit 1; }
+  pinned_cost "$name" "$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --json "$@" >"$WORK/$name.json" || { echo "netblast $* failed" >&2; exit 1; }
   echo $(( $(cat "$LO") - a )) >"$WORK/$name.lo"
   sleep 0.3
 }
@@ -104,9 +106,23 @@ print("    netblast's own wire packets/s (segments out + in): %.0f k/s, %.3f of 
       % (med(n_wire) / 1e3, med(n_count)))
 print("    pps-8core application messages/s: netblast %.3f M/s, qperf %.3f M/s, ratio %.3f"
       % (med(n_rate) / 1e6, med(q_rate) / 1e6, med([a / b for a, b in zip(n_rate, q_rate)])))
+def cost(name, ops):
+    c, s_ = map(float, open(os.path.join(work, name + ".cost")).read().split())
+    return c / ops * 1e9, s_ / ops * 1e9
+# pps-8core: per wire packet (the loopback counter's, both ways), the busy time of each pinned
+# CPU; qperf coalesces its messages into few packets, so this is netblast's cost alone.
+n_cost = [cost("nbw-%d" % r, lo("nbw-%d" % r)) for r in R]
+print("    netblast CPU per wire packet (busy time of its pinned CPU): client %.0f ns, server %.0f ns"
+      % (med([x[0] for x in n_cost]), med([x[1] for x in n_cost])))
 print("1 flow of 1-byte TCP messages, batched (sendmmsg of 64, reads of what has arrived: not qperf's receiver work):")
 print("    batched application messages/s: netblast %.3f M/s, qperf %.3f M/s, ratio %.3f; %.0f TCP segments/s"
       % (med(b_rate) / 1e6, med(q_rate) / 1e6, med([a / b for a, b in zip(b_rate, q_rate)]), med(b_segs)))
+# Batched: per application message, both tools coalescing messages into segments.
+b_cost = [cost("nbb-%d" % r, b_rate[r - 1] * float(secs)) for r in R]
+q_cost = [cost("qbw-%d" % r, q_rate[r - 1] * float(secs)) for r in R]
+for side, k in (("client", 0), ("server", 1)):
+    print("    %s CPU per message, batched (busy time of its pinned CPU): netblast %.1f ns, qperf %.1f ns, ratio %.3f (target <= 1.0)"
+          % (side, med([x[k] for x in b_cost]), med([x[k] for x in q_cost]), med([x[k] / y[k] for x, y in zip(b_cost, q_cost)])))
 print("one-way latency (RTT/2), 1-byte TCP: netblast %.2f us (spin; p50 %.2f us), qperf %.2f us, ratio %.3f (target <= 1.0)"
       % (med(n_lat) * 1e6, med(n_p50) * 1e6, med(q_lat) * 1e6, med([a / b for a, b in zip(n_lat, q_lat)])))
 print("    netblast with --wait block (qperf's blocking method): %.2f us, ratio %.3f"

@@ -33,21 +33,16 @@ BODY=$(curl -sf "$URL") || { echo "nginx does not answer 200 at $URL:" >&2; cat 
 [ "${#BODY}" -ge 40 ] || { echo "unexpected body from $URL: $BODY" >&2; exit 1; }
 # Requests nginx has handled so far (its stub_status; the reading itself is one more).
 handled() { curl -sf "http://127.0.0.1:$HTTP_PORT/nginx_status" | awk 'NR == 3 { print $3 }'; }
-# CPU seconds (user + system) nginx's processes have used so far.
-nginx_cpu() {
-  local t=0 pid
-  for pid in $(pgrep -f "nginx: (master|worker)" || true); do
-    [ -r "/proc/$pid/stat" ] && t=$((t + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
-  done
-  echo "$t $(getconf CLK_TCK)" | awk '{ print $1 / $2 }'
-}
-# Runs one client under /usr/bin/time: its CPU, nginx's count and CPU around it, in NAME.cost.
+# shellcheck source=scripts/cost.sh
+. scripts/cost.sh
+NGINX_PIDS=$(pgrep -f "nginx: (master|worker)" | tr '\n' ' ')
+# Runs one client: its CPU and nginx's around it (NAME.cost), the requests nginx handled
+# meanwhile (NAME.handled).
 measured() { # name command...
   local name=$1; shift
-  local h0 c0
-  h0=$(handled); c0=$(nginx_cpu)
-  /usr/bin/time -f "%U %S" -o "$WORK/$name.time" "$@"
-  echo "$(cat "$WORK/$name.time") $(( $(handled) - h0 - 1 )) $(echo "$(nginx_cpu) $c0" | awk '{ print $1 - $2 }')" >"$WORK/$name.cost"
+  local h0; h0=$(handled)
+  process_cost "$name" "$NGINX_PIDS" "$@"
+  echo $(( $(handled) - h0 - 1 )) >"$WORK/$name.handled"
   sleep 0.5
 }
 run_wrk() { measured "wrk-$1" sh -c "wrk -t $NCPU -c $CONNS -d ${SECS}s $URL >$WORK/wrk-$1.txt"; }
@@ -81,9 +76,9 @@ def nb(name):
     return h
 R = range(1, rounds + 1)
 def cost(name):
-    # client user s, client system s, requests nginx handled, nginx CPU s
-    u, s_, n, c = open(os.path.join(work, name + ".cost")).read().split()
-    return float(u) + float(s_), int(n), float(c)
+    # client CPU s, requests nginx handled, nginx CPU s
+    client, server = map(float, open(os.path.join(work, name + ".cost")).read().split())
+    return client, int(open(os.path.join(work, name + ".handled")).read()), server
 med = statistics.median
 w = [wrk(r) for r in R]
 n = [nb(str(r))["responses_per_s"] for r in R]

@@ -4,7 +4,7 @@
 //! and dropping interfaces. The text and the HTML print these lines as they are.
 
 use crate::diagnose::{cpu_words, saturated};
-use crate::profile::{Way, Workload};
+use crate::profile::{CloseMode, Way, Workload};
 use crate::result::{HostLoad, HttpSummary, MsgTotals, RunResult};
 use crate::units::{fmt_bytes, fmt_ns, fmt_per_s};
 
@@ -55,7 +55,7 @@ pub fn cps(r: &RunResult) -> Vec<String> {
             let tried = t.sent + t.lost.unwrap_or(0);
             let share = exhausted as f64 / tried.max(1) as f64;
             let why = match c.close {
-                crate::profile::CloseMode::Fin => format!(
+                CloseMode::Fin => format!(
                     "each connection the client closes holds its port in TIME_WAIT for 60 s, and one \
                      source address has about {:.0} k ports per destination by default, so at {} \
                      connections they run out after about {:.0} s; use close = \"rst\" (no \
@@ -65,7 +65,7 @@ pub fn cps(r: &RunResult) -> Vec<String> {
                     fmt_per_s(t.sent_per_s),
                     DEFAULT_PORTS / t.sent_per_s.max(1.0)
                 ),
-                crate::profile::CloseMode::Rst => "the test's own connections leave no TIME_WAIT \
+                CloseMode::Rst => "the test's own connections leave no TIME_WAIT \
                      (close = \"rst\"): other connections of this host hold the ports; use more \
                      source addresses (--bind) or a wider net.ipv4.ip_local_port_range"
                     .to_string(),
@@ -282,7 +282,7 @@ mod tests {
         );
         assert!(beyond_tcp(&r).contains(&v[0]));
         if let Workload::Cps(c) = &mut p.workload {
-            c.close = crate::profile::CloseMode::Rst;
+            c.close = CloseMode::Rst;
         }
         r.plan.profile = p;
         assert!(cps(&r)[0].contains("other connections of this host hold the ports"));

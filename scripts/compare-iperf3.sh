@@ -7,6 +7,12 @@
 # compares each tool as shipped (netblast's 2 MiB sends and eBPF probe, iperf3's 128 KiB).
 #
 #   scripts/compare-iperf3.sh [ROUNDS] [SECONDS]      (defaults: 5 rounds of 5 s; BLOCK=1M)
+#   CONGESTION=cubic scripts/compare-iperf3.sh          (both tools with -C cubic)
+#
+# The congestion control decides more than the tools do on loopback: with bbr (its internal
+# pacing) every sender here moves about half of what it moves with cubic, and the ratio between
+# the tools is not the same under both. The header names the one in use; CONGESTION sets it
+# for both.
 #
 # Both servers run on this machine, so client and server share its cores: the ratio compares
 # the tools under the same conditions, the absolute figures are a property of this box.
@@ -42,9 +48,15 @@ run_nb() { # name args...
   sleep 0.3
 }
 
-# Equal settings: the same send size and no probe.
+# Equal settings: the same send size, the same congestion control, and no probe.
 EQ_IP=(-l "$BLOCK")
 EQ_NB=(-l "${BLOCK}iB" --probe off)
+CC_USED=$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo unknown)
+if [[ -n "${CONGESTION:-}" ]]; then
+  EQ_IP+=(-C "$CONGESTION"); EQ_NB+=(-C "$CONGESTION"); CC_USED="$CONGESTION (set for both)"
+else
+  CC_USED="$CC_USED (the host's default)"
+fi
 for r in $(seq 1 "$ROUNDS"); do
   # Alternate which tool goes first, so drift on the box does not favour either.
   if (( r % 2 )); then
@@ -61,9 +73,9 @@ for r in $(seq 1 "$ROUNDS"); do
   echo "round $r/$ROUNDS done" >&2
 done
 
-python3 - "$WORK" "$ROUNDS" "$SECS" "$BLOCK" <<'PY'
+python3 - "$WORK" "$ROUNDS" "$SECS" "$BLOCK" "$CC_USED" <<'PY'
 import json, os, statistics, sys
-work, rounds, secs, block = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+work, rounds, secs, block, cc = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 # Each run as (receiver bit/s, client CPU-s per GB, server CPU-s per GB): the CPU each end's
 # process spent over the run, per 10^9 bytes received.
 def ip(name):
@@ -83,6 +95,7 @@ def nb(name):
 med = statistics.median
 print("netblast vs iperf3 on loopback, %d rounds x %s s, medians (client and server share this machine's %d CPUs)"
       % (rounds, secs, os.cpu_count()))
+print("congestion control: %s; as shipped uses the host's default" % cc)
 print("%-22s %11s %11s %7s   %-24s %-24s" % ("test", "netblast", "iperf3", "ratio", "client CPU ms/GB nb/ip", "server CPU ms/GB nb/ip"))
 rows = (("1", "1 flow, -l " + block), ("2", "2 flows, -l " + block), ("z", "zero-copy, -l " + block),
         ("d", "as shipped"))

@@ -6,6 +6,7 @@
 # (then the minimal program is faster than netblast) or in something iperf3 does besides it.
 #
 #   scripts/floor-bulk.sh [ROUNDS] [SECONDS]      (defaults: 10 rounds of 2 s; BLOCK=1048576)
+#   CONGESTION=cubic scripts/floor-bulk.sh          (all three with that congestion control)
 set -euo pipefail
 ROUNDS=${1:-10}
 SECS=${2:-2}
@@ -25,19 +26,22 @@ trap cleanup EXIT
 "$NB" serve --bind 127.0.0.1 --port "$P_NB" 2>"$WORK/nb-serve.log" & SERVERS+=($!)
 iperf3 -s -B 127.0.0.1 -p "$P_IP" >/dev/null 2>&1 & SERVERS+=($!)
 sleep 0.5
+CCA_IP=(); CCA_NB=()
+if [[ -n "${CONGESTION:-}" ]]; then CCA_IP=(-C "$CONGESTION"); CCA_NB=(-C "$CONGESTION"); fi
 for r in $(seq 1 "$ROUNDS"); do
   nonblock=$("$WORK/bulk" source "$P_FLOOR" "$SECS" "$BLOCK" nonblock)
   blocking=$("$WORK/bulk" source "$P_FLOOR" "$SECS" "$BLOCK")
-  ip=$(iperf3 -c 127.0.0.1 -p "$P_IP" -t "$SECS" -l "$BLOCK" -J | python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 1e9)')
-  nb=$("$NB" run --target "127.0.0.1:$P_NB" -t "$SECS" -l "$BLOCK" --probe off --json \
+  ip=$(iperf3 -c 127.0.0.1 -p "$P_IP" -t "$SECS" -l "$BLOCK" "${CCA_IP[@]}" -J | python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 1e9)')
+  nb=$("$NB" run --target "127.0.0.1:$P_NB" -t "$SECS" -l "$BLOCK" "${CCA_NB[@]}" --probe off --json \
     | python3 -c 'import json,sys; print(sum(w["receiver"]["bits_per_s"] for w in json.load(sys.stdin)["summary"]["ways"]) / 1e9)')
   echo "$nonblock $blocking $ip $nb" >>"$WORK/rounds"
   echo "round $r/$ROUNDS done" >&2
 done
-python3 - "$WORK/rounds" "$ROUNDS" "$SECS" "$BLOCK" <<'PY'
+python3 - "$WORK/rounds" "$ROUNDS" "$SECS" "$BLOCK" "${CONGESTION:-$(cat /proc/sys/net/ipv4/tcp_congestion_control)}" <<'PY'
 import statistics, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1])]
-print("bulk TCP floor on loopback, %s rounds x %s s, %s-byte sends, 1 flow, medians:" % tuple(sys.argv[2:5]))
+print("bulk TCP floor on loopback, %s rounds x %s s, %s-byte sends, 1 flow, congestion control %s, medians:"
+      % tuple(sys.argv[2:6]))
 for i, name in enumerate(["minimal C, non-blocking", "minimal C, blocking", "iperf3", "netblast (--probe off)"]):
     print("%-26s %6.2f Gb/s, ratio to iperf3 %.3f" % (name, statistics.median(r[i] for r in rows),
                                                    statistics.median(r[i] / r[2] for r in rows)))

@@ -4,11 +4,14 @@
  *
  *   bulk sink PORT
  *   bulk source PORT SECONDS BLOCK [nonblock]     prints "GBIT_PER_S"
+ *
+ * CONGESTION in the environment names the congestion control of both ends' sockets (TCP_CONGESTION).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +26,11 @@ static double now(void) {
   return t.tv_sec + t.tv_nsec / 1e9;
 }
 
+static void congestion(int fd) {
+  const char *cc = getenv("CONGESTION");
+  if (cc && *cc && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, strlen(cc))) perror("TCP_CONGESTION");
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) return 2;
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[2]))};
@@ -30,6 +38,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "sink")) {
     int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
     setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    congestion(l);
     if (bind(l, (void *)&a, sizeof a) || listen(l, 4)) { perror("bind"); return 1; }
     char *buf = malloc(1 << 20);
     for (;;) {
@@ -42,6 +51,7 @@ int main(int argc, char **argv) {
   double secs = atof(argv[3]);
   size_t blk = (size_t)atol(argv[4]);
   int s = socket(AF_INET, SOCK_STREAM, 0);
+  congestion(s);
   if (connect(s, (void *)&a, sizeof a)) { perror("connect"); return 1; }
   if (argc > 5) fcntl(s, F_SETFL, O_NONBLOCK);
   char *buf = malloc(blk);

@@ -65,10 +65,12 @@ pub fn cps(r: &RunResult) -> Vec<String> {
                     fmt_per_s(t.sent_per_s),
                     DEFAULT_PORTS / t.sent_per_s.max(1.0)
                 ),
-                CloseMode::Rst => "the test's own connections leave no TIME_WAIT \
-                     (close = \"rst\"): other connections of this host hold the ports; use more \
-                     source addresses (--bind) or a wider net.ipv4.ip_local_port_range"
-                    .to_string(),
+                CloseMode::Rst | CloseMode::Server => format!(
+                    "the test's own connections leave no TIME_WAIT on the client (close = \"{}\"): \
+                     other connections of this host hold the ports; use more source addresses \
+                     (--bind) or a wider net.ipv4.ip_local_port_range",
+                    c.close.name()
+                ),
             };
             Some(format!(
                 "cps: {exhausted} of {tried} connections ({}) found no free local port (EADDRNOTAVAIL): {why}",
@@ -284,8 +286,15 @@ mod tests {
         if let Workload::Cps(c) = &mut p.workload {
             c.close = CloseMode::Rst;
         }
+        r.plan.profile = p.clone();
+        let v = cps(&r);
+        assert!(v[0].contains("other connections of this host hold the ports") && v[0].contains("close = \"rst\""));
+        if let Workload::Cps(c) = &mut p.workload {
+            c.close = CloseMode::Server;
+        }
         r.plan.profile = p;
-        assert!(cps(&r)[0].contains("other connections of this host hold the ports"));
+        let v = cps(&r);
+        assert!(v[0].contains("no TIME_WAIT on the client (close = \"server\")"), "{}", v[0]);
         r.summary.ways[0].msgs.as_mut().unwrap().conns = Some(Default::default());
         assert!(cps(&r).is_empty(), "no exhaustion, no verdict");
     }

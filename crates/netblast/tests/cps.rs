@@ -18,7 +18,13 @@ fn cps(edit: impl FnOnce(&mut CpsSection)) -> Profile {
 #[test]
 fn connections_completed_equal_connections_served_with_one_connect_sample_each() {
     let srv = Server::start("127.0.0.1:0").unwrap();
-    for (req, resp, close) in [(1u64, 1u64, CloseMode::Fin), (0, 0, CloseMode::Rst), (100, 5000, CloseMode::Fin)] {
+    for (req, resp, close) in [
+        (1u64, 1u64, CloseMode::Fin),
+        (0, 0, CloseMode::Rst),
+        (100, 5000, CloseMode::Fin),
+        (1, 1, CloseMode::Server),
+        (0, 0, CloseMode::Server),
+    ] {
         let r = util::run(
             srv.addr,
             cps(|c| {
@@ -103,6 +109,24 @@ fn failures_are_counted_by_cause() {
     let r = run_in(&ns, &target, &["-t", "1", "--close", "rst"]);
     let m = r.summary.ways[0].msgs.unwrap();
     assert!(m.sent > 100 && m.lost == Some(0), "RST close: {} completed, {:?} failed", m.sent, m.lost);
+    // The server closing first keeps the TIME_WAITs on its side: 16 client ports last too.
+    // (Those of the cps listeners' connections: not of the test's stream to the data port.)
+    let data_port = format!(":{}", addr.port());
+    let time_waits = |at: &str| {
+        let out = ns.cmd(at, "ss").args(["-Htan", "state", "time-wait"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.split_whitespace().any(|a| a.ends_with(&data_port)))
+            .count()
+    };
+    let r = run_in(&ns, &target, &["-t", "1", "--close", "server"]);
+    let m = r.summary.ways[0].msgs.unwrap();
+    assert!(m.sent > 100 && m.lost == Some(0), "server close: {} completed, {:?} failed", m.sent, m.lost);
+    assert_eq!(m.received, Some(m.sent), "the server served every connection the client completed");
+    assert_eq!(time_waits(&ns.a), 0, "no TIME_WAIT on the client with the server closing first");
+    // A SYN from a port the client used before ends the server's TIME_WAIT for it: up to 16.
+    let held = time_waits(&ns.b);
+    assert!((1..=16).contains(&held), "the server holds the TIME_WAITs: {held}");
     let r = run_in(&ns, &target, &["-t", "1", "--close", "fin"]);
     let m = r.summary.ways[0].msgs.unwrap();
     let c = m.conns.unwrap();

@@ -6,9 +6,11 @@
 //! learnt that port in the stream's acknowledgement. The client, one connection at a time:
 //! `socket`, `connect` (timed: the connect latency, one HDR sample per established
 //! connection), `TCP_INFO` for SYN retransmissions (unless the probe is off), the request, the
-//! whole response, `close` (FIN, or RST with `SO_LINGER` 0). The server, on its pinned worker:
-//! `accept` (only connections from the anchor's peer address; others are reset and not
-//! counted), the request, the response, then it waits for the client's close and closes.
+//! whole response, `close` (FIN, or RST with `SO_LINGER` 0; with `close = "server"` it first
+//! reads the server's end of the stream). The server, on its pinned worker: `accept` (only
+//! connections from the anchor's peer address; others are reset and not counted), the
+//! request, the response, then it waits for the client's close and closes (with `close =
+//! "server"` it closes at once, as netperf's `TCP_CRR` server does).
 //!
 //! A connection that fails is counted by cause (port exhaustion, refused, timed out, reset,
 //! other) and the flow goes on: failures are what a firewall or SNAT test is after. Nothing
@@ -46,7 +48,7 @@ pub struct CpsConfig {
     pub resp_bytes: usize,
     /// Connections per second of this flow; `None`: as fast as it can.
     pub rate: Option<f64>,
-    /// How the client closes.
+    /// How each connection ends.
     pub close: CloseMode,
     /// A connection not established, or not answered, within this long fails.
     pub timeout: Duration,
@@ -191,7 +193,7 @@ fn new_socket(to: SocketAddr, cfg: &CpsConfig) -> io::Result<Socket> {
     }
     crate::os::sockopt::bind_local(&sock, &cfg.bind)?;
     sock.set_write_timeout(Some(cfg.timeout))?;
-    if cfg.resp_bytes > 0 {
+    if cfg.resp_bytes > 0 || cfg.close == CloseMode::Server {
         sock.set_read_timeout(Some(cfg.timeout))?;
     }
     Ok(sock)
@@ -223,6 +225,19 @@ fn recv_n(fd: RawFd, mut n: usize, scratch: &mut [u8]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Waits for the server's end of the stream (its FIN) after the whole response. A byte more
+/// than the response is the server's error: the connection fails as `other`.
+fn recv_end(fd: RawFd, scratch: &mut [u8]) -> io::Result<()> {
+    loop {
+        match net::recv(fd, &mut scratch[..1], 0) {
+            Ok(0) => return Ok(()),
+            Ok(_) => return Err(io::Error::new(ErrorKind::InvalidData, "the server sent more than its response")),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 fn dial_loop(
@@ -287,6 +302,9 @@ fn dial_loop(
             }
             if cfg.resp_bytes > 0 {
                 recv_n(fd, cfg.resp_bytes, &mut resp)?;
+            }
+            if cfg.close == CloseMode::Server {
+                recv_end(fd, &mut resp)?;
             }
             Ok::<(), io::Error>(())
         })();
@@ -380,7 +398,8 @@ fn accept_loop(
     }
 }
 
-/// One accepted connection: the request, the response, then the client's close.
+/// One accepted connection: the request, the response, then the client's close (or, with
+/// `close = "server"`, none: the caller's drop closes first).
 fn serve_one(conn: &Socket, cfg: &CpsConfig, buf: &mut [u8], resp: &[u8], flags: &RunFlags) -> io::Result<()> {
     let fd = conn.as_raw_fd();
     let deadline = Instant::now() + cfg.timeout;
@@ -405,6 +424,10 @@ fn serve_one(conn: &Socket, cfg: &CpsConfig, buf: &mut [u8], resp: &[u8], flags:
     }
     if cfg.resp_bytes > 0 {
         send_n(fd, cfg.resp_bytes, resp)?;
+    }
+    if cfg.close == CloseMode::Server {
+        // The server's FIN goes now; the request was read whole, so the close is not a reset.
+        return Ok(());
     }
     // The client closes first (its end keeps the TIME_WAIT, as a real client's does); anything
     // more it sends is read and dropped.

@@ -6,7 +6,7 @@ use crate::units::{ByteSize, CpuList, Dur, Rate};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// How the client ends each connection.
+/// How each connection ends, and so which end keeps its TIME_WAIT.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
@@ -19,6 +19,10 @@ pub enum CloseMode {
     /// An abortive close (RST, `SO_LINGER` 0), as `ethr` does: no TIME_WAIT, so no port
     /// exhaustion; the server sees a reset, not a FIN.
     Rst,
+    /// The server closes first, right after its response, as netperf `TCP_CRR`'s server and
+    /// HTTP/1.0 servers do; the client reads the end of the stream, then closes. The TIME_WAIT
+    /// is the server's, so the client's ports do not run out.
+    Server,
 }
 
 impl CloseMode {
@@ -27,6 +31,7 @@ impl CloseMode {
         match self {
             CloseMode::Fin => "fin",
             CloseMode::Rst => "rst",
+            CloseMode::Server => "server",
         }
     }
 }
@@ -50,7 +55,7 @@ pub struct CpsSection {
     /// loop: a slow connection delays the ones after it on its flow).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<Rate>,
-    /// `fin` (default) or `rst`.
+    /// `fin` (default: the client closes first), `rst` or `server` (the server closes first).
     #[serde(default, skip_serializing_if = "is_fin")]
     pub close: CloseMode,
     /// A connection not established, or not answered, within this long fails as timed out

@@ -91,8 +91,9 @@ pub struct Overrides {
     /// rr, cps: response size (default 1; cps: 0 sends none).
     #[cfg_attr(feature = "clap", arg(long))]
     pub resp_size: Option<ByteSize>,
-    /// cps: how the client closes each connection: fin (orderly; its port waits in TIME_WAIT)
-    /// or rst (SO_LINGER 0, as ethr: no TIME_WAIT, no port exhaustion).
+    /// cps: how each connection ends: fin (the client closes first; its port waits in
+    /// TIME_WAIT), rst (SO_LINGER 0, as ethr: no TIME_WAIT, no port exhaustion) or server (the
+    /// server closes first, as netperf TCP_CRR: the TIME_WAIT is the server's).
     #[cfg_attr(feature = "clap", arg(long, value_enum))]
     pub close: Option<CloseMode>,
     /// msgrate, rr: use UDP datagrams (set up over TCP) instead of TCP. Without --profile,

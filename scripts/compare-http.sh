@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs netblast and wrk back to back against the same local nginx (scripts/nginx-local.sh):
-# same connections, same duration, a small static response, interleaved rounds, and prints the
-# median requests/s ratio; then netblast's HTTPS requests/s against the same nginx.
+# same connections, same duration, the same request bytes (wrk sends netblast's user-agent
+# header too), a small static response, interleaved rounds, and prints the median requests/s
+# ratio; then netblast's HTTPS requests/s against the same nginx.
 #
 #   scripts/compare-http.sh [ROUNDS] [SECONDS] [CONNECTIONS]    (defaults: 5 rounds, 5 s, 50)
 #
@@ -45,7 +46,9 @@ measured() { # name command...
   echo $(( $(handled) - h0 - 1 )) >"$WORK/$name.handled"
   sleep 0.5
 }
-run_wrk() { measured "wrk-$1" sh -c "wrk -t $NCPU -c $CONNS -d ${SECS}s $URL >$WORK/wrk-$1.txt"; }
+# The same request on the wire: wrk sends "Host" only unless told; netblast adds its user-agent.
+UA="user-agent: $("$NB" --version | tr ' ' '/')"
+run_wrk() { measured "wrk-$1" sh -c "wrk -t $NCPU -c $CONNS -d ${SECS}s -H '$UA' $URL >$WORK/wrk-$1.txt"; }
 # --probe off: wrk reads no kernel statistics; the probe's own cost is scripts/probe-overhead.sh's.
 run_nb() { measured "nb-$1" sh -c "$NB run --url $URL --profile http-max -c $CONNS -t $SECS --probe off --json >$WORK/nb-$1.json"; }
 for r in $(seq 1 "$ROUNDS"); do

@@ -1,8 +1,9 @@
 /* The least a TCP bulk sender and receiver can do on loopback, as the floor the tools are held
- * against (scripts/floor-bulk.sh): a receiver reading 1 MiB per call in a loop, a sender
- * sending BLOCK bytes per call for SECONDS (non-blocking with poll, or blocking), nothing else.
+ * against (scripts/floor-bulk.sh): a receiver reading READ bytes per call in a loop (default
+ * 1 MiB), a sender sending BLOCK bytes per call for SECONDS (non-blocking with poll, or
+ * blocking), nothing else.
  *
- *   bulk sink PORT
+ *   bulk sink PORT [READ]
  *   bulk source PORT SECONDS BLOCK [nonblock]     prints "GBIT_PER_S"
  *
  * CONGESTION in the environment names the congestion control of both ends' sockets (TCP_CONGESTION).
@@ -40,10 +41,11 @@ int main(int argc, char **argv) {
     setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     congestion(l);
     if (bind(l, (void *)&a, sizeof a) || listen(l, 4)) { perror("bind"); return 1; }
-    char *buf = malloc(1 << 20);
+    size_t rs = argc > 3 ? (size_t)atol(argv[3]) : 1 << 20;
+    char *buf = malloc(rs);
     for (;;) {
       int c = accept(l, 0, 0);
-      while (read(c, buf, 1 << 20) > 0) {}
+      while (read(c, buf, rs) > 0) {}
       close(c);
     }
   }

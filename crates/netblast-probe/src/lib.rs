@@ -363,7 +363,7 @@ fn from_group(g: &abi::NbGroup) -> TcpStats {
         segs_out: 0,
         segs_in: 0,
         bytes_acked: 0,
-        delivery_rate_bps: 0,
+        delivery_rate_bytes_per_s: 0,
         dsack_segs: None,
         limits: None,
     }
@@ -384,7 +384,7 @@ fn from_ebpf(f: &abi::NbFlow) -> TcpStats {
         segs_out: f.segs_out as u64,
         segs_in: f.segs_in as u64,
         bytes_acked: f.bytes_acked,
-        delivery_rate_bps: f.delivery_rate,
+        delivery_rate_bytes_per_s: f.delivery_rate,
         dsack_segs: None,
         limits: None,
     }

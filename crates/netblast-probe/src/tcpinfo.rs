@@ -149,7 +149,7 @@ impl From<&RawTcpInfo> for TcpStats {
             segs_out: i.segs_out as u64,
             segs_in: i.segs_in as u64,
             bytes_acked: i.bytes_acked,
-            delivery_rate_bps: i.delivery_rate,
+            delivery_rate_bytes_per_s: i.delivery_rate,
             dsack_segs: Some(i.dsack_dups as u64),
             limits: Some(limits_of(i)),
         }

@@ -233,7 +233,7 @@ pub fn streams(r: &RunResult) -> String {
                 row.extend([
                     ("srtt_us", t.rtt_us.to_string()),
                     ("cwnd_bytes", (t.cwnd_segs as u64 * t.mss as u64).to_string()),
-                    ("delivery_rate_bps", (t.delivery_rate_bps * 8).to_string()),
+                    ("delivery_rate_bps", (t.delivery_rate_bytes_per_s * 8).to_string()),
                 ]);
             }
             msgs(&mut row, s.msgs.as_ref());

@@ -164,8 +164,10 @@ pub struct TcpStats {
     pub segs_in: u64,
     /// Bytes acknowledged by the peer.
     pub bytes_acked: u64,
-    /// Most recent delivery-rate estimate (bytes/s).
-    pub delivery_rate_bps: u64,
+    /// Most recent delivery-rate estimate, in bytes/s (`tcpi_delivery_rate`). Written as
+    /// `delivery_rate_bps` before, a name that said bits for a count of bytes; read under both.
+    #[serde(alias = "delivery_rate_bps")]
+    pub delivery_rate_bytes_per_s: u64,
     /// Retransmitted segments the receiver reported getting twice (DSACK): spurious
     /// retransmissions (`tcpi_dsack_dups`). `None` where the source does not carry it (eBPF).
     #[serde(default, skip_serializing_if = "Option::is_none")]

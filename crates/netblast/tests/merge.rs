@@ -122,4 +122,21 @@ fn report_reads_version_1_results() {
     let merge = util::bin().args(["merge", fixture, fixture]).output().unwrap();
     assert_eq!(merge.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&merge.stderr).contains("netblast.run/1"));
+    // Its `delivery_rate_bps` held bytes/s under a bits name: read as the bytes field, and the
+    // CSV (bits/s) is eight times it.
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let written: Vec<u64> = v["intervals"][0]["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["tcp"]["delivery_rate_bps"].as_u64().unwrap())
+        .collect();
+    let r: netblast_spec::RunResult = serde_json::from_value(v).unwrap();
+    let read: Vec<u64> =
+        r.intervals[0].streams.iter().map(|s| s.tcp.as_ref().unwrap().delivery_rate_bytes_per_s).collect();
+    assert_eq!(read, written);
+    assert_eq!(read[0], 3_246_059_103);
+    let csv = util::bin().args(["report", "--csv", "streams", fixture]).output().unwrap();
+    let csv = String::from_utf8_lossy(&csv.stdout);
+    assert!(csv.contains(&format!(",{},", 3_246_059_103u64 * 8)), "{csv}");
 }

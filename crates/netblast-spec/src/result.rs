@@ -290,6 +290,27 @@ pub struct HostInfo {
     /// Its socket buffer caps, as the report's advice needs them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffers: Option<BufferCaps>,
+    /// Its TCP defaults that decide results: the congestion control and the local ports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpDefaults>,
+}
+
+/// A host's TCP defaults: what a socket gets unless the profile says otherwise.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpDefaults {
+    /// `net.ipv4.tcp_congestion_control`: every TCP socket's unless `tcp.congestion` names one.
+    pub congestion_control: String,
+    /// `net.ipv4.ip_local_port_range`: the first and last port `connect` picks from.
+    pub local_ports: [u16; 2],
+    /// `net.ipv4.tcp_tw_reuse`: 0 off, 1 on, 2 on loopback only.
+    pub tw_reuse: u8,
+}
+
+impl TcpDefaults {
+    /// Ports in the local range.
+    pub fn port_count(&self) -> u32 {
+        u32::from(self.local_ports[1]).saturating_sub(u32::from(self.local_ports[0])) + 1
+    }
 }
 
 /// A host's socket buffer caps (bytes): what a fixed `-w` can reach (`net.core.*mem_max`) and

@@ -54,16 +54,27 @@ pub fn cps(r: &RunResult) -> Vec<String> {
             }
             let tried = t.sent + t.lost.unwrap_or(0);
             let share = exhausted as f64 / tried.max(1) as f64;
+            // The client's own range when its result carries it, else the kernel's default.
+            let (ports, whose) = match &r.client.tcp {
+                Some(d) => (
+                    f64::from(d.port_count()),
+                    format!("(net.ipv4.ip_local_port_range {}-{} on the client)", d.local_ports[0], d.local_ports[1]),
+                ),
+                None => (DEFAULT_PORTS, "by default".to_string()),
+            };
+            let count = if ports >= 1e3 { format!("about {:.0} k", ports / 1e3) } else { format!("{ports:.0}") };
             let why = match c.close {
                 CloseMode::Fin => format!(
                     "each connection the client closes holds its port in TIME_WAIT for 60 s, and one \
-                     source address has about {:.0} k ports per destination by default, so at {} \
-                     connections they run out after about {:.0} s; use close = \"rst\" (no \
-                     TIME_WAIT), more source addresses (--bind), a wider \
-                     net.ipv4.ip_local_port_range or net.ipv4.tcp_tw_reuse = 1",
-                    DEFAULT_PORTS / 1e3,
+                     source address has {count} ports per destination {whose}, so at {} \
+                     connections they run out after about {}; use close = \"rst\" (no \
+                     TIME_WAIT) or \"server\" (the server's), more source addresses (--bind), a \
+                     wider net.ipv4.ip_local_port_range or net.ipv4.tcp_tw_reuse = 1",
                     fmt_per_s(t.sent_per_s),
-                    DEFAULT_PORTS / t.sent_per_s.max(1.0)
+                    match ports / t.sent_per_s.max(1.0) {
+                        s if s < 1.0 => format!("{:.0} ms", s * 1e3),
+                        s => format!("{s:.0} s"),
+                    }
                 ),
                 CloseMode::Rst | CloseMode::Server => format!(
                     "the test's own connections leave no TIME_WAIT on the client (close = \"{}\"): \
@@ -286,6 +297,20 @@ mod tests {
         if let Workload::Cps(c) = &mut p.workload {
             c.close = CloseMode::Rst;
         }
+        // The client's own port range, when its result carries it.
+        r.client.tcp = Some(crate::result::TcpDefaults {
+            congestion_control: "cubic".into(),
+            local_ports: [40000, 40015],
+            tw_reuse: 0,
+        });
+        let v = cps(&r);
+        assert!(
+            v[0].contains("16 ports per destination (net.ipv4.ip_local_port_range 40000-40015 on the client)")
+                && v[0].contains("they run out after about 16 ms"),
+            "{}",
+            v[0]
+        );
+        r.client.tcp = None;
         r.plan.profile = p.clone();
         let v = cps(&r);
         assert!(v[0].contains("other connections of this host hold the ports") && v[0].contains("close = \"rst\""));

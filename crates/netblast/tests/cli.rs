@@ -108,6 +108,14 @@ fn json_output_and_report_render_the_same_result() {
     // The summary block printed live and the one rendered from the file are the same text.
     let tail = |s: &str| s[s.find("- - -").unwrap()..].to_string();
     assert_eq!(tail(&human), tail(&rendered));
+    // The senders' congestion control is named: the host's default here, the profile's with -C.
+    let default = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
+    assert!(human.contains(&format!("client side, congestion control {},", default.trim())), "{human}");
+    let r: netblast_spec::RunResult = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(r.client.tcp.as_ref().map(|t| t.congestion_control.as_str()), Some(default.trim()));
+    let reno = util::run_cmd().args(["--target", &srv.addr.to_string(), "-t", "0.5", "-C", "reno"]).output().unwrap();
+    assert!(reno.status.success(), "{}", stderr_of(&reno));
+    assert!(String::from_utf8_lossy(&reno.stdout).contains("client side, congestion control reno,"));
     let _ = std::fs::remove_file(&path);
 }
 

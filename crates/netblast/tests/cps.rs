@@ -139,7 +139,10 @@ fn failures_are_counted_by_cause() {
     assert!(text.contains("no free local port (EADDRNOTAVAIL)"), "{text}");
     // The verdict says why and what to do.
     assert!(
-        text.contains("verdict: cps: ") && text.contains("TIME_WAIT for 60 s") && text.contains("close = \"rst\""),
+        text.contains("verdict: cps: ")
+            && text.contains("TIME_WAIT for 60 s")
+            && text.contains("close = \"rst\"")
+            && text.contains("16 ports per destination (net.ipv4.ip_local_port_range 40000-40015 on the client)"),
         "{text}"
     );
     sysctl("net.ipv4.ip_local_port_range=32768 60999");

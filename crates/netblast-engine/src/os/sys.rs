@@ -97,7 +97,21 @@ pub fn host_info() -> HostInfo {
         cpus_online: cpus_online(),
         netblast_version: env!("CARGO_PKG_VERSION").to_string(),
         buffers: buffer_caps(),
+        tcp: tcp_defaults(),
     }
+}
+
+/// This host's TCP defaults (congestion control, local port range, TIME_WAIT reuse); `None`
+/// when /proc/sys is not readable.
+pub fn tcp_defaults() -> Option<netblast_spec::result::TcpDefaults> {
+    let read = |p: &str| std::fs::read_to_string(p).ok();
+    let ports: Vec<u16> =
+        read("/proc/sys/net/ipv4/ip_local_port_range")?.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+    Some(netblast_spec::result::TcpDefaults {
+        congestion_control: read("/proc/sys/net/ipv4/tcp_congestion_control")?.trim().to_string(),
+        local_ports: [*ports.first()?, *ports.get(1)?],
+        tw_reuse: read("/proc/sys/net/ipv4/tcp_tw_reuse")?.trim().parse().ok()?,
+    })
 }
 
 /// This host's socket buffer caps (`net.core.{r,w}mem_max`, `net.ipv4.tcp_{r,w}mem` max);

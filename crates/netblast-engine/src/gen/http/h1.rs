@@ -149,10 +149,8 @@ impl H1Conn {
                                         None => return Err(proto("invalid Content-Length")),
                                     }
                                 }
-                                Some(Known::TransferEncoding) => {
-                                    if contains_ignore_case(h.value, b"chunked") {
-                                        framing = Some(Framing::Chunked);
-                                    }
+                                Some(Known::TransferEncoding) if contains_ignore_case(h.value, b"chunked") => {
+                                    framing = Some(Framing::Chunked);
                                 }
                                 Some(Known::Connection) => {
                                     if contains_ignore_case(h.value, b"close") {
@@ -161,7 +159,7 @@ impl H1Conn {
                                         close = false;
                                     }
                                 }
-                                None => {}
+                                _ => {}
                             }
                         }
                         Some((len, status, framing, close))

@@ -823,14 +823,17 @@ fn anchors() {
     // Bulk runs twice: under the host's congestion control and under cubic for both tools
     // (with bbr's internal pacing the ratio on loopback differs; see compare-iperf3.sh).
     let none: &[(&str, &str)] = &[];
-    for (tool, needs, script, env) in [
-        ("iperf3", &["iperf3"][..], "compare-iperf3.sh", none),
-        ("iperf3_cubic", &["iperf3"][..], "compare-iperf3.sh", &[("CONGESTION", "cubic")][..]),
-        ("iperf3_udp", &["iperf3"][..], "compare-udp.sh", none),
-        ("qperf", &["qperf"][..], "compare-qperf.sh", none),
-        ("wrk", &["wrk", "nginx"][..], "compare-http.sh", none),
-        ("sockperf", &["sockperf"][..], "compare-sockperf.sh", none),
-        ("netperf", &["netperf", "netserver"][..], "compare-netperf.sh", none),
+    let short = &["2", "2"][..];
+    for (tool, needs, script, env, args) in [
+        ("iperf3", &["iperf3"][..], "compare-iperf3.sh", none, short),
+        ("iperf3_cubic", &["iperf3"][..], "compare-iperf3.sh", &[("CONGESTION", "cubic")][..], short),
+        ("iperf3_udp", &["iperf3"][..], "compare-udp.sh", none, short),
+        ("qperf", &["qperf"][..], "compare-qperf.sh", none, short),
+        ("wrk", &["wrk", "nginx"][..], "compare-http.sh", none, short),
+        ("sockperf", &["sockperf"][..], "compare-sockperf.sh", none, short),
+        ("netperf", &["netperf", "netserver"][..], "compare-netperf.sh", none, short),
+        // Runs of 1 s and 3 s under callgrind: the instructions of one more operation.
+        ("instructions", &["valgrind"][..], "instructions.sh", none, &["1", "3"][..]),
     ] {
         let name = format!("anchor.{tool}");
         if !truth::wanted(&name) && !truth::section_wanted(&name) {
@@ -853,7 +856,7 @@ fn anchors() {
             continue;
         }
         let out = std::process::Command::new(format!("{root}/scripts/{script}"))
-            .args(["2", "2"])
+            .args(args)
             .envs(env.iter().copied())
             .output();
         let how: String = env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
@@ -869,7 +872,11 @@ fn anchors() {
                         &format!("{name}.{label}"),
                         v,
                         "ratio",
-                        &format!("netblast / {tool}, same run ({how}scripts/{script} 2 2)"),
+                        &format!(
+                            "netblast / {}, same run ({how}scripts/{script} {})",
+                            if tool == "instructions" { "the tool beside it" } else { tool },
+                            args.join(" ")
+                        ),
                     );
                 }
             }

@@ -14,6 +14,7 @@ PKGS=(
   iperf3 qperf nginx wrk sockperf  # anchor tools the comparison scripts run side by side
   procps curl openssl util-linux   # pgrep, curl and nsenter in scripts; certificates for nginx
   time                             # /usr/bin/time: the compare scripts' CPU per operation
+  valgrind                         # scripts/instructions.sh: instructions per operation (callgrind)
   shellcheck python3-yaml          # scripts/check-deploy.sh (Azure and Kubernetes files)
   cloud-init                       # ... its judge of the custom data (`cloud-init schema`)
   chromium fonts-dejavu-core       # the HTML report's test renders it in headless Chromium

@@ -208,7 +208,7 @@ struct Acc {
     stats: IntervalStats,
 }
 
-fn status_map(m: &std::collections::HashMap<u16, u64>) -> BTreeMap<String, u64> {
+fn status_map(m: &stats::StatusCounts) -> BTreeMap<String, u64> {
     m.iter().map(|(k, v)| (k.to_string(), *v)).collect()
 }
 

@@ -11,6 +11,31 @@ use std::io;
 /// A failed request or connection: its class and what happened.
 pub type Failure = (ErrorKind, String);
 
+/// Responses by status code, counted once per response: keyed by a multiplicative hash of the
+/// code (SipHash, the default, is the costlier part of one count).
+pub type StatusCounts = HashMap<u16, u64, std::hash::BuildHasherDefault<CodeHasher>>;
+
+/// Hashes a status code: the code times a 64-bit odd constant (Fibonacci hashing), which
+/// spreads the few codes a run sees over the table's high bits.
+#[derive(Default)]
+pub struct CodeHasher(u64);
+
+impl std::hash::Hasher for CodeHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u16(&mut self, n: u16) {
+        self.0 = (u64::from(n) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
 /// Class of a failed request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ErrorKind {
@@ -101,7 +126,7 @@ pub struct IntervalStats {
     /// Latency of completed requests, ns.
     pub latency: Histogram<u64>,
     /// Responses by status.
-    pub status: HashMap<u16, u64>,
+    pub status: StatusCounts,
 }
 
 impl IntervalStats {
@@ -115,7 +140,7 @@ impl IntervalStats {
             bytes_sent: 0,
             bytes_received: 0,
             latency: hist::new_latency_histogram(),
-            status: HashMap::new(),
+            status: StatusCounts::default(),
         }
     }
 

@@ -9,6 +9,7 @@
 //! client stayed at wrk's request rate or below, this one sends the same requests and measures
 //! the same things for less CPU. HTTP/2 uses hyper.
 
+use super::head;
 use super::stats::{ErrorKind, Failure};
 use std::io;
 use std::pin::Pin;
@@ -52,31 +53,6 @@ fn proto(msg: impl Into<String>) -> Failure {
 
 fn io_fail(e: io::Error, what: &str) -> Failure {
     (ErrorKind::of_io(&e), format!("{what}: {e}"))
-}
-
-/// The response headers that decide framing and reuse.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Known {
-    ContentLength,
-    TransferEncoding,
-    Connection,
-}
-
-/// Which of the [`Known`] headers `name` is, in any case: by length first, so the others cost
-/// one comparison.
-fn header(name: &str) -> Option<Known> {
-    let (known, want) = match name.len() {
-        14 => (Known::ContentLength, "content-length"),
-        17 => (Known::TransferEncoding, "transfer-encoding"),
-        10 => (Known::Connection, "connection"),
-        _ => return None,
-    };
-    name.eq_ignore_ascii_case(want).then_some(known)
-}
-
-/// Whether `token` occurs in `value`, ASCII case ignored.
-fn contains_ignore_case(value: &[u8], token: &[u8]) -> bool {
-    value.windows(token.len()).any(|w| w.eq_ignore_ascii_case(token))
 }
 
 enum Framing {
@@ -125,48 +101,13 @@ impl H1Conn {
         }
         // Response head (skipping 1xx interim responses).
         let (status, framing, keep_alive, head_at) = loop {
-            let parsed = {
-                // Left uninitialised: httparse writes the ones it fills (64 headers are 2 KiB to
-                // clear per response otherwise).
-                let mut headers = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; 64];
-                let mut resp = httparse::Response::new(&mut []);
-                match httparse::ParserConfig::default().parse_response_with_uninit_headers(
-                    &mut resp,
-                    self.pending(),
-                    &mut headers,
-                ) {
-                    Ok(httparse::Status::Complete(len)) => {
-                        let status = resp.code.unwrap_or(0);
-                        let mut framing = None;
-                        let mut close = resp.version == Some(0);
-                        for h in resp.headers.iter() {
-                            match header(h.name) {
-                                Some(Known::ContentLength) => {
-                                    let v =
-                                        std::str::from_utf8(h.value).ok().and_then(|v| v.trim().parse::<u64>().ok());
-                                    match v {
-                                        Some(n) => framing = framing.or(Some(Framing::Length(n))),
-                                        None => return Err(proto("invalid Content-Length")),
-                                    }
-                                }
-                                Some(Known::TransferEncoding) if contains_ignore_case(h.value, b"chunked") => {
-                                    framing = Some(Framing::Chunked);
-                                }
-                                Some(Known::Connection) => {
-                                    if contains_ignore_case(h.value, b"close") {
-                                        close = true;
-                                    } else if contains_ignore_case(h.value, b"keep-alive") {
-                                        close = false;
-                                    }
-                                }
-                                _ => {}
-                            }
-                        }
-                        Some((len, status, framing, close))
-                    }
-                    Ok(httparse::Status::Partial) => None,
-                    Err(e) => return Err(proto(format!("malformed response head: {e}"))),
+            let parsed = match head::parse(self.pending()) {
+                Ok(Some(h)) => {
+                    let framing = if h.chunked { Some(Framing::Chunked) } else { h.length.map(Framing::Length) };
+                    Some((h.len, h.status, framing, h.close))
                 }
+                Ok(None) => None,
+                Err(why) => return Err(proto(format!("malformed response head: {why}"))),
             };
             match parsed {
                 Some((len, status, framing, close)) => {
@@ -385,14 +326,6 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn header_names_and_tokens_match_in_any_case() {
-        assert_eq!(header("Content-Length"), Some(Known::ContentLength));
-        assert_eq!(header("TRANSFER-ENCODING"), Some(Known::TransferEncoding));
-        assert_eq!(header("connection"), Some(Known::Connection));
-        assert_eq!(header("Content-Lengtx"), None);
-        assert_eq!(header("Connectionx"), None);
-        assert_eq!(header("Proxy-Connection"), None, "a longer name is not Connection");
-        assert!(contains_ignore_case(b"gzip, Chunked", b"chunked"));
-        assert!(!contains_ignore_case(b"chunk", b"chunked"));
         // Upper-case tokens end reuse, or keep an HTTP/1.0 connection, as lower-case ones do.
         let mut c = conn_with(vec![b"HTTP/1.1 200 OK\r\nCONNECTION: Close\r\ncontent-length: 2\r\n\r\nok"]).await;
         assert_eq!(c.exchange(b"GET / HTTP/1.1\r\n\r\n", false).await.unwrap().status, 200);

@@ -22,6 +22,7 @@
 
 pub mod conn;
 pub mod h1;
+pub mod head;
 pub mod schedule;
 pub mod stats;
 pub mod timer;

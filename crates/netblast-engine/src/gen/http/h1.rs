@@ -1,5 +1,5 @@
 //! The HTTP/1.1 client connection: the request pre-serialized once per URL and written with
-//! one `write`, the response read straight off the socket and parsed in place (httparse), the
+//! one `write`, the response read straight off the socket and its head read in place (`head`), the
 //! body framed by Content-Length, chunked encoding or the end of the connection, and counted,
 //! not kept.
 //!

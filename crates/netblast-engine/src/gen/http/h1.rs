@@ -1,7 +1,7 @@
 //! The HTTP/1.1 client connection: the request pre-serialized once per URL and written with
-//! one `write`, the response read straight off the socket and its head read in place (`head`), the
-//! body framed by Content-Length, chunked encoding or the end of the connection, and counted,
-//! not kept.
+//! one `write`, the response read straight off the socket and its head read in place
+//! ([`super::head`]), the body framed by Content-Length, chunked encoding or the end of the
+//! connection, and counted, not kept.
 //!
 //! Why not hyper's client here: hyper's dispatch hands every request and response between two
 //! tasks through channels. On the 2-core box, with the client and nginx sharing the CPUs, that

@@ -903,7 +903,7 @@ struct Options {
 fn options() -> Result<Options, String> {
     let mut o = Options {
         only: Vec::new(),
-        json: concat!(env!("CARGO_MANIFEST_DIR"), "/../target/netblast-bench.json").to_string(),
+        json: target_dir().join("netblast-bench.json").display().to_string(),
         save_baseline: None,
         baseline: None,
         fail_on_regression: false,
@@ -941,6 +941,13 @@ fn options() -> Result<Options, String> {
     Ok(o)
 }
 
+/// Where cargo puts its output, and so the bench's JSON and baselines: CARGO_TARGET_DIR when
+/// set (relative to the workspace), else the workspace's target/.
+fn target_dir() -> std::path::PathBuf {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    root.join(std::env::var_os("CARGO_TARGET_DIR").unwrap_or_else(|| "target".into()))
+}
+
 fn main() {
     // `cargo bench -- PREFIX...` keeps the lines whose names start with a prefix (`truth.`,
     // `http.h1`, `bulk`); `--bench` is always passed and ignored. `--json FILE` writes every
@@ -958,7 +965,7 @@ fn main() {
         eprintln!("no figure matches {:?}: names start with truth., {}", o.only, SECTIONS.join("., "));
         std::process::exit(2);
     }
-    let target = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target"));
+    let target = target_dir();
     let base = match &o.baseline {
         Some(name) => match baseline::load(&baseline::path(&target, name)) {
             Ok(b) => Some(b),

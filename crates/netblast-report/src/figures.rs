@@ -81,6 +81,24 @@ pub fn run_name(r: &RunResult, file: &str) -> String {
     })
 }
 
+/// The congestion control of the TCP senders of `way`: the profile's (`-C`), else the sending
+/// host's default as its result recorded it; `None` for UDP traffic or when neither is known.
+pub fn congestion(r: &RunResult, way: netblast_spec::profile::Way) -> Option<String> {
+    if r.plan.profile.workload.uses_udp() {
+        return None;
+    }
+    let host = match way {
+        netblast_spec::profile::Way::Up => Some(&r.client),
+        netblast_spec::profile::Way::Down => r.server.as_ref(),
+    };
+    r.plan
+        .profile
+        .tcp
+        .congestion
+        .clone()
+        .or_else(|| host.and_then(|h| h.tcp.as_ref()).map(|t| t.congestion_control.clone()).filter(|c| !c.is_empty()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,7 @@ use crate::figures::{change_percent, fmt_part_figure, p50_p99, part_figure, targ
 use crate::plots;
 use netblast_spec::assert::{headline, Figure};
 use netblast_spec::hist::LatencySummary;
-use netblast_spec::profile::{Kind, Workload};
+use netblast_spec::profile::{Kind, Way, Workload};
 use netblast_spec::result::CpuUsage;
 use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_ns, fmt_per_s};
 use netblast_spec::RunResult;
@@ -183,6 +183,22 @@ fn about(out: &mut String, runs: &[(String, &RunResult)]) {
         row(out, "tests", each(&|r| r.parts.len().to_string()).into_iter());
     }
     row(out, "kernel TCP figures", each(&|r| esc(&r.probe.tcp_source)).into_iter());
+    // The senders' congestion control, per way when the two differ.
+    let cc = |r: &RunResult| {
+        let ways: Vec<(Way, String)> =
+            r.summary.ways.iter().filter_map(|w| crate::figures::congestion(r, w.way).map(|c| (w.way, c))).collect();
+        match ways.as_slice() {
+            [] => "—".to_string(),
+            [(_, c)] => esc(c),
+            [(_, a), (_, b)] if a == b => esc(a),
+            many => many
+                .iter()
+                .map(|(w, c)| format!("{} {}", if *w == Way::Up { "up" } else { "down" }, esc(c)))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    };
+    row(out, "congestion control", each(&cc).into_iter());
     row(
         out,
         "complete",

@@ -1065,16 +1065,13 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
     // A cps flow is many connections, not one socket: its kernel figures are in its summary.
     let one_socket_per_stream = r.plan.profile.kind().one_socket_per_stream();
     for w in r.summary.ways.iter().filter(|_| one_socket_per_stream) {
-        let (side, probe, host) = match w.way {
-            Way::Up => ("client", Some(&r.probe), Some(&r.client)),
-            Way::Down => ("server", r.server_probe.as_ref(), r.server.as_ref()),
+        let (side, probe) = match w.way {
+            Way::Up => ("client", Some(&r.probe)),
+            Way::Down => ("server", r.server_probe.as_ref()),
         };
         let source = probe.map(|p| p.tcp_source.as_str()).unwrap_or("?");
-        // The senders' congestion control: the profile's, or their host's default.
-        let cc = r.plan.profile.tcp.congestion.clone().or_else(|| {
-            host.and_then(|h| h.tcp.as_ref()).map(|t| t.congestion_control.clone()).filter(|c| !c.is_empty())
-        });
-        let cc = cc.map(|cc| format!(", congestion control {cc}")).unwrap_or_default();
+        let cc =
+            crate::figures::congestion(r, w.way).map(|cc| format!(", congestion control {cc}")).unwrap_or_default();
         let way = match w.way {
             Way::Up => "up",
             Way::Down => "down",

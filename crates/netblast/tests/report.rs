@@ -69,7 +69,7 @@ fn a_page_per_kind_holds_its_own_figures_in_headless_chromium() {
     let url = format!("http://{}/", web.addr);
     let path = |n: &str| dir.join(n);
     let runs: Vec<(&str, Vec<&str>)> = vec![
-        ("bulk.json", vec!["--target", &target, "--flows", "2", "-t", "2", "-i", "500ms"]),
+        ("bulk.json", vec!["--target", &target, "--flows", "2", "-t", "2", "-i", "500ms", "-C", "reno"]),
         ("udp.json", vec!["--target", &target, "--profile", "udp-1g", "-b", "100M", "-t", "2", "-i", "500ms"]),
         ("pps.json", vec!["--target", &target, "--profile", "pps-8core", "-t", "1", "-i", "500ms"]),
         ("rr-off.json", vec!["--target", &target, "--profile", "latency", "--label", "off", "-t", "1", "-i", "250ms"]),
@@ -127,6 +127,7 @@ fn a_page_per_kind_holds_its_own_figures_in_headless_chromium() {
     }
     assert!(dom.contains("Jain's index"), "bulk: no fairness across flows");
     assert!(row_cells(table(&dom, "cpu"), "client")[0].contains("CPUs (user"), "bulk: client CPU");
+    assert_eq!(row_cells(table(&dom, "about"), ">congestion control<")[0], "reno", "bulk: -C names it");
 
     // UDP: datagrams per second, loss and jitter, over time too.
     let r = read(&path("udp.json"));
@@ -137,6 +138,7 @@ fn a_page_per_kind_holds_its_own_figures_in_headless_chromium() {
     says(&dom, "jitter", "jitter (RFC 3550)", &fmt_ns(q.jitter_ns));
     says(&dom, "msgs", "datagrams per second", &fmt_per_s(m.received_per_s.unwrap()));
     assert!(!dom.contains("chart-retransmits"), "UDP has no retransmits chart");
+    assert_eq!(row_cells(table(&dom, "about"), ">congestion control<")[0], "—", "UDP has none");
 
     // TCP messages: messages per second, and the segments on the wire beside them.
     let r = read(&path("pps.json"));
@@ -176,6 +178,9 @@ fn a_page_per_kind_holds_its_own_figures_in_headless_chromium() {
     let m = r.summary.ways[0].msgs.as_ref().unwrap();
     says(&dom, "msgs", "connections per second", &fmt_per_s(m.received_per_s.unwrap_or(m.sent_per_s)));
     assert_eq!(row_cells(table(&dom, "connections"), ">established<")[0], m.sent.to_string());
+    // Without -C: the client host's default, as the result recorded it.
+    let cc = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
+    assert_eq!(row_cells(table(&dom, "about"), ">congestion control<")[0], cc.trim());
     assert!(!dom.contains("throughput (received)"), "cps headlines no bit rate");
 
     // HTTP closed loop: responses per second, status codes, phases.

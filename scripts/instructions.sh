@@ -11,7 +11,10 @@
 #     (scripts/nginx-local.sh), the same request bytes; per response;
 #   - request/response: `netblast --profile latency --wait block -P 1` vs `netperf -t TCP_RR --
 #     -r 1,1` (when installed), per transaction;
-#   - UDP: `netblast -u -b 100M -l 1400` vs `iperf3 -u -b 100M -l 1400`, per datagram sent.
+#   - connections: `netblast --profile cps -P 1 --close server` vs `netperf -t TCP_CRR -- -r
+#     1,1` (when installed), per connection;
+#   - UDP: `netblast -u -b 100M -l 1400` vs `iperf3 -u -b 100M -l 1400`, per datagram sent;
+#   - bulk TCP: `netblast -l 1MiB` vs `iperf3 -l 1M`, per GB sent (1 flow).
 # netblast runs with --probe off (the others read no kernel statistics).
 #
 #   scripts/instructions.sh [SHORT] [LONG]      (defaults: 1 and 3 seconds)
@@ -64,19 +67,28 @@ instructions() { # name cmd...
   awk '/^summary:/ { print $2 }' "$WORK/$name.cg"
 }
 # The operations a run did, from its output.
-ops_nb() { # name jq-ish path: http | sent
+ops_nb() { # name what: http (responses) | sent (messages) | gb (GB sent)
   python3 - "$WORK/$1.out" "$2" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 if not d["complete"]:
     sys.exit("netblast run incomplete: %s" % d["errors"])
 s = d["summary"]
-print(s["http"]["completed"] if sys.argv[2] == "http" else s["ways"][0]["msgs"]["sent"])
+what = sys.argv[2]
+if what == "http":
+    print(s["http"]["completed"])
+elif what == "gb":
+    print(sum(w["sender"]["bytes"] for w in s["ways"]) / 1e9)
+else:
+    print(s["ways"][0]["msgs"]["sent"])
 PY
 }
 ops_wrk() { awk '/requests in/ { print $1 }' "$WORK/$1.out"; }
 ops_netperf() { awk -F, 'NF == 2 && $1 + 0 > 0 { printf "%.0f\n", $1 * $2 }' "$WORK/$1.out"; }
-ops_iperf3() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum"]["packets"])' "$WORK/$1.out"; }
+ops_iperf3() { # name what: packets | gb
+  python3 -c 'import json,sys; e = json.load(open(sys.argv[1]))["end"]
+print(e["sum"]["packets"] if sys.argv[2] == "packets" else e["sum_sent"]["bytes"] / 1e9)' "$WORK/$1.out" "$2"
+}
 
 # Prints "I_PER_OP" for one client: NAME OPS_FN OPS_ARG SECONDS_FLAG... (cmd with @S@ for seconds)
 per_op() { # name ops-fn ops-arg cmd-with-@S@...
@@ -93,6 +105,7 @@ print("user-space instructions per %s, %s: netblast %.0f, %s %.0f, ratio %.3f (t
 }
 
 echo "user-space instructions per operation of each client (callgrind; runs of $SHORT s and $LONG s, the difference per operation)"
+echo "(the kernel's part, the system calls, is in the compare-*.sh scripts' CPU time)"
 if [ -e "$WORK/nginx.out" ]; then
   UA="user-agent: $("$NB" --version | tr ' ' '/')"
   URL="http://127.0.0.1:$HTTP_PORT/"
@@ -106,13 +119,19 @@ if command -v netperf >/dev/null; then
   a=$(per_op nb-rr ops_nb sent "$NB" run --target "127.0.0.1:$PORT_NB" --profile latency --wait block -P 1 -t @S@ --probe off --json)
   b=$(per_op np-rr ops_netperf - netperf -H 127.0.0.1 -p "$PORT_NP" -t TCP_RR -l @S@ -P 0 -- -r 1,1 -o THROUGHPUT,ELAPSED_TIME)
   line "1-byte TCP request/response, blocking" transaction "$a" "$b" netperf
+  a=$(per_op nb-cps ops_nb sent "$NB" run --target "127.0.0.1:$PORT_NB" --profile cps -P 1 --close server -t @S@ --probe off --json)
+  b=$(per_op np-crr ops_netperf - netperf -H 127.0.0.1 -p "$PORT_NP" -t TCP_CRR -l @S@ -P 0 -- -r 1,1 -o THROUGHPUT,ELAPSED_TIME)
+  line "connect, 1-byte request and response, the server closes first" connection "$a" "$b" netperf
 else
   echo "request/response: skipped (netperf not installed; scripts/compare-netperf.sh adds it)"
 fi
 if command -v iperf3 >/dev/null; then
   a=$(per_op nb-udp ops_nb sent "$NB" run --target "127.0.0.1:$PORT_NB" -u -b 100M -l 1400 -t @S@ --probe off --json)
-  b=$(per_op ip-udp ops_iperf3 - iperf3 -c 127.0.0.1 -p "$PORT_IP" -u -b 100M -l 1400 -t @S@ -J)
+  b=$(per_op ip-udp ops_iperf3 packets iperf3 -c 127.0.0.1 -p "$PORT_IP" -u -b 100M -l 1400 -t @S@ -J)
   line "UDP at 100 Mbit/s, 1400-byte datagrams" "datagram sent" "$a" "$b" iperf3
+  a=$(per_op nb-bulk ops_nb gb "$NB" run --target "127.0.0.1:$PORT_NB" -l 1MiB -t @S@ --probe off --json)
+  b=$(per_op ip-bulk ops_iperf3 gb iperf3 -c 127.0.0.1 -p "$PORT_IP" -l 1M -t @S@ -J)
+  line "bulk TCP, 1 flow, 1 MiB sends" "GB sent" "$a" "$b" iperf3
 else
   echo "UDP: skipped (iperf3 not installed)"
 fi

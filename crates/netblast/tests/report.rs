@@ -71,6 +71,7 @@ fn a_page_per_kind_holds_its_own_figures_in_headless_chromium() {
     let runs: Vec<(&str, Vec<&str>)> = vec![
         ("bulk.json", vec!["--target", &target, "--flows", "2", "-t", "2", "-i", "500ms", "-C", "reno"]),
         ("udp.json", vec!["--target", &target, "--profile", "udp-1g", "-b", "100M", "-t", "2", "-i", "500ms"]),
+        ("bulk-w.json", vec!["--target", &target, "-w", "64KiB", "-t", "1", "-i", "500ms"]),
         ("pps.json", vec!["--target", &target, "--profile", "pps-8core", "-t", "1", "-i", "500ms"]),
         ("rr-off.json", vec!["--target", &target, "--profile", "latency", "--label", "off", "-t", "1", "-i", "250ms"]),
         ("rr-alert.json", vec!["--target", &target, "--profile", "latency", "-t", "1", "-i", "250ms"]),
@@ -267,5 +268,36 @@ fn a_page_per_kind_holds_its_own_figures_in_headless_chromium() {
     let text = report(&[files[0], files[1], files[2], "--compare"]);
     let line = text.lines().find(|l| l.trim_start().starts_with("round-trip latency p99")).unwrap();
     assert!(p99s.iter().all(|p| line.contains(p.as_str())) && text.contains("base off:"), "{text}");
+
+    // Two runs, one with a fixed window: its notes name it, and are not repeated as warnings;
+    // the server's notes (warnings of that run only) are shown once, named too.
+    let (auto, w) = (path("bulk.json"), path("bulk-w.json"));
+    let page = dir.join("compare-w.html");
+    report(&[
+        auto.to_str().unwrap(),
+        w.to_str().unwrap(),
+        "--compare",
+        "--labels",
+        "auto,w64k",
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    let dom = check_page(&dir, &page, &["throughput"]);
+    let about = table(&dom, "about");
+    let notes: Vec<String> = about
+        .split("<tr")
+        .filter(|r| r.contains(">note<"))
+        .map(|r| row_cells(&format!("<tr{r}"), ">note<")[0].clone())
+        .collect();
+    assert!(
+        !notes.is_empty() && notes.iter().all(|n| n.starts_with("w64k: client socket buffer")),
+        "a note names the run it is about: {notes:?}"
+    );
+    let warns: Vec<&str> = dom.split("<div class=\"warn\">").skip(1).map(|d| &d[..d.find("</div>").unwrap()]).collect();
+    assert!(warns.iter().all(|w| !w.contains("client socket buffer")), "plan notes are not warnings too: {warns:?}");
+    assert!(
+        warns.iter().any(|w| w.starts_with("w64k: warning") && w.contains("server socket buffer")),
+        "the server's notes are warnings of their run: {warns:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -12,8 +12,17 @@ use std::time::Duration;
 
 /// How long a new connection may take to send its header (and handshake).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a client may take between setup and start.
+/// How long a client may take between setup and start, besides the wait for its start instant
+/// ([`setup_timeout`]).
 pub const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the server waits for a test's `Start`: [`SETUP_TIMEOUT`] plus one reporting
+/// interval, since a client starts at the next interval boundary of the wall clock (up to one
+/// interval after its set-up). With a fixed 30 s an interval of 30 s or more had the server
+/// drop the test while the client still waited for its boundary.
+pub fn setup_timeout(interval: Duration) -> Duration {
+    SETUP_TIMEOUT.saturating_add(interval)
+}
 /// Server senders stop by themselves this long after the client's bound, if no `Stop` came.
 pub const SEND_GRACE: Duration = Duration::from_secs(5);
 /// Server receivers give up this long after the client's bound.
@@ -212,5 +221,17 @@ impl AgentConfig {
             }
         }
         v
+    }
+}
+
+#[cfg(test)]
+mod setup_tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_for_start_covers_one_interval_past_the_set_up_time() {
+        assert_eq!(setup_timeout(Duration::from_secs(1)), Duration::from_secs(31));
+        assert_eq!(setup_timeout(Duration::from_secs(60)), Duration::from_secs(90));
+        assert_eq!(setup_timeout(Duration::MAX), Duration::MAX, "no overflow");
     }
 }

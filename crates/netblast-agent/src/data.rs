@@ -5,7 +5,7 @@
 //! to their test by id and tag and handed to pinned worker threads when the test starts.
 //! Anything else is dropped after one log line, counted.
 
-use crate::config::{HANDSHAKE_TIMEOUT, RECV_GRACE, SEND_GRACE, SETUP_TIMEOUT};
+use crate::config::{setup_timeout, HANDSHAKE_TIMEOUT, RECV_GRACE, SEND_GRACE};
 use crate::registry::{Extra, TestEntry, UdpReady};
 use crate::shared::Shared;
 use netblast_engine::gen::{self, Conn, Ctx, Side, Timing};
@@ -371,7 +371,8 @@ pub(crate) async fn control_conn(
         }
     });
     let mut sockets: HashMap<u32, Sockets> = HashMap::new();
-    let deadline = tokio::time::Instant::now() + SETUP_TIMEOUT;
+    let wait = setup_timeout(setup.profile.run.interval());
+    let deadline = tokio::time::Instant::now() + wait;
     loop {
         tokio::select! {
             Some((id, s, u, l)) = stream_rx.recv() => {
@@ -389,7 +390,7 @@ pub(crate) async fn control_conn(
             },
             _ = tokio::time::sleep_until(deadline) => {
                 reader.abort();
-                return Err(format!("test not started within {}s of setup", SETUP_TIMEOUT.as_secs()));
+                return Err(format!("test not started within {}s of setup", wait.as_secs()));
             }
         }
     }

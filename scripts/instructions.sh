@@ -15,7 +15,10 @@
 #     1,1` (when installed), per connection;
 #   - UDP: `netblast -u -b 100M -l 1400` vs `iperf3 -u -b 100M -l 1400`, per datagram sent;
 #   - bulk TCP: `netblast -l 1MiB` vs `iperf3 -l 1M`, per GB sent (1 flow).
-# netblast runs with --probe off (the others read no kernel statistics).
+# netblast runs with --probe off (the others read no kernel statistics) and one interval report
+# per run (-i as long as the run): its reports are a cost per second, not per operation, and
+# under valgrind's slower pace they would weigh on each operation several times what they do
+# at full speed.
 #
 #   scripts/instructions.sh [SHORT] [LONG]      (defaults: 1 and 3 seconds)
 set -euo pipefail
@@ -109,27 +112,27 @@ echo "(the kernel's part, the system calls, is in the compare-*.sh scripts' CPU 
 if [ -e "$WORK/nginx.out" ]; then
   UA="user-agent: $("$NB" --version | tr ' ' '/')"
   URL="http://127.0.0.1:$HTTP_PORT/"
-  a=$(per_op nb-http ops_nb http "$NB" run --url "$URL" -c 10 -t @S@ --probe off --json)
+  a=$(per_op nb-http ops_nb http "$NB" run --url "$URL" -c 10 -t @S@ -i @S@ --probe off --json)
   b=$(per_op wrk-http ops_wrk - wrk -t 2 -c 10 -d @S@s -H "$UA" "$URL")
   line "HTTP/1.1, 10 connections" response "$a" "$b" wrk
 else
   echo "HTTP: skipped (nginx or wrk not installed)"
 fi
 if command -v netperf >/dev/null; then
-  a=$(per_op nb-rr ops_nb sent "$NB" run --target "127.0.0.1:$PORT_NB" --profile latency --wait block -P 1 -t @S@ --probe off --json)
+  a=$(per_op nb-rr ops_nb sent "$NB" run --target "127.0.0.1:$PORT_NB" --profile latency --wait block -P 1 -t @S@ -i @S@ --probe off --json)
   b=$(per_op np-rr ops_netperf - netperf -H 127.0.0.1 -p "$PORT_NP" -t TCP_RR -l @S@ -P 0 -- -r 1,1 -o THROUGHPUT,ELAPSED_TIME)
   line "1-byte TCP request/response, blocking" transaction "$a" "$b" netperf
-  a=$(per_op nb-cps ops_nb sent "$NB" run --target "127.0.0.1:$PORT_NB" --profile cps -P 1 --close server -t @S@ --probe off --json)
+  a=$(per_op nb-cps ops_nb sent "$NB" run --target "127.0.0.1:$PORT_NB" --profile cps -P 1 --close server -t @S@ -i @S@ --probe off --json)
   b=$(per_op np-crr ops_netperf - netperf -H 127.0.0.1 -p "$PORT_NP" -t TCP_CRR -l @S@ -P 0 -- -r 1,1 -o THROUGHPUT,ELAPSED_TIME)
   line "connect, 1-byte request and response, the server closes first" connection "$a" "$b" netperf
 else
   echo "request/response: skipped (netperf not installed; scripts/compare-netperf.sh adds it)"
 fi
 if command -v iperf3 >/dev/null; then
-  a=$(per_op nb-udp ops_nb sent "$NB" run --target "127.0.0.1:$PORT_NB" -u -b 100M -l 1400 -t @S@ --probe off --json)
+  a=$(per_op nb-udp ops_nb sent "$NB" run --target "127.0.0.1:$PORT_NB" -u -b 100M -l 1400 -t @S@ -i @S@ --probe off --json)
   b=$(per_op ip-udp ops_iperf3 packets iperf3 -c 127.0.0.1 -p "$PORT_IP" -u -b 100M -l 1400 -t @S@ -J)
   line "UDP at 100 Mbit/s, 1400-byte datagrams" "datagram sent" "$a" "$b" iperf3
-  a=$(per_op nb-bulk ops_nb gb "$NB" run --target "127.0.0.1:$PORT_NB" -l 1MiB -t @S@ --probe off --json)
+  a=$(per_op nb-bulk ops_nb gb "$NB" run --target "127.0.0.1:$PORT_NB" -l 1MiB -t @S@ -i @S@ --probe off --json)
   b=$(per_op ip-bulk ops_iperf3 gb iperf3 -c 127.0.0.1 -p "$PORT_IP" -l 1M -t @S@ -J)
   line "bulk TCP, 1 flow, 1 MiB sends" "GB sent" "$a" "$b" iperf3
 else

@@ -101,28 +101,22 @@ impl H1Conn {
         }
         // Response head (skipping 1xx interim responses).
         let (status, framing, keep_alive, head_at) = loop {
-            let parsed = match head::parse(self.pending()) {
+            match head::parse(self.pending()) {
                 Ok(Some(h)) => {
-                    let framing = if h.chunked { Some(Framing::Chunked) } else { h.length.map(Framing::Length) };
-                    Some((h.len, h.status, framing, h.close))
-                }
-                Ok(None) => None,
-                Err(why) => return Err(proto(format!("malformed response head: {why}"))),
-            };
-            match parsed {
-                Some((len, status, framing, close)) => {
-                    self.start += len;
-                    if (100..200).contains(&status) && status != 101 {
+                    self.start += h.len;
+                    if (100..200).contains(&h.status) && h.status != 101 {
                         continue; // interim response; the real one follows
                     }
-                    let framing = if head_request || status == 204 || status == 304 {
+                    let framing = if head_request || h.status == 204 || h.status == 304 {
                         Framing::None
+                    } else if h.chunked {
+                        Framing::Chunked
                     } else {
-                        framing.unwrap_or(Framing::UntilClose)
+                        h.length.map_or(Framing::UntilClose, Framing::Length)
                     };
-                    break (status, framing, !close, Instant::now());
+                    break (h.status, framing, !h.close, Instant::now());
                 }
-                None => {
+                Ok(None) => {
                     if self.pending().len() > MAX_HEAD {
                         return Err(proto("response head over 64 KiB"));
                     }
@@ -134,6 +128,7 @@ impl H1Conn {
                         Err(e) => return Err(io_fail(e, "reading the response")),
                     }
                 }
+                Err(why) => return Err(proto(format!("malformed response head: {why}"))),
             }
         };
         let reusable = match framing {

@@ -5,7 +5,7 @@
  *
  * Hooks: one sock_ops program attached to the cgroup v2 root (multi-attach), in two builds of
  * one body (with and without thread groups).
- * Maps: `ports` (port -> u32: 0, NB_PORT_WATCH or a group id, written by user space), `flows`
+ * Maps: `ports` (port -> u32: 0, NB_PORT_WATCH_* bits or a group id, written by user space), `flows`
  * (u64 socket cookie -> struct nb_flow, entries created and deleted by user space), `groups`
  * (u32 group id -> struct nb_group per CPU, created by user space), `threads` (thread id ->
  * group id, written by user space; `threads_named` counts them), `by_port` (local port ->
@@ -257,10 +257,12 @@ static __always_inline int sockops(struct bpf_sock_ops *skops, const int by_thre
 			join_group(skops, *to);
 			return 1;
 		}
-		/* Sockets watched one by one: either end on a watched port (a group's port on the
-		 * passive side is not: its connections are the peer's). */
+		/* Sockets watched one by one: a connection to a port watched as a peer's, or on a
+		 * port watched as a local one (a group's port on the passive side is neither: its
+		 * connections are the peer's). */
 		__u32 *at = bpf_map_lookup_elem(&ports, &local);
-		if ((to && *to == NB_PORT_WATCH) || (at && *at == NB_PORT_WATCH))
+		if ((to && *to < NB_GROUP_FIRST && (*to & NB_PORT_WATCH_PEER)) ||
+		    (at && *at < NB_GROUP_FIRST && (*at & NB_PORT_WATCH_LOCAL)))
 			bpf_sock_ops_cb_flags_set(skops, BPF_SOCK_OPS_RTT_CB_FLAG | BPF_SOCK_OPS_RETRANS_CB_FLAG |
 							 BPF_SOCK_OPS_STATE_CB_FLAG);
 		return 1;

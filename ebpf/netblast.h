@@ -61,9 +61,13 @@ struct nb_group {
 
 _Static_assert(sizeof(struct nb_group) == 6 * 8 + 4 * 4 + NB_RTT_BUCKETS * 4, "nb_group has no hidden padding");
 
-/* Values of the `ports` map: watch the port's connections (their sockets registered one by
- * one in `flows`), or, from NB_GROUP_FIRST on, the group id of connections made to it. */
-#define NB_PORT_WATCH 1
-#define NB_GROUP_FIRST 2
+/* Values of the `ports` map: below NB_GROUP_FIRST, which of the port's connections are watched
+ * (their sockets registered one by one in `flows`): those this host makes to the port (a
+ * client's server), those accepted on it (a server's listener), or both; from NB_GROUP_FIRST
+ * on, the group id of connections made to it. A server's watch never turns callbacks on for
+ * its clients' sockets on the same host, nor a client's for the server's. */
+#define NB_PORT_WATCH_PEER 1
+#define NB_PORT_WATCH_LOCAL 2
+#define NB_GROUP_FIRST 4
 
 #endif

@@ -42,7 +42,7 @@ use tokio::net::TcpListener;
 /// aborts running tests and waits up to [`SHUTDOWN_GRACE`] for them to report.
 pub async fn serve(listener: TcpListener, cfg: ServeConfig, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
     // The kernel callbacks must be on before streams are accepted.
-    if let Err(e) = cfg.probe.watch_port(listener.local_addr()?.port()) {
+    if let Err(e) = cfg.probe.watch_local_port(listener.local_addr()?.port()) {
         tracing::warn!("eBPF probe: {e}; server-side TCP statistics will be missing");
     }
     let mut agent = cfg.agent;

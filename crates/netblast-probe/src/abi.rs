@@ -107,10 +107,15 @@ impl NbGroup {
 // SAFETY: NbGroup is repr(C), Copy, made of integers only, with no padding (asserted above).
 unsafe impl aya::Pod for NbGroup {}
 
-/// `ports` map value: watch the port's connections one socket at a time.
-pub const PORT_WATCH: u32 = 1;
-/// `ports` map values from this one on are group ids.
-pub const GROUP_FIRST: u32 = 2;
+/// `ports` map bit: watch, one socket at a time, the connections this host makes to the port
+/// (a client watching its server).
+pub const PORT_WATCH_PEER: u32 = 1;
+/// `ports` map bit: watch, one socket at a time, the connections accepted on this local port
+/// (a server watching its listener). A server's watch leaves its clients' sockets on the same
+/// host alone, and a client's the server's.
+pub const PORT_WATCH_LOCAL: u32 = 2;
+/// `ports` map values from this one on are group ids (below it: `PORT_WATCH_*` bits).
+pub const GROUP_FIRST: u32 = 4;
 
 /// The bucket of a value in µs, exactly as the kernel program computes it.
 pub fn bucket_of(us: u32) -> usize {

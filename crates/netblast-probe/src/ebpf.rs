@@ -226,11 +226,25 @@ impl EbpfProbe {
         &self.cgroup
     }
 
-    /// Enables the kernel callbacks for connections to or from `port` made from now on.
-    pub fn watch_port(&self, port: u16) -> Result<(), ProbeError> {
+    /// Enables the kernel callbacks for the connections this host makes to `port` from now on
+    /// (a client's, to its server).
+    pub fn watch_peer_port(&self, port: u16) -> Result<(), ProbeError> {
+        self.watch_port(port, abi::PORT_WATCH_PEER)
+    }
+
+    /// Enables the kernel callbacks for the connections accepted on local `port` from now on
+    /// (a server's listener); not for the connections made to it from this host.
+    pub fn watch_local_port(&self, port: u16) -> Result<(), ProbeError> {
+        self.watch_port(port, abi::PORT_WATCH_LOCAL)
+    }
+
+    /// Adds a `PORT_WATCH_*` bit to the port's slot (a group there gives way to the watch).
+    fn watch_port(&self, port: u16, bit: u32) -> Result<(), ProbeError> {
         let mut p = self.ports.lock().unwrap_or_else(|e| e.into_inner());
-        p.set(u32::from(port), abi::PORT_WATCH, 0)
-            .map_err(|e| ProbeError::Map(format!("cannot watch port {port}: {e}")))
+        let key = u32::from(port);
+        let cur = p.get(&key, 0).unwrap_or(0);
+        let value = if cur < abi::GROUP_FIRST { cur | bit } else { bit };
+        p.set(key, value, 0).map_err(|e| ProbeError::Map(format!("cannot watch port {port}: {e}")))
     }
 
     /// Creates an empty group, for connections tied to it one by one ([`EbpfProbe::tag`]).

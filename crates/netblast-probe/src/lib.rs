@@ -176,11 +176,21 @@ impl Probe {
         }
     }
 
-    /// Asks for kernel callbacks on connections to or from `port` made from now on (eBPF only;
-    /// call it before connecting or accepting).
-    pub fn watch_port(&self, port: u16) -> Result<(), ProbeError> {
+    /// Asks for kernel callbacks on the connections this host makes to `port` from now on (a
+    /// client's, to its server; eBPF only; call it before connecting).
+    pub fn watch_peer_port(&self, port: u16) -> Result<(), ProbeError> {
         match &self.inner.source {
-            Source::Ebpf(p) => p.watch_port(port),
+            Source::Ebpf(p) => p.watch_peer_port(port),
+            _ => Ok(()),
+        }
+    }
+
+    /// Asks for kernel callbacks on the connections accepted on local `port` from now on (a
+    /// server's listener; eBPF only; call it before accepting). Connections this host makes to
+    /// the port are not watched by it: on one host a server does not instrument its clients.
+    pub fn watch_local_port(&self, port: u16) -> Result<(), ProbeError> {
+        match &self.inner.source {
+            Source::Ebpf(p) => p.watch_local_port(port),
             _ => Ok(()),
         }
     }

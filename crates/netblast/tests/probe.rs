@@ -148,6 +148,49 @@ fn ping(c: &mut std::net::TcpStream, n: usize) {
     }
 }
 
+/// Kernel RTT samples of each end of one connection on `port`'s listener after 50 exchanges,
+/// (client, server): `None` for an end the kernel program never reported.
+fn rtt_of_both_ends(probe: &Probe, listener: &std::net::TcpListener) -> (Option<u64>, Option<u64>) {
+    use std::os::fd::AsRawFd;
+    let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    let (cw, sw) = (probe.watch(client.as_raw_fd()), probe.watch(server.as_raw_fd()));
+    let pong = std::thread::spawn(move || pong_each_ping(server));
+    ping(&mut client, 50);
+    let counts = (cw.rtt_histogram().map(|h| h.len()), sw.rtt_histogram().map(|h| h.len()));
+    drop(client);
+    pong.join().unwrap();
+    counts
+}
+
+#[test]
+fn a_port_is_watched_on_its_own_side_only() {
+    let Some(_lock) = ebpf_or_skip("a_port_is_watched_on_its_own_side_only") else { return };
+    let probe = open_ebpf();
+    // A server watches its listener: the connections it accepts report, not the sockets a
+    // client on the same host connects from (whose callbacks would cost that client a program
+    // run per acknowledgement, which it did not ask for).
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    probe.watch_local_port(listener.local_addr().unwrap().port()).unwrap();
+    let (client, server) = rtt_of_both_ends(&probe, &listener);
+    assert!(client.is_none(), "the server's watch turned the client's callbacks on: {client:?} RTT samples");
+    assert!(server.is_some_and(|n| n >= 25), "the server's own connection: {server:?} RTT samples");
+    // A client watches its server's port: its own socket reports, not the accepting one.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    probe.watch_peer_port(listener.local_addr().unwrap().port()).unwrap();
+    let (client, server) = rtt_of_both_ends(&probe, &listener);
+    assert!(client.is_some_and(|n| n >= 25), "the client's own connection: {client:?} RTT samples");
+    assert!(server.is_none(), "the client's watch turned the server's callbacks on: {server:?} RTT samples");
+    // One probe doing both (a client and a server in one process): both ends report.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    probe.watch_local_port(port).unwrap();
+    probe.watch_peer_port(port).unwrap();
+    let (client, server) = rtt_of_both_ends(&probe, &listener);
+    assert!(client.is_some() && server.is_some(), "{client:?} {server:?}");
+    assert_eq!(probe.ebpf().unwrap().registered(), 0, "every watched socket was forgotten");
+}
+
 #[test]
 fn only_a_group_thread_s_connections_count_in_it() {
     let Some(_lock) = ebpf_or_skip("only_a_group_thread_s_connections_count_in_it") else { return };

@@ -193,7 +193,7 @@ pub fn run(
     let test_id = TestId::random();
     let probe_stats_at_start = probe.run_stats();
     // The kernel callbacks (eBPF) must be on before the streams connect.
-    if let Err(e) = probe.watch_port(peer.port()) {
+    if let Err(e) = probe.watch_peer_port(peer.port()) {
         return Err(ClientError::Io {
             what: "cannot set up the eBPF probe".into(),
             error: io::Error::other(e.to_string()),

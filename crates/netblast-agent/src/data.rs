@@ -34,6 +34,8 @@ struct Holding<'a> {
     held: &'a crate::config::Held,
     fds: u64,
     spinning: u64,
+    /// The eBPF program stays attached while a test holds it (`None`: it could not be).
+    _probe: Option<netblast_probe::Attached>,
 }
 
 impl Holding<'_> {
@@ -106,9 +108,21 @@ fn hold<'a>(shared: &'a Shared, setup: &TestSetup) -> Result<Holding<'a>, String
             l.spinning
         ));
     }
+    // Before the streams connect: the kernel callbacks are turned on as they are accepted.
+    // Only where the streams carry the test's TCP data: a cps test's connections go to its
+    // flows' own listeners, a UDP test's data is not TCP; the program would only cost them.
+    let tcp_streams = setup.profile.kind() != Kind::Cps && !setup.profile.workload.uses_udp();
+    let probe = match tcp_streams.then(|| shared.probe.hold()) {
+        Some(Ok(a)) => Some(a),
+        Some(Err(e)) => {
+            tracing::warn!("eBPF probe: {e}; this test's server-side TCP statistics will be missing");
+            None
+        }
+        None => None,
+    };
     shared.held.fds.fetch_add(fds, Ordering::Relaxed);
     shared.held.spinning.fetch_add(spinning, Ordering::Relaxed);
-    Ok(Holding { held: &shared.held, fds, spinning })
+    Ok(Holding { held: &shared.held, fds, spinning, _probe: probe })
 }
 
 pub(crate) async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: Header, shared: &Shared) {

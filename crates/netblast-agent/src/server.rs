@@ -131,6 +131,9 @@ impl Server {
             None => None,
         };
         let probe = Probe::open(opts.probe).map_err(|e| ServerError::Run(format!("--probe ebpf: {e}")))?;
+        // Attached only while a test runs: an idle server runs no program for the host's
+        // other connections.
+        probe.attach_on_demand();
         let info = probe.info();
         say(format!(
             "TCP statistics from {}{}",

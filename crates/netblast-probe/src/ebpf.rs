@@ -18,15 +18,20 @@
 //! preallocated entry per connection from connect to close.
 //!
 //! Lifetime: the attachment is a bpf_link owned by this process; dropping [`EbpfProbe`], any
-//! exit path, or the process dying detaches it. Nothing is pinned in bpffs.
+//! exit path, or the process dying detaches it. Nothing is pinned in bpffs. The opener holds
+//! the program attached; a server gives that hold up ([`EbpfProbe::release`]) and attaches
+//! the program only while a test holds it ([`EbpfProbe::acquire`]), so an idle `netblast
+//! serve` runs nothing for the host's other connections. The program and its maps stay
+//! loaded in between.
 
 use crate::abi::{self, NbFlow, NbGroup};
 use crate::ProbeError;
 use aya::maps::{Array, HashMap, MapData, PerCpuHashMap, PerCpuValues};
+use aya::programs::sock_ops::SockOpsLinkId;
 use aya::programs::{CgroupAttachMode, SockOps};
 use aya::Ebpf;
 use std::os::fd::RawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, RwLock};
 
 /// The compiled kernel object; empty when the build had no clang.
@@ -98,8 +103,42 @@ pub struct EbpfProbe {
     /// The program loaded.
     prog_name: &'static str,
     cgroup: PathBuf,
+    /// Whether the opener's hold on the attachment is still held (given up once, by a server).
+    opener_holds: std::sync::atomic::AtomicBool,
     // Owns the program and its link; declared last so the maps above are closed first.
-    _ebpf: Ebpf,
+    attachment: Mutex<Attachment>,
+}
+
+/// The loaded object and, while anyone holds it, the program's link to the cgroup.
+struct Attachment {
+    ebpf: Ebpf,
+    link: Option<SockOpsLinkId>,
+    holds: usize,
+}
+
+/// The loaded sock_ops program named `name` in `ebpf`.
+fn sock_ops<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut SockOps, ProbeError> {
+    ebpf.program_mut(name)
+        .ok_or_else(|| ProbeError::Load(format!("program {name} missing from the object")))?
+        .try_into()
+        .map_err(|e: aya::programs::ProgramError| ProbeError::Load(e.to_string()))
+}
+
+/// Attaches the loaded program `name` to the cgroup at `cgroup`.
+fn attach(ebpf: &mut Ebpf, name: &str, cgroup: &Path) -> Result<SockOpsLinkId, ProbeError> {
+    let prog = sock_ops(ebpf, name)?;
+    let dir = std::fs::File::open(cgroup)
+        .map_err(|e| ProbeError::Attach(format!("cannot open cgroup {}: {e}", cgroup.display())))?;
+    // On kernels with bpf_link (5.7+) aya attaches through a link, which the kernel always
+    // runs beside other programs on the cgroup and which takes no flags: `Single` is the
+    // mode that maps to flags 0 (AllowMultiple would be refused with EINVAL).
+    prog.attach(dir, CgroupAttachMode::Single).map_err(|e| {
+        if denied(&e) {
+            ProbeError::Privilege(chain(&e))
+        } else {
+            ProbeError::Attach(format!("cannot attach sock_ops to {}: {}", cgroup.display(), chain(&e)))
+        }
+    })
 }
 
 impl std::fmt::Debug for EbpfProbe {
@@ -146,12 +185,7 @@ impl EbpfProbe {
         // the current thread), else the one without.
         let mut by_thread = true;
         for name in ["netblast_sockops_threads", "netblast_sockops"] {
-            let prog: &mut SockOps = ebpf
-                .program_mut(name)
-                .ok_or_else(|| ProbeError::Load(format!("program {name} missing from the object")))?
-                .try_into()
-                .map_err(|e: aya::programs::ProgramError| ProbeError::Load(e.to_string()))?;
-            match prog.load() {
+            match sock_ops(&mut ebpf, name)?.load() {
                 Ok(()) => break,
                 // A verifier's refusal reads EACCES too: the plain build tells which it was.
                 Err(_) if by_thread => by_thread = false,
@@ -160,23 +194,7 @@ impl EbpfProbe {
             }
         }
         let name = if by_thread { "netblast_sockops_threads" } else { "netblast_sockops" };
-        let prog: &mut SockOps = ebpf
-            .program_mut(name)
-            .ok_or_else(|| ProbeError::Load(format!("program {name} missing from the object")))?
-            .try_into()
-            .map_err(|e: aya::programs::ProgramError| ProbeError::Load(e.to_string()))?;
-        let dir = std::fs::File::open(&cgroup)
-            .map_err(|e| ProbeError::Attach(format!("cannot open cgroup {}: {e}", cgroup.display())))?;
-        // On kernels with bpf_link (5.7+) aya attaches through a link, which the kernel always
-        // runs beside other programs on the cgroup and which takes no flags: `Single` is the
-        // mode that maps to flags 0 (AllowMultiple would be refused with EINVAL).
-        prog.attach(dir, CgroupAttachMode::Single).map_err(|e| {
-            if denied(&e) {
-                ProbeError::Privilege(chain(&e))
-            } else {
-                ProbeError::Attach(format!("cannot attach sock_ops to {}: {}", cgroup.display(), chain(&e)))
-            }
-        })?;
+        let link = attach(&mut ebpf, name, &cgroup)?;
         let take = |ebpf: &mut Ebpf, name: &str| {
             ebpf.take_map(name).ok_or_else(|| ProbeError::Load(format!("map {name} missing from the object")))
         };
@@ -210,14 +228,56 @@ impl EbpfProbe {
             prog_name: name,
             next_group: std::sync::atomic::AtomicU32::new(abi::GROUP_FIRST),
             cgroup,
-            _ebpf: ebpf,
+            opener_holds: std::sync::atomic::AtomicBool::new(true),
+            attachment: Mutex::new(Attachment { ebpf, link: Some(link), holds: 1 }),
         })
+    }
+
+    /// Holds the program attached, attaching it again when no one held it. Each call needs
+    /// its [`EbpfProbe::release`].
+    pub fn acquire(&self) -> Result<(), ProbeError> {
+        let mut guard = self.attachment.lock().unwrap_or_else(|e| e.into_inner());
+        let a = &mut *guard;
+        if a.link.is_none() {
+            a.link = Some(attach(&mut a.ebpf, self.prog_name, &self.cgroup)?);
+        }
+        a.holds += 1;
+        Ok(())
+    }
+
+    /// Gives a hold back: with none left the program is detached (it stays loaded, with its
+    /// maps and their entries, until the probe is dropped).
+    pub fn release(&self) {
+        let mut guard = self.attachment.lock().unwrap_or_else(|e| e.into_inner());
+        let a = &mut *guard;
+        a.holds = a.holds.saturating_sub(1);
+        if a.holds == 0 {
+            if let Some(link) = a.link.take() {
+                if let Ok(prog) = sock_ops(&mut a.ebpf, self.prog_name) {
+                    let _ = prog.detach(link);
+                }
+            }
+        }
+    }
+
+    /// Gives the opener's hold back (once; later calls do nothing): from then on the program
+    /// is attached only while an [`EbpfProbe::acquire`] holds it.
+    pub fn release_opener(&self) {
+        if self.opener_holds.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            self.release();
+        }
+    }
+
+    /// Whether the program is attached to the cgroup now.
+    pub fn attached(&self) -> bool {
+        self.attachment.lock().unwrap_or_else(|e| e.into_inner()).link.is_some()
     }
 
     /// The program's own cost so far: (run time in ns, runs), when statistics are enabled.
     pub fn run_stats(&self) -> Option<(u64, u64)> {
         self.stats.as_ref()?;
-        let info = self._ebpf.program(self.prog_name)?.info().ok()?;
+        let a = self.attachment.lock().unwrap_or_else(|e| e.into_inner());
+        let info = a.ebpf.program(self.prog_name)?.info().ok()?;
         Some((info.run_time().as_nanos() as u64, info.run_count()))
     }
 

@@ -176,6 +176,27 @@ impl Probe {
         }
     }
 
+    /// From now on the eBPF program is attached to the cgroup only while a [`Probe::hold`]
+    /// guard lives (it stays loaded in between): what a server wants, so that while it runs no
+    /// test the program runs for none of the host's connections. Without eBPF, nothing.
+    pub fn attach_on_demand(&self) {
+        if let Source::Ebpf(p) = &self.inner.source {
+            p.release_opener();
+        }
+    }
+
+    /// Keeps the eBPF program attached until the guard drops, attaching it if it was attached
+    /// on demand and no one held it. Without eBPF, a guard that does nothing.
+    pub fn hold(&self) -> Result<Attached, ProbeError> {
+        match &self.inner.source {
+            Source::Ebpf(p) => {
+                p.acquire()?;
+                Ok(Attached { probe: Some(self.inner.clone()) })
+            }
+            _ => Ok(Attached { probe: None }),
+        }
+    }
+
     /// Asks for kernel callbacks on the connections this host makes to `port` from now on (a
     /// client's, to its server; eBPF only; call it before connecting).
     pub fn watch_peer_port(&self, port: u16) -> Result<(), ProbeError> {
@@ -244,6 +265,20 @@ impl GroupTag {
             _ => None,
         };
         Ok(ThreadInGroup { tid, probe: self.probe.clone() })
+    }
+}
+
+/// Keeps the eBPF program attached while it lives ([`Probe::hold`]).
+#[derive(Debug)]
+pub struct Attached {
+    probe: Option<Arc<Inner>>,
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        if let Some(Source::Ebpf(p)) = self.probe.as_ref().map(|p| &p.source) {
+            p.release();
+        }
     }
 }
 

@@ -367,6 +367,19 @@ fn nothing_stays_attached_after_interrupt_or_kill() {
     for sig in [libc::SIGINT, libc::SIGKILL] {
         let (server, addr) = util::spawn_server_with(&["--probe", "ebpf"]);
         let mut server = util::KillOnDrop(server);
+        // An idle server has its program loaded, not attached: it runs for no connection. (It
+        // says where it listens before it loads the program.)
+        let idle = || loaded_programs().len() == before_progs.len() + 1 && attached_to_cgroup() == before_links;
+        let t = std::time::Instant::now();
+        while !idle() && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(
+            idle(),
+            "an idle server loads its program and attaches nothing: {:?} {:?}",
+            loaded_programs(),
+            attached_to_cgroup()
+        );
         let client = bin()
             .args(["run", "--target", &addr.to_string(), "-t", "20", "--probe", "ebpf", "--json"])
             .stdout(Stdio::piped())
@@ -383,6 +396,13 @@ fn nothing_stays_attached_after_interrupt_or_kill() {
             assert!(!r.complete && r.errors.iter().any(|e| e.message.contains("interrupted")));
             assert!(r.summary.ways[0].sender.bytes > 0, "measured bytes are kept");
         }
+        // The test over (the client stopped or gone), the server detaches its program again.
+        let t = std::time::Instant::now();
+        while attached_to_cgroup() != before_links && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(attached_to_cgroup(), before_links, "after signal {sig}: the server idles attached");
+        assert_eq!(loaded_programs().len(), before_progs.len() + 1, "and keeps its program loaded");
         signal(&server.0, libc::SIGTERM);
         let _ = server.0.wait();
         // Links are released when their owners' descriptors close; give the kernel a moment.

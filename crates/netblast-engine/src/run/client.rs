@@ -192,7 +192,12 @@ pub fn run(
     sys::ensure_fds(setups.len() as u64 * per_stream + 64).map_err(ClientError::Fds)?;
     let test_id = TestId::random();
     let probe_stats_at_start = probe.run_stats();
-    // The kernel callbacks (eBPF) must be on before the streams connect.
+    // The kernel callbacks (eBPF) must be on before the streams connect: the program attached
+    // (an agent's probe is attached only while a test holds it), the port watched.
+    let _attached = probe.hold().map_err(|e| ClientError::Io {
+        what: "cannot attach the eBPF probe".into(),
+        error: io::Error::other(e.to_string()),
+    })?;
     if let Err(e) = probe.watch_peer_port(peer.port()) {
         return Err(ClientError::Io {
             what: "cannot set up the eBPF probe".into(),

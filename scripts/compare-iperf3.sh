@@ -3,7 +3,7 @@
 # median netblast/iperf3 receiver-throughput ratio and each end's CPU time per gigabyte moved,
 # at equal settings: the same send size (BLOCK, default 1M, iperf3 -l), 1 flow, 2 flows and
 # zero-copy sending (sendfile, iperf3 -Z), both tools without kernel statistics beyond their
-# own (netblast --probe off; the probe's cost is scripts/probe-overhead.sh's). A last line
+# own (netblast --probe off on both ends; the probe's cost is scripts/probe-overhead.sh's). A last line
 # compares each tool as shipped (netblast's 2 MiB sends and eBPF probe, iperf3's 128 KiB).
 #
 #   scripts/compare-iperf3.sh [ROUNDS] [SECONDS]      (defaults: 5 rounds of 5 s; BLOCK=1M)
@@ -31,7 +31,10 @@ cleanup() { kill "${SERVERS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; 
 SERVERS=()
 trap cleanup EXIT
 
-"$NB" serve --bind 127.0.0.1 --port "$PORT_NB" 2>"$WORK/nb-serve.log" &
+# Equal settings: neither end reads kernel statistics. As shipped: a server with its probe.
+"$NB" serve --bind 127.0.0.1 --port "$PORT_NB" --probe off 2>"$WORK/nb-serve.log" &
+SERVERS+=($!)
+"$NB" serve --bind 127.0.0.1 --port "$((PORT_NB + 1))" 2>"$WORK/nb-serve-shipped.log" &
 SERVERS+=($!)
 iperf3 -s -B 127.0.0.1 -p "$PORT_IP" >"$WORK/ip-serve.log" 2>&1 &
 SERVERS+=($!)
@@ -42,9 +45,9 @@ run_iperf() { # name args...
   iperf3 -c 127.0.0.1 -p "$PORT_IP" -t "$SECS" -J "$@" >"$WORK/$name.json" || { echo "iperf3 $* failed" >&2; cat "$WORK/$name.json" >&2; exit 1; }
   sleep 0.3
 }
-run_nb() { # name args...
+run_nb() { # name args...   (SHIPPED=1: against the server with its probe)
   local name=$1; shift
-  "$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --json "$@" >"$WORK/$name.json" || { echo "netblast $* failed" >&2; exit 1; }
+  "$NB" run --target "127.0.0.1:$((PORT_NB + ${SHIPPED:-0}))" -t "$SECS" --json "$@" >"$WORK/$name.json" || { echo "netblast $* failed" >&2; exit 1; }
   sleep 0.3
 }
 
@@ -63,12 +66,12 @@ for r in $(seq 1 "$ROUNDS"); do
     run_iperf "ip1-$r" "${EQ_IP[@]}"; run_nb "nb1-$r" "${EQ_NB[@]}"
     run_iperf "ip2-$r" "${EQ_IP[@]}" -P 2; run_nb "nb2-$r" "${EQ_NB[@]}" --flows 2
     run_iperf "ipz-$r" "${EQ_IP[@]}" -Z; run_nb "nbz-$r" "${EQ_NB[@]}" --zerocopy
-    run_iperf "ipd-$r"; run_nb "nbd-$r"
+    run_iperf "ipd-$r"; SHIPPED=1 run_nb "nbd-$r"
   else
     run_nb "nb1-$r" "${EQ_NB[@]}"; run_iperf "ip1-$r" "${EQ_IP[@]}"
     run_nb "nb2-$r" "${EQ_NB[@]}" --flows 2; run_iperf "ip2-$r" "${EQ_IP[@]}" -P 2
     run_nb "nbz-$r" "${EQ_NB[@]}" --zerocopy; run_iperf "ipz-$r" "${EQ_IP[@]}" -Z
-    run_nb "nbd-$r"; run_iperf "ipd-$r"
+    SHIPPED=1 run_nb "nbd-$r"; run_iperf "ipd-$r"
   fi
   echo "round $r/$ROUNDS done" >&2
 done

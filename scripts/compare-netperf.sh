@@ -8,7 +8,7 @@
 #     is a second line;
 #   - request/response: `netperf -t TCP_RR -- -r 1,1` vs `netblast run --profile latency
 #     --wait block` (netperf's blocking method), transactions per second.
-# netblast runs with --probe off: netperf reads no kernel statistics (the probe's own cost is
+# netblast (client and server) runs with --probe off: netperf reads no kernel statistics (the probe's own cost is
 # scripts/probe-overhead.sh's).
 # netperf is in Debian's non-free section: when it is missing and this runs as root on Debian,
 # the script adds that section for the one install and removes it again.
@@ -49,7 +49,7 @@ SERVERS=()
 cleanup() { kill "${SERVERS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-"$NB" serve --bind 127.0.0.1 --port "$PORT_NB" 2>"$WORK/nb-serve.log" &
+"$NB" serve --bind 127.0.0.1 --port "$PORT_NB" --probe off 2>"$WORK/nb-serve.log" &
 SERVERS+=($!)
 # -D: stay in the foreground (so the trap can stop it); -T below pins netserver's child.
 netserver -D -L 127.0.0.1 -p "$PORT_NP" >"$WORK/np-serve.log" 2>&1 &

@@ -9,6 +9,7 @@
 #       work differs from qperf's (it reads many messages per call), said so;
 #   - latency: `qperf tcp_lat` (one-way = round trip / 2) vs netblast rr, one-way = mean RTT / 2
 # plus netblast's UDP datagrams/s with one flow per CPU.
+# netblast (client and server) runs with --probe off: qperf reads no kernel statistics.
 #
 #   scripts/compare-qperf.sh [ROUNDS] [SECONDS]      (defaults: 5 rounds of 5 s)
 set -euo pipefail
@@ -27,7 +28,7 @@ SERVERS=()
 cleanup() { kill "${SERVERS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-"$NB" serve --bind 127.0.0.1 --port "$PORT_NB" 2>"$WORK/nb-serve.log" &
+"$NB" serve --bind 127.0.0.1 --port "$PORT_NB" --probe off 2>"$WORK/nb-serve.log" &
 SERVERS+=($!)
 taskset -c "$SCPU" qperf -lp "$PORT_QP" >"$WORK/qp-serve.log" 2>&1 &
 SERVERS+=($!)
@@ -46,7 +47,7 @@ qp() { # name test [options...]
 nb() { # name args...
   local name=$1; shift
   local a; a=$(cat "$LO")
-  pinned_cost "$name" "$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --json "$@" >"$WORK/$name.json" || { echo "netblast $* failed" >&2; exit 1; }
+  pinned_cost "$name" "$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --probe off --json "$@" >"$WORK/$name.json" || { echo "netblast $* failed" >&2; exit 1; }
   echo $(( $(cat "$LO") - a )) >"$WORK/$name.lo"
   sleep 0.3
 }
@@ -64,7 +65,7 @@ for r in $(seq 1 "$ROUNDS"); do
   echo "round $r/$ROUNDS done" >&2
 done
 # UDP: one flow per CPU, both CPUs (client and server share them on loopback).
-"$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --profile pps-udp --json >"$WORK/udp.json"
+"$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --profile pps-udp --probe off --json >"$WORK/udp.json"
 
 python3 - "$WORK" "$ROUNDS" "$SECS" <<'EOF'
 import json, os, re, statistics, sys

@@ -4,7 +4,7 @@
 # latency: `sockperf ping-pong --tcp -m 14` (14 bytes: sockperf's smallest message, its
 # header) vs `netblast run --profile latency --req-size 14 --resp-size 14`, both waiting in a
 # blocking receive. sockperf reports one-way latency as round trip / 2; netblast's figures are
-# halved the same way here. netblast runs with --probe off: sockperf reads no kernel statistics
+# halved the same way here. netblast (client and server) runs with --probe off: sockperf reads no kernel statistics
 # (the probe's own cost is scripts/probe-overhead.sh's).
 #
 #   scripts/compare-sockperf.sh [ROUNDS] [SECONDS]      (defaults: 5 rounds of 5 s)
@@ -24,7 +24,7 @@ SERVERS=()
 cleanup() { kill "${SERVERS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-"$NB" serve --bind 127.0.0.1 --port "$PORT_NB" 2>"$WORK/nb-serve.log" &
+"$NB" serve --bind 127.0.0.1 --port "$PORT_NB" --probe off 2>"$WORK/nb-serve.log" &
 SERVERS+=($!)
 taskset -c "$SCPU" sockperf server --tcp -i 127.0.0.1 -p "$PORT_SP" >"$WORK/sp-serve.log" 2>&1 &
 SERVERS+=($!)

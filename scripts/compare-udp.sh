@@ -5,6 +5,7 @@
 #     agree within noise), and the rate each achieved;
 #   - unlimited (-b 0 for both): datagrams/s received, the ratio (target >= 1.0);
 #   - each end's process CPU time per datagram received (scripts/cost.sh).
+# netblast (client and server) runs with --probe off: iperf3 reads no kernel statistics.
 #
 #   scripts/compare-udp.sh [ROUNDS] [SECONDS]      (defaults: 3 rounds of 5 s; RATE=500M LEN=1400)
 set -euo pipefail
@@ -22,7 +23,7 @@ WORK=$(mktemp -d)
 SERVERS=()
 cleanup() { kill "${SERVERS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
-"$NB" serve --bind 127.0.0.1 --port "$PORT_NB" 2>"$WORK/nb-serve.log" &
+"$NB" serve --bind 127.0.0.1 --port "$PORT_NB" --probe off 2>"$WORK/nb-serve.log" &
 SERVERS+=($!)
 iperf3 -s -p "$PORT_IP" >"$WORK/ip-serve.log" 2>&1 &
 SERVERS+=($!)
@@ -34,7 +35,7 @@ ip() { # name rate
   sleep 0.3
 }
 nb() { # name rate
-  process_cost "$1" "${SERVERS[0]}" "$NB" run --target "127.0.0.1:$PORT_NB" -u -b "$2" -l "$LEN" -t "$SECS" --json >"$WORK/$1.json" || { echo "netblast failed" >&2; exit 1; }
+  process_cost "$1" "${SERVERS[0]}" "$NB" run --target "127.0.0.1:$PORT_NB" -u -b "$2" -l "$LEN" -t "$SECS" --probe off --json >"$WORK/$1.json" || { echo "netblast failed" >&2; exit 1; }
   sleep 0.3
 }
 for r in $(seq 1 "$ROUNDS"); do

@@ -27,7 +27,7 @@ cleanup() { kill "${SERVERS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; 
 trap cleanup EXIT
 "$WORK/bulk" sink "$P_FLOOR" & SERVERS+=($!)
 "$WORK/bulk" sink "$P_SMALL" 65536 & SERVERS+=($!)
-"$NB" serve --bind 127.0.0.1 --port "$P_NB" 2>"$WORK/nb-serve.log" & SERVERS+=($!)
+"$NB" serve --bind 127.0.0.1 --port "$P_NB" --probe off 2>"$WORK/nb-serve.log" & SERVERS+=($!)
 iperf3 -s -B 127.0.0.1 -p "$P_IP" >/dev/null 2>&1 & SERVERS+=($!)
 sleep 0.5
 CCA_IP=(); CCA_NB=()

@@ -15,7 +15,7 @@
 #     1,1` (when installed), per connection;
 #   - UDP: `netblast -u -b 100M -l 1400` vs `iperf3 -u -b 100M -l 1400`, per datagram sent;
 #   - bulk TCP: `netblast -l 1MiB` vs `iperf3 -l 1M`, per GB sent (1 flow).
-# netblast runs with --probe off (the others read no kernel statistics) and one interval report
+# netblast (client and server) runs with --probe off (the others read no kernel statistics) and one interval report
 # per run (-i as long as the run): its reports are a cost per second, not per operation, and
 # under valgrind's slower pace they would weigh on each operation several times what they do
 # at full speed.
@@ -42,7 +42,7 @@ SERVERS=()
 cleanup() { kill "${SERVERS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-"$NB" serve --bind 127.0.0.1 --port "$PORT_NB" 2>"$WORK/nb-serve.log" &
+"$NB" serve --bind 127.0.0.1 --port "$PORT_NB" --probe off 2>"$WORK/nb-serve.log" &
 SERVERS+=($!)
 if command -v iperf3 >/dev/null; then
   iperf3 -s -B 127.0.0.1 -p "$PORT_IP" >/dev/null 2>&1 &

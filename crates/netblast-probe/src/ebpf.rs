@@ -19,8 +19,8 @@
 //!
 //! Lifetime: the attachment is a bpf_link owned by this process; dropping [`EbpfProbe`], any
 //! exit path, or the process dying detaches it. Nothing is pinned in bpffs. The opener holds
-//! the program attached; a server gives that hold up ([`EbpfProbe::release`]) and attaches
-//! the program only while a test holds it ([`EbpfProbe::acquire`]), so an idle `netblast
+//! the program attached; a server gives that hold up (`Probe::attach_on_demand`) and attaches
+//! the program only while a test holds it (`Probe::hold`), so an idle `netblast
 //! serve` runs nothing for the host's other connections. The program and its maps stay
 //! loaded in between.
 
@@ -235,7 +235,7 @@ impl EbpfProbe {
 
     /// Holds the program attached, attaching it again when no one held it. Each call needs
     /// its [`EbpfProbe::release`].
-    pub fn acquire(&self) -> Result<(), ProbeError> {
+    pub(crate) fn acquire(&self) -> Result<(), ProbeError> {
         let mut guard = self.attachment.lock().unwrap_or_else(|e| e.into_inner());
         let a = &mut *guard;
         if a.link.is_none() {
@@ -247,7 +247,7 @@ impl EbpfProbe {
 
     /// Gives a hold back: with none left the program is detached (it stays loaded, with its
     /// maps and their entries, until the probe is dropped).
-    pub fn release(&self) {
+    pub(crate) fn release(&self) {
         let mut guard = self.attachment.lock().unwrap_or_else(|e| e.into_inner());
         let a = &mut *guard;
         a.holds = a.holds.saturating_sub(1);
@@ -262,15 +262,10 @@ impl EbpfProbe {
 
     /// Gives the opener's hold back (once; later calls do nothing): from then on the program
     /// is attached only while an [`EbpfProbe::acquire`] holds it.
-    pub fn release_opener(&self) {
+    pub(crate) fn release_opener(&self) {
         if self.opener_holds.swap(false, std::sync::atomic::Ordering::AcqRel) {
             self.release();
         }
-    }
-
-    /// Whether the program is attached to the cgroup now.
-    pub fn attached(&self) -> bool {
-        self.attachment.lock().unwrap_or_else(|e| e.into_inner()).link.is_some()
     }
 
     /// The program's own cost so far: (run time in ns, runs), when statistics are enabled.
@@ -307,7 +302,7 @@ impl EbpfProbe {
         p.set(key, value, 0).map_err(|e| ProbeError::Map(format!("cannot watch port {port}: {e}")))
     }
 
-    /// Creates an empty group, for connections tied to it one by one ([`EbpfProbe::tag`]).
+    /// Creates an empty group, for connections tied to it one by one ([`EbpfProbe::join_thread`]).
     /// Returns the group id.
     pub fn new_group(&self) -> Result<u32, ProbeError> {
         let id = self.next_group.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -279,8 +279,11 @@ fn hlog_round_trips_through_the_hdrhistogram_interval_log_reader() {
     let with_hist = r.intervals.iter().filter(|i| netblast_spec::hist::hist_of(&i.sums[0].latency).is_some()).count();
     // Counts exactly; percentiles as the same recorded value (hdrh reports a bucket's lower
     // edge, netblast its upper: 11319 and 11327 ns are one bucket at 3 significant figures),
-    // at most one sample's rank apart: hdrh rounds the rank half up, netblast's reader rounds it
-    // up (seen: p99 24783 vs 24879 ns, the neighbouring samples of a sparse tail).
+    // at most one sample's rank apart: the Python hdrh package (and HdrHistogram_c) round the
+    // rank p x count to the nearest, as the Java reference once did; netblast's reader rounds it
+    // up, as the Java reference does now (getValueAtPercentile: ceil, after stepping p down one
+    // ulp) and as the nearest-rank definition does (seen: p99 24783 vs 24879 ns, the
+    // neighbouring samples of a sparse tail).
     let h = l.histogram().unwrap();
     let near = |seen: u64, p: f64| {
         let step = 1.0 / h.len() as f64;

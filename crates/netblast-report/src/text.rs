@@ -34,9 +34,10 @@ pub fn started(test_id: &str, peer: &str, kind: &str, streams: &[StreamInfo], se
         let _ = writeln!(s, "netblast {kind} {test} to {peer} (server {server})");
     }
     for st in streams.iter().take(MAX_STREAM_LINES) {
+        let server_cpu = st.server_cpu.map(|c| format!(", server CPU {c}")).unwrap_or_default();
         let _ = writeln!(
             s,
-            "[{}] {} local {} connected to {} (client CPU {})",
+            "[{}] {} local {} connected to {} (client CPU {}{server_cpu})",
             id_col(st.id),
             match st.way {
                 Way::Up => "send",

@@ -379,3 +379,57 @@ fn omit_leaves_the_first_seconds_out_of_the_totals_and_says_so() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The CPU affinity lists of a process's bulk worker threads (`netblast-w*`).
+fn worker_affinities(pid: u32) -> Vec<String> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return vec![] };
+    let mut out = Vec::new();
+    for t in tasks.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with("netblast-w") {
+            continue;
+        }
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        if let Some(l) = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")) {
+            out.push(l.trim().to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn server_cpus_pin_the_server_s_bulk_workers() {
+    // The last CPU this process may use: the server can use it too.
+    let cpu = *netblast_engine::os::sys::allowed_cpus().unwrap().last().unwrap();
+    let (server, addr) = util::spawn_server_with(&["--probe", "off"]);
+    let server = util::KillOnDrop(server);
+    let pid = server.0.id();
+    let target = addr.to_string();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "--target", &target, "-t", "2", "-P", "2", "--probe", "off", "--json"];
+        args.extend_from_slice(extra);
+        let child = util::bin().args(&args).stdout(std::process::Stdio::piped()).spawn().unwrap();
+        // The run starts at the next interval boundary: watch for the server's workers.
+        let t = std::time::Instant::now();
+        let mut seen = vec![];
+        while seen.is_empty() && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(50));
+            seen = worker_affinities(pid);
+        }
+        let out = util::wait_output(child, Duration::from_secs(30));
+        let r: RunResult = serde_json::from_slice(&out.stdout).unwrap();
+        assert_exact(&r);
+        (seen, r)
+    };
+    // Both flows' server ends on the CPU asked: one worker, pinned there.
+    let (seen, r) = run(&["--server-cpus", &cpu.to_string()]);
+    assert_eq!(seen, vec![cpu.to_string()], "the server's bulk workers' CPUs");
+    assert!(r.streams.iter().all(|s| s.server_cpu == Some(cpu)), "{:?}", r.streams);
+    assert!(netblast_report::text::full(&r).contains(&format!(", server CPU {cpu})")));
+    // Without the flag, as iperf3 without -A: a worker per flow, not pinned.
+    let (seen, r) = run(&[]);
+    assert!(seen.len() == 2 || netblast_engine::os::sys::cpus_online() < 2, "{seen:?}");
+    let all = netblast_spec::units::CpuList(netblast_engine::os::sys::allowed_cpus().unwrap()).to_string();
+    assert!(seen.iter().all(|s| *s == all), "unpinned workers may use every CPU: {seen:?} vs {all}");
+    assert!(r.streams.iter().all(|s| s.server_cpu.is_none()));
+}

@@ -14,7 +14,7 @@
 //! (`send(MSG_ZEROCOPY)`, completions drained from the error queue).
 
 pub use crate::gen::flow::FlowRole;
-use crate::gen::flow::{Conn, End};
+use crate::gen::flow::{Conn, End, Side};
 use crate::os::sys::CpuMark;
 use crate::run::worker::{Ctx, Deadlines, Event, FlowEnd, FlowSample, Sampled, Seat, Ticker, Timing};
 use mio::net::TcpStream as MioStream;
@@ -637,6 +637,9 @@ pub fn spawn_workers(
 /// the streams are spread round-robin over one worker per CPU of `end.bulk_cpus`.
 pub fn spawn(end: &End<'_>, b: &BulkSection, conns: Vec<Conn>) -> io::Result<Vec<std::thread::JoinHandle<()>>> {
     let senders = conns.iter().filter(|c| end.role(c.way) == FlowRole::Send).count() as u64;
+    // A server's streams the client asked to pin (the profile's `server_cpus`): one worker per
+    // CPU named, each with the flows pinned there. (A client's spread over `bulk_cpus`.)
+    let cpus: Option<Vec<usize>> = if end.side == Side::Server { conns.iter().map(|c| c.cpu).collect() } else { None };
     let mut rank = 0u64;
     let mut flows = Vec::with_capacity(conns.len());
     for c in conns {
@@ -660,7 +663,30 @@ pub fn spawn(end: &End<'_>, b: &BulkSection, conns: Vec<Conn>) -> io::Result<Vec
         interval,
         timing: end.timing,
     });
-    spawn_workers(spread(flows, end.bulk_cpus.len().max(1)), end.bulk_cpus, &cfg, end.ctx)
+    match cpus.filter(|c| !c.is_empty()) {
+        Some(cpus) => {
+            let (groups, pins) = by_cpu(flows, &cpus);
+            spawn_workers(groups, &pins, &cfg, end.ctx)
+        }
+        None => spawn_workers(spread(flows, end.bulk_cpus.len().max(1)), end.bulk_cpus, &cfg, end.ctx),
+    }
+}
+
+/// Groups items by the CPU beside each (`cpus[i]` for item i), in the order the CPUs first
+/// appear; the groups and the CPU of each.
+fn by_cpu<T>(items: Vec<T>, cpus: &[usize]) -> (Vec<Vec<T>>, Vec<Option<usize>>) {
+    let mut pins: Vec<Option<usize>> = Vec::new();
+    let mut groups: Vec<Vec<T>> = Vec::new();
+    for (it, &cpu) in items.into_iter().zip(cpus) {
+        match pins.iter().position(|&p| p == Some(cpu)) {
+            Some(g) => groups[g].push(it),
+            None => {
+                pins.push(Some(cpu));
+                groups.push(vec![it]);
+            }
+        }
+    }
+    (groups, pins)
 }
 
 /// Splits flows over `n` workers round-robin (flow i goes to worker i mod n).
@@ -672,4 +698,18 @@ pub fn spread<T>(items: Vec<T>, n: usize) -> Vec<Vec<T>> {
     }
     groups.retain(|g| !g.is_empty());
     groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flows_group_by_their_cpu_in_first_seen_order() {
+        let (groups, pins) = by_cpu(vec!["a", "b", "c", "d", "e"], &[3, 1, 3, 1, 0]);
+        assert_eq!(groups, vec![vec!["a", "c"], vec!["b", "d"], vec!["e"]]);
+        assert_eq!(pins, vec![Some(3), Some(1), Some(0)]);
+        let (groups, pins) = by_cpu(Vec::<u8>::new(), &[]);
+        assert!(groups.is_empty() && pins.is_empty());
+    }
 }

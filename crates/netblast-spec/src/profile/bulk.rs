@@ -78,6 +78,11 @@ pub struct BulkSection {
     /// (`SO_MAX_PACING_RATE`: payload bytes per second); none: as fast as TCP goes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bitrate: Option<crate::units::BitRate>,
+    /// Server CPUs for the server's ends of the flows, flow i's on the i-th (wrapping), one
+    /// pinned worker per CPU; none: the server's workers are not pinned (iperf3's default;
+    /// its `-A n,m` pins both ends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpus: Option<crate::units::CpuList>,
 }
 
 fn one() -> u32 {
@@ -105,6 +110,7 @@ impl Default for BulkSection {
             send_mode: SendMode::Copy,
             bytes: None,
             bitrate: None,
+            server_cpus: None,
         }
     }
 }

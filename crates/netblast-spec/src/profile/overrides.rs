@@ -110,8 +110,9 @@ pub struct Overrides {
     /// rr: SO_BUSY_POLL in microseconds on both ends.
     #[cfg_attr(feature = "clap", arg(long))]
     pub busy_poll: Option<u32>,
-    /// msgrate, rr, cps: server CPUs for the peer flows, flow i on the i-th (default: the client's
-    /// list; half the list away when the server is on this host).
+    /// msgrate, rr, cps, bulk: server CPUs for the peer flows, flow i on the i-th (default for
+    /// msgrate, rr and cps: the client's list, half the list away when the server is on this
+    /// host; for bulk: unpinned, as iperf3 without -A).
     #[cfg_attr(feature = "clap", arg(long))]
     pub server_cpus: Option<CpuList>,
     /// http: URL to request (repeat for several, used round-robin); paths go to --target.
@@ -232,7 +233,6 @@ impl Overrides {
         const MSG: &[Kind] = &[Kind::Msgrate];
         const RR: &[Kind] = &[Kind::Rr];
         const MSG_RR: &[Kind] = &[Kind::Msgrate, Kind::Rr];
-        const MSG_RR_CPS: &[Kind] = &[Kind::Msgrate, Kind::Rr, Kind::Cps];
         const RR_CPS: &[Kind] = &[Kind::Rr, Kind::Cps];
         const CPS: &[Kind] = &[Kind::Cps];
         const HTTP_CPS: &[Kind] = &[Kind::Http, Kind::Cps];
@@ -258,7 +258,7 @@ impl Overrides {
             ("--wait", self.wait.is_some(), RR),
             ("--busy-poll", self.busy_poll.is_some(), RR),
             ("--udp", self.udp, MSG_RR),
-            ("--server-cpus", self.server_cpus.is_some(), MSG_RR_CPS),
+            ("--server-cpus", self.server_cpus.is_some(), FLOWS),
             ("--url", !self.urls.is_empty(), HTTP),
             ("--method", self.method.is_some(), HTTP),
             ("--header", !self.headers.is_empty(), HTTP),
@@ -348,6 +348,9 @@ impl Overrides {
             // -b 0: as fast as TCP goes (iperf3's unlimited). A TCP test stays TCP: -u is the
             // only way to UDP.
             b.bitrate = (r.0 > 0.0).then_some(r);
+        }
+        if self.server_cpus.is_some() {
+            b.server_cpus = self.server_cpus.clone();
         }
     }
 

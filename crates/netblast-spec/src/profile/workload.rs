@@ -165,13 +165,15 @@ impl Workload {
             Workload::Msgrate(m) => m.server_cpus.as_ref(),
             Workload::Rr(r) => r.server_cpus.as_ref(),
             Workload::Cps(c) => c.server_cpus.as_ref(),
-            Workload::Bulk(_) | Workload::Http(_) => None,
+            Workload::Bulk(b) => b.server_cpus.as_ref(),
+            Workload::Http(_) => None,
         }
     }
 
-    /// Whether the kind pins each flow's server end (message kinds).
+    /// Whether each flow's server end is pinned: always for the message kinds, for bulk when
+    /// the profile names server CPUs.
     pub fn pins_server(&self) -> bool {
-        self.counts_msgs()
+        self.counts_msgs() || matches!(self, Workload::Bulk(b) if b.server_cpus.is_some())
     }
 
     /// TCP_NODELAY when the profile does not say: on for rr and cps (a latency test must not

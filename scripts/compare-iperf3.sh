@@ -3,11 +3,15 @@
 # median netblast/iperf3 receiver-throughput ratio and each end's CPU time per gigabyte moved,
 # at equal settings: the same send size (BLOCK, default 1M, iperf3 -l), 1 flow, 2 flows and
 # zero-copy sending (sendfile, iperf3 -Z), both tools without kernel statistics beyond their
-# own (netblast --probe off on both ends; the probe's cost is scripts/probe-overhead.sh's). A last line
-# compares each tool as shipped (netblast's 2 MiB sends and eBPF probe, iperf3's 128 KiB).
+# own (netblast --probe off on both ends; the probe's cost is scripts/probe-overhead.sh's), and
+# the same pinning: client on CPU 0, server on CPU 1 (PIN=C,S; iperf3 -A C,S, netblast --cpus C
+# --server-cpus S; PIN=none: neither pinned, netblast's client then pins itself as shipped). A
+# last line compares each tool as shipped (netblast's 2 MiB sends, eBPF probe and pinned client,
+# iperf3's 128 KiB sends, unpinned).
 #
 #   scripts/compare-iperf3.sh [ROUNDS] [SECONDS]      (defaults: 5 rounds of 5 s; BLOCK=1M)
 #   CONGESTION=cubic scripts/compare-iperf3.sh          (both tools with -C cubic)
+#   PIN=none scripts/compare-iperf3.sh                  (no pinning at equal settings)
 #
 # The congestion control decides more than the tools do on loopback: with bbr (its internal
 # pacing) every sender here moves about half of what it moves with cubic, and the ratio between
@@ -20,6 +24,10 @@ set -euo pipefail
 ROUNDS=${1:-5}
 SECS=${2:-5}
 BLOCK=${BLOCK:-1M}
+# Two CPUs or more: each end on its own, as the other tools' scripts do.
+if [[ -z "${PIN:-}" ]]; then
+  if (( $(nproc) >= 2 )); then PIN=0,1; else PIN=none; fi
+fi
 cd "$(dirname "$0")/.."
 command -v iperf3 >/dev/null || { echo "iperf3 is not installed (apt-get install iperf3)" >&2; exit 2; }
 cargo build --release -q -p netblast
@@ -54,6 +62,12 @@ run_nb() { # name args...   (SHIPPED=1: against the server with its probe)
 # Equal settings: the same send size, the same congestion control, and no probe.
 EQ_IP=(-l "$BLOCK")
 EQ_NB=(-l "${BLOCK}iB" --probe off)
+if [[ "$PIN" != none ]]; then
+  EQ_IP+=(-A "$PIN"); EQ_NB+=(--cpus "${PIN%,*}" --server-cpus "${PIN#*,}")
+  PINNED="client CPU ${PIN%,*}, server CPU ${PIN#*,} for both (iperf3 -A $PIN)"
+else
+  PINNED="none (netblast's client pins itself, iperf3 does not)"
+fi
 CC_USED=$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo unknown)
 if [[ -n "${CONGESTION:-}" ]]; then
   EQ_IP+=(-C "$CONGESTION"); EQ_NB+=(-C "$CONGESTION"); CC_USED="$CONGESTION (set for both)"
@@ -76,9 +90,9 @@ for r in $(seq 1 "$ROUNDS"); do
   echo "round $r/$ROUNDS done" >&2
 done
 
-python3 - "$WORK" "$ROUNDS" "$SECS" "$BLOCK" "$CC_USED" <<'PY'
+python3 - "$WORK" "$ROUNDS" "$SECS" "$BLOCK" "$CC_USED" "$PINNED" <<'PY'
 import json, os, statistics, sys
-work, rounds, secs, block, cc = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+work, rounds, secs, block, cc, pinned = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
 # Each run as (receiver bit/s, client CPU-s per GB, server CPU-s per GB): the CPU each end's
 # process spent over the run, per 10^9 bytes received.
 def ip(name):
@@ -99,6 +113,7 @@ med = statistics.median
 print("netblast vs iperf3 on loopback, %d rounds x %s s, medians (client and server share this machine's %d CPUs)"
       % (rounds, secs, os.cpu_count()))
 print("congestion control: %s; as shipped uses the host's default" % cc)
+print("pinning at equal settings: %s; as shipped: netblast's client pinned, the rest not" % pinned)
 print("%-22s %11s %11s %7s   %-24s %-24s" % ("test", "netblast", "iperf3", "ratio", "client CPU ms/GB nb/ip", "server CPU ms/GB nb/ip"))
 rows = (("1", "1 flow, -l " + block), ("2", "2 flows, -l " + block), ("z", "zero-copy, -l " + block),
         ("d", "as shipped"))

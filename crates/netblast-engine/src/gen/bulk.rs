@@ -634,7 +634,8 @@ pub fn spawn_workers(
 }
 
 /// Spawns an end's bulk workers: each sending stream gets its share of a byte budget (`--bytes`),
-/// the streams are spread round-robin over one worker per CPU of `end.bulk_cpus`.
+/// the streams are spread round-robin over one worker per CPU of `end.bulk_cpus`, except on a
+/// server asked to pin every stream (`server_cpus`): one worker per CPU named, with its streams.
 pub fn spawn(end: &End<'_>, b: &BulkSection, conns: Vec<Conn>) -> io::Result<Vec<std::thread::JoinHandle<()>>> {
     let senders = conns.iter().filter(|c| end.role(c.way) == FlowRole::Send).count() as u64;
     // A server's streams the client asked to pin (the profile's `server_cpus`): one worker per

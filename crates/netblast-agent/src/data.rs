@@ -112,13 +112,13 @@ fn hold<'a>(shared: &'a Shared, setup: &TestSetup) -> Result<Holding<'a>, String
     // Only where the streams carry the test's TCP data: a cps test's connections go to its
     // flows' own listeners, a UDP test's data is not TCP; the program would only cost them.
     let tcp_streams = setup.profile.kind() != Kind::Cps && !setup.profile.workload.uses_udp();
-    let probe = match tcp_streams.then(|| shared.probe.hold()) {
-        Some(Ok(a)) => Some(a),
-        Some(Err(e)) => {
-            tracing::warn!("eBPF probe: {e}; this test's server-side TCP statistics will be missing");
-            None
-        }
-        None => None,
+    let probe = match tcp_streams {
+        true => shared
+            .probe
+            .hold()
+            .map_err(|e| tracing::warn!("eBPF probe: {e}; this test's server-side TCP statistics will be missing"))
+            .ok(),
+        false => None,
     };
     shared.held.fds.fetch_add(fds, Ordering::Relaxed);
     shared.held.spinning.fetch_add(spinning, Ordering::Relaxed);

@@ -103,6 +103,11 @@ impl ClientError {
         )
     }
 
+    /// The error of setting up the eBPF probe for a run (`what` was being done).
+    pub fn of_probe(what: &str, e: netblast_probe::ProbeError) -> ClientError {
+        ClientError::Io { what: what.to_string(), error: io::Error::other(e.to_string()) }
+    }
+
     /// The error of a failed handshake with `peer`.
     pub fn of_handshake(peer: SocketAddr, e: HandshakeError) -> ClientError {
         match e {

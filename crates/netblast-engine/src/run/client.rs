@@ -194,16 +194,8 @@ pub fn run(
     let probe_stats_at_start = probe.run_stats();
     // The kernel callbacks (eBPF) must be on before the streams connect: the program attached
     // (an agent's probe is attached only while a test holds it), the port watched.
-    let _attached = probe.hold().map_err(|e| ClientError::Io {
-        what: "cannot attach the eBPF probe".into(),
-        error: io::Error::other(e.to_string()),
-    })?;
-    if let Err(e) = probe.watch_peer_port(peer.port()) {
-        return Err(ClientError::Io {
-            what: "cannot set up the eBPF probe".into(),
-            error: io::Error::other(e.to_string()),
-        });
-    }
+    let _attached = probe.hold().map_err(|e| ClientError::of_probe("cannot attach the eBPF probe", e))?;
+    probe.watch_peer_port(peer.port()).map_err(|e| ClientError::of_probe("cannot set up the eBPF probe", e))?;
     let setup = TestSetup {
         client_version: env!("CARGO_PKG_VERSION").to_string(),
         profile: plan.profile.clone(),

@@ -58,7 +58,7 @@ fn trim(bytes: &[u8]) -> &[u8] {
 
 /// Whether `token` occurs in `value`, ASCII case ignored (at once when it is the whole value,
 /// as `keep-alive`, `close` and `chunked` most often are).
-pub fn contains_ignore_case(value: &[u8], token: &[u8]) -> bool {
+fn contains_ignore_case(value: &[u8], token: &[u8]) -> bool {
     let v = trim(value);
     v.eq_ignore_ascii_case(token)
         || (v.len() > token.len() && v.windows(token.len()).any(|w| w.eq_ignore_ascii_case(token)))

@@ -293,10 +293,7 @@ impl Setup {
         let (group_watch, group_tag) = group.unzip();
         // The kernel callbacks (eBPF) must be on before the connections are made.
         for port in requests.iter().map(|r| r.endpoint.addr.port()).collect::<std::collections::BTreeSet<_>>() {
-            conn_probe.watch_peer_port(port).map_err(|e| ClientError::Io {
-                what: "cannot set up the eBPF probe".into(),
-                error: std::io::Error::other(e.to_string()),
-            })?;
+            conn_probe.watch_peer_port(port).map_err(|e| ClientError::of_probe("cannot set up the eBPF probe", e))?;
         }
         // The address this client reaches its (first) server from, as a bulk test's control
         // connection shows it: fleet parts name the client agent by it.

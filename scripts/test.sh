@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test suite: formatting, the code's shape, the deployment files against their tools, lints, then every crate's unit and integration tests, then the
+# The test suite: formatting, the code's shape, the deployment files against their tools, lints
+# and docs, then every crate's unit and integration tests, then the
 # `azure` feature (Azure discovery against a fake Resource Manager on loopback), then the truth
 # checks of `cargo bench` (short runs).
 # Tests that need root (eBPF, network namespaces) print SKIP with the reason when not root.
@@ -11,6 +12,8 @@ scripts/check-structure.py
 scripts/check-deploy.sh
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy -p netblast --features azure --all-targets --locked -- -D warnings
+# Public items are documented, and their docs' links resolve.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked -q
 # The default build has no Azure SDK in it.
 if cargo tree -p netblast --locked -e normal | grep -q 'azure_'; then
   echo "test.sh: the default build of netblast depends on the Azure SDK" >&2

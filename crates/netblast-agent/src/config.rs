@@ -161,7 +161,7 @@ pub struct ServeConfig {
     pub access: Access,
     /// Refusal counters (shared with whoever started the server).
     pub stats: Arc<ServeStats>,
-    /// How it takes fleet orders (its data port is filled in by [`serve`]).
+    /// How it takes fleet orders (its data port is filled in by [`crate::serve`]).
     pub agent: AgentConfig,
     /// A coordinator to dial and take orders from (`--register HOST:PORT`).
     pub register: Option<String>,

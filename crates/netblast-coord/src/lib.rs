@@ -12,7 +12,7 @@
 //! - [`config`]: a fleet's settings, errors, live events and bounds.
 //! - [`roster`]: phases 1-2: agents connected, registered and clocked; the tests paired.
 //! - [`collect`]: phases 3-5: orders at T0, frames collected and logged, the merged result.
-//! - [`run`]: the fleet, phase by phase.
+//! - [`run`](mod@run): the fleet, phase by phase.
 //! - [`live`]: what a fleet shows while it runs: lines for a person, Prometheus metrics.
 
 #![warn(missing_docs)]

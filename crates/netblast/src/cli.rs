@@ -192,8 +192,9 @@ pub struct FleetArgs {
     /// FAIL; any failure exits 4.
     #[arg(long = "assert", value_name = "EXPR", value_parser = parse_assertion)]
     pub assert: Vec<netblast_spec::assert::Assertion>,
-    /// Client agents (they originate the tests): HOST[:PORT],... ; @FILE; dns:NAME[:PORT]
-    /// (every address the name has); registered:GROUP:N (wait for N agents of GROUP).
+    /// Client agents (they originate the tests): HOST or HOST:PORT, comma separated; @FILE;
+    /// dns:NAME or dns:NAME:PORT (every address the name has); registered:GROUP:N (wait for N
+    /// agents of GROUP).
     #[arg(long, value_name = "LIST")]
     pub clients: String,
     /// Server agents (the peers): the same forms. Not needed for http against --url.

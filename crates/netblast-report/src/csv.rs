@@ -156,11 +156,7 @@ fn head(iv: &Interval) -> Row {
 }
 
 fn way(w: Way) -> String {
-    match w {
-        Way::Up => "up",
-        Way::Down => "down",
-    }
-    .into()
+    w.name().into()
 }
 
 /// The result's intervals as CSV, header ([`COLUMNS`]) first: per way, the streams' srtt mean

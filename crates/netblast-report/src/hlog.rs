@@ -7,7 +7,6 @@
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
 use netblast_spec::hist::hist_of;
-use netblast_spec::profile::Way;
 use netblast_spec::RunResult;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -31,13 +30,7 @@ pub fn write(r: &RunResult) -> Result<(Vec<u8>, usize), String> {
     for iv in &r.intervals {
         let start = Duration::from_secs_f64(iv.start_s.max(0.0));
         let span = Duration::from_secs_f64((iv.end_s - iv.start_s).max(0.0));
-        let ways = iv.sums.iter().map(|s| {
-            let tag = match s.way {
-                Way::Up => "up",
-                Way::Down => "down",
-            };
-            (tag, hist_of(&s.latency))
-        });
+        let ways = iv.sums.iter().map(|s| (s.way.name(), hist_of(&s.latency)));
         let http = iv.http.iter().map(|h| ("http", hist_of(&h.latency)));
         for (tag, enc) in ways.chain(http) {
             let Some(enc) = enc else { continue };

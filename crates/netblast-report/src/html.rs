@@ -191,11 +191,7 @@ fn about(out: &mut String, runs: &[(String, &RunResult)]) {
             [] => "—".to_string(),
             [(_, c)] => esc(c),
             [(_, a), (_, b)] if a == b => esc(a),
-            many => many
-                .iter()
-                .map(|(w, c)| format!("{} {}", if *w == Way::Up { "up" } else { "down" }, esc(c)))
-                .collect::<Vec<_>>()
-                .join(", "),
+            many => many.iter().map(|(w, c)| format!("{} {}", w.name(), esc(c))).collect::<Vec<_>>().join(", "),
         }
     };
     row(out, "congestion control", each(&cc).into_iter());

@@ -741,10 +741,7 @@ pub fn headline(sum: &Summary) -> String {
         .ways
         .iter()
         .map(|w| {
-            let way = match w.way {
-                Way::Up => "up",
-                Way::Down => "down",
-            };
+            let way = w.way.name();
             let rate = w.receiver.map(|r| r.bits_per_s).unwrap_or(w.sender.bits_per_s);
             let mut t = format!("{way} {}", fmt_bits_per_s(rate));
             if let Some(m) = &w.msgs {
@@ -1073,10 +1070,7 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
         let source = probe.map(|p| p.tcp_source.as_str()).unwrap_or("?");
         let cc =
             crate::figures::congestion(r, w.way).map(|cc| format!(", congestion control {cc}")).unwrap_or_default();
-        let way = match w.way {
-            Way::Up => "up",
-            Way::Down => "down",
-        };
+        let way = w.way.name();
         let retrans = retransmissions(w.retransmits, w.retransmit_rate, w.spurious_retransmits);
         // The senders' MSS as the kernel settled it (after -M, the path and the peer's SYN).
         let mss: Vec<u32> = r

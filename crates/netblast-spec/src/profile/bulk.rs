@@ -26,6 +26,16 @@ pub enum Way {
     Down,
 }
 
+impl Way {
+    /// Its name in reports and logs: `up` or `down` (as serialized).
+    pub fn name(self) -> &'static str {
+        match self {
+            Way::Up => "up",
+            Way::Down => "down",
+        }
+    }
+}
+
 impl Direction {
     /// The ways a test of this direction uses, in report order.
     pub fn ways(self) -> &'static [Way] {
@@ -111,6 +121,18 @@ impl Default for BulkSection {
             bytes: None,
             bitrate: None,
             server_cpus: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_way_s_name_is_its_serialized_form() {
+        for w in [Way::Up, Way::Down] {
+            assert_eq!(serde_json::to_string(&w).unwrap(), format!("\"{}\"", w.name()));
         }
     }
 }

@@ -262,3 +262,46 @@ fn an_open_loop_short_of_connections_names_the_pool() {
         assert!(v.contains("the offered 20.0 k/s held"), "{v}");
     }
 }
+
+/// A receiver asks the kernel to wake it only once a millisecond of data at its recent rate is
+/// waiting (up to 1 MiB). When its link slows from gigabits to 2 Mbit/s mid-run, that mark must
+/// follow the rate down: a mark left at the old rate would hold the slow data unread for
+/// seconds, and the server's intervals would read zero while bytes arrived.
+#[test]
+fn a_receiver_whose_link_slows_down_counts_the_data_in_the_interval_it_came() {
+    if !util::netns_or_skip("limits: slowed link") {
+        return;
+    }
+    let ns = NetnsPair::create();
+    let (_srv, addr) = ns.serve(&ns.b);
+    let addr = format!("{}:{}", ns.addr_b, addr.port());
+    // A small send buffer: the sender's queue drains in well under a second at the slow rate.
+    let child = ns
+        .cmd(&ns.a, env!("CARGO_BIN_EXE_netblast"))
+        .args(["run", "--probe", "tcpinfo", "--target", &addr, "-t", "5", "--sndbuf", "64K", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let dev = format!("{}v", ns.a);
+    let st = Command::new("tc")
+        .args([
+            "-n", &ns.a, "qdisc", "add", "dev", &dev, "root", "tbf", "rate", "2mbit", "burst", "16kb", "limit", "32kb",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success(), "tc tbf");
+    let o = util::wait_output(child, Duration::from_secs(30));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: RunResult = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(r.complete, "{:?}", r.errors);
+    let recv = |i: usize| r.intervals[i].sums[0].received_bytes.expect("the server's count");
+    // Fast before the change (the mark then rises to hundreds of KiB at least).
+    assert!(recv(0) > 100_000_000, "first second: {} bytes", recv(0));
+    // After it, 2 Mbit/s is 250 kB a second: each whole second from 2 s on counts about that.
+    for i in 2..4 {
+        let (b, span) = (recv(i), r.intervals[i].end_s - r.intervals[i].start_s);
+        assert!(b > 80_000 && b < 400_000, "interval {i} ({span:.2} s) received {b} bytes: {:?}", r.intervals);
+    }
+}

@@ -9,6 +9,13 @@
 //! per interval and in total, and the kernel's TCP statistics (RTT, cwnd, retransmitted
 //! segments) sampled at each tick from the flow's [`FlowWatch`].
 //!
+//! Receivers read 1 MiB per call and ask the kernel to wake them only once about a millisecond
+//! of data at their recent rate is waiting (`SO_RCVLOWAT`, at most one read's worth, reviewed
+//! every [`LOWAT_REVIEW`]): a receiver woken for every segment costs both ends CPU per byte
+//! (on loopback the sender's CPU runs each wake-up), and an interval boundary then misplaces at
+//! most that millisecond of data. A profile that fixes the receive buffer (`-w`) keeps the
+//! kernel's default (woken per segment), so the window it sets is freed as soon as data lands.
+//!
 //! Send modes: `copy` (`send` from one pattern buffer per worker), `sendfile` (from an
 //! in-memory file holding the same pattern: no copy from user space) and `msg_zerocopy`
 //! (`send(MSG_ZEROCOPY)`, completions drained from the error queue).
@@ -53,6 +60,9 @@ pub struct BulkConfig {
     pub interval: Duration,
     /// When senders stop and receivers give up.
     pub timing: Timing,
+    /// Receivers let about a millisecond of data wait before the kernel wakes them (see the
+    /// module docs); false when the profile fixes the receive buffer.
+    pub batch_reads: bool,
 }
 
 /// Bytes read per `recv` call: large reads keep the receiver's syscall count low.
@@ -63,6 +73,28 @@ const BURST: usize = 16;
 pub const SETTLE: Duration = Duration::from_secs(2);
 /// Longest sleep in `epoll_wait`, so run flags are seen promptly.
 const MAX_WAIT: Duration = Duration::from_millis(50);
+/// A receiver's wake-up mark is this long of data at its recent rate.
+const LOWAT_SPAN: Duration = Duration::from_millis(1);
+/// The highest wake-up mark: one read.
+const LOWAT_MAX: usize = RECV_BYTES;
+/// Below this mark a receiver is woken for every segment, as by default: at such rates the
+/// wake-ups cost little.
+const LOWAT_MIN: usize = 16 << 10;
+/// How often each receiver's wake-up mark follows its rate. A receiver whose sender slows
+/// down waits at most this long (plus [`MAX_WAIT`]) for the data under its old mark.
+pub const LOWAT_REVIEW: Duration = Duration::from_millis(50);
+
+/// The wake-up mark (`SO_RCVLOWAT`) for a receiver reading `bytes_per_s`: [`LOWAT_SPAN`] of
+/// its data rounded down to a power of two, at most [`LOWAT_MAX`]; 1 (the kernel's default,
+/// woken for any byte) below [`LOWAT_MIN`].
+fn lowat_for(bytes_per_s: f64) -> usize {
+    let span = bytes_per_s * LOWAT_SPAN.as_secs_f64();
+    if span.is_nan() || span < LOWAT_MIN as f64 {
+        return 1;
+    }
+    let b = (span as usize).min(LOWAT_MAX);
+    1 << (usize::BITS - 1 - b.leading_zeros())
+}
 pub use crate::run::worker::SAMPLE_SHARE;
 
 struct Flow {
@@ -77,6 +109,10 @@ struct Flow {
     done: bool,
     last_byte: Instant,
     error: Option<String>,
+    /// Receivers: the wake-up mark set on the socket (1: the kernel's default).
+    lowat: usize,
+    /// Receivers: `total` at the last review of the mark.
+    at_review: u64,
 }
 
 impl Flow {
@@ -296,6 +332,8 @@ fn open_flows(flows: Vec<BulkFlow>, cfg: &BulkConfig, probe: &Probe) -> io::Resu
             done: false,
             last_byte: Instant::now(),
             error: None,
+            lowat: 1,
+            at_review: 0,
         });
     }
     Ok((poll, out, sender))
@@ -320,6 +358,8 @@ struct Loop<'a> {
     /// Where the next tick's kernel-statistics reading starts (flows are read in turn).
     cursor: usize,
     sampled: Sampled,
+    /// The last review of the receivers' wake-up marks; `None`: the marks stay the default.
+    reviewed: Option<Instant>,
 }
 
 impl<'a> Loop<'a> {
@@ -332,6 +372,7 @@ impl<'a> Loop<'a> {
         sender: Sender,
         start: Instant,
     ) -> Loop<'a> {
+        let reviewed = (cfg.batch_reads && flows.iter().any(|f| f.role == FlowRole::Recv)).then_some(start);
         Loop {
             active: flows.len(),
             seat,
@@ -348,13 +389,16 @@ impl<'a> Loop<'a> {
             last_tick_s: 0.0,
             cursor: 0,
             sampled: Sampled::default(),
+            reviewed,
         }
     }
 
     /// Ticks, bounds, bursts and waits until every flow is done.
     fn run(&mut self) {
         loop {
-            self.ticks(Instant::now());
+            let now = Instant::now();
+            self.ticks(now);
+            self.review_lowat(now);
             let stop_senders = self.bounds(Instant::now());
             if self.active == 0 {
                 return;
@@ -404,6 +448,31 @@ impl<'a> Loop<'a> {
             self.sampled.add(Sampled { read: read as u64, wanted: live as u64 });
             self.ctx.send(self.seat.index, Event::Interval { index, start_s: self.last_tick_s, end_s, flows: samples });
             self.last_tick_s = end_s;
+        }
+    }
+
+    /// Every [`LOWAT_REVIEW`], sets each live receiver's wake-up mark from the bytes it read
+    /// since the last review (one `setsockopt` when the mark changes). The kernel wakes a
+    /// receiver at once when its new, lower mark is already met.
+    fn review_lowat(&mut self, now: Instant) {
+        let Some(last) = self.reviewed else { return };
+        let secs = (now - last).as_secs_f64();
+        if secs < LOWAT_REVIEW.as_secs_f64() {
+            return;
+        }
+        self.reviewed = Some(now);
+        for f in self.flows.iter_mut().filter(|f| f.role == FlowRole::Recv && !f.done) {
+            let want = lowat_for((f.total - f.at_review) as f64 / secs);
+            f.at_review = f.total;
+            if want == f.lowat {
+                continue;
+            }
+            let mark = libc::c_int::try_from(want).unwrap_or(libc::c_int::MAX);
+            match crate::os::net::set_int_opt(f.fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, mark) {
+                Ok(()) => f.lowat = want,
+                // A kernel that refuses the mark: every receiver keeps the default.
+                Err(_) => self.reviewed = None,
+            }
         }
     }
 
@@ -663,6 +732,7 @@ pub fn spawn(end: &End<'_>, b: &BulkSection, conns: Vec<Conn>) -> io::Result<Vec
         send_mode: b.send_mode,
         interval,
         timing: end.timing,
+        batch_reads: end.profile.tcp.rcvbuf().is_none(),
     });
     match cpus.filter(|c| !c.is_empty()) {
         Some(cpus) => {
@@ -712,5 +782,21 @@ mod tests {
         assert_eq!(pins, vec![Some(3), Some(1), Some(0)]);
         let (groups, pins) = by_cpu(Vec::<u8>::new(), &[]);
         assert!(groups.is_empty() && pins.is_empty());
+    }
+
+    #[test]
+    fn a_receiver_s_wake_up_mark_is_a_millisecond_of_its_rate() {
+        // Idle, slow or unknown: woken for any byte, as by default.
+        for r in [0.0, 1e6, 15.9e6, f64::NAN] {
+            assert_eq!(lowat_for(r), 1, "{r} B/s");
+        }
+        // 16 MB/s is 16 000 B a millisecond: under 16 KiB.
+        assert_eq!(lowat_for(16e6), 1);
+        assert_eq!(lowat_for(16.4e6), 16 << 10);
+        // 1 Gbit/s: 125 000 B a millisecond -> 64 KiB.
+        assert_eq!(lowat_for(125e6), 64 << 10);
+        // 10 Gbit/s and faster: one read.
+        assert_eq!(lowat_for(1.25e9), RECV_BYTES);
+        assert_eq!(lowat_for(1e12), RECV_BYTES);
     }
 }

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-/// First four bytes of every connection (and of a [`ServerHello`](crate::handshake::ServerHello)).
+/// First four bytes of every connection (and of a `ServerHello` (handshake)).
 pub const MAGIC: [u8; 4] = *b"NBLT";
 /// Newest protocol version spoken by this build. Version 3: a fleet's frames carry intervals
 /// and results in the `netblast.run/3` form; control and stream connections are as in 2.

@@ -11,7 +11,7 @@
 //!
 //! Receivers read 1 MiB per call and ask the kernel to wake them only once about a millisecond
 //! of data at their recent rate is waiting (`SO_RCVLOWAT`, at most one read's worth, reviewed
-//! every [`LOWAT_REVIEW`]): a receiver woken for every segment costs both ends CPU per byte
+//! every 50 ms): a receiver woken for every segment costs both ends CPU per byte
 //! (on loopback the sender's CPU runs each wake-up), and an interval boundary then misplaces at
 //! most that millisecond of data. A profile that fixes the receive buffer (`-w`) keeps the
 //! kernel's default (woken per segment), so the window it sets is freed as soon as data lands.
@@ -82,7 +82,7 @@ const LOWAT_MAX: usize = RECV_BYTES;
 const LOWAT_MIN: usize = 16 << 10;
 /// How often each receiver's wake-up mark follows its rate. A receiver whose sender slows
 /// down waits at most this long (plus [`MAX_WAIT`]) for the data under its old mark.
-pub const LOWAT_REVIEW: Duration = Duration::from_millis(50);
+const LOWAT_REVIEW: Duration = Duration::from_millis(50);
 
 /// The wake-up mark (`SO_RCVLOWAT`) for a receiver reading `bytes_per_s`: [`LOWAT_SPAN`] of
 /// its data rounded down to a power of two, at most [`LOWAT_MAX`]; 1 (the kernel's default,

@@ -95,6 +95,7 @@ fn lowat_for(bytes_per_s: f64) -> usize {
     let b = (span as usize).min(LOWAT_MAX);
     1 << (usize::BITS - 1 - b.leading_zeros())
 }
+
 pub use crate::run::worker::SAMPLE_SHARE;
 
 struct Flow {
@@ -470,7 +471,8 @@ impl<'a> Loop<'a> {
             let mark = libc::c_int::try_from(want).unwrap_or(libc::c_int::MAX);
             match crate::os::net::set_int_opt(f.fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, mark) {
                 Ok(()) => f.lowat = want,
-                // A kernel that refuses the mark: every receiver keeps the default.
+                // A kernel that refuses the mark: no more reviews (a receiver left with a mark
+                // is still woken at its end of file and at its give-up bound).
                 Err(_) => self.reviewed = None,
             }
         }

@@ -21,31 +21,11 @@ chmod 755 "$WORK" # nginx's workers (user nobody) must reach the files it serves
 HTTP_PORT=${HTTP_PORT:-18180}
 HTTPS_PORT=${HTTPS_PORT:-18543}
 NCPU=$(nproc)
-scripts/nginx-local.sh "$WORK/nginx" "$HTTP_PORT" "$HTTPS_PORT" >"$WORK/nginx.out" 2>&1 &
-NGINX=$!
+NGINX=
 trap 'kill $NGINX 2>/dev/null || true; wait $NGINX 2>/dev/null || true; rm -rf "$WORK"' EXIT
-for _ in $(seq 1 50); do
-  curl -s -o /dev/null "http://127.0.0.1:$HTTP_PORT/" && break
-  sleep 0.1
-done
-URL="http://127.0.0.1:$HTTP_PORT/"
-# Measure what we mean to: a 200 with the 45-byte page, not an error page.
-BODY=$(curl -sf "$URL") || { echo "nginx does not answer 200 at $URL:" >&2; cat "$WORK/nginx.out" >&2; exit 1; }
-[ "${#BODY}" -ge 40 ] || { echo "unexpected body from $URL: $BODY" >&2; exit 1; }
-# Requests nginx has handled so far (its stub_status; the reading itself is one more).
-handled() { curl -sf "http://127.0.0.1:$HTTP_PORT/nginx_status" | awk 'NR == 3 { print $3 }'; }
-# shellcheck source=scripts/cost.sh
-. scripts/cost.sh
-NGINX_PIDS=$(pgrep -f "nginx: (master|worker)" | tr '\n' ' ')
-# Runs one client: its CPU and nginx's around it (NAME.cost), the requests nginx handled
-# meanwhile (NAME.handled).
-measured() { # name command...
-  local name=$1; shift
-  local h0; h0=$(handled)
-  process_cost "$name" "$NGINX_PIDS" "$@"
-  echo $(( $(handled) - h0 - 1 )) >"$WORK/$name.handled"
-  sleep 0.5
-}
+# shellcheck source=scripts/nginx-count.sh
+. scripts/nginx-count.sh
+nginx_up
 # The same request on the wire: wrk sends "Host" only unless told; netblast adds its user-agent.
 UA="user-agent: $("$NB" --version | tr ' ' '/')"
 run_wrk() { measured "wrk-$1" sh -c "wrk -t $NCPU -c $CONNS -d ${SECS}s -H '$UA' $URL >$WORK/wrk-$1.txt"; }

@@ -28,26 +28,11 @@ cc -O2 -o "$WORK/http" scripts/floor/http.c
 HTTP_PORT=${HTTP_PORT:-18190}
 HTTPS_PORT=${HTTPS_PORT:-18553}
 NCPU=$(nproc)
-scripts/nginx-local.sh "$WORK/nginx" "$HTTP_PORT" "$HTTPS_PORT" >"$WORK/nginx.out" 2>&1 &
-NGINX=$!
+NGINX=
 trap 'kill $NGINX 2>/dev/null || true; wait $NGINX 2>/dev/null || true; rm -rf "$WORK"' EXIT
-for _ in $(seq 1 50); do
-  curl -s -o /dev/null "http://127.0.0.1:$HTTP_PORT/" && break
-  sleep 0.1
-done
-URL="http://127.0.0.1:$HTTP_PORT/"
-curl -sf -o /dev/null "$URL" || { echo "nginx does not answer 200 at $URL:" >&2; cat "$WORK/nginx.out" >&2; exit 1; }
-handled() { curl -sf "http://127.0.0.1:$HTTP_PORT/nginx_status" | awk 'NR == 3 { print $3 }'; }
-# shellcheck source=scripts/cost.sh
-. scripts/cost.sh
-NGINX_PIDS=$(pgrep -f "nginx: (master|worker)" | tr '\n' ' ')
-measured() { # name command...
-  local name=$1; shift
-  local h0; h0=$(handled)
-  process_cost "$name" "$NGINX_PIDS" "$@"
-  echo $(( $(handled) - h0 - 1 )) >"$WORK/$name.handled"
-  sleep 0.5
-}
+# shellcheck source=scripts/nginx-count.sh
+. scripts/nginx-count.sh
+nginx_up
 UA="user-agent: $("$NB" --version | tr ' ' '/')"
 export UA
 # One process per CPU, the connections split between them, as wrk's threads and netblast's workers.

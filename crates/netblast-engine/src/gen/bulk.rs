@@ -456,11 +456,8 @@ impl<'a> Loop<'a> {
     /// since the last review (one `setsockopt` when the mark changes). The kernel wakes a
     /// receiver at once when its new, lower mark is already met.
     fn review_lowat(&mut self, now: Instant) {
-        let Some(last) = self.reviewed else { return };
+        let Some(last) = self.reviewed.filter(|&last| now - last >= LOWAT_REVIEW) else { return };
         let secs = (now - last).as_secs_f64();
-        if secs < LOWAT_REVIEW.as_secs_f64() {
-            return;
-        }
         self.reviewed = Some(now);
         for f in self.flows.iter_mut().filter(|f| f.role == FlowRole::Recv && !f.done) {
             let want = lowat_for((f.total - f.at_review) as f64 / secs);

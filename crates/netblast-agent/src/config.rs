@@ -19,9 +19,11 @@ pub const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the server waits for a test's `Start`: [`SETUP_TIMEOUT`] plus one reporting
 /// interval, since a client starts at the next interval boundary of the wall clock (up to one
 /// interval after its set-up). With a fixed 30 s an interval of 30 s or more had the server
-/// drop the test while the client still waited for its boundary.
+/// drop the test while the client still waited for its boundary. The interval counts up to
+/// [`MAX_INTERVAL`](netblast_spec::profile::MAX_INTERVAL) whatever a peer asks: a set-up holds
+/// one of the server's pending slots for 90 s at most.
 pub fn setup_timeout(interval: Duration) -> Duration {
-    SETUP_TIMEOUT.saturating_add(interval)
+    SETUP_TIMEOUT.saturating_add(interval.min(netblast_spec::profile::MAX_INTERVAL))
 }
 /// Server senders stop by themselves this long after the client's bound, if no `Stop` came.
 pub const SEND_GRACE: Duration = Duration::from_secs(5);
@@ -80,6 +82,40 @@ pub struct ServeStats {
     pub metrics: crate::metrics::ServeMetrics,
     /// Print one line per finished test on stderr (`netblast serve`, as `iperf3 -s` does).
     pub print_tests: AtomicBool,
+    log_budget: LogBudget,
+}
+
+/// Refusal lines logged in one second at most.
+pub const REFUSALS_LOGGED: u64 = 10;
+
+/// The refusal lines left to log this second.
+#[derive(Debug, Default)]
+struct LogBudget {
+    second: AtomicU64,
+    used: AtomicU64,
+    unlogged: AtomicU64,
+}
+
+impl LogBudget {
+    /// Whether one more line may be logged now; says, once a second, how many were not.
+    fn take(&self) -> bool {
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+        let then = self.second.load(Ordering::Relaxed);
+        if now != then && self.second.compare_exchange(then, now, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            self.used.store(0, Ordering::Relaxed);
+            let n = self.unlogged.swap(0, Ordering::Relaxed);
+            if n > 0 {
+                tracing::warn!(unlogged = n, "{n} more refused connections were not logged (over {REFUSALS_LOGGED} a second; counted in the metrics)");
+            }
+        }
+        if self.used.fetch_add(1, Ordering::Relaxed) < REFUSALS_LOGGED {
+            true
+        } else {
+            self.unlogged.fetch_add(1, Ordering::Relaxed);
+            false
+        }
+    }
 }
 
 impl ServeStats {
@@ -93,14 +129,18 @@ impl ServeStats {
         }
     }
 
-    /// Counts and logs a refused peer.
+    /// Counts and logs a refused peer: at most [`REFUSALS_LOGGED`] lines a second (a flood of
+    /// strangers would otherwise fill the disk); the rest are counted, in the metrics and in
+    /// one line that says how many went unlogged.
     pub fn refuse(&self, peer: SocketAddr, reason: Refusal, why: &str) {
         let n = self.counter(reason).fetch_add(1, Ordering::Relaxed) + 1;
         self.metrics
             .refused
             .get_or_create(&crate::metrics::label("reason", format!("{reason:?}").to_lowercase()))
             .inc();
-        tracing::warn!(%peer, reason = reason.words(), refused_so_far = n, "refused connection: {why}");
+        if self.log_budget.take() {
+            tracing::warn!(%peer, reason = reason.words(), refused_so_far = n, "refused connection: {why}");
+        }
     }
 
     /// How many peers were refused for `reason`.
@@ -126,6 +166,14 @@ pub struct Limits {
     /// Server flows that may busy-poll (rr `wait = spin`) at once, over all tests: each takes
     /// a CPU.
     pub spinning: usize,
+    /// Connections that have not yet proven who they are (read their header, finished the
+    /// handshake, shown their stream's tag), over all peers; a connection past it is closed
+    /// at once. `serve` holds it to a quarter of its descriptors: the rest is kept for peers
+    /// that proved themselves.
+    pub unproven: usize,
+    /// Of those, from one peer address. A netblast client proves each connection before it
+    /// opens the next (a stream waits for its ack), so a few are all one peer needs.
+    pub unproven_per_peer: usize,
 }
 
 impl Default for Limits {
@@ -137,6 +185,8 @@ impl Default for Limits {
             fd_headroom: 256,
             control_write_timeout: Duration::from_secs(10),
             spinning: cpus.saturating_sub(1).max(1),
+            unproven: 512,
+            unproven_per_peer: 32,
         }
     }
 }
@@ -232,6 +282,6 @@ mod setup_tests {
     fn the_wait_for_start_covers_one_interval_past_the_set_up_time() {
         assert_eq!(setup_timeout(Duration::from_secs(1)), Duration::from_secs(31));
         assert_eq!(setup_timeout(Duration::from_secs(60)), Duration::from_secs(90));
-        assert_eq!(setup_timeout(Duration::MAX), Duration::MAX, "no overflow");
+        assert_eq!(setup_timeout(Duration::MAX), Duration::from_secs(90), "a peer's interval is bounded");
     }
 }

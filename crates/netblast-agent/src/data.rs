@@ -125,7 +125,13 @@ fn hold<'a>(shared: &'a Shared, setup: &TestSetup) -> Result<Holding<'a>, String
     Ok(Holding { held: &shared.held, fds, spinning, _probe: probe })
 }
 
-pub(crate) async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: Header, shared: &Shared) {
+pub(crate) async fn stream_conn(
+    mut conn: TcpStream,
+    peer: SocketAddr,
+    header: Header,
+    shared: &Shared,
+    unproven: crate::shared::UnprovenSlot,
+) {
     let mut tag = [0u8; STREAM_TAG_LEN];
     if tokio::time::timeout(HANDSHAKE_TIMEOUT, conn.read_exact(&mut tag)).await.map_or(true, |r| r.is_err()) {
         shared.stats.refuse(peer, Refusal::Invalid, "stream without its tag");
@@ -140,6 +146,8 @@ pub(crate) async fn stream_conn(mut conn: TcpStream, peer: SocketAddr, header: H
         let _ = conn.write_all(&[offer.ack as u8]).await;
         return;
     };
+    // Its tag is its test's: proven.
+    drop(unproven);
     // A UDP flow: the client's port follows the header. Our socket is connected to exactly that
     // address and port (the address being the TCP peer's), so it exchanges datagrams with that
     // one peer and nobody else.

@@ -14,7 +14,7 @@
 //! agent dialing a coordinator (`serve --register`, role `register`): after the handshake both
 //! run [`session`].
 
-use crate::shared::Shared;
+use crate::shared::{OrderSlot, Shared};
 use netblast_engine::run::api::{Live, RunOptions};
 use netblast_engine::run::worker::RunFlags;
 use netblast_spec::fleet::{AgentHello, AgentMsg, CoordMsg, Order};
@@ -30,7 +30,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, Mutex};
 
-/// Most orders one session runs at once.
+/// Most orders one agent runs at once, over all its coordinators' sessions.
 pub const MAX_ORDERS: usize = 64;
 
 /// Interval frames an agent may queue for a coordinator that reads slowly; beyond that they
@@ -109,15 +109,21 @@ where
             }
             Ok(Some(CoordMsg::Order(order))) => {
                 running.retain(|r| !r.done.is_finished());
-                let busy = if running.len() >= MAX_ORDERS {
-                    Some(format!("{} orders are running: the most one agent runs at once", running.len()))
+                let slot = if running.iter().any(|r| r.id == order.id) {
+                    Err(format!("order {} is already running", order.id))
                 } else {
-                    running.iter().any(|r| r.id == order.id).then(|| format!("order {} is already running", order.id))
+                    OrderSlot::take(&shared.orders, MAX_ORDERS).map_err(|n| {
+                        format!("{n} orders are running on this agent: the most it runs at once ({MAX_ORDERS})")
+                    })
                 };
-                if let Some(reason) = busy {
-                    let _ = send(&wr, &AgentMsg::Refused { id: order.id, reason }).await;
-                    continue;
-                }
+                let slot = match slot {
+                    Ok(slot) => slot,
+                    Err(reason) => {
+                        tracing::warn!(%peer, order = order.id, "refused fleet order: {reason}");
+                        let _ = send(&wr, &AgentMsg::Refused { id: order.id, reason }).await;
+                        continue;
+                    }
+                };
                 match check_order(&order, &allow) {
                     Err(reason) => {
                         tracing::warn!(%peer, order = order.id, target = %order.target, "refused fleet order: {reason}");
@@ -132,7 +138,7 @@ where
                         if send(&wr, &AgentMsg::Accepted { id: order.id }).await.is_err() {
                             break "the coordinator's connection failed".into();
                         }
-                        running.push(start(*order, peer, &shared, wr.clone()));
+                        running.push(start(*order, peer, &shared, wr.clone(), slot));
                     }
                 }
             }
@@ -164,6 +170,11 @@ where
 /// allowlist.
 pub fn check_order(order: &Order, allow: &[Cidr]) -> Result<(), String> {
     order.profile.validate("the order's profile").map_err(|e| e.to_string())?;
+    if order.profile.workload.http().is_some_and(|h| h.body_file.is_some()) {
+        return Err(
+            "http.body_file: an agent opens no path a peer names; an order carries its body in http.body".into()
+        );
+    }
     let mut targets: Vec<(String, u16)> = Vec::new();
     match &order.profile.workload {
         Workload::Http(h) => {
@@ -192,7 +203,7 @@ pub fn check_order(order: &Order, allow: &[Cidr]) -> Result<(), String> {
 }
 
 /// Starts an accepted order on a thread of its own; its frames go to the coordinator.
-fn start<S>(order: Order, peer: SocketAddr, shared: &Arc<Shared>, wr: Writer<S>) -> Running
+fn start<S>(order: Order, peer: SocketAddr, shared: &Arc<Shared>, wr: Writer<S>, slot: OrderSlot) -> Running
 where
     S: AsyncWrite + Send + 'static,
 {
@@ -205,6 +216,8 @@ where
     let dropped = Arc::new(AtomicU64::new(0));
     let dropped_in = dropped.clone();
     let runner = std::thread::Builder::new().name(format!("netblast-order{id}")).spawn(move || {
+        // The order holds its place until its thread ends.
+        let _slot = slot;
         let outcome = (|| {
             let origin = format!("fleet order {id} ({}) from {peer}", order.label);
             let mut req = netblast_engine::run::Request::new(order.profile, origin, order.target);

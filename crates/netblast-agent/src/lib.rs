@@ -54,15 +54,20 @@ pub async fn serve(listener: TcpListener, cfg: ServeConfig, shutdown: impl Futur
     if let Err(e) = netblast_engine::os::sys::ensure_fds(hard) {
         tracing::warn!("{e}");
     }
+    // Strangers that have not proven themselves hold a quarter of the descriptors at most.
+    let mut limits = cfg.limits;
+    limits.unproven = limits.unproven.min((hard / 4).max(1) as usize);
     let shared = Arc::new(shared::Shared {
-        reg: Arc::new(Registry::new(cfg.limits.pending, cfg.limits.pending_per_peer)),
-        limits: cfg.limits,
+        reg: Arc::new(Registry::new(limits.pending, limits.pending_per_peer)),
+        limits,
         held: Held::default(),
         probe: cfg.probe,
         access: cfg.access,
         stats: cfg.stats,
         agent,
         bind_dev: cfg.bind_dev,
+        orders: Default::default(),
+        unproven: Default::default(),
     });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
@@ -75,11 +80,24 @@ pub async fn serve(listener: TcpListener, cfg: ServeConfig, shutdown: impl Futur
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok((conn, peer)) => {
+                    let slot = match shared::Unproven::take(&shared.unproven, peer.ip(), &shared.limits) {
+                        Ok(slot) => slot,
+                        Err(full) => {
+                            // Closed at once: a stranger's silent connections hold no more.
+                            drop(conn);
+                            let why = match full {
+                                shared::UnprovenFull::Peer(n) => format!("{n} of its connections have not proven themselves yet (--max-unproven-per-peer)"),
+                                shared::UnprovenFull::All(n) => format!("{n} connections have not proven themselves yet, the most this server holds"),
+                            };
+                            shared.stats.refuse(peer, netblast_wire::wire::Refusal::Limit, &why);
+                            continue;
+                        }
+                    };
                     let shared = shared.clone();
                     let stop = stop_rx.clone();
                     tasks.spawn(async move {
                         let _open = shared::OpenConnection::new();
-                        router::handle(conn, peer, shared, stop).await
+                        router::handle(conn, peer, shared, stop, slot).await
                     });
                 }
                 Err(e) => {

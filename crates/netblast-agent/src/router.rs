@@ -4,7 +4,7 @@
 //! registration refused.
 
 use crate::config::HANDSHAKE_TIMEOUT;
-use crate::shared::Shared;
+use crate::shared::{Shared, UnprovenSlot};
 use netblast_wire::wire::{self, Header, Refusal, Role, Session, StreamAck, HEADER_LEN};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,7 +13,15 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 /// Handles one accepted connection to the data port.
-pub async fn handle(mut conn: TcpStream, peer: SocketAddr, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
+/// `unproven` is the connection's place among those that have not proven themselves; it is
+/// given back once the connection has (its handshake done, its stream handed to its test).
+pub async fn handle(
+    mut conn: TcpStream,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+    unproven: UnprovenSlot,
+) {
     let mut hdr = [0u8; HEADER_LEN];
     // The magic first: a peer that is not netblast (an HTTP client, a port scanner) is turned
     // away as soon as its first bytes arrive, not when the handshake times out.
@@ -69,16 +77,18 @@ pub async fn handle(mut conn: TcpStream, peer: SocketAddr, shared: Arc<Shared>, 
                 let _ = conn.write_all(&[StreamAck::BadTag as u8]).await;
                 return;
             }
-            crate::data::stream_conn(conn, peer, header, &shared).await
+            crate::data::stream_conn(conn, peer, header, &shared, unproven).await
         }
         Role::Control => {
             let Some(session) = handshake(&mut conn, peer, &header, &hdr, allowed, &shared).await else { return };
+            drop(unproven);
             if let Err(e) = crate::data::control_conn(conn, peer, header.test_id, session, &shared, stop).await {
                 tracing::info!(%peer, test = %header.test_id, "control connection ended: {e}");
             }
         }
         Role::Fleet => {
             let Some(session) = handshake(&mut conn, peer, &header, &hdr, allowed, &shared).await else { return };
+            drop(unproven);
             if !session.authenticated {
                 let m = "orders need the token: this serve runs without --token-file".to_string();
                 shared.stats.refuse(peer, Refusal::Auth, &m);

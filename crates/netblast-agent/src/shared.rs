@@ -3,6 +3,7 @@
 use crate::config::{Access, AgentConfig, Held, Limits, ServeStats};
 use crate::registry::Registry;
 use netblast_probe::Probe;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -25,6 +26,85 @@ pub struct Shared {
     pub held: Held,
     /// The one interface this server's test sockets use (`serve --bind-dev`).
     pub bind_dev: Option<String>,
+    /// Fleet orders running now, over every coordinator's session.
+    pub orders: Arc<AtomicUsize>,
+    /// Connections that have not proven themselves yet.
+    pub unproven: Arc<Unproven>,
+}
+
+/// Connections that have not yet proven themselves, in all and by peer address.
+#[derive(Debug, Default)]
+pub struct Unproven {
+    by_peer: std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>,
+}
+
+/// Why a connection was closed before it could prove itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnprovenFull {
+    /// The peer holds this many already.
+    Peer(usize),
+    /// All peers together hold this many.
+    All(usize),
+}
+
+impl Unproven {
+    /// A place for one more connection from `ip`, within `limits`.
+    pub fn take(this: &Arc<Unproven>, ip: IpAddr, limits: &Limits) -> Result<UnprovenSlot, UnprovenFull> {
+        let mut m = this.by_peer.lock().unwrap_or_else(|e| e.into_inner());
+        let all: usize = m.values().sum();
+        let mine = m.get(&ip).copied().unwrap_or(0);
+        if mine >= limits.unproven_per_peer {
+            return Err(UnprovenFull::Peer(mine));
+        }
+        if all >= limits.unproven {
+            return Err(UnprovenFull::All(all));
+        }
+        *m.entry(ip).or_default() += 1;
+        Ok(UnprovenSlot { of: this.clone(), ip })
+    }
+
+    /// Connections not proven yet, in all.
+    pub fn count(&self) -> usize {
+        self.by_peer.lock().map(|m| m.values().sum()).unwrap_or(0)
+    }
+}
+
+/// One connection's place among the unproven, given back when it proves itself (dropped).
+#[derive(Debug)]
+pub struct UnprovenSlot {
+    of: Arc<Unproven>,
+    ip: IpAddr,
+}
+
+impl Drop for UnprovenSlot {
+    fn drop(&mut self) {
+        let mut m = self.of.by_peer.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = m.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// One running fleet order's place in [`Shared::orders`], given back on drop.
+#[derive(Debug)]
+pub(crate) struct OrderSlot(Arc<AtomicUsize>);
+
+impl OrderSlot {
+    /// Takes a place if fewer than `max` orders run; otherwise how many do.
+    pub(crate) fn take(orders: &Arc<AtomicUsize>, max: usize) -> Result<OrderSlot, usize> {
+        orders
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
+            .map(|_| OrderSlot(orders.clone()))
+    }
+}
+
+impl Drop for OrderSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Connections open in this process, on every port `serve` listens on.

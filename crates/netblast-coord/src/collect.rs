@@ -82,6 +82,13 @@ impl LiveAcc {
     }
 }
 
+/// The most intervals a test of `p` reports: its time bound and the part left out, in
+/// intervals, and two more (a partial last one, and one of grace).
+fn most_intervals(p: &netblast_spec::Profile) -> u64 {
+    let span = p.time_bound() + p.run.omit.map(|o| o.get()).unwrap_or_default();
+    (span.as_nanos() / p.run.interval().as_nanos().max(1)) as u64 + 2
+}
+
 /// The fleet from its orders to its result.
 pub struct Collect<'a> {
     roster: Roster<'a>,
@@ -229,6 +236,14 @@ impl<'a> Collect<'a> {
     /// client agent of a test does).
     fn frame(&mut self, agent: usize, msg: AgentMsg, raw: &[u8], at_ns: u64) {
         self.roster.agents[agent].last_frame_ns = at_ns;
+        if let Some((id, why)) = self.refused(agent, &msg) {
+            // Not logged: what an agent sends past its test's bounds takes no room.
+            let address = self.roster.agents[agent].address.clone();
+            if self.state[id].open() {
+                self.end_test(id, TestState::Failed(format!("agent {address} {why}: refused")));
+            }
+            return;
+        }
         if let Some(l) = self.log.as_mut() {
             if let Err(e) = l.frame(agent, at_ns, raw) {
                 let message = format!("cannot write the fleet log {}: {e}", l.path);
@@ -268,6 +283,22 @@ impl<'a> Collect<'a> {
             AgentMsg::Failed { error, .. } => self.end_test(id, TestState::Failed(error)),
             _ => {}
         }
+    }
+
+    /// Why a frame of `agent` is refused, with its test: an interval past the test's span, or
+    /// an interval or final result for a test that already has its result.
+    fn refused(&self, agent: usize, msg: &AgentMsg) -> Option<(usize, String)> {
+        let (id, index) = match msg {
+            AgentMsg::Interval { id, interval } => (*id as usize, Some(interval.index)),
+            AgentMsg::Final { id, .. } => (*id as usize, None),
+            _ => return None,
+        };
+        let t = self.tests.get(id).filter(|t| t.client == agent)?;
+        if self.state[id] == TestState::Done {
+            return Some((id, "sent a frame for a test whose result it already gave".into()));
+        }
+        let most = most_intervals(&t.profile);
+        index.filter(|i| u64::from(*i) >= most).map(|i| (id, format!("sent interval {i} of a test of {most} at most")))
     }
 
     /// Test `id` ended as `state`.

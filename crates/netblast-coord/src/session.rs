@@ -121,7 +121,7 @@ async fn introduce(s: &mut TcpStream) -> Result<(AgentHello, ClockInfo), String>
             other => return Err(format!("expected a clock reply, got {other:?}")),
         }
     }
-    let clock = fleet::clock_of(&samples).ok_or("no clock sample")?;
+    let clock = fleet::checked_clock(&samples)?;
     Ok((hello, clock))
 }
 

@@ -93,6 +93,21 @@ struct Read {
     cut: bool,
 }
 
+/// Whether `msg`, logged as `agent`'s, is a frame that agent may send: one of its own tests'
+/// (after the header that says whose each test is), or one that names no test.
+fn from_its_agent(header: Option<&LogHeader>, agent: usize, msg: &AgentMsg) -> bool {
+    let id = match msg {
+        AgentMsg::Interval { id, .. }
+        | AgentMsg::Final { id, .. }
+        | AgentMsg::Failed { id, .. }
+        | AgentMsg::Refused { id, .. }
+        | AgentMsg::Accepted { id }
+        | AgentMsg::Started { id, .. } => *id,
+        _ => return true,
+    };
+    header.and_then(|h| h.tests.get(id as usize)).is_some_and(|t| t.client == agent)
+}
+
 /// Reads a fleet log's records; a last line cut mid-record is left out and noted, a bad line
 /// elsewhere is an error naming it.
 fn read(text: &str) -> Result<Read, String> {
@@ -114,6 +129,11 @@ fn read(text: &str) -> Result<Read, String> {
         match rec {
             LogRecord::Fleet(h) => header = Some(*h),
             LogRecord::Failed { agent, why } => failed_agents.push((agent, why)),
+            // A test's frames count only from the agent it was ordered to, and its first final
+            // result only, as the coordinator took them.
+            LogRecord::Frame { agent, msg, .. } if !from_its_agent(header.as_ref(), agent, &msg) => {}
+            LogRecord::Frame { msg, .. } if matches!(&*msg, AgentMsg::Final { id, .. } if tests.get(id).is_some_and(|t| t.final_result.is_some())) =>
+                {}
             LogRecord::Frame { agent, msg, .. } => match *msg {
                 AgentMsg::Started { actual_start_unix_ns, .. } => {
                     let e = started.entry(agent).or_insert(actual_start_unix_ns);

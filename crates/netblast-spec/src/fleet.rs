@@ -176,6 +176,34 @@ impl ClockSample {
 /// Least clock exchanges per agent.
 pub const MIN_CLOCK_SAMPLES: usize = 8;
 
+/// The largest clock error an agent may have: past it, its answers cannot place a common start
+/// (the start lead grows with the worst error), and the agent is dropped from the fleet.
+pub const MAX_CLOCK_ERROR: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Checks an agent's clock answers: each says it held the probe for no less than 0 and no
+/// more than the whole round trip, and the clock they give is within [`MAX_CLOCK_ERROR`]. An
+/// error says which answer or bound failed.
+pub fn checked_clock(samples: &[ClockSample]) -> Result<ClockInfo, String> {
+    for (i, s) in samples.iter().enumerate() {
+        let held = s.t3 as i128 - s.t2 as i128;
+        let round = s.t4 as i128 - s.t1 as i128;
+        if held < 0 || held > round {
+            return Err(format!(
+                "clock answer {i} is impossible: it says it held the probe {held} ns of a {round} ns round trip"
+            ));
+        }
+    }
+    let clock = clock_of(samples).ok_or("no clock answer")?;
+    if clock.error_ns > MAX_CLOCK_ERROR.as_nanos() as u64 {
+        return Err(format!(
+            "its clock answers leave an error of {} ns, over the {} s a fleet allows",
+            clock.error_ns,
+            MAX_CLOCK_ERROR.as_secs()
+        ));
+    }
+    Ok(clock)
+}
+
 /// The clock of an agent from its exchanges: the least-delay sample's offset, within half its
 /// delay (the true offset lies within that whatever the two directions took).
 pub fn clock_of(samples: &[ClockSample]) -> Option<ClockInfo> {

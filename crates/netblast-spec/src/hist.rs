@@ -82,13 +82,17 @@ impl EncodedHistogram {
         })
     }
 
-    /// Decodes back into a histogram with the stored configuration.
+    /// Decodes back into a histogram with the stored configuration. What it allocates is
+    /// bounded by the input and by [`MAX_COUNTS`], whatever the encoding declares: the
+    /// compressed and inner lengths are checked against the bytes there are, and the
+    /// configuration against the stored one and the ceiling, before any buffer is sized.
     pub fn decode(&self) -> Result<Histogram<u64>, HistError> {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(&self.hdr_v2_deflate_b64)
             .map_err(|e| HistError::Base64(e.to_string()))?;
+        let plain = inflate_checked(&bytes, (self.lowest, self.highest, self.sigfig))?;
         let h: Histogram<u64> =
-            Deserializer::new().deserialize(&mut bytes.as_slice()).map_err(|e| HistError::Decode(format!("{e:?}")))?;
+            Deserializer::new().deserialize(&mut plain.as_slice()).map_err(|e| HistError::Decode(format!("{e:?}")))?;
         if h.len() != self.count {
             return Err(HistError::Decode(format!(
                 "count field says {} but the histogram holds {}",
@@ -98,6 +102,91 @@ impl EncodedHistogram {
         }
         Ok(h)
     }
+}
+
+/// The most counts a decoded histogram may hold (8 bytes each: 8 MiB). netblast's own
+/// latency histograms (1 ns to 100 s, 3 digits) hold 28 672.
+pub const MAX_COUNTS: u64 = 1 << 20;
+
+/// HDR V2 cookies (with the 0x10 word-size bits the Rust and Java writers set).
+const V2_COOKIE: u32 = 0x1c84_9303 | 0x10;
+const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
+/// The V2 header after the cookie: payload length, normalizing offset, digits, lowest,
+/// highest, integer-to-double ratio.
+const V2_HEADER: usize = 4 + 4 + 4 + 8 + 8 + 8;
+
+fn bad(what: String) -> HistError {
+    HistError::Decode(what)
+}
+
+/// How many counts an HDR histogram of this configuration holds (HdrHistogram's own sizing),
+/// or `None` for one that cannot be made.
+pub fn counts_len(lowest: u64, highest: u64, sigfig: u8) -> Option<u64> {
+    if lowest < 1 || sigfig > 5 || highest < lowest.checked_mul(2)? {
+        return None;
+    }
+    let single = 2 * 10u64.pow(sigfig as u32);
+    let sub_bucket_magnitude = (64 - (single - 1).leading_zeros()).max(1);
+    let sub_bucket_count = 1u64 << sub_bucket_magnitude;
+    let unit_magnitude = 63 - lowest.leading_zeros();
+    let mut smallest_untrackable = sub_bucket_count.checked_shl(unit_magnitude)?;
+    let mut buckets = 1u64;
+    while smallest_untrackable <= highest {
+        if smallest_untrackable > u64::MAX / 2 {
+            buckets += 1;
+            break;
+        }
+        smallest_untrackable <<= 1;
+        buckets += 1;
+    }
+    Some((buckets + 1) * (sub_bucket_count / 2))
+}
+
+/// The uncompressed V2 encoding of a V2 + DEFLATE histogram whose inner header matches
+/// `config` (lowest, highest, digits) and stays within [`MAX_COUNTS`]; inflated no further than
+/// the header allows.
+fn inflate_checked(bytes: &[u8], config: (u64, u64, u8)) -> Result<Vec<u8>, HistError> {
+    use std::io::Read;
+    let word = |b: &[u8], at: usize| -> u32 { u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) };
+    if bytes.len() < 8 || word(bytes, 0) != V2_COMPRESSED_COOKIE {
+        return Err(bad("not an HDR V2 + DEFLATE encoding (cookie)".into()));
+    }
+    let declared = word(bytes, 4) as usize;
+    if declared > bytes.len() - 8 {
+        return Err(bad(format!("declares {declared} compressed bytes, and {} follow", bytes.len() - 8)));
+    }
+    let (lowest, highest, sigfig) = config;
+    let counts = counts_len(lowest, highest, sigfig)
+        .ok_or_else(|| bad(format!("no histogram has bounds {lowest}..{highest} with {sigfig} digits")))?;
+    if counts > MAX_COUNTS {
+        return Err(bad(format!(
+            "bounds {lowest}..{highest} with {sigfig} digits need {counts} counts, over the {MAX_COUNTS} allowed"
+        )));
+    }
+    let mut z = flate2::read::ZlibDecoder::new(&bytes[8..8 + declared]);
+    let mut head = [0u8; 4 + V2_HEADER];
+    z.read_exact(&mut head).map_err(|e| bad(format!("its header does not inflate: {e}")))?;
+    let digits = word(&head, 12);
+    let low = u64::from_be_bytes(head[16..24].try_into().unwrap_or_default());
+    let high = u64::from_be_bytes(head[24..32].try_into().unwrap_or_default());
+    if word(&head, 0) != V2_COOKIE || (low, high, digits) != (lowest, highest, sigfig as u32) {
+        return Err(bad(format!(
+            "its header ({low}..{high}, {digits} digits) is not the stated configuration ({lowest}..{highest}, \
+             {sigfig} digits)"
+        )));
+    }
+    // Each count takes at most 9 bytes (a LEB128 varint of 64 bits); runs of zeros take fewer.
+    let payload = word(&head, 4) as u64;
+    if payload > counts * 9 {
+        return Err(bad(format!("declares {payload} payload bytes for {counts} counts (9 bytes each at most)")));
+    }
+    let mut plain = Vec::with_capacity(head.len() + payload as usize);
+    plain.extend_from_slice(&head);
+    z.take(payload).read_to_end(&mut plain).map_err(|e| bad(format!("its counts do not inflate: {e}")))?;
+    if plain.len() as u64 != head.len() as u64 + payload {
+        return Err(bad(format!("declares {payload} payload bytes, and {} inflate", plain.len() - head.len())));
+    }
+    Ok(plain)
 }
 
 /// A sum of histograms: the one accumulator every total goes through (the aggregator's per-way

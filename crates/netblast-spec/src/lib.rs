@@ -31,6 +31,7 @@ pub mod omit;
 pub mod plan;
 pub mod profile;
 pub mod result;
+pub mod sums;
 pub mod units;
 pub mod upgrade;
 pub mod verdict;

@@ -78,6 +78,9 @@ pub enum MergeError {
         /// What the clock errors allow, ms.
         allowed_ms: f64,
     },
+    /// A counter that would overflow, or a test given twice.
+    #[error("{0}")]
+    Sums(crate::sums::SumError),
     /// Two histograms that cannot be added.
     #[error("{what}: {a} and {b} cannot be added: {detail}")]
     Histogram {
@@ -339,6 +342,7 @@ fn merged_id(inputs: &[(&str, &RunResult)]) -> String {
 /// Merges results of concurrent tests into one: aligned on the reference clock, counters and
 /// histograms added, streams renumbered, each input kept as a part.
 pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
+    crate::sums::check(inputs).map_err(MergeError::Sums)?;
     let refs = reference_starts(inputs)?;
     let places = places(inputs, &refs)?;
     let first = inputs[0].1;
@@ -1216,25 +1220,49 @@ pub(crate) mod tests {
     #[test]
     fn other_schemas_kinds_intervals_and_histograms_are_refused() {
         let a = build(&one(&[(0, 1)]), T0, "a");
-        let mut v2 = a.clone();
+        // Each an other test (the same test twice is refused on its own).
+        let a2 = |id: &str| RunResult { test_id: id.into(), ..a.clone() };
+        let mut v2 = a2("v2");
         v2.schema = SCHEMA_V2.into();
         assert!(merge(&[("a", &a), ("v2.json", &v2)]).is_ok(), "a /2 result merges");
-        let mut v1 = a.clone();
+        let mut v1 = a2("v1");
         v1.schema = SCHEMA_V1.into();
         v1.start_unix_ns = None;
         assert!(merge(&[("a", &a), ("old.json", &v1)]).unwrap_err().to_string().contains("old.json"));
-        let mut bulk = a.clone();
+        let mut bulk = a2("bulk");
         bulk.plan.profile = Profile::load("bulk-1flow").unwrap().0;
         assert!(matches!(merge(&[("a", &a), ("b", &bulk)]), Err(MergeError::Kind { .. })));
-        let mut slow = a.clone();
+        let mut slow = a2("slow");
         slow.plan.profile.run.interval = Some("2s".parse().unwrap());
         assert!(matches!(merge(&[("a", &a), ("b", &slow)]), Err(MergeError::Interval { .. })));
-        let mut other = a.clone();
+        let mut other = a2("other");
         let h = Histogram::<u64>::new_with_bounds(1, 1_000_000, 2).unwrap();
         other.summary.ways[0].latency.as_mut().unwrap().hist = Some(EncodedHistogram::encode(&h).unwrap());
         let e = merge(&[("a.json", &a), ("c.json", &other)]).unwrap_err().to_string();
         assert!(e.contains("a.json") && e.contains("c.json") && e.contains("configuration"), "{e}");
         assert_eq!(merge(&[]).unwrap_err(), MergeError::Empty);
+    }
+
+    #[test]
+    fn a_total_past_u64_and_a_test_given_twice_are_refused_naming_the_input_and_field() {
+        // Found in the audit: a sender count of 2^64 - 1 wrapped the total below one part, and
+        // the same file given twice was accepted and doubled.
+        let a = build(&one(&[(0, 5)]), T0, "a");
+        let mut b = build(&one(&[(0, 7)]), T0, "b");
+        b.summary.ways[0].sender.bytes = u64::MAX;
+        let e = merge(&[("a.json", &a), ("b.json", &b)]).unwrap_err().to_string();
+        assert!(e.contains("b.json") && e.contains("summary.ways.sender.bytes") && e.contains("2^64"), "{e}");
+        let e = merge(&[("a.json", &a), ("again.json", &a)]).unwrap_err().to_string();
+        assert!(e.contains("a.json") && e.contains("again.json") && e.contains("twice"), "{e}");
+        // A merged result already holds its parts' tests.
+        let b = build(&one(&[(0, 7)]), T0, "b");
+        let ab = merge(&[("a.json", &a), ("b.json", &b)]).unwrap();
+        let e = merge(&[("ab.json", &ab), ("b.json", &b)]).unwrap_err().to_string();
+        assert!(e.contains("ab.json") && e.contains("b.json"), "{e}");
+        // Instants are not counters: many results of one day add.
+        let many: Vec<RunResult> = (0..12).map(|i| build(&one(&[(0, 1)]), T0, &format!("t{i}"))).collect();
+        let inputs: Vec<(&str, &RunResult)> = many.iter().map(|r| ("r", r)).collect();
+        assert!(merge(&inputs).is_ok());
     }
 
     #[test]

@@ -75,6 +75,14 @@ pub struct ServeArgs {
     /// Tests one peer address may have set up and waiting at once.
     #[arg(long, default_value_t = 16)]
     pub max_pending_per_peer: usize,
+    /// Connections one peer address may hold before they prove themselves (a netblast peer
+    /// needs a few; past it a new one is closed at once).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_unproven_per_peer: u32,
+    /// Connections all peers together may hold before they prove themselves (at most a
+    /// quarter of the descriptors; the rest is kept for peers that proved the token).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_unproven: u32,
     /// Server flows that may busy-poll (rr --wait spin) at once, each taking a CPU
     /// (default: usable CPUs - 1).
     #[arg(long)]
@@ -310,8 +318,12 @@ impl ServeArgs {
             Some(f) => Some(netblast_wire::auth::Token::from_file(f).map_err(|e| AppError::input(anyhow::anyhow!(e)))?),
             None => None,
         };
-        let mut limits =
-            netblast_agent::Limits { pending_per_peer: self.max_pending_per_peer.max(1), ..Default::default() };
+        let mut limits = netblast_agent::Limits {
+            pending_per_peer: self.max_pending_per_peer.max(1),
+            unproven_per_peer: self.max_unproven_per_peer as usize,
+            unproven: self.max_unproven as usize,
+            ..Default::default()
+        };
         if let Some(n) = self.max_spinning {
             limits.spinning = n;
         }

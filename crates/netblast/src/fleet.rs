@@ -13,7 +13,11 @@ use netblast_spec::RunResult;
 /// person). Says where the frame log goes when no `-o` or `--frames` chose it.
 pub fn config(a: &FleetArgs, human: bool) -> Result<(FleetConfig, Vec<String>), AppError> {
     let input = |e: String| AppError::input(anyhow::anyhow!(e));
-    let (profile, origin) = a.test.overrides.profile(a.test.profile.as_deref(), None).map_err(AppError::input)?;
+    let (mut profile, origin) = a.test.overrides.profile(a.test.profile.as_deref(), None).map_err(AppError::input)?;
+    // Agents open no path a peer names: the body travels in the orders.
+    if let Some(h) = profile.workload.http_mut() {
+        h.inline_body_file().map_err(input)?;
+    }
     let token = crate::cli::load_token(a.token_file.as_deref())?.ok_or_else(|| {
         input(
             "a fleet needs the agents' token: --token-file FILE or NETBLAST_TOKEN (agents take orders only from a \

@@ -27,6 +27,40 @@ pub struct RateStep {
     pub duration: Dur,
 }
 
+/// Largest request body (`http.body`, or the file `http.body_file` names): 8 MiB. A fleet
+/// carries the body in its orders, which travel in frames of at most 16 MiB.
+pub const MAX_BODY: u64 = 8 << 20;
+
+/// Reads a request body from the file at `path`, on the host the user runs netblast on: a
+/// regular file of at most [`MAX_BODY`] bytes (a FIFO, a device such as /dev/zero, or a
+/// directory is refused before it is opened, so nothing blocks or grows without bound).
+pub fn read_body_file(path: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let meta = std::fs::metadata(path).map_err(|e| format!("http.body_file: cannot read {path}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("http.body_file: {path} is not a regular file"));
+    }
+    if meta.len() > MAX_BODY {
+        return Err(format!("http.body_file: {path} has {} bytes, over the {MAX_BODY}-byte limit", meta.len()));
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("http.body_file: cannot read {path}: {e}"))?;
+    let mut body = Vec::with_capacity(meta.len() as usize);
+    f.take(MAX_BODY + 1).read_to_end(&mut body).map_err(|e| format!("http.body_file: cannot read {path}: {e}"))?;
+    if body.len() as u64 > MAX_BODY {
+        return Err(format!("http.body_file: {path} grew past the {MAX_BODY}-byte limit while it was read"));
+    }
+    Ok(body)
+}
+
+/// `O_NONBLOCK` (Linux): a file that turned into a FIFO between the check and the open does
+/// not block.
+const O_NONBLOCK: i32 = 0o4000;
+
 /// The `[http]` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -236,6 +270,19 @@ impl HttpSection {
         self.steps.iter().map(|s| s.duration.get()).sum()
     }
 
+    /// Replaces `body_file` by its content in `body`, for a profile that travels to agents: an
+    /// order carries its body as data, and agents open no path a peer names. The file must be
+    /// UTF-8 text (a body in a profile is a string).
+    pub fn inline_body_file(&mut self) -> Result<(), String> {
+        let Some(path) = self.body_file.take() else { return Ok(()) };
+        let bytes = read_body_file(&path)?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            format!("http.body_file: {path} is not UTF-8 text; a fleet carries the body in its orders as text")
+        })?;
+        self.body = Some(text);
+        Ok(())
+    }
+
     /// Checks the section; errors are (field, message).
     pub fn check(&self) -> Result<(), (&'static str, String)> {
         if self.urls.is_empty() {
@@ -265,6 +312,11 @@ impl HttpSection {
         }
         if self.body.is_some() && self.body_file.is_some() {
             return Err(("http.body", "set body or body_file, not both".into()));
+        }
+        if let Some(b) = &self.body {
+            if b.len() as u64 > MAX_BODY {
+                return Err(("http.body", format!("{} bytes is over the {MAX_BODY}-byte limit", b.len())));
+            }
         }
         if self.connections == 0 || self.connections > 100_000 {
             return Err(("http.connections", format!("{} is outside 1..100000", self.connections)));

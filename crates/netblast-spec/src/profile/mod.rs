@@ -17,7 +17,7 @@ mod workload;
 
 pub use bulk::{BulkSection, Direction, SendMode, Way};
 pub use cps::{CloseMode, CpsSection};
-pub use http::{HttpSection, HttpVersion, RateStep, StatusSet};
+pub use http::{read_body_file, HttpSection, HttpVersion, RateStep, StatusSet, MAX_BODY};
 pub use msgrate::{MsgrateSection, Protocol, Receivers, RecvMode};
 pub use overrides::{is_url, Overrides};
 pub use rr::{RrSection, WaitMode};
@@ -158,6 +158,9 @@ pub struct BuiltinProfile {
 
 /// Longest test a profile may ask for; a guard against typos like `duration = "10h"`.
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+/// Longest reporting interval (iperf3's `-i` stops at 60 s too): a server waits for a test's
+/// start up to 30 s plus one interval, so the interval bounds how long a set-up may hold a slot.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(60);
 /// Upper bound applied when a test is bounded by a count only (e.g. `bulk.bytes`).
 pub const COUNT_ONLY_TIME_CAP: Duration = Duration::from_secs(600);
 /// Most flows one test may open.
@@ -242,6 +245,12 @@ impl Profile {
         }
         if self.run.interval() < Duration::from_millis(10) {
             return Err(("run.interval", "must be at least 10ms".into()));
+        }
+        if self.run.interval() > MAX_INTERVAL {
+            return Err((
+                "run.interval",
+                format!("{} is longer than the {}s limit", Dur(self.run.interval()), MAX_INTERVAL.as_secs()),
+            ));
         }
         if let Some(o) = self.run.omit {
             if self.kind() != Kind::Bulk {

@@ -64,9 +64,7 @@ fn prepare(
 ) -> Result<(Vec<Prepared>, bool), ClientError> {
     let body = match (&h.body, &h.body_file) {
         (Some(b), _) => Bytes::from(b.clone().into_bytes()),
-        (None, Some(path)) => {
-            Bytes::from(std::fs::read(path).map_err(|e| bad(format!("cannot read the request body from {path}: {e}")))?)
-        }
+        (None, Some(path)) => Bytes::from(netblast_spec::profile::read_body_file(path).map_err(bad)?),
         (None, None) => Bytes::new(),
     };
     let method = Method::from_bytes(h.method.as_bytes()).map_err(|_| bad(format!("invalid method {:?}", h.method)))?;

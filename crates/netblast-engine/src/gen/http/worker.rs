@@ -420,6 +420,10 @@ async fn dispatch(
                 }
             }
         };
+        // The wait for a free connection may have outlasted the run's stop.
+        if flags.stopping() || job.early.stopping() {
+            break;
+        }
         if slot_txs[slot].send((j, intended)).is_err() {
             break;
         }
@@ -481,13 +485,19 @@ impl Drop for Conn {
 
 /// Waits for a usable connection: the one there is, the one another lane is opening, or a new
 /// one opened here. Returns whether this lane opened it, or `None` when opening failed (the
-/// failure is counted against this request).
+/// failure is counted against this request) or the run stopped at its first handshakes (the
+/// request is not sent, and not counted).
 async fn connect(conn: &Conn, p: &Prepared, job: &Job) -> Option<bool> {
     let state = &conn.state;
     while !conn.usable() {
         if conn.opening.get() {
             conn.opened.notified().await;
             continue;
+        }
+        // A run stopped at its first handshakes opens no more connections: each connection
+        // fails its handshake once at most, whatever was queued or due when the stop came.
+        if job.early.stopping() {
+            return None;
         }
         conn.close();
         conn.opening.set(true);

@@ -567,11 +567,16 @@ fn delay_checks(name: &str, l: &netblast_spec::hist::LatencySummary, delay_ms: f
 }
 
 /// `truth.pacing`: `-b` over TCP (bulk.bitrate, the kernel's pacing) held every whole interval,
-/// read at the receiver: 500 Mbit/s one flow client to server, 2 x 150 Mbit/s server to client.
+/// read at the receiver: 1, 5 and 500 Mbit/s one flow client to server, 2 x 150 Mbit/s server
+/// to client. The sender's total is what went out (not what its socket buffer took at once),
+/// and the receiver's last byte comes when the test's bound ends, not seconds later.
 fn truth_pacing(server: &LocalServer) -> Result<(), String> {
+    use netblast_spec::profile::Direction;
     for (name, direction, flows, per_flow) in [
-        ("forward_500m", netblast_spec::profile::Direction::Forward, 1, 500e6),
-        ("reverse_2x150m", netblast_spec::profile::Direction::Reverse, 2, 150e6),
+        ("forward_1m", Direction::Forward, 1, 1e6),
+        ("forward_5m", Direction::Forward, 1, 5e6),
+        ("forward_500m", Direction::Forward, 1, 500e6),
+        ("reverse_2x150m", Direction::Reverse, 2, 150e6),
     ] {
         let p = profile("bulk-1flow", |p| {
             p.run.duration = Some(Dur(secs().max(Duration::from_secs(3))));
@@ -580,6 +585,11 @@ fn truth_pacing(server: &LocalServer) -> Result<(), String> {
                 b.direction = direction;
                 b.flows = flows;
                 b.bitrate = Some(netblast_spec::units::BitRate(per_flow));
+            }
+            // Loopback's 64 KiB segments leave the kernel's pacing two of them (128 KiB, a
+            // second at 1 Mbit/s) per burst; a real link's segments are Ethernet's.
+            if per_flow < 100e6 {
+                p.tcp.mss = Some(1448);
             }
         })?;
         let r = run(server.addr, p)?;
@@ -600,6 +610,25 @@ fn truth_pacing(server: &LocalServer) -> Result<(), String> {
             "Mbit/s",
             Tolerance::Rel(0.02),
             "-b over TCP: the interval furthest from the rate, received (iperf3 -b for TCP; within 2%)",
+        );
+        let way = r.summary.ways.first().ok_or("no way in the summary")?;
+        truth::check(
+            &format!("truth.pacing.{name}.sender"),
+            way.sender.bits_per_s / 1e6,
+            target / 1e6,
+            "Mbit/s",
+            Tolerance::Rel(0.02),
+            "-b over TCP: the sender's total rate, what it sent and not what its buffer took (within 2%)",
+        );
+        let bound = r.plan.time_bound.get().as_secs_f64();
+        let last = way.receiver.map(|x| x.seconds).ok_or("no receiver total")?;
+        truth::check(
+            &format!("truth.pacing.{name}.ends_on_time"),
+            last,
+            bound,
+            "s",
+            Tolerance::Abs(0.25),
+            "-b over TCP: the receiver's last byte within 250 ms of the bound (no queue left to drain)",
         );
     }
     Ok(())

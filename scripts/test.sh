@@ -6,6 +6,10 @@
 # Tests that need root (eBPF, network namespaces) print SKIP with the reason when not root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# `--repeat N`: the flake finder (scripts/flakes.sh): the tests N times, each failure listed.
+if [ "${1:-}" = "--repeat" ]; then
+  exec scripts/flakes.sh "${2:?usage: scripts/test.sh --repeat N}"
+fi
 cargo fmt --all -- --check
 # No two files of a crate import each other; no function outside tests over 150 lines.
 scripts/check-structure.py

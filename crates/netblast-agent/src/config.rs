@@ -279,6 +279,14 @@ mod setup_tests {
     use super::*;
 
     #[test]
+    fn refusal_lines_are_logged_ten_a_second_at_most() {
+        let b = LogBudget::default();
+        // 1000 refusals within one second, or two if the second turns meanwhile.
+        let logged = (0..1000).filter(|_| b.take()).count() as u64;
+        assert!((REFUSALS_LOGGED..=2 * REFUSALS_LOGGED).contains(&logged), "{logged} lines for 1000 refusals");
+    }
+
+    #[test]
     fn the_wait_for_start_covers_one_interval_past_the_set_up_time() {
         assert_eq!(setup_timeout(Duration::from_secs(1)), Duration::from_secs(31));
         assert_eq!(setup_timeout(Duration::from_secs(60)), Duration::from_secs(90));

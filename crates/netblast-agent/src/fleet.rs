@@ -341,6 +341,25 @@ mod tests {
     }
 
     #[test]
+    fn an_order_that_names_a_file_is_refused_and_a_body_travels_as_data_within_its_cap() {
+        // Found in the audit: `http.body_file = "/etc/shadow"` had every agent read it as root.
+        let allow: Vec<Cidr> = vec!["127.0.0.0/8".parse().unwrap()];
+        let mut o = order("http-max", "127.0.0.1:80", Some("/"));
+        let h = o.profile.workload.http_mut().unwrap();
+        h.method = "POST".into();
+        h.body_file = Some("/etc/shadow".into());
+        let e = check_order(&o, &allow).unwrap_err();
+        assert!(e.contains("http.body_file") && e.contains("opens no path"), "{e}");
+        let h = o.profile.workload.http_mut().unwrap();
+        h.body_file = None;
+        h.body = Some("x".repeat(1000));
+        assert!(check_order(&o, &allow).is_ok());
+        o.profile.workload.http_mut().unwrap().body = Some("x".repeat(netblast_spec::profile::MAX_BODY as usize + 1));
+        let e = check_order(&o, &allow).unwrap_err();
+        assert!(e.contains("http.body") && e.contains("limit"), "{e}");
+    }
+
+    #[test]
     fn the_default_allowlist_is_this_hosts_networks() {
         let a = crate::config::AgentConfig::default().allowlist();
         assert!(a.iter().any(|n| n.contains("127.0.0.1".parse().unwrap())));

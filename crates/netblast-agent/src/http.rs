@@ -441,6 +441,12 @@ async fn respond_as_asked(req: Request<Incoming>, st: &State) -> Response<Body> 
         precise_sleep(delay).await;
     }
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    // 1xx, 204 and 304 answers carry no body (RFC 9110 8.6, 15.3.5, 15.4.5): no length either.
+    if status.is_informational() || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+        let mut r = Response::new(Full::new(Bytes::new()).map_err(|e| match e {}).boxed());
+        *r.status_mut() = status;
+        return r;
+    }
     let body: Body = if abort {
         // Promise the whole body, deliver half, then fail: the connection is closed mid-response.
         let half = st.data.slice(0..((size / 2) as usize).min(st.data.len()));

@@ -16,7 +16,7 @@ use netblast_spec::RunResult;
 use std::fmt::Write;
 
 /// The header of [`intervals`].
-pub const COLUMNS: [&str; 30] = [
+pub const COLUMNS: [&str; 31] = [
     "index",
     "start_s",
     "end_s",
@@ -40,6 +40,7 @@ pub const COLUMNS: [&str; 30] = [
     "requests_sent",
     "responses",
     "request_errors",
+    "failed_status",
     "responses_per_s",
     "target_rate",
     "latency_count",
@@ -199,6 +200,7 @@ pub fn intervals(r: &RunResult) -> String {
                 ("requests_sent", h.sent.to_string()),
                 ("responses", h.completed.to_string()),
                 ("request_errors", h.errors.to_string()),
+                ("failed_status", h.failed_status.to_string()),
                 ("responses_per_s", format!("{:.1}", h.responses_per_s)),
                 ("target_rate", rate(h.target_rate)),
             ]);

@@ -212,7 +212,8 @@ fn http_interval(iv: &Interval, profile: &Profile) -> String {
         lat(|l| l.p50_ns),
         lat(|l| l.p99_ns),
         lat(|l| l.max_ns),
-        h.errors,
+        // A response with a status outside the expected set failed as surely as a reset.
+        h.errors + h.failed_status,
         h.late
     )
 }
@@ -650,6 +651,17 @@ fn http_summary(s: &mut String, r: &RunResult) {
         None => {
             let _ = writeln!(s, "  Rate:         {} responses", fmt_per_s(h.responses_per_s));
         }
+    }
+    // What succeeded beside what was answered (wrk's "Non-2xx", k6's http_req_failed): a
+    // refusal answered fast is not throughput.
+    if h.succeeded < h.sent {
+        let _ = writeln!(
+            s,
+            "  Succeeded:    {} (a status in {}), of {} answered",
+            fmt_per_s(h.succeeded as f64 / h.seconds.max(1e-9)),
+            r.plan.profile.workload.http().map(|x| x.expected().to_string()).unwrap_or_default(),
+            fmt_per_s(h.responses_per_s)
+        );
     }
     let secs = h.seconds.max(1e-9);
     let _ = writeln!(

@@ -11,7 +11,8 @@
 //! | `retransmits` | retransmitted segments, all ways; with `%`, retransmitted / sent segments | count, or `%` |
 //! | `errors` | the run's error records (connections lost, streams failed, server reports refused) | count |
 //! | `http.failed` | HTTP requests without a successful response (sent − succeeded) | count, or `%` of sent |
-//! | `rps` | HTTP responses per second | count (`k`, `M`) |
+//! | `rps` | HTTP responses per second (any status) | count (`k`, `M`) |
+//! | `rps.ok` | HTTP responses per second with an expected status (`--expect-status`) | count (`k`, `M`) |
 //! | `msgs` | messages per second received (sent, where no receiver counted) | count (`k`, `M`) |
 //! | `lost` | messages sent and never received: UDP datagrams, rr requests over UDP without a response, cps connections that failed; with `%`, of those sent | count, or `%` |
 //! | `jitter` | UDP interarrival jitter (RFC 3550) at the receivers (the worst way) | as latency |
@@ -79,6 +80,8 @@ enum Metric {
     Errors,
     HttpFailed,
     Rps,
+    /// HTTP responses per second with an expected status.
+    RpsOk,
     Msgs,
     Lost,
     Jitter,
@@ -119,6 +122,7 @@ impl Metric {
             "errors" => Metric::Errors,
             "http.failed" => Metric::HttpFailed,
             "rps" => Metric::Rps,
+            "rps.ok" => Metric::RpsOk,
             "msgs" => Metric::Msgs,
             "lost" => Metric::Lost,
             "jitter" => Metric::Jitter,
@@ -141,7 +145,7 @@ impl Metric {
             Metric::Latency(_) | Metric::KernelRtt(_) | Metric::Jitter => Dim::Time,
             Metric::Retransmits | Metric::HttpFailed | Metric::Lost => Dim::CountOrPercent,
             Metric::Limited(_) => Dim::Percent,
-            Metric::Errors | Metric::Rps | Metric::Msgs => Dim::Count,
+            Metric::Errors | Metric::Rps | Metric::RpsOk | Metric::Msgs => Dim::Count,
         }
     }
 }
@@ -159,7 +163,7 @@ pub struct Assertion {
 }
 
 const METRICS: &str = "throughput[.up|.down], p50..p99.99, latency.min|mean|max, rtt.p50..rtt.max, \
-                       retransmits, errors, http.failed, rps, msgs, lost, jitter, \
+                       retransmits, errors, http.failed, rps, rps.ok, msgs, lost, jitter, \
                        rwnd_limited, sndbuf_limited, cwnd_limited, app_limited";
 
 impl Assertion {
@@ -201,7 +205,7 @@ impl Assertion {
             match self.metric.dim() {
                 Dim::BitRate => crate::units::fmt_bits_per_s(x),
                 Dim::Time => crate::units::fmt_ns(x),
-                _ if matches!(self.metric, Metric::Rps | Metric::Msgs) => crate::units::fmt_per_s(x),
+                _ if matches!(self.metric, Metric::Rps | Metric::RpsOk | Metric::Msgs) => crate::units::fmt_per_s(x),
                 _ => format!("{x:.0}"),
             }
         };
@@ -274,6 +278,10 @@ impl Assertion {
                 })
             }
             Metric::Rps => Ok(s.http.as_ref().ok_or("not an HTTP result")?.responses_per_s),
+            Metric::RpsOk => {
+                let h = s.http.as_ref().ok_or("not an HTTP result")?;
+                Ok(h.succeeded as f64 / h.seconds.max(1e-9))
+            }
             Metric::Msgs => {
                 let msgs: Vec<f64> = s
                     .ways
@@ -398,6 +406,22 @@ fn parse_value(v: &str, dim: Dim) -> Result<(f64, bool), String> {
     Ok(scaled)
 }
 
+/// The threshold an HTTP run gets when no `--assert` names `http.failed`: more than 1% of its
+/// requests without a successful response fails the run (exit 4), as a k6 threshold would.
+pub const DEFAULT_HTTP_FAILED: &str = "http.failed<=1%";
+
+/// `assertions` and the defaults that apply to `r`: [`DEFAULT_HTTP_FAILED`] for an HTTP result
+/// whose assertions do not judge `http.failed` themselves (`--assert 'http.failed<=100%'`
+/// accepts any share).
+pub fn with_defaults(assertions: &[Assertion], r: &RunResult) -> Vec<Assertion> {
+    let mut all = assertions.to_vec();
+    let judged = assertions.iter().any(|a| a.metric == Metric::HttpFailed);
+    if r.summary.http.is_some() && !judged {
+        all.push(Assertion::parse(DEFAULT_HTTP_FAILED).expect("the default threshold parses"));
+    }
+    all
+}
+
 /// Checks every assertion; the verdicts in order, and whether all passed.
 pub fn check_all(assertions: &[Assertion], r: &RunResult) -> (Vec<Verdict>, bool) {
     let v: Vec<Verdict> = assertions.iter().map(|a| a.check(r)).collect();
@@ -422,7 +446,7 @@ pub struct Figure {
 }
 
 /// The metrics [`headline`] looks up, in order: name, assertion text, higher is better.
-const HEADLINE: [(&str, &str, bool); 20] = [
+const HEADLINE: [(&str, &str, bool); 21] = [
     ("throughput", "throughput>=0bit/s", true),
     ("throughput.up", "throughput.up>=0bit/s", true),
     ("throughput.down", "throughput.down>=0bit/s", true),
@@ -431,6 +455,7 @@ const HEADLINE: [(&str, &str, bool); 20] = [
     ("lost%", "lost>=0%", false),
     ("jitter", "jitter>=0ns", false),
     ("rps", "rps>=0", true),
+    ("rps.ok", "rps.ok>=0", true),
     ("p50", "p50>=0ns", false),
     ("p90", "p90>=0ns", false),
     ("p99", "p99>=0ns", false),
@@ -497,7 +522,9 @@ fn label(name: &str, r: &RunResult) -> String {
         "lost" => lost.into(),
         "lost%" => format!("{lost}, % of sent"),
         "jitter" => "jitter (RFC 3550)".into(),
-        "rps" => "responses per second".into(),
+        "rps" => "responses per second (any status)".into(),
+        "rps.ok" => "responses per second that succeeded".into(),
+        "errors" if kind == Kind::Http => "run errors (failed requests are counted apart)".into(),
         "p50" | "p90" | "p99" | "p99.9" => format!("{what_latency} {name}"),
         "latency.max" => format!("{what_latency} max"),
         "rtt.p50" => "kernel RTT p50".into(),

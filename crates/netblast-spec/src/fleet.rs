@@ -281,6 +281,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn clock_answers_outside_their_bounds_drop_the_agent_with_the_reason() {
+        let good = ClockSample { t1: 1_000, t2: 5_000_400, t3: 5_000_500, t4: 2_000 };
+        let c = checked_clock(&[good]).unwrap();
+        assert_eq!(c.error_ns, 450);
+        // Found in the audit: t2 - t3 = 10^15 ns put T0 in 2027 and every agent refused it.
+        let forged = ClockSample { t2: 1_000_000_000_000_000 + 5_000_500, ..good };
+        let e = checked_clock(&[good, forged]).unwrap_err();
+        assert!(e.contains("clock answer 1 is impossible"), "{e}");
+        // An agent that says it held the probe longer than the whole round trip.
+        let long = ClockSample { t3: good.t2 + 10_000, ..good };
+        assert!(checked_clock(&[long]).unwrap_err().contains("impossible"));
+        // A real but too slow exchange: 3 s round trips.
+        let slow = ClockSample { t1: 0, t2: 10, t3: 20, t4: 3_000_000_000 };
+        let e = checked_clock(&[slow]).unwrap_err();
+        assert!(e.contains("over the 1 s"), "{e}");
+        assert!(checked_clock(&[]).is_err());
+    }
+
+    #[test]
     fn the_least_delay_sample_sets_the_clock() {
         // Agent clock 1 ms ahead; the second exchange waited 3 ms on the way back.
         let s = [

@@ -342,8 +342,8 @@ fn merged_id(inputs: &[(&str, &RunResult)]) -> String {
 /// Merges results of concurrent tests into one: aligned on the reference clock, counters and
 /// histograms added, streams renumbered, each input kept as a part.
 pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
-    crate::sums::check(inputs).map_err(MergeError::Sums)?;
     let refs = reference_starts(inputs)?;
+    crate::sums::check(inputs).map_err(MergeError::Sums)?;
     let places = places(inputs, &refs)?;
     let first = inputs[0].1;
     let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
@@ -631,6 +631,7 @@ fn merge_http_interval(
         sent,
         completed,
         errors: sum(|h| h.errors),
+        failed_status: sum(|h| h.failed_status),
         late: sum(|h| h.late),
         responses_per_s: rate(completed as f64, secs),
         target_rate: (!targets.is_empty()).then(|| targets.iter().sum()),

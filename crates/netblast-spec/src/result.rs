@@ -668,6 +668,10 @@ pub struct HttpInterval {
     pub completed: u64,
     /// Requests that failed (no complete response).
     pub errors: u64,
+    /// Responses with a status outside the expected set (`--expect-status`): counted in
+    /// `completed`, and failures all the same.
+    #[serde(default)]
+    pub failed_status: u64,
     /// Open loop: requests sent later than their intended time by more than the lag allowance.
     pub late: u64,
     /// Completed responses per second.

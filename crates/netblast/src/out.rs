@@ -66,9 +66,12 @@ fn writable(path: &Path) -> Result<(), String> {
     }
 }
 
-/// Judges `assertions` on a result about to be written, keeping the verdicts in it.
+/// Judges `assertions` and the defaults that apply ([`netblast_spec::assert::with_defaults`]:
+/// an HTTP run's share of failed requests) on a result about to be written, keeping the
+/// verdicts in it.
 pub fn judge_into(assertions: &[Assertion], r: &mut RunResult) {
-    r.asserts = netblast_spec::assert::check_all(assertions, r).0;
+    let all = netblast_spec::assert::with_defaults(assertions, r);
+    r.asserts = netblast_spec::assert::check_all(&all, r).0;
 }
 
 /// Prints verdicts (on stderr beside JSON output); whether all passed.

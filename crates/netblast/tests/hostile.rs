@@ -347,3 +347,27 @@ fn one_address_cannot_take_every_responder_slot() {
     let (out, after) = served_within(|| connect_from([127, 0, 0, 2], r.addr()), Duration::from_secs(5));
     assert!(out.starts_with(b"HTTP/1.1 200"), "{:?} after {after:?}", String::from_utf8_lossy(&out));
 }
+
+#[test]
+fn silent_strangers_cannot_take_the_descriptors_of_peers_that_prove_themselves() {
+    // Found in the audit: 2 100 silent connections against a serve with 2 048 descriptors failed
+    // 4 of 5 good runs ("Too many open files", "this server has 0 free"). Here a stranger at
+    // 127.0.0.2 opens 2 100 and says nothing, while a client at 127.0.0.1 runs its tests.
+    let (_serve, addr) = serve_with_fd_limit(2048);
+    netblast_engine::os::sys::ensure_fds(2400).expect("this test holds 2 100 connections");
+    let stranger: SocketAddr = "127.0.0.2:0".parse().unwrap();
+    let mut silent = Vec::new();
+    for _ in 0..2100 {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(&stranger.into()).unwrap();
+        // The kernel completes the handshake before the server accepts: each connects.
+        if s.connect(&addr.into()).is_ok() {
+            silent.push(s);
+        }
+    }
+    assert!(silent.len() >= 2000, "{} connected", silent.len());
+    for _ in 0..3 {
+        good_run(addr);
+    }
+    drop(silent);
+}

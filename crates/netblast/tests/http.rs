@@ -457,6 +457,28 @@ fn get(addr: std::net::SocketAddr, query: &str) -> Option<(u16, usize)> {
 }
 
 #[test]
+fn bodiless_statuses_carry_no_length_and_no_body() {
+    // Found in the audit: `?status=204` and `304` answered with `content-length: 100`.
+    use std::io::{Read, Write};
+    let srv = Responder::start(false);
+    for code in [204u16, 304] {
+        let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(
+            format!("GET /?status={code}&size=100 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
+        assert!(text.starts_with(&format!("http/1.1 {code}")), "{text}");
+        let length = text.lines().find(|l| l.starts_with("content-length:"));
+        assert!(length.is_none_or(|l| l.trim().ends_with(" 0")), "{code}: {text}");
+        assert!(text.ends_with("\r\n\r\n"), "{code}: a body after the head: {text}");
+    }
+}
+
+#[test]
 fn the_responder_answers_the_peers_serve_would_take_and_caps_what_they_ask() {
     use netblast_agent::http::{Peers, ResponderConfig};
     let metrics = netblast_agent::metrics::ServeMetrics::default();
@@ -564,4 +586,44 @@ fn a_response_slower_than_the_timeout_fails_as_a_timeout_and_the_next_gets_its_o
         assert!(h.latency.max_ns < 150_000_000, "{what}: nothing completes past the limit");
         assert!(h.latency.p50_ns >= 100_000_000, "{what}: the answered ones waited their 100 ms");
     }
+}
+
+#[test]
+fn failed_answers_are_failures_in_every_place_and_fail_the_run() {
+    // Found as a new user: half the answers 400, and the run exited 0 with "Errors 0" in every
+    // interval and verdicts only about speed (a firewall refusing half would read as fast).
+    let srv = Responder::start(false);
+    let run = |urls: &[&str], extra: &[&str]| {
+        let mut c = util::run_cmd();
+        c.args(["--target", &srv.addr.to_string(), "--profile", "http-max", "-c", "4", "-t", "1", "-i", "0.5"]);
+        for u in urls {
+            c.args(["--url", &format!("http://{}{u}", srv.addr)]);
+        }
+        let o = c.args(extra).output().unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let (code, text) = run(&["/", "/?status=400"], &[]);
+    assert_eq!(code, Some(4), "more than 1% failed: exit 4 by default\n{text}");
+    assert!(text.contains("http.failed<=1%") && text.contains("FAIL"), "{text}");
+    let errors: Vec<u64> = text
+        .lines()
+        .filter(|l| l.starts_with("[SUM]"))
+        .filter_map(|l| l.split_whitespace().rev().nth(1)?.parse().ok())
+        .collect();
+    assert!(!errors.is_empty() && errors.iter().all(|&e| e > 0), "every interval counts its 400s: {errors:?}\n{text}");
+    assert!(text.contains("Succeeded:"), "{text}");
+    let verdict = text.lines().find(|l| l.contains("HTTP:")).unwrap_or_default();
+    assert!(verdict.starts_with("verdict: HTTP: requests failed (") && verdict.contains("[400]"), "{verdict}");
+    // Round robin over the two URLs: about half.
+    let share: f64 = verdict.split('%').next().and_then(|h| h.rsplit(' ').next()?.parse().ok()).unwrap();
+    assert!((40.0..=60.0).contains(&share), "{verdict}");
+    // The user who expects refusals says so.
+    let (code, text) = run(&["/", "/?status=400"], &["--assert", "http.failed<=100%"]);
+    assert_eq!(code, Some(0), "{text}");
+    // Nothing succeeded: incomplete, and the verdict says nothing was measured.
+    let (code, text) = run(&["/?status=503"], &[]);
+    assert_eq!(code, Some(1), "{text}");
+    let verdict = text.lines().find(|l| l.contains("HTTP:")).unwrap_or_default();
+    assert!(verdict.contains("every request failed") && verdict.contains("[503]"), "{verdict}");
+    assert!(!verdict.contains("is the limit"), "{verdict}");
 }

@@ -101,15 +101,20 @@ fn a_sender_with_a_small_send_buffer_is_named_with_it() {
     if !util::netns_or_skip("limits: send buffer") {
         return;
     }
-    let ns = NetnsPair::create();
+    // The cause made on purpose: a 16 KB send buffer over a 10 ms round trip, which holds the
+    // flow far below what the same path carries without it. (On a microsecond veth path a 16 KB
+    // buffer holds nothing: the flow runs at its sender's CPU's rate, 30 Gbit/s and more, with
+    // or without it, and the verdict there depended on how the CPU time fell: issue 38.)
+    let path = util::DelayPath::create(Duration::from_millis(5));
+    let ns = &path.pair;
     let (_srv, addr) = ns.serve(&ns.b);
     let addr = format!("{}:{}", ns.addr_b, addr.port());
-    let (r, text, ss) = run(&ns, &addr.to_string(), &["--sndbuf", "16K"]);
-    // The kernel's send-buffer clock runs only from a send until the ACKs free space, which on
-    // a microsecond path is short; the wait is "nothing queued" with the buffer fixed small.
+    let (open, _, _) = run(ns, &addr, &[]);
+    let (r, text, ss) = run(ns, &addr, &["--sndbuf", "16K"]);
+    let (free, held) = (open.summary.ways[0].sender.bits_per_s, r.summary.ways[0].sender.bits_per_s);
+    assert!(free > 2.0 * held, "the path carries {free} bit/s, the 16 KB buffer {held}: it did not hold the flow");
     let d = netblast_spec::diagnose::tcp(&r);
     assert_eq!(d[0].limit, netblast_spec::diagnose::Limit::SendBuffer, "{:?}: {text}", d[0].shares);
-    assert!(d[0].shares.app >= 0.2, "{:?}", d[0].shares);
     agrees("send buffer", of_busy(&r, ss.0).1, (ss.0, ss.2));
     let verdict = text.lines().find(|l| l.contains("verdict:")).unwrap();
     assert!(verdict.contains("send buffer limited") && verdict.contains("fixed at 16.0 KBytes"), "{verdict}");
@@ -256,7 +261,7 @@ fn an_open_loop_short_of_connections_names_the_pool() {
     let v = netblast_spec::verdict::http(&r, h).unwrap();
     if h.late * 100 >= h.sent {
         assert!(v.contains(&format!("connection pool exhausted: {} of {} requests", h.late, h.sent)), "{v}");
-        assert!(v.contains("1 open (raise --connections)"), "{v}");
+        assert!(v.contains("1 lanes open (1 connections; raise --connections)"), "{v}");
     } else {
         // A host fast enough for one connection at 20 k/s: the rate held.
         assert!(v.contains("the offered 20.0 k/s held"), "{v}");

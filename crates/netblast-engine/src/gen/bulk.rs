@@ -721,7 +721,10 @@ pub fn spawn(end: &End<'_>, b: &BulkSection, conns: Vec<Conn>) -> io::Result<Vec
             _ => None,
         };
         if let (FlowRole::Send, Some(rate)) = (role, b.bitrate) {
-            crate::os::sockopt::set_max_pacing_rate(c.tcp.as_raw_fd(), rate.bits_per_s())?;
+            use crate::os::sockopt::{paced_notsent_lowat, set_max_pacing_rate, set_notsent_lowat};
+            set_max_pacing_rate(c.tcp.as_raw_fd(), rate.bits_per_s())?;
+            // What is counted as sent is on its way, and the test ends when its bound does.
+            set_notsent_lowat(c.tcp.as_raw_fd(), paced_notsent_lowat(rate.bits_per_s()))?;
         }
         flows.push(BulkFlow { id: c.id, stream: c.tcp, role, budget });
     }

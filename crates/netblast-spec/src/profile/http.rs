@@ -354,3 +354,39 @@ impl HttpSection {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_file_is_a_regular_file_within_the_cap_and_nothing_else_is_opened() {
+        // Found in the audit: /dev/zero grew an agent to 2 GB in 3.5 s; a FIFO blocked forever.
+        let e = read_body_file("/dev/zero").unwrap_err();
+        assert!(e.contains("http.body_file") && e.contains("not a regular file"), "{e}");
+        let dir = std::env::temp_dir().join(format!("nb-body-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string; mkfifo only creates the node.
+        assert_eq!(unsafe { libc_mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = read_body_file(fifo.to_str().unwrap()).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        let big = dir.join("big");
+        std::fs::File::create(&big).unwrap().set_len(MAX_BODY + 1).unwrap();
+        let e = read_body_file(big.to_str().unwrap()).unwrap_err();
+        assert!(e.contains("over the") && e.contains(&MAX_BODY.to_string()), "{e}");
+        let ok = dir.join("ok");
+        std::fs::write(&ok, b"a=1").unwrap();
+        assert_eq!(read_body_file(ok.to_str().unwrap()).unwrap(), b"a=1");
+        let mut h = HttpSection { body_file: Some(ok.to_str().unwrap().into()), ..Default::default() };
+        h.inline_body_file().unwrap();
+        assert_eq!((h.body.as_deref(), h.body_file.as_deref()), (Some("a=1"), None));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    extern "C" {
+        #[link_name = "mkfifo"]
+        fn libc_mkfifo(path: *const std::ffi::c_char, mode: u32) -> i32;
+    }
+}

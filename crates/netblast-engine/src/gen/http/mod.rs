@@ -225,6 +225,7 @@ fn http_interval(index: u32, a: &Acc, schedule: Option<&Schedule>) -> Interval {
             sent: s.sent,
             completed: s.completed,
             errors: s.errors,
+            failed_status: s.failed_status,
             late: s.late,
             responses_per_s: s.completed as f64 / secs,
             target_rate: schedule.map(|sc| sc.rate_between(start_s, end_s)),

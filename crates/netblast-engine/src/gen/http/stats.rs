@@ -117,6 +117,8 @@ pub struct IntervalStats {
     pub completed: u64,
     /// Failed requests.
     pub errors: u64,
+    /// Responses with a status outside the expected set.
+    pub failed_status: u64,
     /// Requests sent late for want of a free connection (open loop).
     pub late: u64,
     /// Bytes written.
@@ -136,6 +138,7 @@ impl IntervalStats {
             sent: 0,
             completed: 0,
             errors: 0,
+            failed_status: 0,
             late: 0,
             bytes_sent: 0,
             bytes_received: 0,
@@ -149,6 +152,7 @@ impl IntervalStats {
         self.sent += o.sent;
         self.completed += o.completed;
         self.errors += o.errors;
+        self.failed_status += o.failed_status;
         self.late += o.late;
         self.bytes_sent += o.bytes_sent;
         self.bytes_received += o.bytes_received;

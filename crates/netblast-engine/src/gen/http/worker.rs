@@ -618,6 +618,8 @@ async fn exec(
             *st.interval.status.entry(status).or_default() += 1;
             if job.expected.contains(status) {
                 st.run.succeeded += 1;
+            } else {
+                st.interval.failed_status += 1;
             }
             hist::record_ns(&mut st.interval.latency, t_done.duration_since(t_ref).as_nanos() as u64);
             hist::record_ns(&mut st.run.ttfb, t_headers.duration_since(t_send).as_nanos() as u64);

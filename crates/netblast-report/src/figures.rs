@@ -17,6 +17,15 @@ pub fn part_figure(kind: Kind, sum: &Summary) -> f64 {
     }
 }
 
+/// What [`part_figure`] is, in words.
+pub fn part_figure_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Http => "responses per second",
+        Kind::Bulk => "throughput (bits/s received; sent where no receiver reported)",
+        _ => "operations per second",
+    }
+}
+
 /// [`part_figure`] in words, with its unit.
 pub fn fmt_part_figure(kind: Kind, v: f64) -> String {
     match kind {

@@ -13,7 +13,7 @@
 //! first, every chart with the runs' lines overlaid on one axis (one unit, one range).
 
 use crate::chart::{self, Plot};
-use crate::figures::{change_percent, fmt_part_figure, p50_p99, part_figure, target, test_name};
+use crate::figures::{change_percent, fmt_part_figure, p50_p99, part_figure, part_figure_name, target, test_name};
 use crate::plots;
 use netblast_spec::assert::{headline, Figure};
 use netblast_spec::hist::LatencySummary;
@@ -758,7 +758,10 @@ fn mesh_matrix(out: &mut String, r: &RunResult) {
         }
         out.push_str("</tr>");
     }
-    out.push_str("</table><p>Each cell: p50 / p99 of the client's test against that server.</p>\n");
+    // The caption says what the cells hold: latency where the kind has it, else its figure.
+    let latency = r.parts.iter().any(|p| p50_p99(&p.summary).is_some());
+    let what = if latency { "latency p50 / p99".to_string() } else { part_figure_name(kind).to_string() };
+    let _ = writeln!(out, "</table><p>Each cell: the {what} of the client's test against that server.</p>");
 }
 
 /// The agents of a merged or fleet result, with each client's start skew (its real start

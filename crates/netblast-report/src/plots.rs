@@ -313,7 +313,12 @@ fn failures(r: &RunResult) -> Option<Plot> {
             Some(at(iv, iv.sums.iter().filter_map(|s| s.msgs.as_ref()?.failed).reduce(|a, b| a + b)? as f64))
         })
         .collect();
-    let http: Vec<_> = r.intervals.iter().filter_map(|iv| Some(at(iv, iv.http.as_ref()?.errors as f64))).collect();
+    // A response with a status outside the expected set failed as surely as one that never came.
+    let http: Vec<_> = r
+        .intervals
+        .iter()
+        .filter_map(|iv| iv.http.as_ref().map(|h| at(iv, (h.errors + h.failed_status) as f64)))
+        .collect();
     if cps.iter().chain(&http).all(|p| p.2 == 0.0) {
         // None failed: the headline says 0; an empty chart says nothing more.
         return None;
@@ -321,7 +326,7 @@ fn failures(r: &RunResult) -> Option<Plot> {
     let (series, what) = if !cps.is_empty() {
         (Series::new("connections failed", cps), "connections")
     } else if !http.is_empty() {
-        (Series::new("requests failed (no response)", http), "requests")
+        (Series::new("requests failed (no response, or a status not expected)", http), "requests")
     } else {
         return None;
     };

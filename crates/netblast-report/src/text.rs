@@ -306,8 +306,9 @@ fn bulk_interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> St
     s
 }
 
-fn way_lines(s: &mut String, w: &WaySummary, ways: usize) {
+fn way_lines(s: &mut String, w: &WaySummary, ways: usize, from: f64) {
     let l = label(w.way, ways);
+    let span = |_: f64, b: f64| span(from, from + b);
     let _ = writeln!(
         s,
         "[{l}] {}  {:>11}  {:>15} {:>4}              sender",
@@ -972,6 +973,9 @@ pub fn summary(r: &RunResult) -> String {
     }
     let _ = writeln!(s, "[ ID] Interval           Transfer     Bitrate         Retr");
     let ways = r.summary.ways.len();
+    // Totals after an omitted start (-O) begin where it ends, on the intervals' time axis.
+    let from = r.plan.profile.run.omit.map_or(0.0, |o| o.get().as_secs_f64());
+    let span = |_: f64, b: f64| span(from, from + b);
     if r.streams.len() > 1 && r.streams.len() <= MAX_STREAM_LINES {
         for st in &r.summary.streams {
             let _ = writeln!(
@@ -996,7 +1000,7 @@ pub fn summary(r: &RunResult) -> String {
         }
     }
     for w in &r.summary.ways {
-        way_lines(&mut s, w, ways);
+        way_lines(&mut s, w, ways, from);
     }
     tcp_cpu_and_errors(&mut s, r);
     s

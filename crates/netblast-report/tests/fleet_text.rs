@@ -142,3 +142,47 @@ fn each_tests_own_limit_is_told_in_a_small_fleet_and_grouped_in_a_large_one() {
     assert!(after(0).contains("verdict: congestion limited 90% of the time"), "{text}");
     assert!(after(2).contains("verdict: congestion limited 90% of the time"), "{text}");
 }
+
+#[test]
+fn a_fleet_logs_replay_takes_each_tests_frames_from_its_own_agent_and_its_first_final() {
+    // Found in the audit: `report X.fleet.jsonl` took the last final for a test id from any
+    // agent: a forged final replaced a good agent's test (16.1 GB shown against 35.8 GB).
+    use netblast_spec::fleet::{AgentMsg, LogAgent, LogHeader, LogRecord, LogTest};
+    let good = bulk();
+    let mut forged = good.clone();
+    forged.test_id = "forged".into();
+    for w in &mut forged.summary.ways {
+        w.sender.bytes /= 2;
+        w.sender.bits_per_s /= 2.0;
+    }
+    let agent = |role: &str, address: &str| LogAgent {
+        role: role.into(),
+        address: address.into(),
+        hostname: address.into(),
+        clock: ClockInfo::default(),
+    };
+    let header = LogHeader {
+        t0_unix_ns: good.start_unix_ns.unwrap_or_default(),
+        profile: good.plan.profile.clone(),
+        agents: vec![agent("client", "10.0.0.1:5210"), agent("server", "10.0.0.2:5210")],
+        tests: vec![LogTest { client: 0, server: Some(1) }],
+    };
+    let frame = |agent: usize, r: &RunResult| LogRecord::Frame {
+        agent,
+        at_ns: 0,
+        msg: Box::new(AgentMsg::Final { id: 0, result: Box::new(r.clone()) }),
+    };
+    let lines = [
+        LogRecord::Fleet(Box::new(header)),
+        frame(0, &good),
+        // The server agent claims the client's test, and the client sends a second final.
+        frame(1, &forged),
+        frame(0, &forged),
+    ];
+    let text: String = lines.iter().map(|l| serde_json::to_string(l).unwrap() + "\n").collect();
+    let shown = netblast_report::fleet::render(&text).unwrap().text;
+    let bytes = netblast_spec::units::fmt_bytes(good.summary.ways[0].sender.bytes);
+    assert!(shown.contains(&bytes), "the good test's {bytes} shown:\n{shown}");
+    let half = netblast_spec::units::fmt_bytes(forged.summary.ways[0].sender.bytes);
+    assert!(!shown.contains(&half), "a forged {half} shown:\n{shown}");
+}

@@ -318,6 +318,7 @@ impl Assertion {
                         Limit::SendBuffer => x.sndbuf,
                         Limit::Congestion => x.cwnd,
                         Limit::Application => x.app,
+                        Limit::AskedRate | Limit::SenderCpu => 0.0,
                     })
                     .reduce(f64::max)
                     .ok_or_else(|| {

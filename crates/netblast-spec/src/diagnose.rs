@@ -21,6 +21,12 @@ pub enum Limit {
     Congestion,
     /// Nothing to send: the application, its CPU, or a rate it holds.
     Application,
+    /// The rate the user asked (`-b`, the kernel's pacing), held: the clocks read "busy" or
+    /// "nothing to send" by how the pacing falls, and neither is the cause.
+    AskedRate,
+    /// A CPU of the sending host saturated ([`CPU_BOUND`]) while its clocks read busy sending:
+    /// a sender that cannot go faster shows the same clocks as a congested path.
+    SenderCpu,
 }
 
 impl Limit {
@@ -31,6 +37,8 @@ impl Limit {
             Limit::SendBuffer => "send buffer",
             Limit::Congestion => "congestion window or path",
             Limit::Application => "application (nothing to send)",
+            Limit::AskedRate => "the rate asked (-b)",
+            Limit::SenderCpu => "the sender's CPU",
         }
     }
 }
@@ -100,6 +108,22 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
         (limit, share) = (Limit::SendBuffer, shares.app);
     }
     let rate = w.receiver.unwrap_or(w.sender).bits_per_s;
+    let wanted = match &r.plan.profile.workload {
+        Workload::Bulk(b) => b.bitrate.map(|b| b.bits_per_s()),
+        _ => None,
+    };
+    // What the clocks cannot tell apart, decided by what the run asked and saw: a rate asked
+    // and held (every flow within 5% of it) is the cause whatever the clocks read; a sending
+    // host with a CPU at 95% or more, where the clocks read busy sending, is CPU bound.
+    let per_flow = rate / f64::from(w.streams.max(1));
+    let sender_load = if w.way == Way::Up { r.summary.load.client.as_ref() } else { r.summary.load.server.as_ref() };
+    let busy_cpu = sender_load
+        .and_then(|l| l.cpus.iter().filter(|c| c.busy() >= CPU_BOUND).max_by(|a, b| a.busy().total_cmp(&b.busy())));
+    if wanted.is_some_and(|b| per_flow >= 0.95 * b) {
+        (limit, share) = (Limit::AskedRate, 1.0);
+    } else if limit == Limit::Congestion && busy_cpu.is_some() {
+        (limit, share) = (Limit::SenderCpu, shares.cwnd);
+    }
     let rtt_ns = w.rtt.map(|t| t.mean_us * 1e3).filter(|v| *v > 0.0);
     let window = rtt_ns.map(|t| rate / 8.0 * t / 1e9);
     // A congestion window grown to the receiver's window: with nothing lost, the window in
@@ -128,10 +152,6 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
             fmt_bytes(win as u64)
         ),
         _ => String::new(),
-    };
-    let wanted = match &r.plan.profile.workload {
-        Workload::Bulk(b) => b.bitrate.map(|b| b.bits_per_s()),
-        _ => None,
     };
     let needs = match (wanted, rtt_ns) {
         (Some(b), Some(t)) => {
@@ -187,6 +207,20 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
             };
             format!("congestion limited {} of the time{flight}, {lost}", pct(share))
         }
+        Limit::AskedRate => format!(
+            "held at the rate asked: -b {} per flow, {} measured per flow (the kernel's pacing sets the pace; \
+             the clocks read busy sending {} and nothing to send {} of the time, as pacing falls)",
+            fmt_bits_per_s(wanted.unwrap_or_default()),
+            fmt_bits_per_s(per_flow),
+            pct(shares.cwnd),
+            pct(shares.app)
+        ),
+        Limit::SenderCpu => format!(
+            "CPU limited: the sender's {}{flight}; its kernel clocks read busy sending {} of the time \
+             (congestion window or path), which a sender that cannot go faster shows too",
+            busy_cpu.map(cpu_words).unwrap_or_default(),
+            pct(share)
+        ),
         Limit::Application => {
             let side = if w.way == Way::Up { r.summary.load.client.as_ref() } else { r.summary.load.server.as_ref() };
             let why = match (wanted, side.and_then(|l| saturated(l).into_iter().next())) {
@@ -206,6 +240,10 @@ const TRACKS: f64 = 0.2;
 
 /// A CPU busy this share of the time or more is saturated.
 pub const SATURATED: f64 = 0.9;
+
+/// A sending host's CPU busy this share of the time or more makes a flow whose clocks read
+/// "busy sending" CPU bound, not congestion limited.
+pub const CPU_BOUND: f64 = 0.95;
 
 /// A host's saturated CPUs, busiest first.
 pub fn saturated(load: &crate::result::HostLoad) -> Vec<&crate::result::CpuLoad> {

@@ -2,8 +2,8 @@
 //! start does not pull the rate down. The omitted intervals stay in the result (and are shown,
 //! marked); the totals are the run's less what those intervals counted, over the seconds after
 //! them. The kernel's cumulative clocks (limits, segments) are taken from the last omitted
-//! interval's snapshot. What cannot be split by interval (CPU, RTT samples, spurious
-//! retransmissions) still covers the whole run, and the plan's note says so.
+//! interval's snapshot, spurious retransmissions too. What cannot be split by interval (CPU,
+//! RTT samples) still covers the whole run, and the plan's note says so.
 
 use crate::result::{Interval, SideTotal, StreamSummary, Summary, TcpLimits};
 
@@ -45,6 +45,11 @@ pub fn omit_start(intervals: &[Interval], summary: &mut Summary, omit_s: f64) ->
             t.limits = t.limits.zip(at.limits).map(|(now, then)| now.since(&then, 0));
             t.segs_out = t.segs_out.saturating_sub(at.segs_out);
         }
+        // Spurious retransmissions over the same seconds as the retransmissions they are a part
+        // of (a part is never larger than its whole: "28 retransmitted, 39 of them spurious").
+        let dsack_then = snapshot.and_then(|t| t.dsack_segs).unwrap_or(0);
+        s.spurious_retransmits =
+            s.spurious_retransmits.map(|n| n.saturating_sub(dsack_then)).map(|n| s.retransmits.map_or(n, |r| n.min(r)));
     }
     for w in &mut summary.ways {
         let of = omitted.iter().filter_map(|iv| iv.sums.iter().find(|x| x.way == w.way));
@@ -53,6 +58,7 @@ pub fn omit_start(intervals: &[Interval], summary: &mut Summary, omit_s: f64) ->
         let streams: Vec<&StreamSummary> = summary.streams.iter().filter(|s| s.way == w.way).collect();
         let segs: u64 = streams.iter().filter_map(|s| s.tcp).map(|t| t.segs_out).sum();
         w.retransmit_rate = w.retransmits.filter(|_| segs > 0).map(|n| n as f64 / segs as f64);
+        w.spurious_retransmits = streams.iter().map(|s| s.spurious_retransmits).sum();
         w.limits = limits_of(&streams);
     }
     summary.duration_s = secs(summary.duration_s);

@@ -670,7 +670,7 @@ pub struct HttpInterval {
     pub errors: u64,
     /// Responses with a status outside the expected set (`--expect-status`): counted in
     /// `completed`, and failures all the same.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub failed_status: u64,
     /// Open loop: requests sent later than their intended time by more than the lag allowance.
     pub late: u64,

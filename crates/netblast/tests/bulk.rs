@@ -366,6 +366,16 @@ fn omit_leaves_the_first_seconds_out_of_the_totals_and_says_so() {
     }
     let marked: Vec<&str> = text.lines().filter(|l| l.ends_with("(omitted)")).collect();
     assert!(marked.iter().any(|l| l.contains("0.00-0.50")) && marked.iter().any(|l| l.contains("0.50-1.00")), "{text}");
+    // The totals on the intervals' time axis: from the end of the omitted second (found: the
+    // intervals ran 0-2 s and the totals read 0.00-1.00).
+    let totals: Vec<&str> = text.lines().filter(|l| l.ends_with("sender") && l.starts_with("[SUM]")).collect();
+    assert!(!totals.is_empty() && totals.iter().all(|l| l.contains("  1.00-2.0")), "{text}");
+    // A part is never larger than its whole.
+    for w in &r.summary.ways {
+        if let (Some(sp), Some(n)) = (w.spurious_retransmits, w.retransmits) {
+            assert!(sp <= n, "{sp} spurious of {n} retransmitted");
+        }
+    }
     assert!(!text.lines().any(|l| l.contains("1.00-1.50") && l.ends_with("(omitted)")), "{text}");
     assert!(text.contains("note: --omit 1s: the first 1s run before the test's 1s"), "{text}");
     for (args, names) in [

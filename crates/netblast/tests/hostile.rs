@@ -245,6 +245,7 @@ fn responder_with(
 ) -> netblast_agent::Background {
     let cfg =
         netblast_agent::http::ResponderConfig { header_timeout, max_connections, max_per_peer, ..Default::default() };
+    crate::util::lane();
     netblast_agent::Background::http(std::net::TcpListener::bind("127.0.0.1:0").unwrap(), None, cfg, 2).unwrap()
 }
 

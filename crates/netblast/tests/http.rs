@@ -16,6 +16,7 @@ pub(crate) struct Responder {
 
 impl Responder {
     pub(crate) fn start(tls: bool) -> Responder {
+        util::lane();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let tls =
             tls.then(|| netblast_agent::http::tls_config(None, vec!["localhost".into(), "127.0.0.1".into()]).unwrap());
@@ -280,6 +281,7 @@ fn a_stalled_server_raises_open_loop_latency_by_the_stall() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let cfg = netblast_agent::http::ResponderConfig::default();
     let pause = cfg.pause.clone();
+    util::lane();
     let bg = netblast_agent::Background::http(listener, None, cfg, 2).unwrap();
     let addr = bg.addr();
     // One and a half seconds into a 4 s open-loop run, the responder stalls for 1 s.
@@ -485,6 +487,7 @@ fn the_responder_answers_the_peers_serve_would_take_and_caps_what_they_ask() {
     let start = |peers: Peers| {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let cfg = ResponderConfig { peers, metrics: Some(metrics.clone()), ..Default::default() };
+        util::lane();
         netblast_agent::Background::http(listener, None, cfg, 1).unwrap()
     };
     // Loopback, as a serve without a token: answered, bodies up to the 64 MiB default.

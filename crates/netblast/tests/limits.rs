@@ -310,3 +310,31 @@ fn a_receiver_whose_link_slows_down_counts_the_data_in_the_interval_it_came() {
         assert!(b > 80_000 && b < 400_000, "interval {i} ({span:.2} s) received {b} bytes: {:?}", r.intervals);
     }
 }
+
+#[test]
+fn a_paced_flow_is_held_at_the_rate_asked_and_a_saturated_sender_is_cpu_bound() {
+    // Found as a new user: `-b 500M` read "congestion limited 100%" (the rate asked held it),
+    // and an unpaced loopback flow read "congestion limited 99%" beside "CPU 0 at 99% busy".
+    let (srv, addr) = util::spawn_server();
+    let _srv = util::KillOnDrop(srv);
+    let run = |extra: &[&str]| {
+        let o =
+            util::run_cmd().args(["--target", &addr.to_string(), "-t", "2", "--json"]).args(extra).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<RunResult>(&o.stdout).unwrap()
+    };
+    let r = run(&["-b", "200M"]);
+    let d = netblast_spec::diagnose::tcp(&r);
+    assert_eq!(d[0].limit, netblast_spec::diagnose::Limit::AskedRate, "{}", d[0].verdict);
+    assert!(d[0].verdict.starts_with("held at the rate asked: -b 200 Mbits/sec per flow"), "{}", d[0].verdict);
+    let r = run(&[]);
+    let d = netblast_spec::diagnose::tcp(&r);
+    let sender_busy =
+        r.summary.load.client.as_ref().map_or(0.0, |l| l.cpus.iter().map(|c| c.busy()).fold(0.0, f64::max));
+    if sender_busy >= netblast_spec::diagnose::CPU_BOUND {
+        assert_ne!(d[0].limit, netblast_spec::diagnose::Limit::Congestion, "{}", d[0].verdict);
+    }
+    if d[0].limit == netblast_spec::diagnose::Limit::SenderCpu {
+        assert!(d[0].verdict.starts_with("CPU limited: the sender's CPU"), "{}", d[0].verdict);
+    }
+}

@@ -81,6 +81,7 @@ fn http_connections_get_the_kernel_rtt_distribution() {
     let Some(_lock) = ebpf_or_skip("http_connections_get_the_kernel_rtt_distribution") else { return };
     let probe = open_ebpf();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    crate::util::lane();
     let responder = netblast_agent::Background::http(listener, None, Default::default(), 2).unwrap();
     let (mut p, _) = Profile::load("http-max").unwrap();
     p.run.duration = None;

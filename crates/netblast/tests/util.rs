@@ -6,6 +6,27 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+/// The traffic lane: one test at a time sends traffic. On this project's 2-CPU hosts every
+/// traffic test wants both CPUs (pinned workers, a server beside its client), and two at once
+/// each got half: a timing or a verdict then depended on the test beside it (issue 38). Every
+/// helper that starts a server or a namespace takes the lane for the calling test's thread;
+/// it is given back when that thread ends (libtest runs each test on a thread of its own), so
+/// tests without traffic (parsing, rendering) still run side by side.
+pub fn lane() {
+    use std::sync::{Mutex, MutexGuard};
+    static LANE: Mutex<()> = Mutex::new(());
+    thread_local! {
+        static HELD: std::cell::RefCell<Option<MutexGuard<'static, ()>>> = const { std::cell::RefCell::new(None) };
+    }
+    HELD.with(|h| {
+        let mut h = h.borrow_mut();
+        if h.is_none() {
+            // A test that failed while it held the lane poisons it; the next one goes on.
+            *h = Some(LANE.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+    });
+}
+
 /// An in-process `netblast serve` on an ephemeral port, stopped on drop.
 pub struct Server {
     pub addr: SocketAddr,
@@ -26,6 +47,7 @@ impl Server {
 
     /// As [`Server::start`], with the given settings.
     pub fn start_cfg(bind: &str, cfg: netblast_agent::ServeConfig) -> Option<Server> {
+        lane();
         let listener = std::net::TcpListener::bind(bind.parse::<SocketAddr>().unwrap()).ok()?;
         let bg = netblast_agent::Background::data_port(listener, cfg).unwrap();
         Some(Server { addr: bg.addr(), _bg: bg })
@@ -49,6 +71,7 @@ pub fn run(addr: SocketAddr, p: Profile) -> RunResult {
 
 /// Runs a profile in-process against `addr` with the given source of TCP statistics.
 pub fn run_with(addr: SocketAddr, p: Profile, probe: &Probe) -> RunResult {
+    lane();
     netblast_engine::run::plan_and_run(p, "test profile", &addr.to_string(), probe, &Default::default()).unwrap()
 }
 
@@ -69,6 +92,7 @@ pub fn bin() -> Command {
 /// `netblast run` with `TCP_INFO` statistics: tests that are not about the eBPF probe leave the
 /// kernel alone, so the probe tests count only their own programs.
 pub fn run_cmd() -> Command {
+    lane();
     let mut c = bin();
     c.args(["run", "--probe", "tcpinfo"]);
     c
@@ -88,6 +112,7 @@ pub fn spawn_server_with(extra: &[&str]) -> (Child, SocketAddr) {
 
 /// Starts `netblast serve` as `command` says (it must bind 127.0.0.1:0 and print its address).
 pub fn spawn_server_from(mut command: Command) -> (Child, SocketAddr) {
+    lane();
     let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let stderr = child.stderr.take().unwrap();
     // Keep reading the server's stderr for its whole life: a closed pipe would make its later
@@ -174,6 +199,7 @@ pub fn ip(args: &[&str]) {
 
 impl NetnsPair {
     pub fn create() -> NetnsPair {
+        lane();
         static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tag = std::process::id() % 10_000 * 10 + seq % 10;

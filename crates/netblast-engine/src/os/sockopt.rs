@@ -316,11 +316,11 @@ pub fn set_max_pacing_rate(fd: std::os::fd::RawFd, bits_per_s: f64) -> io::Resul
 }
 
 /// How much of a paced sender's data may wait in its socket unsent: 20 ms at its rate, within
-/// 16 KiB..8 MiB. Without a bound, the send buffer (autotuned to megabytes) takes seconds of
+/// 4 KiB..8 MiB. Without a bound, the send buffer (autotuned to megabytes) takes seconds of
 /// a low rate at once: the bytes counted as sent were only queued, and the queue drained long
 /// after the test's end (`-b 1M -t 3s` counted 10.9 Mbit/s sent and received for 30 s).
 pub fn paced_notsent_lowat(bits_per_s: f64) -> u32 {
-    ((bits_per_s / 8.0 * 0.020) as u64).clamp(16 << 10, 8 << 20) as u32
+    ((bits_per_s / 8.0 * 0.020) as u64).clamp(4 << 10, 8 << 20) as u32
 }
 
 /// Sets `TCP_NOTSENT_LOWAT`: the socket takes more data only while less than `bytes` of what it

@@ -365,6 +365,18 @@ block_bytes = "128KiB"
     }
 
     #[test]
+    fn an_interval_past_60_s_is_refused_naming_the_field() {
+        // Found in the audit: `interval = "1000000h"` made each set-up hold a server's slot
+        // for 30 s plus the interval, and 256 of them locked new tests out.
+        let mut p = Profile::from_toml(GOOD, "t.toml").unwrap();
+        p.run.interval = Some("1000000h".parse().unwrap());
+        let e = p.validate("t.toml").unwrap_err().to_string();
+        assert!(e.contains("run.interval") && e.contains("60s limit"), "{e}");
+        p.run.interval = Some("60s".parse().unwrap());
+        p.validate("t.toml").unwrap();
+    }
+
+    #[test]
     fn http2_streams_are_checked() {
         let base = "description = \"h\"\n[run]\nkind = \"http\"\nduration = \"1s\"\n[http]\n";
         let check = |extra: &str| Profile::from_toml(&format!("{base}{extra}"), "h.toml").unwrap().validate("h.toml");

@@ -118,7 +118,11 @@ impl FleetMetrics {
         r.register("intervals", "Fleet-wide intervals completed", self.intervals.clone());
         r.register("bytes", "Bytes the tests moved", self.bytes.clone());
         r.register("http_responses", "HTTP responses received by the tests", self.http_responses.clone());
-        r.register("http_errors", "HTTP requests that failed", self.http_errors.clone());
+        r.register(
+            "http_errors",
+            "HTTP requests that failed (no response, or a status outside the expected set)",
+            self.http_errors.clone(),
+        );
         r.register("latency_seconds", "Latency samples of every test", self.latency.clone());
         r
     }
@@ -154,7 +158,8 @@ impl FleetMetrics {
         if let Some(h) = &iv.http {
             self.bytes.inc_by(h.bytes_sent + h.bytes_received);
             self.http_responses.inc_by(h.completed);
-            self.http_errors.inc_by(h.errors);
+            // A response outside the expected statuses failed too.
+            self.http_errors.inc_by(h.errors + h.failed_status);
             hists.extend(netblast_spec::hist::hist_of(&h.latency));
         }
         for h in hists {

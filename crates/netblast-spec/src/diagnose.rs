@@ -113,13 +113,14 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
         _ => None,
     };
     // What the clocks cannot tell apart, decided by what the run asked and saw: a rate asked
-    // and held (every flow within 5% of it) is the cause whatever the clocks read; a sending
+    // and held (the flows' mean within 5% of it, above or below) is the cause whatever the
+    // clocks read; a sending
     // host with a CPU at 95% or more, where the clocks read busy sending, is CPU bound.
     let per_flow = rate / f64::from(w.streams.max(1));
     let sender_load = if w.way == Way::Up { r.summary.load.client.as_ref() } else { r.summary.load.server.as_ref() };
     let busy_cpu = sender_load
         .and_then(|l| l.cpus.iter().filter(|c| c.busy() >= CPU_BOUND).max_by(|a, b| a.busy().total_cmp(&b.busy())));
-    if wanted.is_some_and(|b| per_flow >= 0.95 * b) {
+    if wanted.is_some_and(|b| (per_flow - b).abs() <= 0.05 * b) {
         (limit, share) = (Limit::AskedRate, 1.0);
     } else if limit == Limit::Congestion && busy_cpu.is_some() {
         (limit, share) = (Limit::SenderCpu, shares.cwnd);

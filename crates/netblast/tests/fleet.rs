@@ -34,6 +34,8 @@ impl Testbed {
         if !util::netns_or_skip(test) {
             return None;
         }
+        // The traffic lane first, then the testbed: one order for every test that takes both.
+        util::lane();
         let lock = one_fleet();
         let out = Command::new(script())
             .args(["up", &n.to_string(), "--id", &id.to_string()])

@@ -364,6 +364,7 @@ fn refused_connections_are_counted_not_hung() {
 
 /// A local nginx from scripts/nginx-local.sh on free ports: (process, http, https).
 fn nginx() -> Option<(KillOnDrop, u16, u16, tempdir::Dir)> {
+    util::lane();
     if std::process::Command::new("nginx").arg("-v").output().is_err() {
         eprintln!("SKIP nginx tests: nginx is not installed");
         return None;

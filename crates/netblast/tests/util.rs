@@ -11,7 +11,9 @@ use std::time::Duration;
 /// each got half: a timing or a verdict then depended on the test beside it (issue 38). Every
 /// helper that starts a server or a namespace takes the lane for the calling test's thread;
 /// it is given back when that thread ends (libtest runs each test on a thread of its own), so
-/// tests without traffic (parsing, rendering) still run side by side.
+/// tests without traffic (parsing, rendering) still run side by side. Only a test's own thread
+/// takes it: a thread the test spawns (two clients at once) runs under the test's lane, and
+/// must not call a helper that takes it (`run` and `run_with` do not).
 pub fn lane() {
     use std::sync::{Mutex, MutexGuard};
     static LANE: Mutex<()> = Mutex::new(());
@@ -71,7 +73,6 @@ pub fn run(addr: SocketAddr, p: Profile) -> RunResult {
 
 /// Runs a profile in-process against `addr` with the given source of TCP statistics.
 pub fn run_with(addr: SocketAddr, p: Profile, probe: &Probe) -> RunResult {
-    lane();
     netblast_engine::run::plan_and_run(p, "test profile", &addr.to_string(), probe, &Default::default()).unwrap()
 }
 

@@ -21,6 +21,10 @@ struct Testbed {
 static ONE_FLEET: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn one_fleet() -> std::sync::MutexGuard<'static, ()> {
+    // The traffic lane first, then the fleet's lock: one order for every test that takes both
+    // (a test that took this lock and then started a server waited for the lane while one that
+    // held the lane waited for this lock).
+    util::lane();
     ONE_FLEET.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -34,8 +38,6 @@ impl Testbed {
         if !util::netns_or_skip(test) {
             return None;
         }
-        // The traffic lane first, then the testbed: one order for every test that takes both.
-        util::lane();
         let lock = one_fleet();
         let out = Command::new(script())
             .args(["up", &n.to_string(), "--id", &id.to_string()])

@@ -23,6 +23,8 @@ fn ebpf_or_skip(test: &str) -> Option<MutexGuard<'static, ()>> {
         eprintln!("SKIP {test}: this build has no eBPF probe ({})", netblast_probe::ebpf::BUILD);
         return None;
     }
+    // The traffic lane first, then the probe's lock: one order for every test that takes both.
+    crate::util::lane();
     Some(EBPF.lock().unwrap_or_else(|e| e.into_inner()))
 }
 

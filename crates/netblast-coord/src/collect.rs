@@ -285,7 +285,8 @@ impl<'a> Collect<'a> {
     }
 
     /// Why a frame of `agent` is refused, with its test: an interval past the test's span, or
-    /// an interval or final result for a test that already has its result.
+    /// an interval or final result for a test that has ended (its result taken, or failed: a
+    /// test refused for a forged interval is not revived by the final result after it).
     fn refused(&self, agent: usize, msg: &AgentMsg) -> Option<(usize, String)> {
         let (id, index) = match msg {
             AgentMsg::Interval { id, interval } => (*id as usize, Some(interval.index)),
@@ -293,8 +294,10 @@ impl<'a> Collect<'a> {
             _ => return None,
         };
         let t = self.tests.get(id).filter(|t| t.client == agent)?;
-        if self.state[id] == TestState::Done {
-            return Some((id, "sent a frame for a test whose result it already gave".into()));
+        match &self.state[id] {
+            TestState::Done => return Some((id, "sent a frame for a test whose result it already gave".into())),
+            TestState::Failed(_) => return Some((id, "sent a frame for a test that has failed".into())),
+            TestState::Ordered | TestState::Running => {}
         }
         let most = most_intervals(&t.profile);
         index.filter(|i| u64::from(*i) >= most).map(|i| (id, format!("sent interval {i} of a test of {most} at most")))

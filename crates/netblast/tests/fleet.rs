@@ -20,7 +20,7 @@ struct Testbed {
 /// host's CPUs, and the start-skew checks measure scheduling.
 static ONE_FLEET: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn one_fleet() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn one_fleet() -> std::sync::MutexGuard<'static, ()> {
     // The traffic lane first, then the fleet's lock: one order for every test that takes both
     // (a test that took this lock and then started a server waited for the lane while one that
     // held the lane waited for this lock).

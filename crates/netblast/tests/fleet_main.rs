@@ -5,6 +5,7 @@
 #[allow(dead_code)]
 mod browser;
 mod fleet;
+mod fleet_hostile;
 // Shared with the integration binary; this one uses part of it.
 #[allow(dead_code)]
 mod util;

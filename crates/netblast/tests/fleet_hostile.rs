@@ -1,0 +1,290 @@
+//! A token holder as a hostile agent (issue 39's audit, items 4, 7 and 8): a relay that holds
+//! the token stands in front of a real agent and lies in what it says to the coordinator, with
+//! well-behaved agents beside it in the same fleet. The fleet must drop or refuse the liar by
+//! name, keep the others' results, and stay bounded in time and in what it writes.
+
+use crate::util::{self, KillOnDrop};
+use netblast_spec::fleet::AgentMsg;
+use netblast_spec::result::RunResult;
+use netblast_wire::auth::Token;
+use netblast_wire::wire::{self, nonblocking, Header, HEADER_LEN};
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// What the relay lies about.
+#[derive(Clone, Copy)]
+enum Lie {
+    /// Every clock answer says the agent read the probe 10^15 ns (11.6 days) later than it
+    /// wrote its reply.
+    Clock,
+    /// After the agent's first interval, this many more with indices far past the test's end.
+    IntervalFlood(u32),
+}
+
+/// A hostile agent on loopback; stops (and drops its connections) when dropped.
+struct Relay {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Relay {
+    fn start(agent: SocketAddr, token: Token, lie: Lie) -> Relay {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let l = tokio::net::TcpListener::from_std(listener).unwrap();
+                let accept = async {
+                    while let Ok((s, _)) = l.accept().await {
+                        tokio::spawn(relay(s, agent, token.clone(), lie));
+                    }
+                };
+                tokio::select! {
+                    _ = accept => {}
+                    _ = stopped => {}
+                }
+            });
+        });
+        Relay { addr, stop: Some(stop), thread: Some(thread) }
+    }
+}
+
+/// One coordinator's session: the relay answers its handshake with the token, dials the real
+/// agent with it, passes the coordinator's frames on as they are and the agent's with its lie.
+async fn relay(mut coord: tokio::net::TcpStream, agent: SocketAddr, token: Token, lie: Lie) {
+    let mut hdr = [0u8; HEADER_LEN];
+    if coord.read_exact(&mut hdr).await.is_err() {
+        return;
+    }
+    let Ok(header) = Header::decode(&hdr) else { return };
+    if nonblocking::server_handshake(&mut coord, &header, &hdr, Some(&token), None).await.is_err() {
+        return;
+    }
+    let Ok(agent) = netblast_coord::session::dial(agent, &token).await else { return };
+    let (mut crd, mut cwr) = coord.into_split();
+    let (mut ard, mut awr) = agent.into_split();
+    tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut crd, &mut awr).await;
+        let _ = awr.shutdown().await;
+    });
+    while let Ok(Some(raw)) = nonblocking::read_frame_bytes(&mut ard).await {
+        let Ok(msg) = wire::decode_body::<AgentMsg>(&raw) else { return };
+        let mut out = Vec::new();
+        match (lie, msg) {
+            (Lie::Clock, AgentMsg::ClockReply { t1, t2, t3 }) => {
+                out.push(AgentMsg::ClockReply { t1, t2: t2 + 1_000_000_000_000_000, t3 })
+            }
+            (Lie::IntervalFlood(n), AgentMsg::Interval { id, interval }) if interval.index == 0 => {
+                for k in 0..n {
+                    let mut forged = interval.clone();
+                    forged.index = 1_000 + k;
+                    out.push(AgentMsg::Interval { id, interval: forged });
+                }
+                out.insert(0, AgentMsg::Interval { id, interval });
+            }
+            (_, msg) => out.push(msg),
+        }
+        for m in out {
+            if cwr.write_all(&wire::encode_frame(&m)).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Token agents on loopback, with their addresses.
+fn agents(token: &std::path::Path, n: usize) -> (Vec<SocketAddr>, Vec<KillOnDrop>) {
+    (0..n)
+        .map(|_| {
+            let (child, addr) =
+                util::spawn_server_with(&["--probe", "tcpinfo", "--token-file", token.to_str().unwrap()]);
+            (addr, KillOnDrop(child))
+        })
+        .unzip()
+}
+
+fn fleet(token: &std::path::Path) -> std::process::Command {
+    let mut c = util::bin();
+    c.current_dir(std::env::temp_dir());
+    c.args(["fleet", "--token-file"]).arg(token);
+    c
+}
+
+/// Interval frames with an index of 1000 or more in a fleet log.
+fn forged_in_log(log: &std::path::Path) -> usize {
+    use netblast_spec::fleet::LogRecord;
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<LogRecord>(l).ok())
+        .filter(|r| matches!(r, LogRecord::Frame { msg, .. } if matches!(&**msg, AgentMsg::Interval { interval, .. } if interval.index >= 1_000)))
+        .count()
+}
+
+#[test]
+fn an_agent_whose_clock_answers_are_impossible_is_dropped_by_name_and_the_others_run() {
+    let _one = super::fleet::one_fleet();
+    let secret = "a-token-for-the-lying-clock";
+    let token = util::token_file("lying-clock", secret);
+    let (addrs, _agents) = agents(&token, 4);
+    let liar = Relay::start(addrs[1], Token::new(secret).unwrap(), Lie::Clock);
+    let out_file = std::env::temp_dir().join(format!("nb-fleet-clock-{}.json", std::process::id()));
+    let t = Instant::now();
+    let out = fleet(&token)
+        .args(["--clients", &format!("{},{}", addrs[0], liar.addr)])
+        .args(["--servers", &format!("{},{}", addrs[2], addrs[3])])
+        .args(["-t", "2", "-o"])
+        .arg(&out_file)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    // Before: the start lead was 4 × the worst clock error, unbounded; this answer put T0 in
+    // 2027, every agent refused it and the fleet exited 1 with nothing measured.
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(took < Duration::from_secs(30), "took {took:?}: {text}");
+    let r: RunResult = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
+    let named = r.agents.iter().find(|a| a.agent.address == liar.addr.to_string()).expect("the liar is listed");
+    assert_eq!(named.status, "failed", "{:?}", r.agents);
+    assert!(
+        named.why.as_deref().is_some_and(|w| w.contains("clock answer") && w.contains("impossible")),
+        "{:?}",
+        named.why
+    );
+    assert_eq!(r.parts.len(), 1, "the honest client's test is measured: {:?}", r.errors);
+    assert!(r.parts[0].summary.ways[0].sender.bytes > 0);
+    assert_eq!(r.parts[0].peer, addrs[2].to_string());
+    drop(liar);
+    let _ = std::fs::remove_file(&out_file);
+    let _ = std::fs::remove_file(netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl"));
+    let _ = std::fs::remove_file(token);
+}
+
+#[test]
+fn an_agent_that_floods_intervals_past_its_test_is_refused_by_name_and_the_log_stays_small() {
+    let _one = super::fleet::one_fleet();
+    let secret = "a-token-for-the-interval-flood";
+    let token = util::token_file("interval-flood", secret);
+    let (addrs, _agents) = agents(&token, 4);
+    let flood = 20_000;
+    let liar = Relay::start(addrs[1], Token::new(secret).unwrap(), Lie::IntervalFlood(flood));
+    let out_file = std::env::temp_dir().join(format!("nb-fleet-flood-{}.json", std::process::id()));
+    let log = netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl");
+    let t = Instant::now();
+    let out = fleet(&token)
+        .args(["--clients", &format!("{},{}", addrs[0], liar.addr)])
+        .args(["--servers", &format!("{},{}", addrs[2], addrs[3])])
+        .args(["-t", "3", "-o"])
+        .arg(&out_file)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let text = format!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    let r: RunResult = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
+    // The liar's test is failed with the agent and the bound named; the honest test stands.
+    let liar_name = liar.addr.to_string();
+    let failed = r.errors.iter().find(|e| e.source.contains(&liar_name)).unwrap_or_else(|| panic!("{:?}", r.errors));
+    assert!(
+        failed.message.contains("sent interval 1000 of a test of") && failed.message.contains("refused"),
+        "{failed:?}"
+    );
+    assert_eq!(r.parts.len(), 1, "{:?}", r.errors);
+    assert_eq!(r.parts[0].peer, addrs[2].to_string());
+    assert!(r.intervals.iter().all(|i| i.index < 10), "{} intervals", r.intervals.len());
+    // Before: a 3 s test's frame log grew to 724 MB and the live output to 950 412 lines.
+    let log_len = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+    assert!(log_len < 2_000_000, "fleet log of {log_len} bytes");
+    assert_eq!(forged_in_log(&log), 0, "refused frames are not logged");
+    assert!(text.lines().count() < 200, "{} lines of output", text.lines().count());
+    drop(liar);
+    let _ = std::fs::remove_file(&out_file);
+    let _ = std::fs::remove_file(log);
+    let _ = std::fs::remove_file(token);
+}
+
+/// Orders running on one agent (its threads are a proxy the audit used: 306 for 100 orders).
+fn threads(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Threads:").map(|n| n.trim().parse().unwrap_or(0))))
+        .unwrap_or(0)
+}
+
+#[test]
+fn one_coordinator_listing_an_agent_a_hundred_times_runs_at_most_its_order_cap() {
+    let _one = super::fleet::one_fleet();
+    let token = util::token_file("order-cap", "a-token-for-the-order-cap");
+    // Both agents take every connection and set-up the fleet sends them at once (their per-peer
+    // bounds on connections not yet proven and on set-ups would refuse some first, from the
+    // coordinator's one address: this test is about the order cap).
+    let agent = || {
+        let (child, addr) = util::spawn_server_with(&[
+            "--probe",
+            "tcpinfo",
+            "--max-unproven-per-peer",
+            "256",
+            "--max-pending-per-peer",
+            "128",
+            "--token-file",
+            token.to_str().unwrap(),
+        ]);
+        (KillOnDrop(child), addr)
+    };
+    let ((client_agent, client), (_server_agent, server)) = (agent(), agent());
+    let listed = vec![client.to_string(); 100].join(",");
+    let out_file = std::env::temp_dir().join(format!("nb-fleet-cap-{}.json", std::process::id()));
+    let child = fleet(&token)
+        .args(["--clients", &listed, "--servers", &server.to_string()])
+        .args(["-t", "3", "-b", "5M", "-o"])
+        .arg(&out_file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A well-behaved client of the agent the fleet loads, beside the fleet, while its tests run.
+    let pid = client_agent.0.id();
+    let t = Instant::now();
+    let mut peak = 0;
+    while t.elapsed() < Duration::from_secs(2) {
+        peak = peak.max(threads(pid));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let good = util::bin()
+        .args(["run", "--target", &client.to_string(), "-t", "1", "--probe", "tcpinfo", "--json", "--token-file"])
+        .arg(&token)
+        .output()
+        .unwrap();
+    let out = util::wait_output(child, Duration::from_secs(60));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(good.status.success(), "the good client: {}", String::from_utf8_lossy(&good.stderr));
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let r: RunResult = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
+    let capped = r.errors.iter().filter(|e| e.message.contains("the most it runs at once (64)")).count();
+    // Before: 100 orders ran (306 threads on the agent).
+    assert!(r.parts.len() <= 64, "{} tests ran on one agent", r.parts.len());
+    assert_eq!(r.parts.len() + capped, 100, "every test ran or was refused by the cap: {:?}", r.errors);
+    eprintln!("{} orders ran, {capped} refused by the cap; agent peak {peak} threads", r.parts.len());
+    let _ = std::fs::remove_file(&out_file);
+    let _ = std::fs::remove_file(netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl"));
+    let _ = std::fs::remove_file(token);
+}

@@ -182,6 +182,7 @@ pub fn read_partial(text: &str) -> Result<RunResult, String> {
         test_id: start.test_id,
         started_at: netblast_spec::units::fmt_rfc3339(start.start_unix_ns),
         start_unix_ns: Some(start.start_unix_ns),
+        actual_start_unix_ns: None,
         clock: None,
         agent: None,
         complete: false,

@@ -290,7 +290,7 @@ impl Members {
             }));
         }
         if r.agents.is_empty() {
-            self.add_client(name, r, p, clock, start_local);
+            self.add_client(name, r, p, clock);
         } else {
             let shift = |a: &AgentStatus| AgentStatus {
                 parts: a.parts.iter().map(|k| k + p.first_part).collect(),
@@ -304,7 +304,7 @@ impl Members {
     }
 
     /// A plain input's client as an agent (one per client: its parts gathered).
-    fn add_client(&mut self, name: &str, r: &RunResult, p: Place, clock: ClockInfo, start_local: u64) {
+    fn add_client(&mut self, name: &str, r: &RunResult, p: Place, clock: ClockInfo) {
         let agent = r.agent.clone().unwrap_or_default();
         let status = if r.complete { "ok" } else { "partial" };
         match self.agents.iter_mut().find(|a| a.agent == agent && a.role == "client") {
@@ -318,7 +318,9 @@ impl Members {
                 agent,
                 role: "client".into(),
                 clock,
-                actual_start_unix_ns: u64::try_from(clock.to_reference(start_local)).ok(),
+                // When its gate really opened, as it recorded it: a result without it (before
+                // it was recorded) has no actual start, and no skew is claimed from its plan.
+                actual_start_unix_ns: r.actual_start_unix_ns.and_then(|a| u64::try_from(clock.to_reference(a)).ok()),
                 status: status.into(),
                 why: (!r.complete).then(|| format!("{name}: incomplete run")),
                 parts: vec![p.first_part],
@@ -369,6 +371,8 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
         test_id: merged_id(inputs),
         started_at: crate::units::fmt_rfc3339(t0_ns),
         start_unix_ns: Some(t0_ns),
+        // Each input's own is its agent's (below): a merge has no one gate.
+        actual_start_unix_ns: None,
         clock: Some(ClockInfo { source, offset_ns: 0, error_ns: 0 }),
         agent: None,
         complete: inputs.iter().all(|(_, r)| r.complete),
@@ -1022,6 +1026,7 @@ pub(crate) mod tests {
             test_id: agent.into(),
             started_at: String::new(),
             start_unix_ns: Some(start_ns),
+            actual_start_unix_ns: None,
             clock: Some(ClockInfo::default()),
             agent: Some(crate::result::AgentInfo { hostname: agent.into(), id: agent.into(), address: String::new() }),
             complete: true,
@@ -1198,6 +1203,24 @@ pub(crate) mod tests {
             s.entry(*i).or_default().insert(0, Cell { bytes: *b, lat: vec![1000] });
         }
         s
+    }
+
+    #[test]
+    fn start_skew_is_from_the_starts_results_record_and_unknown_without_them() {
+        // Found by a user: a merge of two --start-at runs stated "start skew 0.00 ns" from
+        // their planned starts, the only ones results carried.
+        let (mut a, mut b) = (build(&one(&[(0, 1)]), T0, "a"), build(&one(&[(0, 1)]), T0, "b"));
+        let m = merge(&[("a.json", &a), ("b.json", &b)]).unwrap();
+        assert!(m.agents.iter().all(|x| x.actual_start_unix_ns.is_none()), "no skew is claimed from plans");
+        a.actual_start_unix_ns = Some(T0 + 40_000);
+        // b's clock runs 200 us ahead of the reference: its planned start reads 200 us later
+        // on it, and its actual start is 200 us earlier on the reference.
+        b.start_unix_ns = Some(T0 + 200_000);
+        b.actual_start_unix_ns = Some(T0 + 1_250_000);
+        b.clock = Some(ClockInfo { source: ClockSource::Coordinator, offset_ns: 200_000, error_ns: 10 });
+        let m = merge(&[("a.json", &a), ("b.json", &b)]).unwrap();
+        let starts: Vec<u64> = m.agents.iter().filter_map(|x| x.actual_start_unix_ns).collect();
+        assert_eq!(starts, vec![T0 + 40_000, T0 + 1_050_000]);
     }
 
     #[test]

@@ -1185,6 +1185,11 @@ pub struct RunResult {
     /// /1 results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_unix_ns: Option<u64>,
+    /// When the start gate really opened (the workers were let go), on the measuring host's
+    /// clock, UTC ns: what a start skew between results is measured from. Absent in results
+    /// of versions before it was recorded (their skew is not known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actual_start_unix_ns: Option<u64>,
     /// The measuring host's clock against the reference clock; absent in /1 results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<ClockInfo>,

@@ -170,6 +170,8 @@ pub struct Envelope {
     pub test_id: String,
     /// The common start instant, UTC ns.
     pub start_unix_ns: u64,
+    /// When the start gate really opened, UTC ns.
+    pub actual_start_unix_ns: u64,
     /// Clock against the reference.
     pub clock: ClockInfo,
     /// The address this host measured from.
@@ -219,6 +221,7 @@ impl Envelope {
             test_id: self.test_id,
             started_at: clock::rfc3339(self.start_unix_ns),
             start_unix_ns: Some(self.start_unix_ns),
+            actual_start_unix_ns: Some(self.actual_start_unix_ns),
             clock: Some(self.clock),
             agent: Some(AgentInfo {
                 hostname: client.hostname.clone(),

@@ -220,13 +220,14 @@ pub fn run(
         cpu_mark: None,
         host_mark: None,
     };
-    let start_unix_ns = run.start(tx, &test_id.to_string(), live)?;
+    let (start_unix_ns, actual_start_unix_ns) = run.start(tx, &test_id.to_string(), live)?;
     let agg = run.drive(live);
     let (agg, cpu) = run.wind_down(agg, live);
     let local_address = run.control.stream.local_addr().map(|a| a.ip().to_string()).unwrap_or_default();
     let envelope = Envelope {
         test_id: test_id.to_string(),
         start_unix_ns,
+        actual_start_unix_ns,
         clock: opts.clock,
         local_address,
         server: Some(run.control.server.clone()),
@@ -307,14 +308,14 @@ struct Drive<'a> {
 
 impl Drive<'_> {
     /// Waits for the start instant (reading the server's frames from then on), opens the gate
-    /// and tells the server to start; the start instant (UTC ns). Before the start, a failure
+    /// and tells the server to start; the start instant and when the gate opened (UTC ns). Before the start, a failure
     /// stops the workers and is returned.
     fn start(
         &mut self,
         tx: mpsc::Sender<Incoming>,
         test_id: &str,
         live: &mut dyn FnMut(Live<'_>),
-    ) -> Result<u64, ClientError> {
+    ) -> Result<(u64, u64), ClientError> {
         let (start_unix_ns, start) = match crate::run::api::start_instant(self.plan, START_LEAD) {
             Ok(s) => s,
             Err(e) => {
@@ -350,7 +351,7 @@ impl Drive<'_> {
             self.abandon();
             return Err(ClientError::Io { what: format!("cannot start the test ({})", self.peer), error: e });
         }
-        Ok(start_unix_ns)
+        Ok((start_unix_ns, actual_start_unix_ns))
     }
 
     /// Stops the workers before they measured anything, and closes the control connection.

@@ -576,6 +576,7 @@ pub fn run(
     let envelope = Envelope {
         test_id,
         start_unix_ns,
+        actual_start_unix_ns,
         clock: opts.clock,
         local_address: setup.local_address.clone(),
         server: None,

@@ -17,9 +17,12 @@ use proptest::prelude::*;
 
 /// The real results, by file name.
 fn real() -> Vec<(String, RunResult)> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/real");
-    let mut out: Vec<(String, RunResult)> = std::fs::read_dir(&dir)
-        .unwrap()
+    // `real/`: /2 results (also the upgrade's fixtures); `v3/`: results of this schema (a merge
+    // of two tests held by different causes).
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
+    let mut out: Vec<(String, RunResult)> = ["real", "v3"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap())
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .map(|p| {
@@ -174,6 +177,38 @@ fn one_value(name: &str, r: &RunResult) -> Result<(), String> {
         }
         if !page.contains(&format!("<td>{skew}</td>")) {
             return differ("start skew in the HTML agents table", &skew, "absent");
+        }
+    }
+    // Verdicts: the text prints each way's; a result of several tests counts the tests that
+    // share its leading cause as they are; no "congestion" while the sender's CPU is saturated.
+    use netblast_spec::diagnose::{self, Limit};
+    for d in diagnose::tcp(r) {
+        if !full.contains(&d.verdict) {
+            return differ("verdict in the text", &d.verdict, "absent");
+        }
+        if r.parts.len() > 1 {
+            let n = r.parts.iter().flat_map(|p| diagnose::part(r, p)).filter(|x| x.way == d.way).count();
+            let k = r.parts.iter().flat_map(|p| diagnose::part(r, p)).filter(|x| x.way == d.way && x.limit == d.limit);
+            let shown = format!("{} in {} of {n} tests", d.limit.name(), k.count());
+            if !d.verdict.starts_with(&shown) {
+                return differ("a merged verdict and its tests' verdicts", &d.verdict, &shown);
+            }
+        }
+        let sender = match d.way {
+            netblast_spec::profile::Way::Up => r.summary.load.client.as_ref(),
+            netblast_spec::profile::Way::Down => r.summary.load.server.as_ref(),
+        };
+        let busy = sender.is_some_and(|l| l.cpus.iter().any(|c| c.busy() >= diagnose::CPU_BOUND));
+        if r.parts.len() <= 1 && d.limit == Limit::Congestion && busy {
+            return differ("congestion verdict with the sender's CPU saturated", &d.verdict, "the sender's CPU");
+        }
+    }
+    // Spurious retransmissions are a part of the retransmissions.
+    for w in &r.summary.ways {
+        if let (Some(sp), Some(all)) = (w.spurious_retransmits, w.retransmits) {
+            if sp > all {
+                return differ("spurious retransmits above retransmits", &sp.to_string(), &all.to_string());
+            }
         }
     }
     // Intervals: the text's rate of each bulk way and the CSV's are the result's.

@@ -7,7 +7,7 @@
 //! the path held); a buffer below it for the rate wanted is the limit to raise.
 
 use crate::profile::{Way, Workload};
-use crate::result::{HostInfo, LimitShares, Part, Plan, RunResult, Summary, TcpLimits, WaySummary};
+use crate::result::{HostInfo, LimitShares, Part, RunResult, Summary, TcpLimits, WaySummary};
 use crate::units::{fmt_bits_per_s, fmt_bytes, fmt_ns};
 
 /// What held a way's senders most of the time.
@@ -61,26 +61,72 @@ pub struct Diagnosis {
 
 /// The diagnosis of each way of a bulk run whose senders' kernels reported their limit clocks
 /// (other kinds wait on their peer by design: nothing to send is what they do).
+///
+/// A merged or fleet result of several tests is diagnosed from its tests' own diagnoses (the
+/// merged totals' clocks and hosts are no one test's): [`of_tests`].
 pub fn tcp(r: &RunResult) -> Vec<Diagnosis> {
-    of(&View { plan: &r.plan, client: Some(&r.client), server: r.server.as_ref(), summary: &r.summary })
+    if r.parts.len() > 1 {
+        return of_tests(r);
+    }
+    of(&View { profile: &r.plan.profile, client: Some(&r.client), server: r.server.as_ref(), summary: &r.summary })
+}
+
+/// Each way of a result of several tests: the cause most of its tests share leads (a tie goes
+/// to the first test's), its verdict counts the tests that share it and names the others' causes
+/// with their counts, then gives the first such test's own verdict, so the whole never says
+/// what its tests' verdicts contradict. The shares are the merged clocks'; the share is the
+/// mean of the leading tests'.
+pub fn of_tests(r: &RunResult) -> Vec<Diagnosis> {
+    let per: Vec<Diagnosis> = r.parts.iter().flat_map(|p| part(r, p)).collect();
+    let mut out = Vec::new();
+    for way in [Way::Up, Way::Down] {
+        let ds: Vec<&Diagnosis> = per.iter().filter(|d| d.way == way).collect();
+        let Some(first) = ds.first() else { continue };
+        let mut counts: Vec<(Limit, usize)> = Vec::new();
+        for d in &ds {
+            match counts.iter_mut().find(|(l, _)| *l == d.limit) {
+                Some((_, c)) => *c += 1,
+                None => counts.push((d.limit, 1)),
+            }
+        }
+        // Stable: among equal counts the cause seen first (the first test's) stays first.
+        counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+        let (limit, k) = counts[0];
+        let lead: Vec<&&Diagnosis> = ds.iter().filter(|d| d.limit == limit).collect();
+        let share = lead.iter().map(|d| d.share).sum::<f64>() / lead.len() as f64;
+        let shares =
+            r.summary.ways.iter().find(|w| w.way == way).and_then(|w| w.limits?.shares()).unwrap_or(first.shares);
+        let others = match &counts[1..] {
+            [] => String::new(),
+            rest => format!(
+                " (the others: {})",
+                rest.iter().map(|(l, c)| format!("{} in {c}", l.name())).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        let verdict =
+            format!("{} in {k} of {} tests{others}; the first of them: {}", limit.name(), ds.len(), lead[0].verdict);
+        out.push(Diagnosis { way, shares, limit, share, verdict });
+    }
+    out
 }
 
 /// The diagnosis of each way of one part of a merged or fleet bulk result (one agent's test):
 /// its own totals, limit clocks, hosts' settings and load.
 pub fn part(r: &RunResult, p: &Part) -> Vec<Diagnosis> {
-    of(&View { plan: &r.plan, client: p.client.as_ref(), server: p.server.as_ref(), summary: &p.summary })
+    let profile = p.profile.as_ref().unwrap_or(&r.plan.profile);
+    of(&View { profile, client: p.client.as_ref(), server: p.server.as_ref(), summary: &p.summary })
 }
 
 fn of(v: &View) -> Vec<Diagnosis> {
-    if v.plan.profile.kind() != crate::profile::Kind::Bulk {
+    if v.profile.kind() != crate::profile::Kind::Bulk {
         return Vec::new();
     }
     v.summary.ways.iter().filter_map(|w| way(v, w, w.limits?)).collect()
 }
 
-/// What a diagnosis reads: the plan, the two hosts' settings, the totals.
+/// What a diagnosis reads: the profile run, the two hosts' settings, the totals.
 struct View<'a> {
-    plan: &'a Plan,
+    profile: &'a crate::profile::Profile,
     client: Option<&'a HostInfo>,
     server: Option<&'a HostInfo>,
     summary: &'a Summary,
@@ -96,7 +142,7 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
     ];
     let (mut limit, mut share) =
         ranked.into_iter().fold((Limit::Application, -1.0), |a, b| if b.1 > a.1 { b } else { a });
-    let tcp = &r.plan.profile.tcp;
+    let tcp = &r.profile.tcp;
     let (sender, receiver) = match w.way {
         Way::Up => (r.client, r.server),
         Way::Down => (r.server, r.client),
@@ -108,7 +154,7 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
         (limit, share) = (Limit::SendBuffer, shares.app);
     }
     let rate = w.receiver.unwrap_or(w.sender).bits_per_s;
-    let wanted = match &r.plan.profile.workload {
+    let wanted = match &r.profile.workload {
         Workload::Bulk(b) => b.bitrate.map(|b| b.bits_per_s()),
         _ => None,
     };
@@ -227,7 +273,8 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
             let why = match (wanted, side.and_then(|l| saturated(l).into_iter().next())) {
                 (Some(b), _) => format!("held at -b {}", fmt_bits_per_s(b)),
                 (None, Some(c)) => format!("the sender's {}", cpu_words(c)),
-                (None, None) => "the generator: no CPU of the sending host was saturated".into(),
+                (None, None) if side.is_some() => "the generator: no CPU of the sending host was saturated".into(),
+                (None, None) => "the generator (the sending host's CPU load was not measured)".into(),
             };
             format!("application limited: nothing to send {} of the time ({why})", pct(share))
         }

@@ -280,12 +280,14 @@ impl Members {
                 complete: r.complete,
                 client: Some(r.client.clone()),
                 server: r.server.clone(),
+                profile: Some(r.plan.profile.clone()),
                 summary: r.summary.clone(),
             });
         } else {
             self.parts.extend(r.parts.iter().map(|q| Part {
                 interval_offset: q.interval_offset + p.offset,
                 first_stream: q.first_stream + p.first_stream,
+                profile: Some(q.profile.clone().unwrap_or_else(|| r.plan.profile.clone())),
                 ..q.clone()
             }));
         }
@@ -356,6 +358,12 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
         m.add(name, r, places[j]);
     }
     let mut plan = first.plan.clone();
+    // A part keeps its profile only where it is not the plan's.
+    for part in &mut m.parts {
+        if part.profile.as_ref() == Some(&plan.profile) {
+            part.profile = None;
+        }
+    }
     if inputs.iter().any(|(_, r)| r.plan.profile != first.plan.profile) {
         plan.notes.push("the merged tests ran different profiles; this plan is the first one's (see parts)".into());
     }

@@ -1141,6 +1141,11 @@ pub struct Part {
     /// The server host, when it answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<HostInfo>,
+    /// The profile it ran, when it is not the merged plan's (a merge of different tests, a
+    /// fleet test given its share of a rate): what its own verdict reads its asked rate and
+    /// settings from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<crate::profile::Profile>,
     /// The input's own totals.
     pub summary: Summary,
 }

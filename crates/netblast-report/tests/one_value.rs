@@ -309,3 +309,19 @@ proptest! {
         prop_assert!(one_value(&name, &r).is_ok(), "{}", one_value(&name, &r).unwrap_err());
     }
 }
+
+#[test]
+fn a_compared_chart_states_each_runs_own_count() {
+    // Found by a user: the retransmit chart of `report --compare` said "(9 in all)", the base
+    // run's count, over runs that had 36 and 17.
+    let runs: Vec<(String, RunResult)> =
+        real().into_iter().filter(|(_, r)| r.summary.retransmits().is_some_and(|n| n > 0)).collect();
+    assert!(runs.len() >= 2, "real results with retransmissions: {}", runs.len());
+    let named: Vec<(String, &RunResult)> = runs.iter().map(|(n, r)| (n.clone(), r)).collect();
+    let page = html::render_compare(&named).unwrap();
+    let title = page.lines().find(|l| l.contains("Retransmitted segments per interval")).expect("the chart");
+    for (name, r) in &named {
+        let n = r.summary.retransmits().unwrap();
+        assert!(title.contains(&format!("{name}: {n} in all")), "{name} ({n}) in {title}");
+    }
+}

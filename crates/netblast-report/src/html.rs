@@ -602,7 +602,16 @@ fn streams_table(out: &mut String, r: &RunResult) {
          <th class=\"l sort\">way</th><th class=\"l sort\">local → remote</th><th class=\"sort\">CPU client/server</th>"
     );
     let bytes = kind == Kind::Bulk || udp;
-    if bytes {
+    let per_cpu = matches!(&r.plan.profile.workload, netblast_spec::profile::Workload::Msgrate(p)
+        if p.receivers == netblast_spec::profile::Receivers::PerCpu);
+    if bytes && per_cpu {
+        // One receiver per server CPU takes what the kernel steers to it, not one flow's.
+        out.push_str(
+            "<th class=\"sort\">sent</th><th class=\"sort\" title=\"what the server's receiver on this row's server CPU \
+             took: one receiver per CPU (SO_INCOMING_CPU), the kernel decides which datagrams each takes\">received \
+             on its server CPU</th>",
+        );
+    } else if bytes {
         out.push_str("<th class=\"sort\">sent</th><th class=\"sort\">received</th>");
     }
     if kind != Kind::Bulk {

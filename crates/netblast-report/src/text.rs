@@ -73,6 +73,11 @@ pub fn interval_header(profile: &Profile) -> String {
     let columns = match (profile.kind(), udp(profile)) {
         (Kind::Bulk, _) => "[ ID] Interval           Transfer     Bitrate         Retr  Cwnd         RTT\n",
         (Kind::Msgrate, false) => "[ ID] Interval           Messages     Msgs/s        Segments/s  Retr\n",
+        (Kind::Msgrate, true) if per_cpu_receivers(profile) => {
+            "Recv/s per CPU: what the server's receiver on the row's server CPU took (one receiver per CPU, SO_INCOMING_CPU: \
+             the kernel, not the flow, decides which datagrams each takes; the flows' total is [SUM]'s)\n\
+             [ ID] Interval           Sent/s        Bitrate          Recv/s/CPU    Lost/Total (receiver)  Jitter     Reordered  Dup\n"
+        }
         (Kind::Msgrate, true) => {
             "[ ID] Interval           Sent/s        Bitrate          Received/s    Lost/Total (receiver)  Jitter     Reordered  Dup\n"
         }
@@ -83,6 +88,11 @@ pub fn interval_header(profile: &Profile) -> String {
         }
     };
     format!("{}{columns}", paced.unwrap_or_default())
+}
+
+/// Whether a UDP message-rate profile receives on one socket per server CPU (not per flow).
+fn per_cpu_receivers(profile: &Profile) -> bool {
+    matches!(&profile.workload, Workload::Msgrate(p) if p.receivers == netblast_spec::profile::Receivers::PerCpu)
 }
 
 fn span(a: f64, b: f64) -> String {
@@ -1295,8 +1305,7 @@ fn sweep_lines(s: &mut String, r: &RunResult) {
 /// CPU's receiver dropped what, so a loss is the path's or a named receiver's.
 fn receivers_line(s: &mut String, r: &RunResult, way: Way, m: &MsgTotals) -> std::fmt::Result {
     let Some(q) = m.rcvbuf else { return Ok(()) };
-    let per_cpu = matches!(&r.plan.profile.workload, Workload::Msgrate(p)
-        if p.receivers == netblast_spec::profile::Receivers::PerCpu);
+    let per_cpu = per_cpu_receivers(&r.plan.profile);
     let queue = format!("receive queue {} per socket", fmt_bytes(q));
     if !per_cpu {
         return writeln!(s, "      receivers: a socket per flow, {queue}");

@@ -325,3 +325,22 @@ fn a_compared_chart_states_each_runs_own_count() {
         assert!(title.contains(&format!("{name}: {n} in all")), "{name} ({n}) in {title}");
     }
 }
+
+#[test]
+fn per_cpu_receivers_are_named_per_cpu_not_per_flow() {
+    // Found by a user: `--profile pps-udp` showed a flow's Received/s above its Sent/s (400 k vs
+    // 282 k): the receivers are one per server CPU, and the kernel decides which takes what.
+    use netblast_spec::profile::{Receivers, Workload};
+    let per_cpu: Vec<(String, RunResult)> = real()
+        .into_iter()
+        .filter(|(_, r)| matches!(&r.plan.profile.workload, Workload::Msgrate(p) if p.receivers == Receivers::PerCpu))
+        .filter(|(_, r)| r.plan.profile.workload.uses_udp())
+        .collect();
+    assert!(!per_cpu.is_empty(), "a real per-CPU UDP result");
+    for (name, r) in &per_cpu {
+        let header = text::interval_header(&r.plan.profile);
+        assert!(header.contains("Recv/s/CPU") && !header.contains("Received/s"), "{name}: {header}");
+        let page = html::render(name, r).unwrap();
+        assert!(page.contains("received on its server CPU"), "{name}");
+    }
+}

@@ -451,20 +451,22 @@ fn msg_summary(s: &mut String, r: &RunResult) {
             _ => {
                 let _ = writeln!(
                     s,
-                    "[{}] {}  {:>10} {unit}  {:>12}  sender",
+                    "[{}] {}  {:>10} {unit}  {:>12}  {:>15}  sender",
                     label(w.way, r.summary.ways.len()),
                     span(0.0, w.sender.seconds),
                     count(m.sent),
-                    fmt_per_s(m.sent_per_s)
+                    fmt_per_s(m.sent_per_s),
+                    fmt_bits_per_s(w.sender.bits_per_s)
                 );
                 if let (Some(recv), Some(rps), Some(rv)) = (m.received, m.received_per_s, w.receiver) {
                     let _ = writeln!(
                         s,
-                        "[{}] {}  {:>10} {unit}  {:>12}  receiver",
+                        "[{}] {}  {:>10} {unit}  {:>12}  {:>15}  receiver",
                         label(w.way, r.summary.ways.len()),
                         span(0.0, rv.seconds),
                         count(recv),
-                        fmt_per_s(rps)
+                        fmt_per_s(rps),
+                        fmt_bits_per_s(rv.bits_per_s)
                     );
                 }
                 if let Some(lost) = m.lost {

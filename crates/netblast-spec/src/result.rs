@@ -986,6 +986,11 @@ pub struct ConnCounts {
     pub reset: u64,
     /// Any other error (the flow's error or the log names it).
     pub other: u64,
+    /// With a rate asked (`--rate`): connections opened more than one gap after their
+    /// scheduled time, the flow still busy with the one before (a flow opens one connection at
+    /// a time). Not a failure: what tells a flow that could not keep the rate from one that did.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub behind: u64,
 }
 
 impl ConnCounts {
@@ -1000,6 +1005,7 @@ impl ConnCounts {
         self.timed_out += o.timed_out;
         self.reset += o.reset;
         self.other += o.other;
+        self.behind += o.behind;
     }
 
     /// The sum of `counts`; `None` when there is none.

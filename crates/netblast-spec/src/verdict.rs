@@ -13,6 +13,7 @@ use crate::units::{fmt_bytes, fmt_ns, fmt_per_s};
 pub fn beyond_tcp(r: &RunResult) -> Vec<String> {
     let mut v = udp(r);
     v.extend(cps(r));
+    v.extend(cps_shortfall(r));
     v.extend(r.summary.http.as_ref().and_then(|h| http(r, h)));
     v.extend(hosts(r));
     v
@@ -89,6 +90,76 @@ pub fn cps(r: &RunResult) -> Vec<String> {
             ))
         })
         .collect()
+}
+
+/// The share of a cps rate below which the run did not reach what it asked.
+const RATE_HELD: f64 = 0.95;
+
+/// cps with `--rate` that fell short of it: the cause its figures show, first found of the
+/// local ports running out (their own verdict, [`cps`]), failed connections, retransmitted
+/// SYNs (the server's queues), and flows that could not keep their schedule (a flow opens one
+/// connection at a time), with a saturated CPU where one was; without that evidence it says
+/// so rather than guess.
+pub fn cps_shortfall(r: &RunResult) -> Vec<String> {
+    let Workload::Cps(c) = &r.plan.profile.workload else { return Vec::new() };
+    let Some(asked) = c.rate.map(|x| x.per_second()) else { return Vec::new() };
+    let mut out = Vec::new();
+    for w in &r.summary.ways {
+        let Some(t) = w.msgs.as_ref() else { continue };
+        if t.sent_per_s >= RATE_HELD * asked {
+            continue;
+        }
+        let conns = t.conns.unwrap_or_default();
+        let tried = t.sent + t.lost.unwrap_or(0);
+        let head = format!(
+            "cps: {} of the {} asked ({}): ",
+            fmt_per_s(t.sent_per_s),
+            fmt_per_s(asked),
+            pct(t.sent_per_s / asked)
+        );
+        let failed = conns.failed();
+        let syn = conns.syn_retransmits.unwrap_or(0);
+        let behind = conns.behind as f64 / tried.max(1) as f64;
+        let cycle_ns = w.sender.seconds * f64::from(w.streams.max(1)) / tried.max(1) as f64 * 1e9;
+        let busy = |load: Option<&HostLoad>| load.and_then(|l| saturated(l).into_iter().next()).map(cpu_words);
+        let why = if conns.port_exhausted > 0 {
+            "the local ports ran out (below)".to_string()
+        } else if failed as f64 > 0.01 * tried as f64 {
+            format!(
+                "{failed} of {tried} connections failed ({} refused, {} timed out, {} reset, {} other): the server or the path",
+                conns.refused, conns.timed_out, conns.reset, conns.other
+            )
+        } else if syn as f64 > 0.001 * tried as f64 {
+            format!(
+                "{syn} SYNs were retransmitted: the server's SYN or accept queue overflowed (its backlog, \
+                 net.core.somaxconn), and each retransmission waits 1 s or more"
+            )
+        } else if behind >= 0.5 {
+            let flows = match w.streams {
+                1 => "the one flow opens one connection at a time and was".to_string(),
+                n => format!("each of the {n} flows opens one connection at a time; they were"),
+            };
+            let pace = format!(
+                "{flows} behind the schedule for {} of the connections (a connection took {} from socket to \
+                 close, on average)",
+                pct(behind),
+                fmt_ns(cycle_ns)
+            );
+            match (busy(r.summary.load.client.as_ref()), busy(r.summary.load.server.as_ref())) {
+                (Some(cpu), _) => format!("{pace}, with the client's {cpu}: the client's CPU sets the rate"),
+                (None, Some(cpu)) => format!("{pace}, with the server's {cpu}: the server's CPU sets the rate"),
+                (None, None) => format!("{pace}, and no CPU saturated: more flows (-P) reach more"),
+            }
+        } else {
+            format!(
+                "not explained by the counts (no failure, no SYN retransmitted, the flows behind their \
+                 schedule for {} of the connections)",
+                pct(behind)
+            )
+        };
+        out.push(format!("{head}{why}"));
+    }
+    out
 }
 
 /// UDP ways: how much was lost, how much of it the receiving sockets' full queues dropped (the
@@ -372,6 +443,63 @@ mod tests {
         assert!(v[0].contains("no TIME_WAIT on the client (close = \"server\")"), "{}", v[0]);
         r.summary.ways[0].msgs.as_mut().unwrap().conns = Some(Default::default());
         assert!(cps(&r).is_empty(), "no exhaustion, no verdict");
+    }
+
+    #[test]
+    fn a_cps_rate_not_reached_names_the_cause_its_counts_show() {
+        let (mut p, _) = crate::profile::Profile::load("cps").unwrap();
+        if let Workload::Cps(c) = &mut p.workload {
+            c.rate = Some("20k".parse().unwrap());
+        }
+        use crate::merge::tests::{build, Cell};
+        let one = [(0, [(0, Cell { bytes: 1, lat: vec![1000] })].into_iter().collect())].into_iter().collect();
+        let mut r = build(&one, 0, "a");
+        r.summary.ways.truncate(1);
+        r.plan.profile = p;
+        let with = |r: &mut RunResult, per_s: f64, conns: crate::result::ConnCounts| {
+            let lost = conns.failed();
+            r.summary.ways[0].msgs = Some(MsgTotals {
+                sent: 10_000,
+                sent_per_s: per_s,
+                lost: Some(lost),
+                conns: Some(conns),
+                ..Default::default()
+            });
+            cps_shortfall(r)
+        };
+        let c = |f: fn(&mut crate::result::ConnCounts)| {
+            let mut c = crate::result::ConnCounts { syn_retransmits: Some(0), ..Default::default() };
+            f(&mut c);
+            c
+        };
+        // Held (within 5%): nothing said.
+        assert!(with(&mut r, 19_500.0, c(|_| {})).is_empty());
+        let v = with(&mut r, 5_600.0, c(|x| x.refused = 400));
+        assert!(
+            v[0].starts_with("cps: 5.60 k/s of the 20.0 k/s asked (28%): 400 of 10400 connections failed (400 refused"),
+            "{}",
+            v[0]
+        );
+        let v = with(&mut r, 5_600.0, c(|x| x.syn_retransmits = Some(40)));
+        assert!(v[0].contains("40 SYNs were retransmitted: the server's SYN or accept queue overflowed"), "{}", v[0]);
+        let v = with(&mut r, 5_600.0, c(|x| x.port_exhausted = 1));
+        assert!(v[0].contains("the local ports ran out"), "{}", v[0]);
+        // Behind, with the client's CPU saturated: the CPU, named.
+        r.summary.load.client = Some(HostLoad {
+            wall_s: 1.0,
+            cpus: vec![CpuLoad { cpu: 0, user: 0.2, system: 0.79, idle: 0.01, ..Default::default() }],
+            ..Default::default()
+        });
+        let v = with(&mut r, 5_600.0, c(|x| x.behind = 9_000));
+        assert!(v[0].contains("behind the schedule for 90% of the connections"), "{}", v[0]);
+        assert!(
+            v[0].contains("with the client's CPU 0 at 99% busy") && v[0].contains("the client's CPU sets the rate"),
+            "{}",
+            v[0]
+        );
+        // Neither failures nor SYNs nor a flow behind: no cause is claimed.
+        let v = with(&mut r, 5_600.0, c(|x| x.behind = 10));
+        assert!(v[0].contains("not explained by the counts"), "{}", v[0]);
     }
 
     #[test]

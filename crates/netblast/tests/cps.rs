@@ -169,3 +169,42 @@ fn failures_are_counted_by_cause() {
     assert!(w.latency.as_ref().unwrap().max_ns >= 900_000_000, "a retransmitted SYN costs a second or more");
     assert!(netblast_report::text::full(&r).contains("SYN retransmissions"));
 }
+
+#[test]
+fn a_rate_the_flows_cannot_keep_is_named_with_its_cause_and_a_rate_they_keep_is_not() {
+    if !util::netns_or_skip("cps: a rate the flows cannot keep") {
+        return;
+    }
+    // Made on purpose: a 10 ms round trip, where a flow (one connection at a time: connect,
+    // request, response) completes at most ~50 connections a second with its CPUs idle. Found
+    // by a user: `--rate 20k` gave 5.6 k/s with only "asked for 20.0 k/s in all".
+    let path = util::DelayPath::create(std::time::Duration::from_millis(5));
+    let ns = &path.pair;
+    let (_srv, addr) = ns.serve(&ns.b);
+    let target = format!("{}:{}", ns.addr_b, addr.port());
+    let short = run_in(ns, &target, &["--rate", "400", "-t", "2"]);
+    let m = short.summary.ways[0].msgs.unwrap();
+    assert!(m.sent_per_s < 100.0, "one flow over 10 ms made {} connections/s", m.sent_per_s);
+    let v = netblast_spec::verdict::cps_shortfall(&short);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(
+        v[0].contains("of the 400 /s asked") && v[0].contains("the one flow opens one connection at a time"),
+        "{}",
+        v[0]
+    );
+    assert!(v[0].contains("no CPU saturated: more flows (-P) reach more"), "{}", v[0]);
+    let text = netblast_report::text::full(&short);
+    assert!(text.contains(&format!("verdict: {}", v[0])), "{text}");
+    // As the verdict says: 16 flows keep 400/s on the same path, and no shortfall is said.
+    let out = ns
+        .cmd(&ns.a, env!("CARGO_BIN_EXE_netblast"))
+        .args(["run", "--probe", "tcpinfo", "--target", &target, "--profile", "cps", "-P", "16", "--json"])
+        .args(["--rate", "400", "-t", "2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let kept: RunResult = serde_json::from_slice(&out.stdout).unwrap();
+    let m = kept.summary.ways[0].msgs.unwrap();
+    assert!(m.sent_per_s > 380.0, "16 flows at 400/s: {} connections/s", m.sent_per_s);
+    assert!(netblast_spec::verdict::cps_shortfall(&kept).is_empty());
+}

@@ -268,6 +268,9 @@ fn dial_loop(
                 continue;
             }
             // Never faster than the rate: a flow that fell behind does not burst to catch up.
+            if now > next + gap {
+                counts.behind += 1;
+            }
             next = (next + gap).max(now);
         }
         let sock = match new_socket(to, cfg) {

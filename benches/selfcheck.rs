@@ -16,6 +16,8 @@ use netblast_spec::hist::{self, EncodedHistogram};
 use netblast_spec::units::Dur;
 use std::time::{Duration, Instant};
 
+mod verdicts;
+
 fn secs() -> Duration {
     let s: f64 = std::env::var("NETBLAST_BENCH_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(3.0);
     Duration::from_secs_f64(s)
@@ -1114,6 +1116,11 @@ fn sections(server: &LocalServer, cpus: u32) -> bool {
         if truth::section_wanted("truth.pacing") {
             if let Err(e) = truth_pacing(server) {
                 fail("truth.pacing", e);
+            }
+        }
+        if truth::section_wanted("truth.verdict") {
+            if let Err(e) = verdicts::truth_verdicts(server) {
+                fail("truth.verdict", e);
             }
         }
         if truth::section_wanted("truth.rtt") || truth::section_wanted("truth.retransmits") {

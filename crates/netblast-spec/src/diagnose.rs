@@ -158,18 +158,13 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
         Workload::Bulk(b) => b.bitrate.map(|b| b.bits_per_s()),
         _ => None,
     };
-    // What the clocks cannot tell apart, decided by what the run asked and saw: a rate asked
-    // and held (the flows' mean within 5% of it, above or below) is the cause whatever the
-    // clocks read; a sending
-    // host with a CPU at 95% or more, where the clocks read busy sending, is CPU bound.
     let per_flow = rate / f64::from(w.streams.max(1));
     let sender_load = if w.way == Way::Up { r.summary.load.client.as_ref() } else { r.summary.load.server.as_ref() };
     let busy_cpu = sender_load
         .and_then(|l| l.cpus.iter().filter(|c| c.busy() >= CPU_BOUND).max_by(|a, b| a.busy().total_cmp(&b.busy())));
-    if wanted.is_some_and(|b| (per_flow - b).abs() <= 0.05 * b) {
-        (limit, share) = (Limit::AskedRate, 1.0);
-    } else if limit == Limit::Congestion && busy_cpu.is_some() {
-        (limit, share) = (Limit::SenderCpu, shares.cwnd);
+    let (cpu_clock, decided) = asked_or_cpu(limit, &shares, wanted, per_flow, busy_cpu.is_some());
+    if let Some(d) = decided {
+        (limit, share) = d;
     }
     let rtt_ns = w.rtt.map(|t| t.mean_us * 1e3).filter(|v| *v > 0.0);
     let window = rtt_ns.map(|t| rate / 8.0 * t / 1e9);
@@ -263,10 +258,15 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
             pct(shares.app)
         ),
         Limit::SenderCpu => format!(
-            "CPU limited: the sender's {}{flight}; its kernel clocks read busy sending {} of the time \
-             (congestion window or path), which a sender that cannot go faster shows too",
+            "CPU limited: the sender's {}{flight}; its kernel clocks read {cpu_clock} {} of the time ({}), \
+             which a sender that cannot go faster shows too",
             busy_cpu.map(cpu_words).unwrap_or_default(),
-            pct(share)
+            pct(share),
+            if cpu_clock == "busy sending" {
+                "congestion window or path"
+            } else {
+                "its application did not get the CPU to write more"
+            }
         ),
         Limit::Application => {
             let side = if w.way == Way::Up { r.summary.load.client.as_ref() } else { r.summary.load.server.as_ref() };
@@ -280,6 +280,30 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
         }
     };
     Some(Diagnosis { way: w.way, shares, limit, share, verdict })
+}
+
+/// What the clocks cannot tell apart, decided by what the run asked and saw: a rate asked and
+/// held (the flows' mean within 5% of it, above or below) is the cause whatever the clocks
+/// read; a sending host with a CPU at 95% or more, where the clocks read busy sending or (with
+/// no rate asked) nothing to send, is CPU bound. Returns which clock a CPU-bound sender's time
+/// shows (busy sending: a sender that cannot go faster looks congested; nothing to send: its
+/// application did not get the CPU to write more), and the cause and share decided, if any.
+fn asked_or_cpu(
+    limit: Limit,
+    shares: &LimitShares,
+    wanted: Option<f64>,
+    per_flow: f64,
+    cpu_busy: bool,
+) -> (&'static str, Option<(Limit, f64)>) {
+    if wanted.is_some_and(|b| (per_flow - b).abs() <= 0.05 * b) {
+        ("busy sending", Some((Limit::AskedRate, 1.0)))
+    } else if limit == Limit::Congestion && cpu_busy {
+        ("busy sending", Some((Limit::SenderCpu, shares.cwnd)))
+    } else if limit == Limit::Application && cpu_busy && wanted.is_none() {
+        ("nothing to send", Some((Limit::SenderCpu, shares.app)))
+    } else {
+        ("busy sending", None)
+    }
 }
 
 /// The least share of the receiver-window clock for a congestion window that fills the

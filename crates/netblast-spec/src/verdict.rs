@@ -131,8 +131,8 @@ pub fn cps_shortfall(r: &RunResult) -> Vec<String> {
             )
         } else if syn as f64 > 0.001 * tried as f64 {
             format!(
-                "{syn} SYNs were retransmitted: the server's SYN or accept queue overflowed (its backlog, \
-                 net.core.somaxconn), and each retransmission waits 1 s or more"
+                "{syn} SYNs were retransmitted, each after a wait of 1 s or more: SYNs or their answers were \
+                 dropped, by a full SYN or accept queue at the server (its backlog, net.core.somaxconn) or on the path"
             )
         } else if behind >= 0.5 {
             let flows = match w.streams {
@@ -481,7 +481,7 @@ mod tests {
             v[0]
         );
         let v = with(&mut r, 5_600.0, c(|x| x.syn_retransmits = Some(40)));
-        assert!(v[0].contains("40 SYNs were retransmitted: the server's SYN or accept queue overflowed"), "{}", v[0]);
+        assert!(v[0].contains("40 SYNs were retransmitted, each after a wait of 1 s or more"), "{}", v[0]);
         let v = with(&mut r, 5_600.0, c(|x| x.port_exhausted = 1));
         assert!(v[0].contains("the local ports ran out"), "{}", v[0]);
         // Behind, with the client's CPU saturated: the CPU, named.

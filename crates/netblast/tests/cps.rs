@@ -208,3 +208,30 @@ fn a_rate_the_flows_cannot_keep_is_named_with_its_cause_and_a_rate_they_keep_is_
     assert!(m.sent_per_s > 380.0, "16 flows at 400/s: {} connections/s", m.sent_per_s);
     assert!(netblast_spec::verdict::cps_shortfall(&kept).is_empty());
 }
+
+#[test]
+fn dropped_syns_are_named_as_the_cause_of_a_rate_not_reached() {
+    if !util::netns_or_skip("cps: dropped SYNs") {
+        return;
+    }
+    // Made on purpose: 5% of the SYNs reaching the server dropped (what a full accept queue
+    // does); each costs its flow a second.
+    let ns = util::NetnsPair::create();
+    let (_serve, addr) = ns.serve(&ns.b);
+    let target = format!("{}:{}", ns.addr_b, addr.port());
+    ns.nft(&ns.b, "add table inet nbs");
+    ns.nft(&ns.b, "add chain inet nbs input { type filter hook input priority 0 ; }");
+    ns.nft(&ns.b, "add rule inet nbs input tcp flags & (syn | ack) == syn numgen random mod 100 < 5 drop");
+    let out = ns
+        .cmd(&ns.a, env!("CARGO_BIN_EXE_netblast"))
+        .args(["run", "--probe", "tcpinfo", "--target", &target, "--profile", "cps", "-P", "4", "--json"])
+        .args(["--rate", "2k", "-t", "2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: RunResult = serde_json::from_slice(&out.stdout).unwrap();
+    let syn = r.summary.ways[0].msgs.unwrap().conns.unwrap().syn_retransmits.unwrap();
+    assert!(syn > 0, "no SYN retransmitted");
+    let v = netblast_spec::verdict::cps_shortfall(&r);
+    assert!(v[0].contains(&format!("{syn} SYNs were retransmitted")), "{v:?}");
+}

@@ -338,3 +338,32 @@ fn a_paced_flow_is_held_at_the_rate_asked_and_a_saturated_sender_is_cpu_bound() 
         assert!(d[0].verdict.starts_with("CPU limited: the sender's CPU"), "{}", d[0].verdict);
     }
 }
+
+#[test]
+fn a_sender_whose_cpu_is_taken_is_cpu_limited() {
+    if !util::netns_or_skip("limits: a busy CPU") {
+        return;
+    }
+    // Made on purpose: a process spinning on the sender's CPU for the whole run. Found by a
+    // user: one run read "application limited ... (the sender's CPU 0 at 100% busy)", the
+    // next "CPU limited": one cause, two names.
+    let ns = NetnsPair::create();
+    let (_srv, addr) = ns.serve(&ns.b);
+    let target = format!("{}:{}", ns.addr_b, addr.port());
+    let cpu = netblast_engine::os::sys::allowed_cpus().unwrap()[0];
+    let spinner = Command::new("taskset")
+        .args(["-c", &cpu.to_string(), "timeout", "8", "sh", "-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    let _spinner = util::KillOnDrop(spinner);
+    let out = ns
+        .cmd(&ns.a, env!("CARGO_BIN_EXE_netblast"))
+        .args(["run", "--probe", "tcpinfo", "--target", &target, "-t", "2", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: RunResult = serde_json::from_slice(&out.stdout).unwrap();
+    let d = netblast_spec::diagnose::tcp(&r);
+    assert_eq!(d[0].limit, netblast_spec::diagnose::Limit::SenderCpu, "{}", d[0].verdict);
+    assert!(d[0].verdict.starts_with(&format!("CPU limited: the sender's CPU {cpu} at")), "{}", d[0].verdict);
+}

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-/// The pair; both namespaces are deleted on drop.
+/// The pair; both namespaces are deleted on drop (and a middle one with its delay line).
 pub struct NsPair {
     /// Client side namespace name.
     pub a: String,
@@ -12,6 +12,10 @@ pub struct NsPair {
     pub b: String,
     /// The server side's veth address.
     pub addr_b: std::net::Ipv4Addr,
+    /// A middle namespace ([`NsPair::delayed`]).
+    middle: Option<String>,
+    /// Its delay line.
+    line: Option<std::process::Child>,
 }
 
 fn ip(args: &[&str]) -> Result<(), String> {
@@ -28,7 +32,13 @@ impl NsPair {
     pub fn create(tag: u8) -> Result<NsPair, String> {
         let pid = std::process::id() % 1000;
         let (a, b) = (format!("nbb{pid}{tag}a"), format!("nbb{pid}{tag}b"));
-        let pair = NsPair { a: a.clone(), b: b.clone(), addr_b: std::net::Ipv4Addr::new(10, 251, tag, 2) };
+        let pair = NsPair {
+            a: a.clone(),
+            b: b.clone(),
+            addr_b: std::net::Ipv4Addr::new(10, 251, tag, 2),
+            middle: None,
+            line: None,
+        };
         ip(&["netns", "add", &a])?;
         ip(&["netns", "add", &b])?;
         let (va, vb) = (format!("{a}v"), format!("{b}v"));
@@ -38,6 +48,57 @@ impl NsPair {
             ip(&["-n", ns, "link", "set", dev, "up"])?;
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
         }
+        Ok(pair)
+    }
+
+    /// `nbb{tag}a` and `nbb{tag}b` joined through `nbb{tag}m`, whose delay line
+    /// (`scripts/delayline.py` on a TUN device, policy-routed as its header says) holds every
+    /// packet `delay` each way: a round trip of 2 × `delay` without netem. a is
+    /// 10.252.{tag}.1, b 10.253.{tag}.1; the line stops by itself after 10 minutes.
+    pub fn delayed(tag: u8, delay: std::time::Duration) -> Result<NsPair, String> {
+        let pid = std::process::id() % 1000;
+        let (a, b, m) = (format!("nbb{pid}{tag}a"), format!("nbb{pid}{tag}b"), format!("nbb{pid}{tag}m"));
+        // Every namespace goes on drop, whatever step fails.
+        let mut pair = NsPair {
+            a: a.clone(),
+            b: b.clone(),
+            addr_b: std::net::Ipv4Addr::new(10, 253, tag, 1),
+            middle: Some(m.clone()),
+            line: None,
+        };
+        for ns in [&a, &b, &m] {
+            ip(&["netns", "add", ns])?;
+        }
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/delayline.py");
+        for (ns, side, net) in [(&a, "ma", 252), (&b, "mb", 253)] {
+            let dev = format!("{ns}v");
+            ip(&["link", "add", &dev, "netns", ns, "type", "veth", "peer", "name", side, "netns", &m])?;
+            ip(&["-n", ns, "addr", "add", &format!("10.{net}.{tag}.1/24"), "dev", &dev])?;
+            ip(&["-n", &m, "addr", "add", &format!("10.{net}.{tag}.2/24"), "dev", side])?;
+            ip(&["-n", ns, "link", "set", "dev", &dev, "up"])?;
+            ip(&["-n", ns, "link", "set", "dev", "lo", "up"])?;
+            ip(&["-n", &m, "link", "set", "dev", side, "up"])?;
+            ip(&["-n", ns, "route", "add", "default", "via", &format!("10.{net}.{tag}.2")])?;
+            ip(&["-n", &m, "rule", "add", "iif", side, "lookup", "100"])?;
+        }
+        ip(&["-n", &m, "tuntap", "add", "dev", "dl0", "mode", "tun"])?;
+        ip(&["-n", &m, "link", "set", "dev", "dl0", "up"])?;
+        ip(&["-n", &m, "route", "add", "default", "dev", "dl0", "table", "100"])?;
+        let st = Command::new("ip")
+            .args(["netns", "exec", &m, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0"])
+            .arg("net.ipv4.conf.dl0.rp_filter=0")
+            .status()
+            .map_err(|e| format!("sysctl: {e}"))?;
+        if !st.success() {
+            return Err(format!("forwarding in {m}"));
+        }
+        let child = Command::new("ip")
+            .args(["netns", "exec", &m, "python3", script, "--dev", "dl0"])
+            .args(["--delay", &format!("{}us", delay.as_micros()), "--for", "600s"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("python3 {script}: {e}"))?;
+        pair.line = Some(child);
         Ok(pair)
     }
 
@@ -57,6 +118,13 @@ impl NsPair {
 
 impl Drop for NsPair {
     fn drop(&mut self) {
+        if let Some(mut line) = self.line.take() {
+            let _ = line.kill();
+            let _ = line.wait();
+        }
+        if let Some(m) = self.middle.take() {
+            let _ = Command::new("ip").args(["netns", "del", &m]).status();
+        }
         for ns in [&self.a, &self.b] {
             let _ = Command::new("ip").args(["netns", "del", ns]).status();
         }

@@ -6,9 +6,9 @@
 //! at 16 KB), a busy CPU (a spinner on the sender's CPU), HTTP answers refused by the server (half
 //! `400`), a cps rate one flow cannot keep, and cps SYNs dropped (5% by nftables: what a full
 //! accept queue does). TCP causes run on a namespace pair this bench makes and removes (root);
-//! the others on loopback. A send buffer needs a path with delay to be the cause (on a
-//! microsecond path a 4 KB send buffer holds nothing): the suite makes it on its delay line
-//! (`limits::a_sender_with_a_small_send_buffer_is_named_with_it`).
+//! the others on loopback. A small send buffer (16 KB) is the cause only on a path with delay
+//! (on a microsecond path a 4 KB one holds nothing): it runs over a 10 ms round trip made by
+//! the delay line (`scripts/delayline.py`) in a middle namespace.
 
 use netblast_benches::netns::{inside, NsPair};
 use netblast_benches::truth::{self, Tolerance};
@@ -206,6 +206,45 @@ fn tcp_causes() -> Result<(), String> {
     result
 }
 
+/// A small send buffer, on a path with a 10 ms round trip (the delay line): the only place it
+/// is the cause.
+fn delayed_causes() -> Result<(), String> {
+    if !truth::wanted("truth.verdict.send_buffer") {
+        return Ok(());
+    }
+    let ns = NsPair::delayed(9, Duration::from_millis(5))?;
+    std::thread::sleep(Duration::from_millis(300));
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let b = ns.b.clone();
+    let server = std::thread::spawn(move || {
+        inside(&b, move || {
+            let s = LocalServer::start_open();
+            let _ = addr_tx.send(s.as_ref().map(|s| s.addr.port()).map_err(|e| e.to_string()));
+            let _ = rx.recv();
+            drop(s);
+        })
+    });
+    let result = (|| -> Result<(), String> {
+        let port = addr_rx.recv().map_err(|_| "the server thread ended".to_string())??;
+        let target = SocketAddr::from((ns.addr_b, port));
+        let a = ns.a.clone();
+        five("send_buffer", "--sndbuf 16K over a 10 ms round trip: send buffer", || {
+            let p = bulk(|p| {
+                p.run.duration = Some(Dur(Duration::from_secs(2)));
+                p.tcp.sndbuf = Some(netblast_spec::units::ByteSize(16 * 1024));
+            })?;
+            let r = inside(&a, move || run(target, p)).and_then(|r| r)?;
+            let (limit, v) = first_cause(&r)?;
+            Ok((limit == Limit::SendBuffer, v))
+        })
+    })();
+    let _ = tx.send(());
+    let _ = server.join();
+    drop(ns);
+    result
+}
+
 /// HTTP answers the server refuses, and a cps rate one flow cannot keep, on loopback.
 fn loopback_causes(server: &LocalServer) -> Result<(), String> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
@@ -240,20 +279,16 @@ fn loopback_causes(server: &LocalServer) -> Result<(), String> {
 
 /// Every `truth.verdict.*` check that can run here.
 pub fn truth_verdicts(server: &LocalServer) -> Result<(), String> {
-    if truth::wanted("truth.verdict.send_buffer") {
-        truth::skip(
-            "truth.verdict.send_buffer",
-            "the cause only on a path with delay: the suite makes it on a 10 ms delay line \
-             (limits::a_sender_with_a_small_send_buffer_is_named_with_it; scripts/flakes.sh 5 limits::a_sender)",
-        );
-    }
     loopback_causes(server)?;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        for name in ["asked_rate", "congestion", "loss", "receiver_window", "sender_cpu", "cps_syn_drops"] {
+        for name in
+            ["asked_rate", "congestion", "loss", "receiver_window", "sender_cpu", "cps_syn_drops", "send_buffer"]
+        {
             truth::skip(&format!("truth.verdict.{name}"), "needs root (network namespaces, tc, nftables)");
         }
         return Ok(());
     }
-    tcp_causes()
+    tcp_causes()?;
+    delayed_causes()
 }

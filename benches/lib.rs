@@ -40,6 +40,44 @@ impl LocalServer {
     }
 }
 
+/// A [`LocalServer::start_open`] living in a network namespace (on a thread that entered it)
+/// until dropped.
+pub struct ServerIn {
+    /// The port it listens on, on every address of its namespace.
+    pub port: u16,
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Result<(), String>>>,
+}
+
+impl ServerIn {
+    /// Starts the server in namespace `ns`.
+    pub fn start(ns: &str) -> Result<ServerIn, String> {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let ns = ns.to_string();
+        let thread = std::thread::spawn(move || {
+            netns::inside(&ns, move || {
+                let s = LocalServer::start_open();
+                let _ = addr_tx.send(s.as_ref().map(|s| s.addr.port()).map_err(|e| e.to_string()));
+                let _ = rx.recv();
+                drop(s);
+            })
+        });
+        let mut server = ServerIn { port: 0, stop: Some(tx), thread: Some(thread) };
+        server.port = addr_rx.recv().map_err(|_| "the server thread ended".to_string())??;
+        Ok(server)
+    }
+}
+
+impl Drop for ServerIn {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// Loads a built-in profile and lets `edit` adjust it.
 pub fn profile(name: &str, edit: impl FnOnce(&mut Profile)) -> Result<Profile, String> {
     let (mut p, origin) = Profile::load(name).map_err(|e| e.to_string())?;

@@ -726,19 +726,9 @@ fn pps_segments_per_message(ns: &str, here: std::net::SocketAddr) -> Result<(), 
 fn truth_namespaces() -> Result<(), String> {
     use netblast_benches::netns::{counters, inside, NsPair};
     let ns = NsPair::create(7)?;
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    // The server lives in namespace b until told to stop.
-    let b = ns.b.clone();
-    let server = std::thread::spawn(move || {
-        inside(&b, move || {
-            let s = LocalServer::start_open();
-            let _ = addr_tx.send(s.as_ref().map(|s| s.addr.port()).map_err(|e| e.to_string()));
-            let _ = rx.recv();
-            drop(s);
-        })
-    });
-    let port = addr_rx.recv().map_err(|_| "the server thread ended".to_string())??;
+    // The server lives in namespace b until dropped.
+    let server = netblast_benches::ServerIn::start(&ns.b)?;
+    let port = server.port;
     let target = std::net::SocketAddr::from((ns.addr_b, port));
     let dev_b = format!("{}v", ns.b);
     let read_b = |dev: String| inside(&ns.b, move || counters(&dev)).and_then(|r| r);
@@ -855,8 +845,7 @@ fn truth_namespaces() -> Result<(), String> {
         );
         Ok(())
     })();
-    let _ = tx.send(());
-    let _ = server.join();
+    drop(server);
     drop(ns);
     result
 }

@@ -12,7 +12,7 @@
 
 use netblast_benches::netns::{inside, NsPair};
 use netblast_benches::truth::{self, Tolerance};
-use netblast_benches::{profile, run, LocalServer};
+use netblast_benches::{profile, run, LocalServer, ServerIn};
 use netblast_spec::diagnose::{self, Limit};
 use netblast_spec::units::{BitRate, Dur};
 use netblast_spec::RunResult;
@@ -116,18 +116,8 @@ impl Drop for Spinner {
 /// The TCP causes, on a namespace pair (a sends to b).
 fn tcp_causes() -> Result<(), String> {
     let ns = NsPair::create(8)?;
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let b = ns.b.clone();
-    let server = std::thread::spawn(move || {
-        inside(&b, move || {
-            let s = LocalServer::start_open();
-            let _ = addr_tx.send(s.as_ref().map(|s| s.addr.port()).map_err(|e| e.to_string()));
-            let _ = rx.recv();
-            drop(s);
-        })
-    });
-    let port = addr_rx.recv().map_err(|_| "the server thread ended".to_string())??;
+    let server = ServerIn::start(&ns.b)?;
+    let port = server.port;
     let target = SocketAddr::from((ns.addr_b, port));
     let a = ns.a.clone();
     let run_in_a = move |p: netblast_spec::Profile| inside(&a, move || run(target, p)).and_then(|r| r);
@@ -200,8 +190,7 @@ fn tcp_causes() -> Result<(), String> {
         ns.nft(&ns.b, "delete table inet nbv")?;
         syns
     })();
-    let _ = tx.send(());
-    let _ = server.join();
+    drop(server);
     drop(ns);
     result
 }
@@ -214,35 +203,19 @@ fn delayed_causes() -> Result<(), String> {
     }
     let ns = NsPair::delayed(9, Duration::from_millis(5))?;
     std::thread::sleep(Duration::from_millis(300));
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let b = ns.b.clone();
-    let server = std::thread::spawn(move || {
-        inside(&b, move || {
-            let s = LocalServer::start_open();
-            let _ = addr_tx.send(s.as_ref().map(|s| s.addr.port()).map_err(|e| e.to_string()));
-            let _ = rx.recv();
-            drop(s);
-        })
-    });
-    let result = (|| -> Result<(), String> {
-        let port = addr_rx.recv().map_err(|_| "the server thread ended".to_string())??;
-        let target = SocketAddr::from((ns.addr_b, port));
-        let a = ns.a.clone();
-        five("send_buffer", "--sndbuf 16K over a 10 ms round trip: send buffer", || {
-            let p = bulk(|p| {
-                p.run.duration = Some(Dur(Duration::from_secs(2)));
-                p.tcp.sndbuf = Some(netblast_spec::units::ByteSize(16 * 1024));
-            })?;
-            let r = inside(&a, move || run(target, p)).and_then(|r| r)?;
-            let (limit, v) = first_cause(&r)?;
-            Ok((limit == Limit::SendBuffer, v))
-        })
-    })();
-    let _ = tx.send(());
-    let _ = server.join();
-    drop(ns);
-    result
+    // The server, then the namespaces, go on every exit (drop order: reverse of declaration).
+    let server = ServerIn::start(&ns.b)?;
+    let target = SocketAddr::from((ns.addr_b, server.port));
+    let a = ns.a.clone();
+    five("send_buffer", "--sndbuf 16K over a 10 ms round trip: send buffer", || {
+        let p = bulk(|p| {
+            p.run.duration = Some(Dur(Duration::from_secs(2)));
+            p.tcp.sndbuf = Some(netblast_spec::units::ByteSize(16 * 1024));
+        })?;
+        let r = inside(&a, move || run(target, p)).and_then(|r| r)?;
+        let (limit, v) = first_cause(&r)?;
+        Ok((limit == Limit::SendBuffer, v))
+    })
 }
 
 /// HTTP answers the server refuses, and a cps rate one flow cannot keep, on loopback.

@@ -18,15 +18,19 @@ PKGS=(
   shellcheck python3-yaml          # scripts/check-deploy.sh (Azure and Kubernetes files)
   cloud-init                       # ... its judge of the custom data (`cloud-init schema`)
   chromium fonts-dejavu-core       # the HTML report's test renders it in headless Chromium
+  prometheus                       # promtool: the suite lints serve's and the fleet's metrics
 )
 if command -v apt-get >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${PKGS[@]}" >/dev/null
-  # Debian starts nginx when it is installed; netblast's tests start their own instances.
-  if command -v systemctl >/dev/null && systemctl is-active --quiet nginx 2>/dev/null; then
-    $SUDO systemctl stop nginx || true
-  fi
+  # Debian starts nginx and Prometheus when they are installed; netblast's tests start their own
+  # nginx instances and need only promtool.
+  for svc in nginx prometheus; do
+    if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
+      $SUDO systemctl stop "$svc" || true
+    fi
+  done
 else
   echo "setup.sh: no apt-get here; install these yourself: ${PKGS[*]}" >&2
 fi

@@ -87,7 +87,7 @@ pub struct FleetMetrics {
     /// Tests that reported the latest fleet-wide interval.
     pub tests_reporting: Gauge,
     /// Fleet-wide bits per second of the latest interval (received where receivers reported).
-    pub bits_per_second: Gauge<f64, std::sync::atomic::AtomicU64>,
+    pub bytes_per_second: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// Fleet-wide HTTP responses per second of the latest interval.
     pub responses_per_second: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// Fleet-wide intervals completed.
@@ -109,7 +109,11 @@ impl FleetMetrics {
         r.register("agents", "Agents, by role and state", self.agents.clone());
         r.register("tests_running", "Tests running", self.tests_running.clone());
         r.register("tests_reporting", "Tests that reported the latest interval", self.tests_reporting.clone());
-        r.register("bits_per_second", "Fleet-wide bits per second, latest interval", self.bits_per_second.clone());
+        r.register(
+            "bytes_per_second",
+            "Fleet-wide bytes per second (the base unit: bits / 8), latest interval",
+            self.bytes_per_second.clone(),
+        );
         r.register(
             "responses_per_second",
             "Fleet-wide HTTP responses per second, latest interval",
@@ -184,7 +188,7 @@ impl FleetMetrics {
             FleetEvent::Interval(iv) => {
                 self.tests_running.set(iv.running as i64);
                 self.tests_reporting.set(iv.reporting as i64);
-                self.bits_per_second.set(iv.bits_per_s);
+                self.bytes_per_second.set(iv.bits_per_s / 8.0);
                 self.responses_per_second.set(iv.ops.filter(|(w, _)| *w == "responses").map_or(0.0, |(_, r)| r));
                 self.intervals.inc();
             }

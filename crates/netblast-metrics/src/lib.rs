@@ -104,7 +104,45 @@ pub fn encode(registry: &Registry) -> String {
 /// Content type of [`encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Serves `GET /metrics` (the text of `render()`, made at each scrape) on `listener` until
+/// Content type of [`text_004`]'s output: the Prometheus text format.
+pub const CONTENT_TYPE_004: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The Prometheus text format (0.0.4) of an OpenMetrics text: a counter's `HELP` and `TYPE`
+/// name its samples (`_total`), and there is no `UNIT` or `EOF` line. What a scraper that does
+/// not ask for OpenMetrics, and `promtool check metrics`, read.
+pub fn text_004(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let family = ["# HELP ", "# TYPE "].iter().find_map(|p| line.strip_prefix(p).map(|rest| (*p, rest)));
+        match family {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                let name = if counters.contains(name) { format!("{name}_total") } else { name.to_string() };
+                out.push_str(format!("{prefix}{name} {tail}").trim_end());
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Whether a scraper's `Accept` header asks for OpenMetrics (Prometheus asks for it first when
+/// it speaks it); otherwise the Prometheus text format is answered.
+pub fn wants_openmetrics(accept: Option<&str>) -> bool {
+    accept.is_some_and(|a| a.contains("application/openmetrics-text"))
+}
+
+/// Serves `GET /metrics` (the text of `render()`, made at each scrape: OpenMetrics when the
+/// scraper's `Accept` asks for it, else the Prometheus text format) on `listener` until
 /// `shutdown` completes; anything else gets 404. Plain HTTP/1.1, at most 64 connections at
 /// once, each closed after 10 s idle.
 pub async fn serve_http(
@@ -134,10 +172,13 @@ pub async fn serve_http(
             let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let render = render.clone();
                 async move {
-                    let (status, ctype, body) = if req.uri().path() == "/metrics" {
+                    let accept = req.headers().get(hyper::header::ACCEPT).and_then(|v| v.to_str().ok());
+                    let (status, ctype, body) = if req.uri().path() != "/metrics" {
+                        (404, "text/plain", "netblast: metrics are at /metrics\n".to_string())
+                    } else if wants_openmetrics(accept) {
                         (200, CONTENT_TYPE, render())
                     } else {
-                        (404, "text/plain", "netblast: metrics are at /metrics\n".to_string())
+                        (200, CONTENT_TYPE_004, text_004(&render()))
                     };
                     let mut r = hyper::Response::new(Full::new(Bytes::from(body)));
                     *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::OK);
@@ -156,6 +197,16 @@ pub async fn serve_http(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_prometheus_text_names_counters_by_their_samples_and_has_no_unit_or_eof() {
+        let om = "# HELP a_bytes Bytes moved.\n# TYPE a_bytes counter\n# UNIT a_bytes bytes\na_bytes_total 3\n\
+                  # HELP b Tests.\n# TYPE b gauge\nb 1\n# EOF\n";
+        let t = text_004(om);
+        assert_eq!(t, "# HELP a_bytes_total Bytes moved.\n# TYPE a_bytes_total counter\na_bytes_total 3\n# HELP b Tests.\n# TYPE b gauge\nb 1\n");
+        assert!(wants_openmetrics(Some("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")));
+        assert!(!wants_openmetrics(Some("text/plain;version=0.0.4")) && !wants_openmetrics(None));
+    }
 
     #[test]
     fn buckets_hold_every_sample_once() {

@@ -662,7 +662,8 @@ fn fleet_metrics_show_the_live_fleet_and_stay_within_its_result() {
     assert_eq!(v("netblast_fleet_agents", &[("role", "server"), ("state", "ready")]), 1.0);
     assert_eq!((v("netblast_fleet_tests_running", &[]), v("netblast_fleet_tests_reporting", &[])), (1.0, 1.0));
     assert!(v("netblast_fleet_intervals_total", &[]) >= 2.0);
-    assert!(v("netblast_fleet_bits_per_second", &[]) > 0.0 && v("netblast_fleet_bytes_total", &[]) > 0.0);
+    assert!(v("netblast_fleet_bytes_per_second", &[]) > 0.0 && v("netblast_fleet_bytes_total", &[]) > 0.0);
+    util::promtool_passes(at);
     let live = util::histogram_count(&s, "netblast_fleet_latency_seconds");
     assert!(live > 0.0, "round trips counted live");
     let out = util::wait_output(fleet, Duration::from_secs(60));

@@ -416,8 +416,15 @@ impl Drop for DelayPath {
 pub fn scrape(at: SocketAddr) -> prometheus_parse::Scrape {
     let mut c = std::net::TcpStream::connect(at).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    std::io::Write::write_fmt(&mut c, format_args!("GET /metrics HTTP/1.1\r\nHost: {at}\r\nConnection: close\r\n\r\n"))
-        .unwrap();
+    // As Prometheus asks (OpenMetrics first).
+    std::io::Write::write_fmt(
+        &mut c,
+        format_args!(
+            "GET /metrics HTTP/1.1\r\nHost: {at}\r\nAccept: application/openmetrics-text;version=1.0.0,\
+             text/plain;version=0.0.4;q=0.5\r\nConnection: close\r\n\r\n"
+        ),
+    )
+    .unwrap();
     let mut text = String::new();
     std::io::Read::read_to_string(&mut c, &mut text).unwrap();
     let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
@@ -428,6 +435,38 @@ pub fn scrape(at: SocketAddr) -> prometheus_parse::Scrape {
         body.lines().filter(|l| l.starts_with('#') || l.starts_with("netblast_")).map(|l| Ok(l.to_string())).collect();
     assert!(body.contains("# EOF"), "a whole exposition: {body}");
     prometheus_parse::Scrape::parse(lines.into_iter()).expect("the exposition parses")
+}
+
+/// Scrapes `at` as a scraper that does not speak OpenMetrics (`Accept: text/plain`) and holds
+/// the answer to `promtool check metrics` (Prometheus's own linter: help text on every family,
+/// base units, the format itself); returns false (said on stderr) where promtool is absent.
+pub fn promtool_passes(at: SocketAddr) -> bool {
+    if Command::new("promtool").arg("--version").output().is_err() {
+        eprintln!("SKIP promtool check metrics: promtool is not installed (Debian: prometheus; scripts/setup.sh)");
+        return false;
+    }
+    let mut c = std::net::TcpStream::connect(at).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let ask =
+        format!("GET /metrics HTTP/1.1\r\nHost: {at}\r\nAccept: text/plain;version=0.0.4\r\nConnection: close\r\n\r\n");
+    std::io::Write::write_all(&mut c, ask.as_bytes()).unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut c, &mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.to_lowercase().contains("content-type: text/plain; version=0.0.4"), "{head}");
+    let mut p = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(p.stdin.as_mut().unwrap(), body.as_bytes()).unwrap();
+    drop(p.stdin.take());
+    let out = p.wait_with_output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "promtool check metrics: {said}\n{body}");
+    true
 }
 
 /// The value of the sample `name` whose labels include `labels` (a counter is `NAME_total`).

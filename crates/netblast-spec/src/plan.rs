@@ -39,6 +39,22 @@ pub enum PlanError {
     Cpus(String),
 }
 
+/// A target's host and port as written (`HOST`, `HOST:PORT`, `[V6]:PORT`, a bare IPv6
+/// address), without resolving; `None` when a port is there and is not one.
+pub fn split_host_port(target: &str) -> Option<(&str, Option<u16>)> {
+    let t = target.trim();
+    if t.parse::<IpAddr>().is_ok() {
+        return Some((t, None));
+    }
+    match t.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') || h.starts_with('[') => {
+            let port = p.parse::<u16>().ok().filter(|p| *p > 0)?;
+            Some((h.trim_start_matches('[').trim_end_matches(']'), Some(port)))
+        }
+        _ => Some((t, None)),
+    }
+}
+
 /// Parses `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6 address, defaulting the port, and
 /// resolves a host name (the first address).
 pub fn resolve_target(target: &str, default_port: u16) -> Result<SocketAddr, PlanError> {
@@ -235,6 +251,16 @@ pub fn client_cpu_of(plan: &Plan, i: usize, streams: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn targets_split_as_written() {
+        assert_eq!(split_host_port("10.0.0.1"), Some(("10.0.0.1", None)));
+        assert_eq!(split_host_port("host:5201"), Some(("host", Some(5201))));
+        assert_eq!(split_host_port("[::1]:5201"), Some(("::1", Some(5201))));
+        assert_eq!(split_host_port("::1"), Some(("::1", None)));
+        assert_eq!(split_host_port("host:http"), None);
+        assert_eq!(split_host_port("host:0"), None);
+    }
 
     #[test]
     fn targets() {

@@ -38,17 +38,17 @@ pub fn dispatch(cli: Cli) -> Result<Outcome, AppError> {
 /// the start instant, the binding.
 fn request(a: &RunArgs) -> Result<Request, AppError> {
     let overrides = &a.test.overrides;
-    let (profile, origin) =
-        overrides.profile(a.test.profile.as_deref(), a.target.as_deref()).map_err(AppError::input)?;
+    let given = with_port(a.target.as_ref().or(a.host.as_ref()), a.port).map_err(AppError::input)?;
+    let (profile, origin) = overrides.profile(a.test.profile.as_deref(), given.as_deref()).map_err(AppError::input)?;
     let http = profile.workload.is_http();
-    let target = match &a.target {
+    let target = match &given {
         // A URL target is requested as a --url; the peer comes from it.
         Some(t) if http && netblast_spec::profile::is_url(t) => String::new(),
         Some(t) => t.clone(),
         None if http => String::new(),
         None => {
             return Err(AppError::input(anyhow::anyhow!(
-                "--target HOST[:PORT] is required: where does `netblast serve` run?"
+                "a server is required: `netblast run HOST` or --target HOST[:PORT] (where does `netblast serve` run?)"
             )))
         }
     };
@@ -61,6 +61,27 @@ fn request(a: &RunArgs) -> Result<Request, AppError> {
     };
     let bind = Binding { addr: a.bind, device: a.bind_dev.clone() };
     Ok(Request { profile, origin, target, cpus_from_flag: a.test.overrides.cpus.is_some(), start_at_unix_ns, bind })
+}
+
+/// The target with `-p PORT` put in: a host without a port takes it; a URL or a target whose
+/// port is another is refused, naming both.
+fn with_port(target: Option<&String>, port: Option<u16>) -> anyhow::Result<Option<String>> {
+    let (Some(t), Some(p)) = (target, port) else {
+        return match (target, port) {
+            (None, Some(p)) => Err(anyhow::anyhow!("-p {p} needs a server: `netblast run HOST -p {p}`")),
+            _ => Ok(target.cloned()),
+        };
+    };
+    if netblast_spec::profile::is_url(t) {
+        anyhow::bail!("-p {p} is the data port; an HTTP URL carries its own port ({t})");
+    }
+    match netblast_spec::plan::split_host_port(t) {
+        Some((_, Some(q))) if q != p => anyhow::bail!("the target {t} names port {q} and -p names {p}: give one"),
+        Some((_, Some(_))) => Ok(Some(t.clone())),
+        Some((host, None)) if host.contains(':') => Ok(Some(format!("[{host}]:{p}"))),
+        Some((host, None)) => Ok(Some(format!("{host}:{p}"))),
+        None => anyhow::bail!("cannot read the target {t:?}: HOST, HOST:PORT or [IPv6]:PORT"),
+    }
 }
 
 fn run(a: &RunArgs) -> Result<Outcome, AppError> {

@@ -166,6 +166,13 @@ pub struct RunArgs {
     /// The server: HOST, HOST:PORT or `[IPv6]:PORT` (http: where paths in the profile go).
     #[arg(long)]
     pub target: Option<String>,
+    /// The server, as iperf3 takes it (`netblast run HOST`): the same as --target.
+    #[arg(value_name = "HOST", conflicts_with = "target")]
+    pub host: Option<String>,
+    /// The server's data port, as iperf3's -p (default 5210; a port in the target wins only
+    /// when it is the same).
+    #[arg(long = "port", short = 'p', value_name = "PORT")]
+    pub port: Option<u16>,
     /// The test: the profile and the flags that change it.
     #[command(flatten)]
     pub test: ProfileArgs,
@@ -368,6 +375,24 @@ pub fn load_token(file: Option<&std::path::Path>) -> Result<Option<netblast_wire
             }
             _ => Ok(None),
         },
+    }
+}
+
+/// The command to type for an iperf3 habit netblast's top level does not take (`netblast -c
+/// HOST`, `netblast -s`), or `None`.
+pub fn iperf3_hint(args: &[String]) -> Option<String> {
+    match args.get(1).map(String::as_str) {
+        Some("-c" | "--client") => {
+            let host = args.get(2).map(String::as_str).unwrap_or("HOST");
+            let rest: Vec<&str> = args.iter().skip(3).map(String::as_str).collect();
+            let rest = if rest.is_empty() { String::new() } else { format!(" {}", rest.join(" ")) };
+            Some(format!(
+                "iperf3's -c {host} is `netblast run {host}{rest}` here (-p PORT, -t, -P, -R, -b as in iperf3; -c is \
+                 --connections under run)"
+            ))
+        }
+        Some("-s" | "--server") => Some("iperf3's -s is `netblast serve` here (-p PORT as in iperf3)".into()),
+        _ => None,
     }
 }
 

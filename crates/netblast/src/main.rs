@@ -7,6 +7,11 @@ use netblast::app::{dispatch, Outcome};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(hint) = netblast::cli::iperf3_hint(&args) {
+        eprintln!("netblast: {hint}");
+        return ExitCode::from(2);
+    }
     let cli = netblast::Cli::parse();
     let filter =
         tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));

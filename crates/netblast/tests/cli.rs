@@ -602,3 +602,34 @@ fn a_client_killed_mid_run_leaves_a_partial_log_report_reads_as_an_incomplete_re
         let _ = std::fs::remove_file(&log);
     }
 }
+
+#[test]
+fn iperf3_hands_work_and_its_habits_get_the_command_to_type() {
+    // `netblast run HOST -p PORT -t 3 -P 4 -R`, as iperf3's -c HOST -p PORT -t 3 -P 4 -R.
+    let (srv, addr) = util::spawn_server();
+    let _srv = util::KillOnDrop(srv);
+    let o = util::run_cmd()
+        .args(["127.0.0.1", "-p", &addr.port().to_string(), "-t", "1", "-P", "4", "-R", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    let r: netblast_spec::RunResult = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r.plan.peer, addr.to_string());
+    assert_eq!(r.summary.ways.len(), 1);
+    assert_eq!((r.summary.ways[0].way, r.summary.ways[0].streams), (netblast_spec::profile::Way::Down, 4));
+    // iperf3's habits, answered with the command to type (exit 2, one line).
+    let o = util::bin().args(["-c", "10.0.0.1", "-t", "10", "-P", "4"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr_of(&o).contains("`netblast run 10.0.0.1 -t 10 -P 4`"), "{}", stderr_of(&o));
+    let o = util::bin().args(["-s"]).output().unwrap();
+    assert!(o.status.code() == Some(2) && stderr_of(&o).contains("`netblast serve`"), "{}", stderr_of(&o));
+    // Under run, -c is wrk's --connections: a host there says which meaning was taken.
+    let o = util::bin().args(["run", "-c", "10.0.0.1"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr_of(&o);
+    assert!(e.contains("-c is --connections here") && e.contains("`netblast run 10.0.0.1`"), "{e}");
+    // A port in the target and another in -p: refused, naming both.
+    let o = util::bin().args(["run", "127.0.0.1:5399", "-p", "5201"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr_of(&o).contains("names port 5399 and -p names 5201"), "{}", stderr_of(&o));
+}

@@ -148,8 +148,8 @@ pub struct Overrides {
     /// http: TLS server name to send and verify.
     #[cfg_attr(feature = "clap", arg(long))]
     pub sni: Option<String>,
-    /// http: connections.
-    #[cfg_attr(feature = "clap", arg(long, short = 'c'))]
+    /// http: connections (`-c` as wrk and h2load take it; iperf3's `-c HOST` is `run HOST`).
+    #[cfg_attr(feature = "clap", arg(long, short = 'c', value_parser = parse_connections))]
     pub connections: Option<u32>,
     /// http: HTTP/2 requests in flight at once per connection (as h2load -m; default 1).
     #[cfg_attr(feature = "clap", arg(long, short = 'm'))]
@@ -511,6 +511,17 @@ fn set<T>(field: &mut T, v: Option<T>) {
     if let Some(v) = v {
         *field = v;
     }
+}
+
+/// `-c`/`--connections`: a count. Anything else (iperf3's `-c HOST`) is answered with the
+/// meaning taken and the command for the other.
+pub fn parse_connections(s: &str) -> Result<u32, String> {
+    s.parse::<u32>().map_err(|_| {
+        format!(
+            "-c is --connections here, a count (as wrk and h2load take it); for iperf3's -c {s}, \
+             give the server as `netblast run {s}`"
+        )
+    })
 }
 
 #[cfg(test)]

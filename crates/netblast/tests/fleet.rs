@@ -705,3 +705,27 @@ fn a_fleet_on_a_terminal_gets_a_status_line_with_tests_reporting() {
     let _ = std::fs::remove_file(&frames);
     let _ = std::fs::remove_file(token);
 }
+
+#[test]
+fn a_quiet_json_fleet_writes_its_result_and_nothing_else() {
+    // As the Kubernetes Job runs it: `kubectl logs` mixes stderr into stdout, and a note there
+    // made the log unreadable ("expected ident at line 1 column 2").
+    let _one = one_fleet();
+    let token = util::token_file("quiet", "a-token-for-the-quiet-fleet");
+    let (client, server, _agents) = loopback_pair(&token);
+    let frames = std::env::temp_dir().join(format!("nb-fleet-quiet-{}.jsonl", std::process::id()));
+    let out = fleet_cmd(&token)
+        .args(["--clients", &client, "--servers", &server, "-t", "1", "--json", "--quiet", "--frames"])
+        .arg(&frames)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    let log = std::env::temp_dir().join(format!("nb-fleet-quiet-{}.json", std::process::id()));
+    std::fs::write(&log, &out.stdout).unwrap();
+    let rep = util::bin().arg("report").arg(&log).output().unwrap();
+    assert!(rep.status.success(), "report reads the log: {}", String::from_utf8_lossy(&rep.stderr));
+    let _ = std::fs::remove_file(log);
+    let _ = std::fs::remove_file(frames);
+    let _ = std::fs::remove_file(token);
+}

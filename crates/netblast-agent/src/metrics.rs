@@ -23,6 +23,9 @@ pub struct ServeMetrics {
     pub retransmits: Counter,
     /// Peers refused, by `reason`.
     pub refused: Family<Labels, Counter>,
+    /// Connections closed without a byte: a TCP health probe (kubelet's, a load balancer's),
+    /// counted, never logged as a refusal.
+    pub probes: Counter,
     /// HTTP responses of the built-in responder, by status `code` (a label set that needs no
     /// allocation: it is looked up once per response).
     pub http_responses: Family<[(&'static str, u16); 1], Counter>,
@@ -47,6 +50,7 @@ impl ServeMetrics {
         r.register("messages", "Messages or transactions, by direction", self.messages.clone());
         r.register("retransmits", "Segments retransmitted by the server's sockets", self.retransmits.clone());
         r.register("refused", "Peers refused, by reason", self.refused.clone());
+        r.register("probes", "Data-port connections closed without a byte (TCP health probes)", self.probes.clone());
         r.register("http_responses", "HTTP responses of the built-in responder, by code", self.http_responses.clone());
         r.register("http_errors", "HTTP requests not answered as asked", self.http_errors.clone());
         r.register("http_response_bytes", "HTTP response body bytes", self.http_bytes.clone());

@@ -26,14 +26,23 @@ pub async fn handle(
     // The magic first: a peer that is not netblast (an HTTP client, a port scanner) is turned
     // away as soon as its first bytes arrive, not when the handshake times out.
     let (magic, rest) = hdr.split_at_mut(wire::MAGIC.len());
+    // A peer that closes without a byte is a TCP health probe (kubelet's, a load balancer's):
+    // counted, not warned of.
     let read = async {
-        conn.read_exact(magic).await?;
+        if conn.read(&mut magic[..1]).await? == 0 {
+            return Ok(false);
+        }
+        conn.read_exact(&mut magic[1..]).await?;
         if *magic != wire::MAGIC {
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "not a netblast peer"));
         }
-        conn.read_exact(rest).await
+        conn.read_exact(rest).await.map(|_| true)
     };
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, read).await {
+        Ok(Ok(false)) => {
+            shared.stats.probed(peer);
+            return;
+        }
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
             let what = if hdr[..4].iter().all(|b| b.is_ascii_uppercase()) {
                 "not a netblast peer (it speaks text: an HTTP client on the data port?)"
@@ -43,7 +52,7 @@ pub async fn handle(
             shared.stats.refuse(peer, Refusal::Invalid, what);
             return;
         }
-        Ok(Ok(_)) => {}
+        Ok(Ok(true)) => {}
         Ok(Err(_)) => {
             shared.stats.refuse(peer, Refusal::Invalid, "closed before a full netblast handshake");
             return;

@@ -90,3 +90,28 @@ fn serve_metrics_scraped_during_and_after_runs_match_the_results() {
     assert_eq!(histogram_count(&s, "netblast_serve_http_latency_seconds"), served);
     assert_eq!(value(&s, "netblast_serve_http_response_bytes_total", &[]), Some(served * 100.0));
 }
+
+#[test]
+fn a_tcp_health_probe_is_counted_not_refused() {
+    // Found by a Kubernetes user: the readiness probe (a TCP connect to the data port, closed
+    // at once) logged "refused connection: closed before a full netblast handshake" every
+    // 10 s, ~17 000 warnings a day per pod.
+    let (_serve, data, _http, at) = serve_with_metrics();
+    for _ in 0..3 {
+        drop(std::net::TcpStream::connect(data).unwrap());
+    }
+    // A peer that speaks something else is still refused.
+    let mut c = std::net::TcpStream::connect(data).unwrap();
+    std::io::Write::write_all(&mut c, b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    drop(c);
+    let t = std::time::Instant::now();
+    let mut s = scrape(at);
+    while value(&s, "netblast_serve_refused_total", &[("reason", "invalid")]).is_none()
+        && t.elapsed() < Duration::from_secs(5)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+        s = scrape(at);
+    }
+    assert_eq!(value(&s, "netblast_serve_probes_total", &[]), Some(3.0));
+    assert_eq!(value(&s, "netblast_serve_refused_total", &[("reason", "invalid")]), Some(1.0));
+}

@@ -515,6 +515,7 @@ fn set<T>(field: &mut T, v: Option<T>) {
 
 /// `-c`/`--connections`: a count. Anything else (iperf3's `-c HOST`) is answered with the
 /// meaning taken and the command for the other.
+#[cfg(feature = "clap")]
 pub fn parse_connections(s: &str) -> Result<u32, String> {
     s.parse::<u32>().map_err(|_| {
         format!(

@@ -129,7 +129,13 @@ pub fn counts_len(lowest: u64, highest: u64, sigfig: u8) -> Option<u64> {
     let sub_bucket_magnitude = (64 - (single - 1).leading_zeros()).max(1);
     let sub_bucket_count = 1u64 << sub_bucket_magnitude;
     let unit_magnitude = 63 - lowest.leading_zeros();
-    let mut smallest_untrackable = sub_bucket_count.checked_shl(unit_magnitude)?;
+    // HdrHistogram refuses this too ("cannot represent sigfig worth of values beyond low"); past
+    // it the shift below drops its bit, and a smallest untrackable value of 0 never ends the
+    // loop (the flake finder's property test hung on lowest 2^55).
+    if unit_magnitude + sub_bucket_magnitude - 1 > 61 {
+        return None;
+    }
+    let mut smallest_untrackable = sub_bucket_count << unit_magnitude;
     let mut buckets = 1u64;
     while smallest_untrackable <= highest {
         if smallest_untrackable > u64::MAX / 2 {
@@ -363,6 +369,26 @@ impl std::ops::Deref for Distribution {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_len_agrees_with_hdrhistogram_and_ends_on_any_bounds() {
+        // What hdrhistogram itself sizes, for the configurations it accepts.
+        for (lo, hi, sf) in
+            [(1u64, 3_600_000_000_000u64, 3u8), (1, 100_000_000_000, 2), (1000, u64::MAX, 5), (7, 15, 0)]
+        {
+            let h = Histogram::<u64>::new_with_bounds(lo, hi, sf).unwrap();
+            assert_eq!(counts_len(lo, hi, sf), Some(h.distinct_values() as u64), "{lo}..{hi}, {sf}");
+        }
+        // Found by the flake finder: a lowest of 2^55 shifted the bit out, and the sizing
+        // loop never ended. Refused, as hdrhistogram refuses it.
+        assert_eq!(counts_len(1 << 55, 6_724_800_003_587_096_096, 3), None);
+        assert!(Histogram::<u64>::new_with_bounds(1 << 55, 6_724_800_003_587_096_096, 3).is_err());
+        for shift in 0..64 {
+            for sf in 0..=5 {
+                let _ = counts_len(1u64 << shift, u64::MAX, sf);
+            }
+        }
+    }
 
     #[test]
     fn roundtrip_is_lossless() {

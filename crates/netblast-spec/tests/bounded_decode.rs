@@ -37,8 +37,25 @@ static A: Counting = Counting;
 
 const LIMIT: usize = 64 << 20;
 
+/// Bounded in time too: the whole binary runs in a few seconds; past [`HANG`] a decode is
+/// taken to loop (a sizing loop once did, on a lowest of 2^55) and the binary aborts, naming
+/// it, rather than hang its suite.
+const HANG: std::time::Duration = std::time::Duration::from_secs(120);
+
+fn watchdog() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        std::thread::spawn(|| {
+            std::thread::sleep(HANG);
+            eprintln!("bounded_decode: still decoding after {HANG:?}: a decoder does not end on some input");
+            std::process::abort();
+        });
+    });
+}
+
 /// The bytes `f` allocated at its peak above what was live when it began.
 fn peak_of<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    watchdog();
     let base = LIVE.load(Ordering::Relaxed);
     PEAK.store(base, Ordering::Relaxed);
     let out = f();

@@ -66,11 +66,10 @@ fn request(a: &RunArgs) -> Result<Request, AppError> {
 /// The target with `-p PORT` put in: a host without a port takes it; a URL or a target whose
 /// port is another is refused, naming both.
 fn with_port(target: Option<&String>, port: Option<u16>) -> anyhow::Result<Option<String>> {
-    let (Some(t), Some(p)) = (target, port) else {
-        return match (target, port) {
-            (None, Some(p)) => Err(anyhow::anyhow!("-p {p} needs a server: `netblast run HOST -p {p}`")),
-            _ => Ok(target.cloned()),
-        };
+    let (t, p) = match (target, port) {
+        (Some(t), Some(p)) => (t, p),
+        (None, Some(p)) => anyhow::bail!("-p {p} needs a server: `netblast run HOST -p {p}`"),
+        (t, None) => return Ok(t.cloned()),
     };
     if netblast_spec::profile::is_url(t) {
         anyhow::bail!("-p {p} is the data port; an HTTP URL carries its own port ({t})");

@@ -79,9 +79,15 @@ fn a_rate_is_held_and_never_exceeded() {
 
 /// Runs `netblast run` in namespace A against a `serve` in B; returns the result.
 fn run_in(ns: &util::NetnsPair, target: &str, args: &[&str]) -> RunResult {
+    run_flows_in(ns, target, 1, args)
+}
+
+/// As [`run_in`], with `flows` flows.
+fn run_flows_in(ns: &util::NetnsPair, target: &str, flows: u32, args: &[&str]) -> RunResult {
     let out = ns
         .cmd(&ns.a, env!("CARGO_BIN_EXE_netblast"))
-        .args(["run", "--probe", "tcpinfo", "--target", target, "--profile", "cps", "-P", "1", "--json"])
+        .args(["run", "--probe", "tcpinfo", "--target", target, "--profile", "cps", "--json"])
+        .args(["-P", &flows.to_string()])
         .args(args)
         .output()
         .unwrap();
@@ -196,14 +202,7 @@ fn a_rate_the_flows_cannot_keep_is_named_with_its_cause_and_a_rate_they_keep_is_
     let text = netblast_report::text::full(&short);
     assert!(text.contains(&format!("verdict: {}", v[0])), "{text}");
     // As the verdict says: 16 flows keep 400/s on the same path, and no shortfall is said.
-    let out = ns
-        .cmd(&ns.a, env!("CARGO_BIN_EXE_netblast"))
-        .args(["run", "--probe", "tcpinfo", "--target", &target, "--profile", "cps", "-P", "16", "--json"])
-        .args(["--rate", "400", "-t", "2"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let kept: RunResult = serde_json::from_slice(&out.stdout).unwrap();
+    let kept = run_flows_in(ns, &target, 16, &["--rate", "400", "-t", "2"]);
     let m = kept.summary.ways[0].msgs.unwrap();
     assert!(m.sent_per_s > 380.0, "16 flows at 400/s: {} connections/s", m.sent_per_s);
     assert!(netblast_spec::verdict::cps_shortfall(&kept).is_empty());
@@ -222,14 +221,7 @@ fn dropped_syns_are_named_as_the_cause_of_a_rate_not_reached() {
     ns.nft(&ns.b, "add table inet nbs");
     ns.nft(&ns.b, "add chain inet nbs input { type filter hook input priority 0 ; }");
     ns.nft(&ns.b, "add rule inet nbs input tcp flags & (syn | ack) == syn numgen random mod 100 < 5 drop");
-    let out = ns
-        .cmd(&ns.a, env!("CARGO_BIN_EXE_netblast"))
-        .args(["run", "--probe", "tcpinfo", "--target", &target, "--profile", "cps", "-P", "4", "--json"])
-        .args(["--rate", "2k", "-t", "2"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let r: RunResult = serde_json::from_slice(&out.stdout).unwrap();
+    let r = run_flows_in(&ns, &target, 4, &["--rate", "2k", "-t", "2"]);
     let syn = r.summary.ways[0].msgs.unwrap().conns.unwrap().syn_retransmits.unwrap();
     assert!(syn > 0, "no SYN retransmitted");
     let v = netblast_spec::verdict::cps_shortfall(&r);

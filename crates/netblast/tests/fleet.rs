@@ -434,7 +434,7 @@ fn registered_agents_take_part_by_group() {
 
 /// `netblast fleet --token-file TOKEN`, run in the temporary directory (a fleet with neither
 /// `-o` nor `--frames` logs its agents' frames to the working directory).
-fn fleet_cmd(token: &std::path::Path) -> Command {
+pub(crate) fn fleet_cmd(token: &std::path::Path) -> Command {
     let mut c = util::bin();
     c.current_dir(std::env::temp_dir());
     c.args(["fleet", "--token-file"]).arg(token);

@@ -118,11 +118,25 @@ fn agents(token: &std::path::Path, n: usize) -> (Vec<SocketAddr>, Vec<KillOnDrop
         .unzip()
 }
 
-fn fleet(token: &std::path::Path) -> std::process::Command {
-    let mut c = util::bin();
-    c.current_dir(std::env::temp_dir());
-    c.args(["fleet", "--token-file"]).arg(token);
-    c
+/// The fleet of two clients (an honest agent, the liar) against two servers, run for `secs`
+/// with its result in `out_file`: its output and how long it took.
+fn fleet_with_liar(
+    token: &std::path::Path,
+    addrs: &[SocketAddr],
+    liar: &Relay,
+    secs: &str,
+    out_file: &std::path::Path,
+) -> (std::process::Output, Duration) {
+    let t = Instant::now();
+    let out = super::fleet::fleet_cmd(token)
+        .args(["--clients", &format!("{},{}", addrs[0], liar.addr)])
+        .args(["--servers", &format!("{},{}", addrs[2], addrs[3])])
+        .args(["-t", secs, "-o"])
+        .arg(out_file)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (out, t.elapsed())
 }
 
 /// Interval frames with an index of 1000 or more in a fleet log.
@@ -143,16 +157,7 @@ fn an_agent_whose_clock_answers_are_impossible_is_dropped_by_name_and_the_others
     let (addrs, _agents) = agents(&token, 4);
     let liar = Relay::start(addrs[1], Token::new(secret).unwrap(), Lie::Clock);
     let out_file = std::env::temp_dir().join(format!("nb-fleet-clock-{}.json", std::process::id()));
-    let t = Instant::now();
-    let out = fleet(&token)
-        .args(["--clients", &format!("{},{}", addrs[0], liar.addr)])
-        .args(["--servers", &format!("{},{}", addrs[2], addrs[3])])
-        .args(["-t", "2", "-o"])
-        .arg(&out_file)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let took = t.elapsed();
+    let (out, took) = fleet_with_liar(&token, &addrs, &liar, "2", &out_file);
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     // Before: the start lead was 4 × the worst clock error, unbounded; this answer put T0 in
     // 2027, every agent refused it and the fleet exited 1 with nothing measured.
@@ -185,16 +190,7 @@ fn an_agent_that_floods_intervals_past_its_test_is_refused_by_name_and_the_log_s
     let liar = Relay::start(addrs[1], Token::new(secret).unwrap(), Lie::IntervalFlood(flood));
     let out_file = std::env::temp_dir().join(format!("nb-fleet-flood-{}.json", std::process::id()));
     let log = netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl");
-    let t = Instant::now();
-    let out = fleet(&token)
-        .args(["--clients", &format!("{},{}", addrs[0], liar.addr)])
-        .args(["--servers", &format!("{},{}", addrs[2], addrs[3])])
-        .args(["-t", "3", "-o"])
-        .arg(&out_file)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let took = t.elapsed();
+    let (out, took) = fleet_with_liar(&token, &addrs, &liar, "3", &out_file);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let text = format!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(3), "{text}");
@@ -252,7 +248,7 @@ fn one_coordinator_listing_an_agent_a_hundred_times_runs_at_most_its_order_cap()
     let ((client_agent, client), (_server_agent, server)) = (agent(), agent());
     let listed = vec![client.to_string(); 100].join(",");
     let out_file = std::env::temp_dir().join(format!("nb-fleet-cap-{}.json", std::process::id()));
-    let child = fleet(&token)
+    let child = super::fleet::fleet_cmd(&token)
         .args(["--clients", &listed, "--servers", &server.to_string()])
         .args(["-t", "3", "-b", "5M", "-o"])
         .arg(&out_file)

@@ -122,17 +122,26 @@ pub fn cps_shortfall(r: &RunResult) -> Vec<String> {
         let behind = conns.behind as f64 / tried.max(1) as f64;
         let cycle_ns = w.sender.seconds * f64::from(w.streams.max(1)) / tried.max(1) as f64 * 1e9;
         let busy = |load: Option<&HostLoad>| load.and_then(|l| saturated(l).into_iter().next()).map(cpu_words);
+        // A connection whose SYNs went unanswered until its timeout fails as timed out: with SYNs
+        // retransmitted and no other kind of failure, the timeouts are the same SYN loss.
+        let syn_seen = syn as f64 > 0.001 * tried as f64;
+        let only_timeouts = failed == conns.timed_out;
         let why = if conns.port_exhausted > 0 {
             "the local ports ran out (below)".to_string()
-        } else if failed as f64 > 0.01 * tried as f64 {
+        } else if failed as f64 > 0.01 * tried as f64 && !(syn_seen && only_timeouts) {
             format!(
                 "{failed} of {tried} connections failed ({} refused, {} timed out, {} reset, {} other): the server or the path",
                 conns.refused, conns.timed_out, conns.reset, conns.other
             )
-        } else if syn as f64 > 0.001 * tried as f64 {
+        } else if syn_seen {
+            let gave_up = match conns.timed_out {
+                0 => String::new(),
+                n => format!(" ({n} of {tried} connections timed out waiting for an answer to theirs)"),
+            };
             format!(
-                "{syn} SYNs were retransmitted, each after a wait of 1 s or more: SYNs or their answers were \
-                 dropped, by a full SYN or accept queue at the server (its backlog, net.core.somaxconn) or on the path"
+                "{syn} SYNs were retransmitted, each after a wait of 1 s or more{gave_up}: SYNs or their answers \
+                 were dropped, by a full SYN or accept queue at the server (its backlog, net.core.somaxconn) or on \
+                 the path"
             )
         } else if behind >= 0.5 {
             let flows = match w.streams {
@@ -482,6 +491,17 @@ mod tests {
         );
         let v = with(&mut r, 5_600.0, c(|x| x.syn_retransmits = Some(40)));
         assert!(v[0].contains("40 SYNs were retransmitted, each after a wait of 1 s or more"), "{}", v[0]);
+        // Connections timed out with their SYNs retransmitted (found by the truth check: 1 of 88
+        // timed out, 1.1%, named "the server or the path"): the same SYN loss, its timeouts said.
+        let v = with(&mut r, 5_600.0, c(|x| (x.timed_out, x.syn_retransmits) = (200, Some(600))));
+        assert!(
+            v[0].contains("600 SYNs were retransmitted") && v[0].contains("(200 of 10200 connections timed out"),
+            "{}",
+            v[0]
+        );
+        // Refusals beside them are not SYN loss: the failures are named.
+        let v = with(&mut r, 5_600.0, c(|x| (x.timed_out, x.refused, x.syn_retransmits) = (100, 100, Some(600))));
+        assert!(v[0].contains("200 of 10200 connections failed (100 refused, 100 timed out"), "{}", v[0]);
         let v = with(&mut r, 5_600.0, c(|x| x.port_exhausted = 1));
         assert!(v[0].contains("the local ports ran out"), "{}", v[0]);
         // Behind, with the client's CPU saturated: the CPU, named.

@@ -284,20 +284,22 @@ fn dial_loop(
             }
         };
         let t0 = Instant::now();
-        if let Err(e) = sock.connect(&to_addr) {
+        let connected = sock.connect(&to_addr);
+        let t1 = Instant::now();
+        let fd = sock.as_raw_fd();
+        // Read on failure too: a connect that timed out retransmitted its SYNs.
+        if read_info {
+            if let Some(info) = netblast_probe::tcpinfo::read_raw(fd) {
+                *counts.syn_retransmits.get_or_insert(0) += u64::from(info.total_retrans);
+            }
+        }
+        if let Err(e) = connected {
             if fatal(&e) {
                 break Err(format!("cannot connect: {}", describe_io(&e)));
             }
             count(&mut counts, cause_of(&e));
             m.lost += 1;
             continue;
-        }
-        let t1 = Instant::now();
-        let fd = sock.as_raw_fd();
-        if read_info {
-            if let Some(info) = netblast_probe::tcpinfo::read_raw(fd) {
-                *counts.syn_retransmits.get_or_insert(0) += u64::from(info.total_retrans);
-            }
         }
         let exchanged = (|| {
             if cfg.req_bytes > 0 {

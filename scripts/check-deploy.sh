@@ -307,6 +307,37 @@ on_host = {d["metadata"]["name"] for d in host if d["kind"] in ("DaemonSet", "St
            and d["spec"]["template"]["spec"].get("hostNetwork") is True}
 if on_host != {d["metadata"]["name"] for d in kinds["DaemonSet"] + kinds["StatefulSet"]} or len(host) != len(base):
     fail(f"hostnetwork variant: on the host network {sorted(on_host)}")
+def templates(name):
+    return [d for p, d in docs if p.endswith(f"/rendered-{name}.yaml") and d["kind"] in ("DaemonSet", "StatefulSet")]
+# Ports: the two agent kinds never claim one port (on the nodes' network they share the node's).
+claimed = {}
+for w in kinds["DaemonSet"] + kinds["StatefulSet"]:
+    for p in w["spec"]["template"]["spec"]["containers"][0]["ports"]:
+        claimed.setdefault(p["containerPort"], []).append(w["metadata"]["name"])
+if any(len(ws) > 1 for ws in claimed.values()):
+    fail(f"agent kinds share ports: {claimed}")
+# Client and server agents on nodes of their own role.
+for w in kinds["DaemonSet"] + kinds["StatefulSet"]:
+    r = w["spec"]["template"]["metadata"]["labels"]["netblast/role"]
+    if w["spec"]["template"]["spec"].get("nodeSelector", {}).get("netblast.io/role") != r:
+        fail(f"{w['metadata']['name']}: not kept to nodes labelled netblast.io/role={r}")
+# restricted: what the Pod Security level asks of every container (the control-plane test has
+# the apiserver's admission judge it too).
+for w in templates("k8s-restricted"):
+    spec = w["spec"]["template"]["spec"]
+    psc = spec.get("securityContext", {})
+    for c in spec["containers"]:
+        sc = c.get("securityContext", {})
+        ok = (psc.get("runAsNonRoot") is True and psc.get("seccompProfile", {}).get("type") == "RuntimeDefault"
+              and sc.get("allowPrivilegeEscalation") is False and sc.get("capabilities", {}).get("drop") == ["ALL"]
+              and not sc.get("capabilities", {}).get("add") and "--probe=tcpinfo" in c["args"])
+        if not ok:
+            fail(f"k8s-restricted: {w['metadata']['name']} is not restricted: {psc} {sc}")
+# guaranteed: limits equal requests, whole CPUs.
+for w in templates("k8s-guaranteed"):
+    r = w["spec"]["template"]["spec"]["containers"][0]["resources"]
+    if r.get("limits") != r.get("requests") or not str(r["requests"]["cpu"]).isdigit():
+        fail(f"k8s-guaranteed: {w['metadata']['name']} resources {r}")
 print(f"check-deploy: {len(docs)} Kubernetes objects in {len(glob.glob(f'{work}/rendered-*.yaml'))} kustomizations agree")
 PY
 echo "check-deploy: deploy.sh plans, their az commands, custom data (cloud-init) and $built kustomizations (kustomize, Kubernetes ${K8S_VERSIONS[*]}) pass"

@@ -18,15 +18,16 @@ PKGS=(
   shellcheck python3-yaml          # scripts/check-deploy.sh (Azure and Kubernetes files)
   cloud-init                       # ... its judge of the custom data (`cloud-init schema`)
   chromium fonts-dejavu-core       # the HTML report's test renders it in headless Chromium
-  prometheus                       # promtool: the suite lints serve's and the fleet's metrics
+  prometheus                       # promtool and a scraper: the suite judges the metrics with them
+  etcd-server                      # the Kubernetes control plane the manifests are scheduled on
 )
 if command -v apt-get >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${PKGS[@]}" >/dev/null
-  # Debian starts nginx and Prometheus when they are installed; netblast's tests start their own
-  # nginx instances and need only promtool.
-  for svc in nginx prometheus; do
+  # Debian starts nginx, Prometheus and etcd when they are installed; netblast's tests start their
+  # own.
+  for svc in nginx prometheus etcd; do
     if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
       $SUDO systemctl stop "$svc" || true
     fi
@@ -66,6 +67,14 @@ if [ ! -x "$GOBIN_DIR/kustomize" ]; then
   else
     echo "setup.sh: no Go toolchain: install kustomize v5.5.0 yourself (scripts/check-deploy.sh needs it)" >&2
   fi
+fi
+
+# kube-apiserver, -controller-manager, -scheduler and kubectl from source, for the k8s test
+# (about 5 minutes the first time; kept in $NETBLAST_TOOLS/k8s).
+if command -v go >/dev/null; then
+  scripts/k8s-build.sh
+else
+  echo "setup.sh: no Go toolchain: the Kubernetes control-plane test will be skipped" >&2
 fi
 
 cargo build --release --locked -p netblast

@@ -175,6 +175,15 @@ impl FleetMetrics {
 }
 
 impl FleetMetrics {
+    /// The fleet's result is in: no test runs or reports any more and nothing moves; the
+    /// counters and the latency histogram keep their final values.
+    pub fn finished(&self) {
+        self.tests_running.set(0);
+        self.tests_reporting.set(0);
+        self.bytes_per_second.set(0.0);
+        self.responses_per_second.set(0.0);
+    }
+
     /// Counts one event.
     pub fn event(&self, ev: &FleetEvent<'_>) {
         match ev {

@@ -147,7 +147,8 @@ impl std::fmt::Debug for EbpfProbe {
     }
 }
 
-/// An error with its sources, on one line.
+/// An error with its sources, on one line; a verifier's log (many lines of instructions) is
+/// cut to its first line.
 fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
@@ -156,7 +157,10 @@ fn chain(e: &dyn std::error::Error) -> String {
         s.push_str(&c.to_string());
         cur = c.source();
     }
-    s
+    match s.split_once('\n') {
+        Some((first, _)) => format!("{first} (verifier log cut)"),
+        None => s,
+    }
 }
 
 fn denied(e: &dyn std::error::Error) -> bool {

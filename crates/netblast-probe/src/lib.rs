@@ -60,7 +60,10 @@ pub enum ProbeError {
     )]
     NoCgroup2,
     /// Not allowed to load or attach.
-    #[error("loading eBPF needs root (CAP_BPF and CAP_NET_ADMIN): {0}")]
+    #[error(
+        "loading eBPF needs root, or CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN (a container: securityContext \
+         capabilities add [BPF, PERFMON, NET_ADMIN], as deploy/k8s does): {0}"
+    )]
     Privilege(String),
     /// The kernel refused the object or the program.
     #[error("the kernel refused the eBPF probe: {0}")]
@@ -104,7 +107,7 @@ impl Probe {
     pub fn open_with(mode: ProbeMode, kernel_stats: bool) -> Result<Probe, ProbeError> {
         let (source, fallback_reason) = match mode {
             ProbeMode::Off => (Source::Off, None),
-            ProbeMode::TcpInfo => (Source::TcpInfo, Some("tcp_info requested".to_string())),
+            ProbeMode::TcpInfo => (Source::TcpInfo, Some("--probe tcpinfo: eBPF not tried".to_string())),
             ProbeMode::Ebpf => (Source::Ebpf(Box::new(ebpf::EbpfProbe::open(kernel_stats)?)), None),
             ProbeMode::Auto => match ebpf::EbpfProbe::open(kernel_stats) {
                 Ok(p) => (Source::Ebpf(Box::new(p)), None),

@@ -284,10 +284,15 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
     let mut status = Status::new(cfg.profile.time_bound(), human);
     let outcome = crate::fleet::run(a, cfg, human, &mut status);
     status.finish();
-    let mut result = outcome?;
+    let (mut result, endpoint) = outcome?;
     result.label = a.test.label.clone();
     out::judge_into(&a.assert, &mut result);
-    Ok(match out::finish(&result, &sinks, "fleet's result")? {
+    let written = out::finish(&result, &sinks, "fleet's result");
+    // The result first, kept whatever a scrape does; then the final counts stay scrapable.
+    if let Some(e) = endpoint {
+        e.linger(a.metrics_linger.get(), !a.quiet);
+    }
+    Ok(match written? {
         Outcome::Incomplete => Outcome::Partial,
         o => o,
     })

@@ -230,10 +230,16 @@ pub struct FleetArgs {
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<std::net::SocketAddr>,
     /// Serve the coordinator's live fleet-wide figures as Prometheus metrics on
-    /// http://ADDR/metrics while the fleet runs: agents by state, tests running and reporting,
-    /// bits/s and responses/s of the latest interval, bytes, responses, errors, latency.
+    /// http://ADDR/metrics while the fleet runs and --metrics-linger after: agents by state,
+    /// tests running and reporting, bytes/s and responses/s of the latest interval, bytes,
+    /// responses, errors, latency.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// With --metrics: how long the endpoint stays up after the result is written, holding the
+    /// final counts, so a scrape after the last interval sees them (30s: two scrapes at
+    /// Prometheus's usual 15 s interval). Ctrl-C ends it early.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub metrics_linger: Dur,
     /// How long to wait for agents to connect and register.
     #[arg(long, default_value = "60s")]
     pub wait_agents: Dur,

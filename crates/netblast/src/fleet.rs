@@ -7,6 +7,7 @@ use crate::status::Status;
 use anyhow::Context;
 use netblast_coord::live::{FleetMetrics, Live, Shown};
 use netblast_coord::{agents, FleetConfig, FleetError};
+use netblast_spec::units::Dur;
 use netblast_spec::RunResult;
 
 /// The coordinator's settings from the flags, and what discovering the agents found (for a
@@ -60,9 +61,47 @@ pub fn config(a: &FleetArgs, human: bool) -> Result<(FleetConfig, Vec<String>), 
     Ok((cfg, notes))
 }
 
+/// The `--metrics` endpoint, still served by the coordinator's runtime after the fleet's result
+/// is in, until [`Endpoint::linger`] ends.
+pub struct Endpoint {
+    rt: tokio::runtime::Runtime,
+}
+
+impl Endpoint {
+    /// Keeps serving the final figures for `d` (a Ctrl-C or SIGTERM ends it early), then stops.
+    pub fn linger(self, d: std::time::Duration, human: bool) {
+        if d.is_zero() {
+            return;
+        }
+        if human {
+            eprintln!("netblast fleet: metrics stay up {} more (--metrics-linger)", Dur(d));
+        }
+        // The result is out: end stdout now, so a pipe reading it (`| jq`) is not held open.
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        if let Ok(null) = std::fs::File::open("/dev/null") {
+            // SAFETY: dup2 onto descriptor 1 of two descriptors this process owns; nothing is
+            // written to stdout after this.
+            unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), 1) };
+        }
+        self.rt.block_on(async {
+            tokio::select! {
+                _ = tokio::time::sleep(d) => {}
+                _ = crate::signals::shutdown_signal() => {}
+            }
+        });
+    }
+}
+
 /// Runs the coordinator on a runtime of its own; its live events go to `status` for a person
-/// and to the metrics endpoint if `--metrics` serves one.
-pub fn run(a: &FleetArgs, cfg: FleetConfig, human: bool, status: &mut Status) -> Result<RunResult, AppError> {
+/// and to the metrics endpoint if `--metrics` serves one. With one, the runtime comes back to
+/// keep serving it after the result is written.
+pub fn run(
+    a: &FleetArgs,
+    cfg: FleetConfig,
+    human: bool,
+    status: &mut Status,
+) -> Result<(RunResult, Option<Endpoint>), AppError> {
     // One session per agent, and a registration may come and go before it is needed.
     netblast_engine::os::sys::ensure_fds(cfg.agent_count() as u64 * 2 + 256)
         .map_err(|e| AppError::run(anyhow::anyhow!(e)))?;
@@ -73,7 +112,7 @@ pub fn run(a: &FleetArgs, cfg: FleetConfig, human: bool, status: &mut Status) ->
         .build()
         .context("cannot start the coordinator's runtime")
         .map_err(AppError::run)?;
-    rt.block_on(async {
+    let result = rt.block_on(async {
         let listen = |addr, what: &str| {
             netblast_agent::server::listener(addr, None)
                 .with_context(|| format!("{what}cannot listen on {addr}"))
@@ -98,12 +137,13 @@ pub fn run(a: &FleetArgs, cfg: FleetConfig, human: bool, status: &mut Status) ->
                 let m = FleetMetrics::default();
                 let registry = m.registry();
                 let render = std::sync::Arc::new(move || netblast_metrics::encode(&registry));
-                // Stops with the runtime, when the fleet's result is in.
+                // Stops with the runtime: after the result and the linger.
                 tokio::spawn(netblast_metrics::serve_http(l, render, std::future::pending::<()>()));
                 Some(m)
             }
             None => None,
         };
+        let served = metrics.clone();
         let mut live = Live::new(metrics);
         let mut on_event = |ev: netblast_coord::FleetEvent<'_>| match live.event(&ev) {
             _ if !human => {}
@@ -112,11 +152,16 @@ pub fn run(a: &FleetArgs, cfg: FleetConfig, human: bool, status: &mut Status) ->
             Some(Shown::Starting(l)) => status.started(&l),
             Some(Shown::Interval { line, interval, failed }) => status.fleet_interval(&line, &interval, failed),
         };
-        netblast_coord::run(cfg, listener, crate::signals::shutdown_signal(), &mut on_event).await.map_err(
-            |e| match e {
+        let result = netblast_coord::run(cfg, listener, crate::signals::shutdown_signal(), &mut on_event)
+            .await
+            .map_err(|e| match e {
                 FleetError::Config(_) => AppError::input(e),
                 _ => AppError::run(e),
-            },
-        )
-    })
+            });
+        if let Some(m) = served {
+            m.finished();
+        }
+        result
+    })?;
+    Ok((result, a.metrics.map(|_| Endpoint { rt })))
 }

@@ -632,7 +632,7 @@ fn fleet_metrics_show_the_live_fleet_and_stay_within_its_result() {
     let out_file = std::env::temp_dir().join(format!("nb-fleet-metrics-{}.json", std::process::id()));
     let mut fleet = fleet_cmd(&token)
         .args(["--clients", &client, "--servers", &server, "--profile", "latency", "--wait", "block"])
-        .args(["-t", "4", "-i", "500ms", "--metrics", "127.0.0.1:0", "-o"])
+        .args(["-t", "4", "-i", "500ms", "--metrics", "127.0.0.1:0", "--metrics-linger", "20s", "-o"])
         .arg(&out_file)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -666,13 +666,93 @@ fn fleet_metrics_show_the_live_fleet_and_stay_within_its_result() {
     util::promtool_passes(at);
     let live = util::histogram_count(&s, "netblast_fleet_latency_seconds");
     assert!(live > 0.0, "round trips counted live");
-    let out = util::wait_output(fleet, Duration::from_secs(60));
+    // The result is written first; the endpoint then lingers with the final counts.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let r: RunResult = loop {
+        if let Ok(b) = std::fs::read(&out_file) {
+            break serde_json::from_slice(&b).unwrap();
+        }
+        assert!(std::time::Instant::now() < deadline, "no result file");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let total = r.summary.ways[0].latency.as_ref().unwrap().count as f64;
+    assert!(live < total, "mid-run {live} below the final {total}");
+    let after = util::scrape(at);
+    assert_eq!(util::histogram_count(&after, "netblast_fleet_latency_seconds"), total, "the final count, held");
+    assert_eq!(util::value(&after, "netblast_fleet_tests_running", &[]), Some(0.0));
+    assert_eq!(util::value(&after, "netblast_fleet_bytes_per_second", &[]), Some(0.0));
+    assert!(fleet.try_wait().unwrap().is_none(), "still serving the final counts");
+    // Ctrl-C ends the linger early, with the run's status.
+    // SAFETY: kill on a child this test spawned.
+    unsafe { libc::kill(fleet.id() as i32, libc::SIGINT) };
+    let out = util::wait_output(fleet, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(0));
+    let _ = std::fs::remove_file(&out_file);
+    let _ = std::fs::remove_file(netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl"));
+    let _ = std::fs::remove_file(token);
+}
+
+/// Prometheus's answer to an instant query of `expr`, if it has a sample.
+fn prometheus_value(at: std::net::SocketAddr, expr: &str) -> Option<f64> {
+    let mut c = std::net::TcpStream::connect(at).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let ask = format!("GET /api/v1/query?query={expr} HTTP/1.1\r\nHost: {at}\r\nConnection: close\r\n\r\n");
+    std::io::Write::write_all(&mut c, ask.as_bytes()).ok()?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut c, &mut text).ok()?;
+    let body: serde_json::Value = serde_json::from_str(text.split_once("\r\n\r\n")?.1).ok()?;
+    body["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+#[test]
+fn prometheus_scraping_every_15s_holds_the_fleets_final_count() {
+    if Command::new("prometheus").arg("--version").output().is_err() {
+        eprintln!("SKIP: Prometheus is not installed (Debian: prometheus; scripts/setup.sh)");
+        return;
+    }
+    let _one = one_fleet();
+    let token = util::token_file("prom", "a-token-for-the-prometheus-test");
+    let (client, server, _agents) = loopback_pair(&token);
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let (metrics, web) = (free(), free());
+    let dir = std::env::temp_dir().join(format!("nb-prom-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 15s\nscrape_configs:\n  - job_name: fleet\n    static_configs:\n      \
+             - targets: ['{metrics}']\n"
+        ),
+    )
+    .unwrap();
+    let _prom = KillOnDrop(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address={web}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let out_file = dir.join("fleet.json");
+    // The default linger (30 s) is two scrapes at 15 s; one is enough to hold the final count.
+    let fleet = fleet_cmd(&token)
+        .args(["--clients", &client, "--servers", &server, "--profile", "latency", "-t", "3"])
+        .args(["--metrics", &metrics.to_string(), "--metrics-linger", "17s", "-o"])
+        .arg(&out_file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = util::wait_output(fleet, Duration::from_secs(90));
     assert_eq!(out.status.code(), Some(0));
     let r: RunResult = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
     let total = r.summary.ways[0].latency.as_ref().unwrap().count as f64;
-    assert!(live < total, "mid-run {live} below the final {total}");
-    let _ = std::fs::remove_file(&out_file);
-    let _ = std::fs::remove_file(netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl"));
+    let scraped = prometheus_value(web, "netblast_fleet_latency_seconds_count");
+    assert_eq!(scraped, Some(total), "Prometheus's last scrape of the fleet against its result");
+    let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(token);
 }
 

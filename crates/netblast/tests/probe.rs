@@ -548,3 +548,70 @@ fn cps_connections_are_one_kernel_group_per_flow() {
     let text = netblast_report::text::full(&r);
     assert!(text.contains("Kernel RTT of the connections (eBPF"), "{text}");
 }
+
+/// The capabilities the Kubernetes manifests grant the agents, read from the DaemonSet.
+fn manifest_capabilities() -> Vec<String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/k8s/agents-daemonset.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let line = text.lines().find_map(|l| l.trim().strip_prefix("add: [")).expect("capabilities: add: [...]");
+    line.trim_end_matches(']').split(',').map(|c| c.trim().to_lowercase()).collect()
+}
+
+/// `serve`'s line on where TCP statistics come from, run with only `caps` in its bounding set.
+fn statistics_with(caps: &[String]) -> String {
+    let set = std::iter::once("-all".to_string()).chain(caps.iter().map(|c| format!("+{c}"))).collect::<Vec<_>>();
+    let mut child = Command::new("setpriv")
+        .arg(format!("--bounding-set={}", set.join(",")))
+        .args(["--inh-caps=-all", "--"])
+        .arg(env!("CARGO_BIN_EXE_netblast"))
+        .args(["serve", "--port", "0", "--bind", "127.0.0.1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let readers: [Box<dyn std::io::Read + Send>; 2] =
+        [Box::new(child.stdout.take().unwrap()), Box::new(child.stderr.take().unwrap())];
+    for r in readers {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(r)).map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+    }
+    drop(tx);
+    let mut seen = Vec::new();
+    let found = loop {
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(l) if l.contains("TCP statistics from") => break Some(l),
+            Ok(l) => seen.push(l),
+            Err(_) => break None,
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    found.unwrap_or_else(|| panic!("no statistics line: {seen:?}"))
+}
+
+#[test]
+fn the_manifests_capabilities_load_the_probe_and_each_is_needed() {
+    let Some(_lock) = ebpf_or_skip("the_manifests_capabilities_load_the_probe_and_each_is_needed") else { return };
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIP: no setpriv (util-linux)");
+        return;
+    }
+    let caps = manifest_capabilities();
+    assert_eq!(caps, ["bpf", "perfmon", "net_admin"], "the manifests' set changed: test it");
+    let line = statistics_with(&caps);
+    assert!(line.ends_with("TCP statistics from ebpf"), "with {caps:?}: {line}");
+    for i in 0..caps.len() {
+        let fewer: Vec<String> = caps.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, c)| c.clone()).collect();
+        let line = statistics_with(&fewer);
+        assert!(
+            line.contains("TCP statistics from tcp_info (") && line.contains("CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN"),
+            "without {}: {line}",
+            caps[i]
+        );
+    }
+}

@@ -471,9 +471,29 @@ fn msg_summary(s: &mut String, r: &RunResult) {
                 }
                 if let Some(lost) = m.lost {
                     let pct = if m.sent > 0 { lost as f64 * 100.0 / m.sent as f64 } else { 0.0 };
+                    let (gso, gro) = match &r.plan.profile.workload {
+                        Workload::Msgrate(p) => (p.gso, p.gro),
+                        _ => (false, false),
+                    };
+                    let buffers = if gro { ", each a buffer of up to 64 coalesced datagrams (GRO)" } else { "" };
+                    if gso || gro {
+                        let said = match (gso, gro) {
+                            (true, true) => "sent with GSO and received with GRO",
+                            (true, false) => "sent with GSO",
+                            _ => "received with GRO",
+                        };
+                        let _ = writeln!(
+                            s,
+                            "      offloads: {said} (the datagrams on the wire unchanged; each one counted)"
+                        );
+                    }
                     let drops = m
                         .kernel_drops
-                        .map(|d| format!("; the receiving sockets' queues overflowed {d} times (kernel drop counter)"))
+                        .map(|d| {
+                            format!(
+                                "; the receiving sockets' queues overflowed {d} times (kernel drop counter{buffers})"
+                            )
+                        })
                         .unwrap_or_default();
                     let _ = writeln!(s, "      lost {lost} of {} datagrams ({pct:.2}%){drops}", m.sent);
                     let _ = receivers_line(s, r, w.way, &m);

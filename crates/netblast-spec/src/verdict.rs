@@ -188,14 +188,26 @@ pub fn udp(r: &RunResult) -> Vec<String> {
             if lost == 0 {
                 parts.push(format!("no datagram lost of {}", t.sent));
             } else {
-                let queue = t.kernel_drops.unwrap_or(0).min(lost);
+                // The kernel counts a drop per buffer: with GRO a buffer is a coalesced run of up
+                // to `coalesced` datagrams, so the drops bound the queues' share from above.
+                let drops = t.kernel_drops.unwrap_or(0);
+                let coalesced = if m.gro { m.gro_coalesced() } else { 1 };
+                let queue = drops.saturating_mul(coalesced).min(lost);
                 let share = lost as f64 / t.sent.max(1) as f64;
                 parts.push(format!("{lost} of {} datagrams lost ({})", t.sent, pct(share)));
                 if queue > 0 {
                     let per = t.rcvbuf.map(|b| format!(" of {} each", fmt_bytes(b))).unwrap_or_default();
+                    let which = if coalesced > 1 {
+                        format!(
+                            "up to {queue} of them (GRO: {drops} coalesced buffers of up to {coalesced} datagrams) \
+                             dropped"
+                        )
+                    } else {
+                        format!("{queue} of them dropped")
+                    };
                     parts.push(format!(
-                        "{queue} of them dropped by the receiving sockets' full queues{per}: the receivers did not keep \
-                         up (raise --rcvbuf and net.core.rmem_max, or --receivers per-cpu)"
+                        "{which} by the receiving sockets' full queues{per}: the receivers did not keep up (raise \
+                         --rcvbuf and net.core.rmem_max, or --receivers per-cpu)"
                     ));
                 }
                 if lost > queue {
@@ -210,7 +222,8 @@ pub fn udp(r: &RunResult) -> Vec<String> {
             if let Some(b) = m.bitrate {
                 let wanted = b.bits_per_s() * w.streams.max(1) as f64 / 8.0 / m.msg_bytes.0.max(1) as f64;
                 if t.sent_per_s < wanted * 0.95 {
-                    let cpu = if w.way == Way::Up { r.summary.load.client.as_ref() } else { r.summary.load.server.as_ref() };
+                    let cpu =
+                        if w.way == Way::Up { r.summary.load.client.as_ref() } else { r.summary.load.server.as_ref() };
                     let why = cpu
                         .and_then(|l| saturated(l).into_iter().next())
                         .map(|c| format!(": the sender's {}", cpu_words(c)))

@@ -1,7 +1,7 @@
 //! msgrate and rr end to end against a real server.
 
 use crate::util::{self, Server};
-use netblast_spec::profile::{MsgrateSection, Profile, Protocol, RrSection, WaitMode};
+use netblast_spec::profile::{MsgrateSection, Profile, Protocol, RrSection, WaitMode, Workload};
 use netblast_spec::units::{ByteSize, CpuList};
 use netblast_spec::RunResult;
 
@@ -307,9 +307,18 @@ fn pps_8core_counts_wire_packets_as_the_interface_does() {
 
 #[test]
 fn udp_at_a_bitrate_reports_a_one_percent_drop_as_one_percent() {
-    // iperf3 -u -b 200M: paced datagrams, sequence numbers, loss, reordering and jitter at the
-    // receiver. 1% of the datagrams dropped by nftables in the server's namespace must read
-    // as 1% +- 0.3% lost, on both the count (sent - received) and the sequence numbers.
+    udp_one_percent_drop(&[]);
+}
+
+#[test]
+fn udp_with_gso_and_gro_reports_a_one_percent_drop_as_one_percent() {
+    udp_one_percent_drop(&["--gsro"]);
+}
+
+/// iperf3 -u -b 100M: paced datagrams, sequence numbers, loss, reordering and jitter at the
+/// receiver. 1% of the datagrams dropped by nftables in the server's namespace must read as
+/// 1% +- 0.3% lost, on both the count (sent - received) and the sequence numbers.
+fn udp_one_percent_drop(extra: &[&str]) {
     if !util::netns_or_skip("udp_at_a_bitrate_reports_a_one_percent_drop") {
         return;
     }
@@ -324,20 +333,35 @@ fn udp_at_a_bitrate_reports_a_one_percent_drop_as_one_percent() {
     let out = ns
         .cmd(&ns.a, bin)
         .args(["run", "--probe", "tcpinfo", "--target", &target, "--udp", "-b", "100M", "-t", "3", "--json"])
+        .args(extra)
         .output()
         .unwrap();
     let softnet = util::softnet_drops() - softnet;
-    // What the rule really dropped (its counter).
+    // What the rule really dropped (its counter): packets, and bytes at the IP layer. A GSO
+    // packet (veth passes them whole) is one packet of many datagrams behind one IPv4 and UDP
+    // header: datagrams = (bytes - 28 x packets) / datagram size, for both kinds.
     let listing = ns.cmd(&ns.b, "nft").args(["list", "table", "inet", "nbu"]).output().unwrap();
     let listing = String::from_utf8_lossy(&listing.stdout);
-    let dropped: u64 = listing
-        .split_whitespace()
-        .skip_while(|w| *w != "packets")
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no counter in {listing}"));
+    let counter = |name: &str| -> u64 {
+        listing
+            .split_whitespace()
+            .skip_while(|w| *w != name)
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no counter in {listing}"))
+    };
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: RunResult = serde_json::from_slice(&out.stdout).unwrap();
+    let Workload::Msgrate(p) = &r.plan.profile.workload else { panic!("not msgrate") };
+    let size = p.msg_bytes.bytes();
+    let (packets, bytes) = (counter("packets"), counter("bytes"));
+    assert_eq!((bytes - 28 * packets) % size, 0, "{packets} packets of {bytes} bytes: whole datagrams of {size}");
+    let dropped = (bytes - 28 * packets) / size;
+    if extra.contains(&"--gsro") {
+        assert!(p.gso && p.gro, "the offloads are in the result's profile");
+        let text = netblast_report::text::full(&r);
+        assert!(text.contains("sent with GSO and received with GRO"), "{text}");
+    }
     let w = &r.summary.ways[0];
     let m = w.msgs.unwrap();
     let q = m.udp.expect("sequenced datagrams accounted");

@@ -17,6 +17,10 @@
 //!   drains what is queued, then stops. Its receive queue is grown to [`UDP_RCVBUF`] unless
 //!   `-w` sets it. With per-CPU receivers ([`RecvGroup`]) the server's sockets share one port
 //!   and each takes what its CPU processed, from any of the test's flows.
+//! - UDP offloads, each asked for: GSO (`gso`) sends super-datagrams of up to 64 datagrams the
+//!   kernel cuts, each datagram still numbered; GRO (`gro`) receives coalesced runs of one
+//!   flow's datagrams and cuts them by the segment size in the `UDP_GRO` control message, so
+//!   loss, reordering and jitter are accounted per datagram as without.
 //!
 //! [`UDP_RCVBUF`]: crate::os::sockopt::UDP_RCVBUF
 //!
@@ -28,7 +32,7 @@ use crate::gen::flow::{Conn, End, Side};
 pub use crate::gen::flow::{FlowRole, MsgFlow, MsgSocket};
 use crate::gen::udpseq;
 use crate::measure::meter::{run_single, should_stop, Meter};
-use crate::os::net::{self, OwnBatch, RecvBatch, SendBatch};
+use crate::os::net::{self, GsoBatch, OwnBatch, RecvBatch, SendBatch};
 use crate::run::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
 use netblast_spec::profile::MsgrateSection;
 use std::io::{self, ErrorKind};
@@ -58,6 +62,10 @@ pub struct MsgConfig {
     pub bitrate: Option<f64>,
     /// UDP: datagrams carry a sequence number and send time ([`crate::gen::udpseq`]).
     pub sequenced: bool,
+    /// UDP senders use GSO (`UDP_SEGMENT`).
+    pub gso: bool,
+    /// UDP receivers use GRO (`UDP_GRO`).
+    pub gro: bool,
     /// The server's per-CPU receivers, when the profile asks for them.
     pub group: Option<Arc<RecvGroup>>,
     /// Reporting interval.
@@ -77,6 +85,8 @@ pub fn spawn(end: &End<'_>, m: &MsgrateSection, conns: Vec<Conn>) -> io::Result<
         bitrate: m.bitrate.map(|b| b.bits_per_s()),
         sequenced: m.protocol == netblast_spec::profile::Protocol::Udp
             && m.msg_bytes.bytes() >= MsgrateSection::SEQ_HEADER,
+        gso: m.gso,
+        gro: m.gro,
         group: per_cpu_receivers(end, m, &conns)?,
         interval: end.profile.run.interval(),
         timing: end.timing,
@@ -238,6 +248,9 @@ fn tcp_recv(s: &TcpStream, cfg: &MsgConfig, m: &mut Meter, flags: &RunFlags, giv
 /// 1 ms (its `--pacing-timer`).
 const PACE_GRAIN: Duration = Duration::from_micros(500);
 
+/// With GSO, super-datagrams (up to 64 datagrams, 64 KB each) per `sendmmsg`.
+const GSO_PER_CALL: usize = 4;
+
 fn udp_send(
     udp: &UdpSocket,
     anchor: &TcpStream,
@@ -249,16 +262,26 @@ fn udp_send(
     let fd = udp.as_raw_fd();
     udp.set_nonblocking(false).map_err(|e| io_msg(&e))?;
     net::set_timeouts(fd, WAKE).map_err(|e| io_msg(&e))?;
-    let n = cfg.batch.max(1);
-    // One payload for every datagram, or a buffer each (a header each, or a part of a batch).
+    // One payload for every datagram, or a buffer each (a header each, or a part of a batch),
+    // or with GSO super-datagrams the kernel cuts.
     enum Batch {
         Same(SendBatch),
         Own(OwnBatch),
+        Gso(GsoBatch),
     }
-    let mut batch = if cfg.sequenced || cfg.bitrate.is_some() {
-        Batch::Own(OwnBatch::new(cfg.msg_bytes, n, 0x5a))
+    let mut batch = if cfg.gso {
+        net::set_udp_gso(fd, cfg.msg_bytes)
+            .map_err(|e| format!("--gso: the kernel refused UDP_SEGMENT ({})", io_msg(&e)))?;
+        Batch::Gso(GsoBatch::new(cfg.msg_bytes, GSO_PER_CALL * net::GSO_MAX_SEGMENTS, 0x5a))
+    } else if cfg.sequenced || cfg.bitrate.is_some() {
+        Batch::Own(OwnBatch::new(cfg.msg_bytes, cfg.batch.max(1), 0x5a))
     } else {
-        Batch::Same(SendBatch::new(&vec![0x5au8; cfg.msg_bytes], n))
+        Batch::Same(SendBatch::new(&vec![0x5au8; cfg.msg_bytes], cfg.batch.max(1)))
+    };
+    // Datagrams one call sends at most.
+    let n = match &batch {
+        Batch::Gso(b) => b.capacity(),
+        _ => cfg.batch.max(1),
     };
     // Seconds between datagrams at the target rate.
     let gap_s = cfg.bitrate.map(|b| cfg.msg_bytes as f64 * 8.0 / b);
@@ -292,10 +315,18 @@ fn udp_send(
                 ((horizon / gap) as u64 + 1).saturating_sub(seq).clamp(1, n as u64) as usize
             }
         };
+        let at = m.since_start_ns(now);
         let sent = match &mut batch {
             Batch::Own(b) => {
                 if cfg.sequenced {
-                    let at = m.since_start_ns(now);
+                    for i in 0..k {
+                        udpseq::write_header(b.buf_mut(i), seq + i as u64, at);
+                    }
+                }
+                b.send(fd, k)
+            }
+            Batch::Gso(b) => {
+                if cfg.sequenced {
                     for i in 0..k {
                         udpseq::write_header(b.buf_mut(i), seq + i as u64, at);
                     }
@@ -316,6 +347,14 @@ fn udp_send(
                     || e.raw_os_error() == Some(libc::ENOBUFS) => {}
             Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
                 break Err("the server's UDP port is closed (ICMP port unreachable)".to_string());
+            }
+            Err(e) if cfg.gso && e.raw_os_error() == Some(libc::EINVAL) => {
+                break Err(format!(
+                    "--gso: the kernel refused a send of {}-byte segments (larger than the path's MTU, or a \
+                     device without UDP segmentation): {}",
+                    cfg.msg_bytes,
+                    io_msg(&e)
+                ));
             }
             Err(e) => break Err(io_msg(&e)),
         }
@@ -383,10 +422,16 @@ fn udp_recv(
     m.rcvbuf = Some(rcvbuf.map_err(|e| format!("cannot read the UDP receive queue's size: {}", io_msg(&e)))?);
     let group = cfg.group.as_deref();
     let mut sending = Sending(group);
+    // With GRO a buffer holds a coalesced run of one flow's datagrams (up to 64 KB).
+    let (n, size) = if cfg.gro { (16, 65_536) } else { (64, cfg.msg_bytes.max(1) + 1) };
     let mut batch = match group {
-        Some(_) => RecvBatch::with_sources(64, cfg.msg_bytes.max(1) + 1),
-        None => RecvBatch::new(64, cfg.msg_bytes.max(1) + 1),
+        Some(_) => RecvBatch::with_sources(n, size),
+        None => RecvBatch::new(n, size),
     };
+    if cfg.gro {
+        net::set_udp_gro(fd).map_err(|e| format!("--gro: the kernel refused UDP_GRO ({})", io_msg(&e)))?;
+        batch = batch.with_gro();
+    }
     let mut scratch = [0u8; 64];
     if cfg.sequenced {
         m.seq = Some(match group {
@@ -396,24 +441,24 @@ fn udp_recv(
     }
     // Counts (and accounts, when sequenced) the datagrams of the last batch that are the
     // test's: on a shared socket, those from the client; one arrival time for the batch.
-    let take = |m: &mut Meter, batch: &RecvBatch, n: usize, bytes: u64| {
+    // A buffer is one datagram, or with GRO several of one source, cut by their segment size.
+    let take = |m: &mut Meter, batch: &RecvBatch, n: usize, _bytes: u64| {
         let at = m.since_start_ns(Instant::now());
-        let (mut msgs, mut bytes) = (n as u64, bytes);
+        let (mut msgs, mut bytes) = (0u64, 0u64);
         for i in 0..n {
-            let d = batch.datagram(i);
             let from = match group {
                 Some(g) => match batch.source(i) {
                     Some(a) if a.ip() == g.client => Some(a),
-                    _ => {
-                        msgs -= 1;
-                        bytes -= d.len() as u64;
-                        continue;
-                    }
+                    _ => continue,
                 },
                 None => None,
             };
-            if let (Some(t), Some((seq, sent))) = (m.seq.as_mut(), udpseq::read_header(d)) {
-                t.on_datagram(from, seq, sent, at);
+            for d in batch.segments(i) {
+                msgs += 1;
+                bytes += d.len() as u64;
+                if let (Some(t), Some((seq, sent))) = (m.seq.as_mut(), udpseq::read_header(d)) {
+                    t.on_datagram(from, seq, sent, at);
+                }
             }
         }
         m.msgs += msgs;

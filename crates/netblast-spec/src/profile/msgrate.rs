@@ -113,6 +113,15 @@ pub struct MsgrateSection {
     /// would join (one message, one packet: a packet rate).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub eor: bool,
+    /// UDP: the senders hand the kernel up to 64 datagrams per send (`UDP_SEGMENT`, GSO); the
+    /// kernel cuts them into datagrams of `msg_bytes`, each still sequence-numbered: the wire
+    /// is unchanged, the sender's system calls are fewer (iperf3 `--gsro`, sending half).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gso: bool,
+    /// UDP: the receivers take coalesced datagrams of one flow in one buffer (`UDP_GRO`), cut
+    /// by the segment size the kernel gives (iperf3 `--gsro`, receiving half).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gro: bool,
 }
 
 fn is_flow(r: &Receivers) -> bool {
@@ -143,6 +152,12 @@ impl MsgrateSection {
     /// UDP datagrams of at least this many bytes carry a sequence number and a send time
     /// (16 bytes): the receiver reports loss, reordering, duplicates and jitter from them.
     pub const SEQ_HEADER: u64 = 16;
+
+    /// With GRO, the most datagrams of `msg_bytes` the kernel coalesces into one buffer (64
+    /// segments, 64 KB): one drop the kernel counts may be this many datagrams.
+    pub fn gro_coalesced(&self) -> u64 {
+        (65_535 / self.msg_bytes.bytes().max(1)).clamp(1, 64)
+    }
 }
 
 impl Default for MsgrateSection {
@@ -158,6 +173,8 @@ impl Default for MsgrateSection {
             bitrate: None,
             receivers: Receivers::Flow,
             eor: false,
+            gso: false,
+            gro: false,
         }
     }
 }

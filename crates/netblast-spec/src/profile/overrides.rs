@@ -85,6 +85,17 @@ pub struct Overrides {
     /// drops are named per receiver, loss per test).
     #[cfg_attr(feature = "clap", arg(long, value_enum))]
     pub receivers: Option<super::Receivers>,
+    /// msgrate over UDP: send with GSO (UDP_SEGMENT: up to 64 datagrams per send, cut by the
+    /// kernel; the datagrams on the wire are unchanged).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub gso: bool,
+    /// msgrate over UDP: receive with GRO (UDP_GRO: coalesced datagrams, cut by the segment
+    /// size the kernel gives).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub gro: bool,
+    /// msgrate over UDP: both --gso and --gro (iperf3 --gsro).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub gsro: bool,
     /// rr, cps: request size (default 1; cps: 0 sends none).
     #[cfg_attr(feature = "clap", arg(long))]
     pub req_size: Option<ByteSize>,
@@ -253,6 +264,9 @@ impl Overrides {
             ("--eor", self.eor.is_some(), MSG),
             ("--recv", self.recv.is_some(), MSG),
             ("--receivers", self.receivers.is_some(), MSG),
+            ("--gso", self.gso, MSG),
+            ("--gro", self.gro, MSG),
+            ("--gsro", self.gsro, MSG),
             ("--req-size", self.req_size.is_some(), RR_CPS),
             ("--resp-size", self.resp_size.is_some(), RR_CPS),
             ("--wait", self.wait.is_some(), RR),
@@ -375,6 +389,8 @@ impl Overrides {
         }
         set(&mut m.recv, self.recv);
         set(&mut m.receivers, self.receivers);
+        m.gso |= self.gso || self.gsro;
+        m.gro |= self.gro || self.gsro;
         if self.udp {
             m.protocol = Protocol::Udp;
             // A datagram is its own packet: a TCP profile's record marks do not carry over.

@@ -244,6 +244,13 @@ impl Workload {
                     m.bitrate.map(|b| format!(", paced at {b} per flow")).unwrap_or_default(),
                     if m.receivers == super::Receivers::PerCpu { ", one receiver per server CPU" } else { "" }
                         .to_string(),
+                    match (m.gso, m.gro) {
+                        (true, true) => ", sent with GSO and received with GRO",
+                        (true, false) => ", sent with GSO",
+                        (false, true) => ", received with GRO",
+                        (false, false) => "",
+                    }
+                    .to_string(),
                     match m.direction {
                         super::Direction::Forward => String::new(),
                         super::Direction::Reverse => ", server to client".into(),
@@ -349,6 +356,15 @@ impl Workload {
                 }
                 if m.eor && m.protocol != Protocol::Tcp {
                     return Err(("msgrate.eor", "ends TCP records; a UDP datagram is always its own packet".into()));
+                }
+                for (on, field) in [(m.gso, "msgrate.gso"), (m.gro, "msgrate.gro")] {
+                    if on && m.protocol != Protocol::Udp {
+                        return Err((
+                            field,
+                            "is UDP's segmentation offload (protocol = \"udp\", --udp); TCP has its own, always on"
+                                .into(),
+                        ));
+                    }
                 }
                 if m.receivers == super::Receivers::PerCpu {
                     if m.protocol != Protocol::Udp {

@@ -247,6 +247,9 @@ impl Cluster {
                             "message": "made by the test", "lastHeartbeatTime": now, "lastTransitionTime": now}],
         }});
         self.kubectl(&["patch", "node", name, "--subresource=status", "--type=merge", "-p", &status.to_string()]);
+        // Admission taints a new node not-ready until the node lifecycle controller sees its
+        // kubelet's Ready condition; with no kubelet and that controller off, the test does it.
+        self.kubectl(&["taint", "node", name, "node.kubernetes.io/not-ready:NoSchedule-"]);
     }
 }
 
@@ -254,19 +257,18 @@ impl Cluster {
 /// `ns`, with `patches` (kustomize JSON patches, YAML text) on top.
 fn render(t: &Tools, work: &Path, variant: &str, ns: &str, patches: &str) -> PathBuf {
     let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
-    let dir = work.join(ns);
-    std::fs::create_dir_all(&dir).unwrap();
-    // kustomize reads only files under a kustomization's root: the base and its token are
-    // copied beside the overlay they belong to.
+    // A copy of deploy/ with a token, and beside the overlay a kustomization that puts it and
+    // the Job in the namespace (kustomize takes only relative paths, under a common root).
     let copy = work.join(format!("{ns}-deploy"));
     let st = Command::new("cp").arg("-r").arg(&deploy).arg(&copy).status().unwrap();
     assert!(st.success());
     std::fs::write(copy.join("k8s/token"), "dG9rZW4K\n").unwrap();
+    let dir = copy.join("under-test");
+    std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(deploy.join("k8s/coordinator-job.yaml"), dir.join("job.yaml")).unwrap();
     let k = format!(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {ns}\nresources:\n  - {}\n  - \
-         job.yaml\n{patches}",
-        copy.join(variant).display()
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {ns}\nresources:\n  - \
+         ../{variant}\n  - job.yaml\n{patches}"
     );
     std::fs::write(dir.join("kustomization.yaml"), k).unwrap();
     let out = Command::new(&t.kustomize).arg("build").arg(&dir).output().unwrap();

@@ -861,7 +861,11 @@ fn anchors() {
     for (tool, needs, script, env, args) in [
         ("iperf3", &["iperf3"][..], "compare-iperf3.sh", none, short),
         ("iperf3_cubic", &["iperf3"][..], "compare-iperf3.sh", &[("CONGESTION", "cubic")][..], short),
+        // iperf3 3.21 (scripts/anchors-build.sh) when built, with a --gsro pair; else Debian's.
         ("iperf3_udp", &["iperf3"][..], "compare-udp.sh", none, short),
+        ("h2load", &["h2load", "nginx"][..], "compare-h2.sh", none, short),
+        // The seeds' own commands: hey -c 250 -n 10000, vegeta at 50/s of 1 MiB (2 s here).
+        ("seeds", &["hey", "vegeta", "nginx"][..], "compare-seeds.sh", none, short),
         ("qperf", &["qperf"][..], "compare-qperf.sh", none, short),
         ("wrk", &["wrk", "nginx"][..], "compare-http.sh", none, short),
         ("sockperf", &["sockperf"][..], "compare-sockperf.sh", none, short),

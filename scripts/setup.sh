@@ -12,6 +12,7 @@ PKGS=(
   clang llvm libbpf-dev bpftool    # eBPF programs (ebpf/*.c) and their inspection
   iproute2 nftables                # network namespaces, veth, loss injection in tests
   iperf3 qperf nginx wrk sockperf  # anchor tools the comparison scripts run side by side
+  nghttp2-client                   # ... h2load (scripts/compare-h2.sh)
   procps curl openssl util-linux   # pgrep, curl and nsenter in scripts; certificates for nginx
   time                             # /usr/bin/time: the compare scripts' CPU per operation
   valgrind                         # scripts/instructions.sh: instructions per operation (callgrind)

@@ -345,12 +345,12 @@ fn way_lines(s: &mut String, w: &WaySummary, ways: usize, from: f64) {
 
 /// A cps test's totals: connections completed and their rate, failures by cause, SYN
 /// retransmissions, connect latency, what the server served.
-fn cps_summary(s: &mut String, w: &WaySummary, m: &netblast_spec::result::MsgTotals, profile: &Profile) {
-    let Workload::Cps(c) = &profile.workload else { return };
+fn cps_summary(s: &mut String, w: &WaySummary, m: &netblast_spec::result::MsgTotals, r: &RunResult) {
+    let Workload::Cps(c) = &r.plan.profile.workload else { return };
     let conns = m.conns.unwrap_or_default();
     let _ = writeln!(
         s,
-        "[SUM] {}  {} connections completed, {} ({} flow{}, {}-byte request, {}-byte response, close with {})",
+        "[SUM] {}  {} connections completed, {} ({} flow{}, {}-byte request, {}-byte response, {})",
         span(0.0, w.sender.seconds),
         m.sent,
         fmt_per_s(m.sent_per_s),
@@ -358,8 +358,24 @@ fn cps_summary(s: &mut String, w: &WaySummary, m: &netblast_spec::result::MsgTot
         if w.streams == 1 { "" } else { "s" },
         c.req_bytes.bytes(),
         c.resp_bytes.bytes(),
-        c.close.name().to_uppercase(),
+        close_words(c.close),
     );
+    if c.close == netblast_spec::profile::CloseMode::Fin {
+        // What the client's ports sustain: each holds TIME_WAIT for 60 s per destination.
+        let ports = r.client.tcp.as_ref().map(|d| f64::from(d.port_count()));
+        let (ports, whose) = match (ports, &r.client.tcp) {
+            (Some(p), Some(d)) => {
+                (p, format!("net.ipv4.ip_local_port_range {}-{}", d.local_ports[0], d.local_ports[1]))
+            }
+            _ => (netblast_spec::verdict::DEFAULT_PORTS, "the kernel's default range".to_string()),
+        };
+        let _ = writeln!(
+            s,
+            "      the client's ports sustain about {} per server address and port ({ports:.0} ports, {whose}, \
+             each in TIME_WAIT for 60 s; without net.ipv4.tcp_tw_reuse, which loopback has)",
+            fmt_per_s(ports / 60.0)
+        );
+    }
     if let Some(rate) = c.rate {
         let _ = writeln!(s, "      asked for {} in all", fmt_per_s(rate.per_second()));
     }
@@ -408,6 +424,15 @@ fn cps_summary(s: &mut String, w: &WaySummary, m: &netblast_spec::result::MsgTot
     }
 }
 
+/// How a cps connection ends, in words: who closes first and whose port waits in TIME_WAIT.
+fn close_words(c: netblast_spec::profile::CloseMode) -> &'static str {
+    match c {
+        netblast_spec::profile::CloseMode::Fin => "the client closes first: its port waits in TIME_WAIT",
+        netblast_spec::profile::CloseMode::Rst => "closed by RST: no TIME_WAIT",
+        netblast_spec::profile::CloseMode::Server => "the server closes first: the TIME_WAIT is the server's",
+    }
+}
+
 fn msg_summary(s: &mut String, r: &RunResult) {
     let profile = &r.plan.profile;
     let is_udp = udp(profile);
@@ -415,7 +440,7 @@ fn msg_summary(s: &mut String, r: &RunResult) {
     for w in &r.summary.ways {
         let Some(m) = w.msgs else { continue };
         match profile.kind() {
-            Kind::Cps => cps_summary(s, w, &m, profile),
+            Kind::Cps => cps_summary(s, w, &m, r),
             Kind::Rr => {
                 let _ = writeln!(
                     s,

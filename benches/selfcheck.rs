@@ -813,6 +813,7 @@ fn truth_namespaces() -> Result<(), String> {
             Tolerance::Abs(0.02),
             "lost share of datagrams sent vs the nft rule's drops over the packets at the server's veth",
         );
+        udp_loss_with_offloads(&ns, target)?;
         // TCP: 1% of the segments reaching the server dropped; the retransmissions reported vs
         // the client namespace's own count (its only TCP sender is this test).
         ns.nft(&ns.b, &format!("add rule inet nbb input tcp dport {port} numgen random mod 100 < 1 drop"))?;
@@ -848,6 +849,51 @@ fn truth_namespaces() -> Result<(), String> {
     drop(server);
     drop(ns);
     result
+}
+
+/// `truth.loss.udp_datagrams_gsro`: the 1% UDP loss truth with GSO and GRO on (`--gsro`). veth
+/// passes a GSO packet whole, so the rule drops packets of many datagrams behind one IPv4 and
+/// UDP header: the datagrams it dropped are (bytes - 28 x packets) / the datagram size, read
+/// from its counter's bytes.
+fn udp_loss_with_offloads(ns: &netblast_benches::netns::NsPair, target: std::net::SocketAddr) -> Result<(), String> {
+    use netblast_benches::netns::inside;
+    ns.nft(&ns.b, "delete table inet nbb")?;
+    ns.nft(&ns.b, "add table inet nbb")?;
+    ns.nft(&ns.b, "add chain inet nbb input { type filter hook input priority 0 ; }")?;
+    ns.nft(&ns.b, "add rule inet nbb input meta l4proto udp numgen random mod 1000 < 10 counter drop")?;
+    let p = profile("udp-1g", |p| {
+        p.run.duration = Some(Dur(secs()));
+        if let Some(m) = p.workload.msgrate_mut() {
+            m.bitrate = Some(netblast_spec::units::BitRate(100e6));
+            m.gso = true;
+            m.gro = true;
+        }
+    })?;
+    let mut p = p;
+    let size = p.workload.msgrate_mut().map(|m| m.msg_bytes.bytes()).ok_or("udp-1g is not msgrate")? as f64;
+    let r = inside(&ns.a, move || run(target, p)).and_then(|r| r)?;
+    let listing = ns.nft(&ns.b, "list table inet nbb")?;
+    let counter = |name: &str| -> Result<f64, String> {
+        listing
+            .split_whitespace()
+            .skip_while(|w| *w != name)
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("no nft {name} counter"))
+    };
+    let dropped = (counter("bytes")? - 28.0 * counter("packets")?) / size;
+    let m = r.summary.ways[0].msgs.ok_or("no message totals")?;
+    let lost = m.udp.map(|q| q.lost as f64).unwrap_or(f64::NAN);
+    let host = m.kernel_drops.unwrap_or(0) as f64 * 64.0;
+    truth::check(
+        "truth.loss.udp_datagrams_gsro",
+        lost,
+        dropped,
+        "datagrams",
+        Tolerance::Range(0.0, host),
+        "--gsro: lost by sequence numbers vs the nft rule's dropped bytes in datagrams (GSO packets dropped whole)",
+    );
+    Ok(())
 }
 
 /// `anchor.*`: the same-run ratios of netblast against the anchor tools that are installed,
@@ -1129,6 +1175,7 @@ fn sections(server: &LocalServer, cpus: u32) -> bool {
                 "truth.packets.pps8core_segments_per_message",
                 "truth.loss.udp_datagrams",
                 "truth.loss.udp_percent",
+                "truth.loss.udp_datagrams_gsro",
                 "truth.retransmits.tcp_vs_nstat",
             ] {
                 truth::skip(name, "needs root (network namespaces, nftables)");

@@ -770,15 +770,8 @@ fn truth_namespaces() -> Result<(), String> {
         );
         pps_segments_per_message(&ns.b, here)?;
         // Loss: 1% of UDP datagrams dropped by nftables at the server.
-        ns.nft(&ns.b, "add table inet nbb")?;
-        ns.nft(&ns.b, "add chain inet nbb input { type filter hook input priority 0 ; }")?;
-        ns.nft(&ns.b, "add rule inet nbb input meta l4proto udp numgen random mod 1000 < 10 counter drop")?;
-        let p = profile("udp-1g", |p| {
-            p.run.duration = Some(Dur(secs()));
-            if let Some(m) = p.workload.msgrate_mut() {
-                m.bitrate = Some(netblast_spec::units::BitRate(100e6));
-            }
-        })?;
+        drop_udp_1pct(&ns)?;
+        let p = udp_100m(false)?;
         let veth_before = read_b(dev_b.clone())?;
         let r = inside(&ns.a, move || run(target, p)).and_then(|r| r)?;
         let veth_after = read_b(dev_b.clone())?;
@@ -851,6 +844,25 @@ fn truth_namespaces() -> Result<(), String> {
     result
 }
 
+/// Table `inet nbb` in the server's namespace: 1% of UDP datagrams dropped, counted.
+fn drop_udp_1pct(ns: &netblast_benches::netns::NsPair) -> Result<(), String> {
+    ns.nft(&ns.b, "add table inet nbb")?;
+    ns.nft(&ns.b, "add chain inet nbb input { type filter hook input priority 0 ; }")?;
+    ns.nft(&ns.b, "add rule inet nbb input meta l4proto udp numgen random mod 1000 < 10 counter drop")?;
+    Ok(())
+}
+
+/// udp-1g paced at 100 Mbit/s for the truth's run, with GSO and GRO or without.
+fn udp_100m(offloads: bool) -> Result<netblast_spec::Profile, String> {
+    profile("udp-1g", |p| {
+        p.run.duration = Some(Dur(secs()));
+        if let Some(m) = p.workload.msgrate_mut() {
+            m.bitrate = Some(netblast_spec::units::BitRate(100e6));
+            (m.gso, m.gro) = (offloads, offloads);
+        }
+    })
+}
+
 /// `truth.loss.udp_datagrams_gsro`: the 1% UDP loss truth with GSO and GRO on (`--gsro`). veth
 /// passes a GSO packet whole, so the rule drops packets of many datagrams behind one IPv4 and
 /// UDP header: the datagrams it dropped are (bytes - 28 x packets) / the datagram size, read
@@ -858,18 +870,8 @@ fn truth_namespaces() -> Result<(), String> {
 fn udp_loss_with_offloads(ns: &netblast_benches::netns::NsPair, target: std::net::SocketAddr) -> Result<(), String> {
     use netblast_benches::netns::inside;
     ns.nft(&ns.b, "delete table inet nbb")?;
-    ns.nft(&ns.b, "add table inet nbb")?;
-    ns.nft(&ns.b, "add chain inet nbb input { type filter hook input priority 0 ; }")?;
-    ns.nft(&ns.b, "add rule inet nbb input meta l4proto udp numgen random mod 1000 < 10 counter drop")?;
-    let p = profile("udp-1g", |p| {
-        p.run.duration = Some(Dur(secs()));
-        if let Some(m) = p.workload.msgrate_mut() {
-            m.bitrate = Some(netblast_spec::units::BitRate(100e6));
-            m.gso = true;
-            m.gro = true;
-        }
-    })?;
-    let mut p = p;
+    drop_udp_1pct(ns)?;
+    let mut p = udp_100m(true)?;
     let size = p.workload.msgrate_mut().map(|m| m.msg_bytes.bytes()).ok_or("udp-1g is not msgrate")? as f64;
     let r = inside(&ns.a, move || run(target, p)).and_then(|r| r)?;
     let listing = ns.nft(&ns.b, "list table inet nbb")?;

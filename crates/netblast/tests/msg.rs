@@ -374,7 +374,13 @@ fn udp_one_percent_drop(extra: &[&str]) {
     let host = m.kernel_drops.unwrap_or(0) + softnet;
     assert!(lost >= dropped && lost <= dropped + host, "lost {lost}: rule {dropped}, socket+backlog {host}");
     let path = pct((lost - (lost - dropped).min(host)) as f64);
-    assert!((0.7..=1.3).contains(&path), "the path's loss {path:.3}% (rule {dropped} of {})", m.sent);
+    // With GSO the rule draws once per packet of several datagrams (about 50 draws in 3 s, each
+    // losing 1 to 6 datagrams): its share strays far more than 1% of datagrams drawn one by one
+    // (1.48% seen), so only the exact count above judges netblast there. Drawn per datagram
+    // (every dropped packet one datagram), the share is held to 1% +- 0.3%.
+    if packets == dropped {
+        assert!((0.7..=1.3).contains(&path), "the path's loss {path:.3}% (rule {dropped} of {})", m.sent);
+    }
     let (by_count, by_seq) = (pct(lost as f64), pct(q.lost as f64));
     assert!((by_seq - by_count).abs() < 0.01, "sequence loss {by_seq:.3}% vs count {by_count:.3}%");
     assert_eq!(q.duplicates, 0);

@@ -872,7 +872,11 @@ fn udp_loss_with_offloads(ns: &netblast_benches::netns::NsPair, target: std::net
     ns.nft(&ns.b, "delete table inet nbb")?;
     drop_udp_1pct(ns)?;
     let mut p = udp_100m(true)?;
-    let size = p.workload.msgrate_mut().map(|m| m.msg_bytes.bytes()).ok_or("udp-1g is not msgrate")? as f64;
+    let (size, coalesced) = p
+        .workload
+        .msgrate_mut()
+        .map(|m| (m.msg_bytes.bytes() as f64, m.gro_coalesced() as f64))
+        .ok_or("udp-1g is not msgrate")?;
     let r = inside(&ns.a, move || run(target, p)).and_then(|r| r)?;
     let listing = ns.nft(&ns.b, "list table inet nbb")?;
     let counter = |name: &str| -> Result<f64, String> {
@@ -886,7 +890,7 @@ fn udp_loss_with_offloads(ns: &netblast_benches::netns::NsPair, target: std::net
     let dropped = (counter("bytes")? - 28.0 * counter("packets")?) / size;
     let m = r.summary.ways[0].msgs.ok_or("no message totals")?;
     let lost = m.udp.map(|q| q.lost as f64).unwrap_or(f64::NAN);
-    let host = m.kernel_drops.unwrap_or(0) as f64 * 64.0;
+    let host = m.kernel_drops.unwrap_or(0) as f64 * coalesced;
     truth::check(
         "truth.loss.udp_datagrams_gsro",
         lost,

@@ -496,11 +496,15 @@ fn msg_summary(s: &mut String, r: &RunResult) {
                 }
                 if let Some(lost) = m.lost {
                     let pct = if m.sent > 0 { lost as f64 * 100.0 / m.sent as f64 } else { 0.0 };
-                    let (gso, gro) = match &r.plan.profile.workload {
-                        Workload::Msgrate(p) => (p.gso, p.gro),
-                        _ => (false, false),
+                    let (gso, gro, coalesced) = match &r.plan.profile.workload {
+                        Workload::Msgrate(p) => (p.gso, p.gro, p.gro_coalesced()),
+                        _ => (false, false, 1),
                     };
-                    let buffers = if gro { ", each a buffer of up to 64 coalesced datagrams (GRO)" } else { "" };
+                    let buffers = if gro {
+                        format!(", each a buffer of up to {coalesced} coalesced datagrams (GRO)")
+                    } else {
+                        String::new()
+                    };
                     if gso || gro {
                         let said = match (gso, gro) {
                             (true, true) => "sent with GSO and received with GRO",

@@ -315,24 +315,21 @@ fn udp_send(
                 ((horizon / gap) as u64 + 1).saturating_sub(seq).clamp(1, n as u64) as usize
             }
         };
-        let at = m.since_start_ns(now);
+        // Sequenced datagrams have buffers of their own, laid end to end.
+        let own = match &mut batch {
+            Batch::Own(b) => Some(b.datagrams_mut()),
+            Batch::Gso(b) => Some(b.datagrams_mut()),
+            Batch::Same(_) => None,
+        };
+        if let (true, Some((bufs, size))) = (cfg.sequenced, own) {
+            let at = m.since_start_ns(now);
+            for (i, d) in bufs.chunks_exact_mut(size).take(k).enumerate() {
+                udpseq::write_header(d, seq + i as u64, at);
+            }
+        }
         let sent = match &mut batch {
-            Batch::Own(b) => {
-                if cfg.sequenced {
-                    for i in 0..k {
-                        udpseq::write_header(b.buf_mut(i), seq + i as u64, at);
-                    }
-                }
-                b.send(fd, k)
-            }
-            Batch::Gso(b) => {
-                if cfg.sequenced {
-                    for i in 0..k {
-                        udpseq::write_header(b.buf_mut(i), seq + i as u64, at);
-                    }
-                }
-                b.send(fd, k)
-            }
+            Batch::Own(b) => b.send(fd, k),
+            Batch::Gso(b) => b.send(fd, k),
             Batch::Same(b) => b.send(fd, 0),
         };
         match sent {
@@ -442,7 +439,7 @@ fn udp_recv(
     // Counts (and accounts, when sequenced) the datagrams of the last batch that are the
     // test's: on a shared socket, those from the client; one arrival time for the batch.
     // A buffer is one datagram, or with GRO several of one source, cut by their segment size.
-    let take = |m: &mut Meter, batch: &RecvBatch, n: usize, _bytes: u64| {
+    let take = |m: &mut Meter, batch: &RecvBatch, n: usize| {
         let at = m.since_start_ns(Instant::now());
         let (mut msgs, mut bytes) = (0u64, 0u64);
         for i in 0..n {
@@ -470,8 +467,8 @@ fn udp_recv(
         loop {
             match batch.recv(fd) {
                 Ok((0, _)) => break,
-                Ok((n, bytes)) => {
-                    take(m, &batch, n, bytes);
+                Ok((n, _)) => {
+                    take(m, &batch, n);
                     m.moved_at(Instant::now());
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -500,7 +497,7 @@ fn udp_recv(
                             break;
                         }
                     }
-                    Ok((n, bytes)) => take(m, &batch, n, bytes),
+                    Ok((n, _)) => take(m, &batch, n),
                     Err(_) => break,
                 }
             }

@@ -193,6 +193,11 @@ impl OwnBatch {
         &mut self.bufs[i * self.size..(i + 1) * self.size]
     }
 
+    /// Every datagram's buffer, end to end, and the size of each.
+    pub fn datagrams_mut(&mut self) -> (&mut [u8], usize) {
+        (&mut self.bufs, self.size)
+    }
+
     /// Sends the first `k` datagrams with one `sendmmsg`; returns (datagrams, bytes) sent.
     pub fn send(&mut self, fd: RawFd, k: usize) -> io::Result<(usize, u64)> {
         let k = k.min(self.hdrs.len());
@@ -252,6 +257,11 @@ impl GsoBatch {
     /// Datagram `i`'s buffer.
     pub fn buf_mut(&mut self, i: usize) -> &mut [u8] {
         &mut self.bufs[i * self.size..(i + 1) * self.size]
+    }
+
+    /// Every datagram's buffer, end to end, and the size of each.
+    pub fn datagrams_mut(&mut self) -> (&mut [u8], usize) {
+        (&mut self.bufs, self.size)
     }
 
     /// Sends the first `k` datagrams as super-datagrams with one `sendmmsg`; returns

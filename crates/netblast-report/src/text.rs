@@ -433,6 +433,28 @@ fn close_words(c: netblast_spec::profile::CloseMode) -> &'static str {
     }
 }
 
+/// A UDP test's `offloads:` line, when it used GSO or GRO, and the words for its queue drops
+/// (`kernel_drops`; with GRO each a buffer of up to `gro_coalesced` datagrams).
+fn udp_offloads(s: &mut String, profile: &Profile, kernel_drops: Option<u64>) -> String {
+    let (gso, gro, coalesced) = match &profile.workload {
+        Workload::Msgrate(p) => (p.gso, p.gro, p.gro_coalesced()),
+        _ => (false, false, 1),
+    };
+    if gso || gro {
+        let said = match (gso, gro) {
+            (true, true) => "sent with GSO and received with GRO",
+            (true, false) => "sent with GSO",
+            _ => "received with GRO",
+        };
+        let _ = writeln!(s, "      offloads: {said} (the datagrams on the wire unchanged; each one counted)");
+    }
+    let buffers =
+        if gro { format!(", each a buffer of up to {coalesced} coalesced datagrams (GRO)") } else { String::new() };
+    kernel_drops
+        .map(|d| format!("; the receiving sockets' queues overflowed {d} times (kernel drop counter{buffers})"))
+        .unwrap_or_default()
+}
+
 fn msg_summary(s: &mut String, r: &RunResult) {
     let profile = &r.plan.profile;
     let is_udp = udp(profile);
@@ -496,34 +518,7 @@ fn msg_summary(s: &mut String, r: &RunResult) {
                 }
                 if let Some(lost) = m.lost {
                     let pct = if m.sent > 0 { lost as f64 * 100.0 / m.sent as f64 } else { 0.0 };
-                    let (gso, gro, coalesced) = match &r.plan.profile.workload {
-                        Workload::Msgrate(p) => (p.gso, p.gro, p.gro_coalesced()),
-                        _ => (false, false, 1),
-                    };
-                    let buffers = if gro {
-                        format!(", each a buffer of up to {coalesced} coalesced datagrams (GRO)")
-                    } else {
-                        String::new()
-                    };
-                    if gso || gro {
-                        let said = match (gso, gro) {
-                            (true, true) => "sent with GSO and received with GRO",
-                            (true, false) => "sent with GSO",
-                            _ => "received with GRO",
-                        };
-                        let _ = writeln!(
-                            s,
-                            "      offloads: {said} (the datagrams on the wire unchanged; each one counted)"
-                        );
-                    }
-                    let drops = m
-                        .kernel_drops
-                        .map(|d| {
-                            format!(
-                                "; the receiving sockets' queues overflowed {d} times (kernel drop counter{buffers})"
-                            )
-                        })
-                        .unwrap_or_default();
+                    let drops = udp_offloads(s, &r.plan.profile, m.kernel_drops);
                     let _ = writeln!(s, "      lost {lost} of {} datagrams ({pct:.2}%){drops}", m.sent);
                     let _ = receivers_line(s, r, w.way, &m);
                 }

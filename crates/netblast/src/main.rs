@@ -35,3 +35,10 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// mimalloc for every allocation of the process: an HTTP/2 response costs a dozen small
+/// allocations (header maps, HPACK strings, stream state), which glibc's allocator made a
+/// sixth of the client's CPU time (`perf record` of `--http2 -c 4 -m 32` against nginx:
+/// malloc, free and their helpers 19% of samples, 6% with mimalloc).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -159,6 +159,47 @@ fn https_http2_and_h2c_work() {
     assert_eq!(http(&r).version, "http2");
 }
 
+/// HTTP/2 request bodies go out as the server's flow-control windows allow: 3 MB bodies,
+/// above any window a server grants at first, arrive whole (bytes sent cover every body), and
+/// headers HTTP/2 forbids are left out instead of breaking every request.
+#[test]
+fn http2_request_bodies_larger_than_the_window_arrive_whole() {
+    let srv = Responder::start(false);
+    let body = "x".repeat(3_000_000);
+    let r = util::run(
+        srv.addr,
+        profile(|p, h| {
+            p.run.duration = None;
+            h.requests = Some(20);
+            h.connections = 2;
+            h.streams = 4;
+            h.method = "POST".into();
+            h.body = Some(body.clone());
+            h.headers = vec!["Connection: keep-alive".into(), "Upgrade: h2c".into()];
+            h.version = HttpVersion::Http2;
+        }),
+    );
+    let h = http(&r);
+    assert_eq!((h.completed, status(&r, "200")), (20, 20), "{:?}", h.errors);
+    assert!(h.bytes_sent >= 20 * 3_000_000, "{} bytes sent for 20 bodies of 3 MB", h.bytes_sent);
+    // Responses: 8 streams of 3 MiB at once are more than the 5 MiB connection window, so
+    // they complete only if the client hands the window back as it reads.
+    let r = util::run(
+        srv.addr,
+        profile(|p, h| {
+            p.run.duration = None;
+            h.requests = Some(40);
+            h.connections = 2;
+            h.streams = 4;
+            h.urls = vec!["/?size=3MiB".into()];
+            h.version = HttpVersion::Http2;
+        }),
+    );
+    let h = http(&r);
+    assert_eq!((h.completed, status(&r, "200")), (40, 40), "{:?}", h.errors);
+    assert!(h.bytes_received >= 40 * (3 << 20), "{} bytes read for 40 bodies of 3 MiB", h.bytes_received);
+}
+
 #[test]
 fn http2_streams_multiplex_requests_on_few_connections() {
     let srv = Responder::start(false);

@@ -4,8 +4,6 @@
 use super::h1::{H1Conn, Io};
 use super::stats::{ConnTcp, ErrorKind, Failure};
 use bytes::Bytes;
-use http_body_util::Full;
-use hyper_util::rt::TokioIo;
 use netblast_probe::{tcpinfo, FlowWatch, Probe};
 use netblast_spec::profile::HttpVersion;
 use rustls::pki_types::ServerName;
@@ -120,25 +118,12 @@ impl AsyncWrite for Counting {
     }
 }
 
-/// Runs futures on the worker's local task set (the worker's runtime is single-threaded).
-#[derive(Clone, Copy, Debug)]
-pub struct LocalExec;
-
-impl<F> hyper::rt::Executor<F> for LocalExec
-where
-    F: std::future::Future + 'static,
-{
-    fn execute(&self, fut: F) {
-        tokio::task::spawn_local(fut);
-    }
-}
-
 /// A ready connection.
 pub enum Sender {
     /// HTTP/1.1: one request at a time.
     H1(H1Conn),
-    /// HTTP/2 (hyper).
-    H2(hyper::client::conn::http2::SendRequest<Full<Bytes>>),
+    /// HTTP/2: a handle on the connection; each request opens a stream of its own.
+    H2(h2::client::SendRequest<Bytes>),
 }
 
 impl Sender {
@@ -146,7 +131,11 @@ impl Sender {
     pub fn is_usable(&self) -> bool {
         match self {
             Sender::H1(s) => s.is_usable(),
-            Sender::H2(s) => !s.is_closed(),
+            // A fresh handle is not waiting for a stream of its own: it reports only whether
+            // the connection has failed or been sent away.
+            Sender::H2(s) => {
+                !matches!(s.clone().poll_ready(&mut Context::from_waker(std::task::Waker::noop())), Poll::Ready(Err(_)))
+            }
         }
     }
 }
@@ -236,14 +225,30 @@ pub async fn open(
 
 type Stream = Io<Counting, tokio_rustls::client::TlsStream<Counting>>;
 
+/// The HTTP/2 settings of every connection: a 2 MiB stream window and a 5 MiB connection
+/// window (responses of megabytes are not held back by the protocol's 64 KiB default), 16 KiB
+/// frames, no server push (hyper's client defaults, which this client used before it spoke h2
+/// itself).
+fn h2_builder() -> h2::client::Builder {
+    let mut b = h2::client::Builder::new();
+    b.initial_window_size(2 << 20)
+        .initial_connection_window_size(5 << 20)
+        .max_frame_size(16 << 10)
+        .max_header_list_size(16 << 10)
+        .max_send_buffer_size(1 << 20)
+        .initial_max_send_streams(100)
+        .enable_push(false);
+    b
+}
+
 async fn handshake(io: Stream, version: HttpVersion) -> Result<Sender, Failure> {
     match version {
         HttpVersion::Http1 => Ok(Sender::H1(H1Conn::new(Box::new(io)))),
         HttpVersion::Http2 => {
-            let io = TokioIo::new(io);
-            let (sender, conn) = hyper::client::conn::http2::handshake(LocalExec, io)
+            let (sender, conn) = h2_builder()
+                .handshake::<_, Bytes>(io)
                 .await
-                .map_err(|e| (ErrorKind::of_hyper(&e), format!("HTTP/2 handshake: {e}")))?;
+                .map_err(|e| (ErrorKind::of_h2(&e), format!("HTTP/2 handshake: {e}")))?;
             tokio::task::spawn_local(async move {
                 let _ = conn.await;
             });

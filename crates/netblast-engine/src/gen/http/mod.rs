@@ -154,6 +154,9 @@ fn prepare(
         if !h.keepalive && h.version == HttpVersion::Http1 {
             headers.insert(http::header::CONNECTION, HeaderValue::from_static("close"));
         }
+        if h.version == HttpVersion::Http2 {
+            strip_connection_headers(&mut headers);
+        }
         let h1 = serialize_h1(&method, &path, &headers, &body);
         out.push(Prepared {
             h1,
@@ -165,6 +168,19 @@ fn prepare(
         });
     }
     Ok((out, any_tls))
+}
+
+/// Drops the headers HTTP/2 forbids (RFC 9113 8.2.2: they describe one HTTP/1.1 connection,
+/// and a request carrying one is malformed), as hyper's client and h2load do: `connection`,
+/// `keep-alive`, `proxy-connection`, `transfer-encoding`, `upgrade`, and `te` other than
+/// `trailers`.
+fn strip_connection_headers(headers: &mut HeaderMap) {
+    for name in ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"] {
+        headers.remove(name);
+    }
+    if headers.get_all(http::header::TE).iter().any(|v| v != "trailers") {
+        headers.remove(http::header::TE);
+    }
 }
 
 /// An HTTP/1.1 request as bytes on the wire.
@@ -657,5 +673,28 @@ mod tests {
         assert_eq!(prepare(&v6, "", &Default::default()).unwrap().0[0].endpoint.addr.port(), 80);
         let bad_header = HttpSection { headers: vec!["no colon".into()], ..Default::default() };
         assert!(prepare(&bad_header, "127.0.0.1:1", &Default::default()).is_err());
+    }
+
+    #[test]
+    fn http2_requests_carry_no_connection_headers() {
+        let headers = ["Connection: keep-alive", "Keep-Alive: 5", "Upgrade: h2c", "TE: gzip", "X-Kept: 1"];
+        let mut h = HttpSection {
+            urls: vec!["http://127.0.0.1:8080/".into()],
+            headers: headers.iter().map(|s| s.to_string()).collect(),
+            keepalive: false,
+            ..Default::default()
+        };
+        let (p, _) = prepare(&h, "", &Default::default()).unwrap();
+        assert_eq!(p[0].headers["connection"], "close", "HTTP/1.1 keeps them, and says close");
+        assert_eq!(p[0].headers["te"], "gzip");
+        h.version = HttpVersion::Http2;
+        let (p, _) = prepare(&h, "", &Default::default()).unwrap();
+        for name in ["connection", "keep-alive", "upgrade", "te"] {
+            assert!(!p[0].headers.contains_key(name), "{name} sent over HTTP/2");
+        }
+        assert_eq!(p[0].headers["x-kept"], "1");
+        h.headers = vec!["TE: trailers".into()];
+        let (p, _) = prepare(&h, "", &Default::default()).unwrap();
+        assert_eq!(p[0].headers["te"], "trailers", "the one te HTTP/2 allows");
     }
 }

@@ -87,23 +87,19 @@ impl ErrorKind {
         }
     }
 
-    /// Classifies a hyper error, looking through to the I/O error underneath.
-    pub fn of_hyper(e: &hyper::Error) -> ErrorKind {
-        let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-        while let Some(s) = src {
-            if let Some(io) = s.downcast_ref::<io::Error>() {
-                return ErrorKind::of_io(io);
-            }
-            src = s.source();
+    /// Classifies an HTTP/2 error: an I/O error by its kind; a stream the server refused or
+    /// reset, or a connection it sent away, as a reset; any other breach as the protocol's.
+    pub fn of_h2(e: &h2::Error) -> ErrorKind {
+        if let Some(io) = e.get_io() {
+            return ErrorKind::of_io(io);
         }
-        if e.is_timeout() {
-            ErrorKind::Timeout
-        } else if e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
-            ErrorKind::Reset
-        } else if e.is_parse() || e.is_user() {
-            ErrorKind::Protocol
-        } else {
-            ErrorKind::Reset
+        match e.reason() {
+            Some(h2::Reason::PROTOCOL_ERROR | h2::Reason::FRAME_SIZE_ERROR | h2::Reason::COMPRESSION_ERROR)
+                if !e.is_remote() =>
+            {
+                ErrorKind::Protocol
+            }
+            _ => ErrorKind::Reset,
         }
     }
 }

@@ -15,7 +15,6 @@ use crate::os::sys::CpuMark;
 use crate::run::worker::{RunFlags, Seat, StartGate, Ticker};
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Uri};
-use http_body_util::{BodyExt, Full};
 use netblast_spec::hist;
 use netblast_spec::profile::HttpVersion;
 use netblast_spec::result::CpuUsage;
@@ -47,8 +46,8 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    fn request(&self) -> Request<Full<Bytes>> {
-        let mut r = Request::new(Full::new(self.body.clone()));
+    fn head(&self) -> Request<()> {
+        let mut r = Request::new(());
         *r.method_mut() = self.method.clone();
         *r.uri_mut() = self.uri.clone();
         *r.headers_mut() = self.headers.clone();
@@ -644,17 +643,31 @@ async fn exec(
     (false, t_done)
 }
 
-/// One HTTP/2 request on a stream of its own: (status, when the response head arrived).
-async fn h2_exchange(
-    mut h: hyper::client::conn::http2::SendRequest<http_body_util::Full<Bytes>>,
-    p: &Prepared,
-) -> Result<(u16, Instant), super::stats::Failure> {
-    let resp = h.send_request(p.request()).await.map_err(|e| (ErrorKind::of_hyper(&e), format!("request: {e}")))?;
+/// One HTTP/2 request on a stream of its own: (status, when the response head arrived). The
+/// body, if any, goes out as the peer's flow-control window allows; the response's data is
+/// counted and its window handed back at once, as a client that reads it would.
+async fn h2_exchange(h: h2::client::SendRequest<Bytes>, p: &Prepared) -> Result<(u16, Instant), super::stats::Failure> {
+    let fail = |what: &str, e: h2::Error| (ErrorKind::of_h2(&e), format!("{what}: {e}"));
+    let mut h = h.ready().await.map_err(|e| fail("request", e))?;
+    let (resp, mut send) = h.send_request(p.head(), p.body.is_empty()).map_err(|e| fail("request", e))?;
+    let mut rest = p.body.clone();
+    while !rest.is_empty() {
+        send.reserve_capacity(rest.len());
+        let n = match std::future::poll_fn(|cx| send.poll_capacity(cx)).await {
+            Some(Ok(n)) => n.min(rest.len()),
+            Some(Err(e)) => return Err(fail("request body", e)),
+            None => return Err((ErrorKind::Reset, "request body: the stream was closed".to_string())),
+        };
+        let chunk = rest.split_to(n);
+        send.send_data(chunk, rest.is_empty()).map_err(|e| fail("request body", e))?;
+    }
+    let resp = resp.await.map_err(|e| fail("request", e))?;
     let t_headers = Instant::now();
     let status = resp.status().as_u16();
     let mut body = resp.into_body();
-    while let Some(frame) = body.frame().await {
-        frame.map_err(|e| (ErrorKind::of_hyper(&e), format!("response body: {e}")))?;
+    while let Some(data) = body.data().await {
+        let data = data.map_err(|e| fail("response body", e))?;
+        let _ = body.flow_control().release_capacity(data.len());
     }
     Ok((status, t_headers))
 }

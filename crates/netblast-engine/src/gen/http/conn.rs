@@ -128,13 +128,13 @@ pub enum Sender {
 
 impl Sender {
     /// Whether the connection can take another request.
-    pub fn is_usable(&self) -> bool {
+    pub fn is_usable(&mut self) -> bool {
         match self {
             Sender::H1(s) => s.is_usable(),
-            // A fresh handle is not waiting for a stream of its own: it reports only whether
-            // the connection has failed or been sent away.
+            // The kept handle never opens a stream itself (each exchange uses a clone), so it
+            // waits for none: this reports only whether the connection failed or was sent away.
             Sender::H2(s) => {
-                !matches!(s.clone().poll_ready(&mut Context::from_waker(std::task::Waker::noop())), Poll::Ready(Err(_)))
+                !matches!(s.poll_ready(&mut Context::from_waker(std::task::Waker::noop())), Poll::Ready(Err(_)))
             }
         }
     }

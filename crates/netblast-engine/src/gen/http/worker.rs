@@ -465,7 +465,7 @@ impl Conn {
     }
 
     fn usable(&self) -> bool {
-        self.sender.borrow().as_ref().is_some_and(Sender::is_usable)
+        self.sender.borrow_mut().as_mut().is_some_and(Sender::is_usable)
     }
 
     /// Drops the connection, if there is one.

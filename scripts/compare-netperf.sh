@@ -58,13 +58,13 @@ sleep 0.5
 # shellcheck source=scripts/cost.sh
 . scripts/cost.sh
 np() { # name test
-  pinned_cost "$1" netperf -H 127.0.0.1 -p "$PORT_NP" -t "$2" -l "$SECS" -T "$CCPU,$SCPU" -P 0 -- -r 1,1 -o THROUGHPUT \
+  window_cost "$1" netperf -H 127.0.0.1 -p "$PORT_NP" -t "$2" -l "$SECS" -T "$CCPU,$SCPU" -P 0 -- -r 1,1 -o THROUGHPUT \
     >"$WORK/$1.txt" 2>&1 || { cat "$WORK/$1.txt" >&2; exit 1; }
   sleep 0.3
 }
 nb() { # name args...
   local name=$1; shift
-  pinned_cost "$name" "$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --probe off --json "$@" \
+  window_cost "$name" "$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --probe off --json "$@" \
     >"$WORK/$name.json" || { echo "netblast $* failed" >&2; exit 1; }
   sleep 0.3
 }
@@ -107,14 +107,14 @@ print("netblast vs netperf on loopback, %d rounds x %s s, client CPU %s, server 
 print("connections/s (connect, 1-byte request and response, the server closes first): netblast %.0f /s, netperf TCP_CRR %.0f /s, ratio %.3f (target >= 1.0)"
       % (med(b_cps), med(n_crr), med([a / b for a, b in zip(b_cps, n_crr)])))
 print("    netblast connect latency p50 %.1f us; failed connections %d in all" % (med(b_conn), sum(b_fail)))
-def cost(name, ops):
-    c, s = map(float, open(os.path.join(work, name + ".cost")).read().split())
-    return c / ops * 1e6, s / ops * 1e6
+def cost(name, rate):
+    c, s, window = map(float, open(os.path.join(work, name + ".cost")).read().split())
+    return c / (rate * window) * 1e6, s / (rate * window) * 1e6
 def costs(label, nbname, npname, nbrate, nprate):
-    b = [cost("%s-%d" % (nbname, r), nbrate[r - 1] * float(secs)) for r in R]
-    n = [cost("%s-%d" % (npname, r), nprate[r - 1] * float(secs)) for r in R]
+    b = [cost("%s-%d" % (nbname, r), nbrate[r - 1]) for r in R]
+    n = [cost("%s-%d" % (npname, r), nprate[r - 1]) for r in R]
     for side, k in (("client", 0), ("server", 1)):
-        print("    %s CPU per %s (busy time of its pinned CPU): netblast %.2f us, netperf %.2f us, ratio %.3f (target <= 1.0)"
+        print("    %s CPU per %s (busy time of its pinned CPU over the middle of the run): netblast %.2f us, netperf %.2f us, ratio %.3f (target <= 1.0)"
               % (side, label, med([x[k] for x in b]), med([x[k] for x in n]), med([x[k] / y[k] for x, y in zip(b, n)])))
 costs("connection", "bcps", "ncrr", b_cps, n_crr)
 b_cpsd = [nb("bcpsd-%d" % r)["msgs"]["sent_per_s"] for r in R]

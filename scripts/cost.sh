@@ -8,6 +8,13 @@
 #                             it holds each end's system calls and the softirq work the
 #                             loopback does on its behalf, which a process's own CPU time misses
 #                             in part.
+#   window_cost NAME CMD...   the same busy seconds, but sampled only over the middle of the
+#                             run: from COST_LEAD seconds (default 0.5) after CMD starts to
+#                             COST_LEAD before $SECS end; writes "CLIENT_S SERVER_S WINDOW_S".
+#                             Start-up, connection set-up and a tool's last partial interval
+#                             fall outside, so a per-operation figure (divide by the tool's
+#                             steady rate times WINDOW_S) charges neither tool for its
+#                             fixed costs. Needs SECS >= 2 * COST_LEAD + 1.
 #   process_cost NAME PIDS CMD...
 #                             runs CMD under /usr/bin/time; writes "CLIENT_S SERVER_S": CMD's
 #                             CPU time and that of the server processes PIDS (space-separated)
@@ -24,6 +31,20 @@ pinned_cost() { # name cmd...
   "$@"
   c1=$(cpu_busy_ticks "$CCPU"); s1=$(cpu_busy_ticks "$SCPU")
   echo "$c0 $c1 $s0 $s1 $hz" | awk '{ print ($2 - $1) / $5, ($4 - $3) / $5 }' >"$WORK/$name.cost"
+}
+window_cost() { # name cmd...
+  local name=$1; shift
+  local lead=${COST_LEAD:-0.5} hz c0 s0 c1 s1 t0 t1 pid rc=0
+  hz=$(getconf CLK_TCK)
+  "$@" &
+  pid=$!
+  sleep "$lead"
+  c0=$(cpu_busy_ticks "$CCPU"); s0=$(cpu_busy_ticks "$SCPU"); t0=$(date +%s.%N)
+  sleep "$(awk -v s="$SECS" -v l="$lead" 'BEGIN { print s - 2 * l }')"
+  c1=$(cpu_busy_ticks "$CCPU"); s1=$(cpu_busy_ticks "$SCPU"); t1=$(date +%s.%N)
+  wait "$pid" || rc=$?
+  echo "$c0 $c1 $s0 $s1 $hz $t0 $t1" | awk '{ print ($2 - $1) / $5, ($4 - $3) / $5, $7 - $6 }' >"$WORK/$name.cost"
+  return "$rc"
 }
 pids_cpu_s() { # pids...
   local t=0 pid

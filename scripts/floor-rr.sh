@@ -3,7 +3,8 @@
 # and server (scripts/floor/rr.c: blocking send and recv in a loop, nothing else) beside
 # netperf and netblast with the same pinning (client CPU 0, server CPU 1) and the same
 # exchange, interleaved rounds; prints each one's median, its ratio to netperf in the same
-# round, and each end's CPU per operation (busy time of its pinned CPU).
+# round, and each end's CPU per operation (busy time of its pinned CPU over the middle of the
+# run, scripts/cost.sh's window_cost: start-up is charged to no one).
 #   - request/response: 1-byte request and response on one connection (netperf TCP_RR,
 #     netblast --profile latency --wait block);
 #   - connections: connect, 1-byte request and response, the server closes first (netperf
@@ -38,18 +39,18 @@ sleep 0.5
 # shellcheck source=scripts/cost.sh
 . scripts/cost.sh
 np() { # name test
-  pinned_cost "$1" netperf -H 127.0.0.1 -p "$P_NP" -t "$2" -l "$SECS" -T "$CCPU,$SCPU" -P 0 -- -r 1,1 -o THROUGHPUT \
+  window_cost "$1" netperf -H 127.0.0.1 -p "$P_NP" -t "$2" -l "$SECS" -T "$CCPU,$SCPU" -P 0 -- -r 1,1 -o THROUGHPUT \
     >"$WORK/$1.txt" 2>&1 || { cat "$WORK/$1.txt" >&2; exit 1; }
   sleep 0.3
 }
 nb() { # name args...
   local name=$1; shift
-  pinned_cost "$name" "$NB" run --target "127.0.0.1:$P_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --probe off --json "$@" \
+  window_cost "$name" "$NB" run --target "127.0.0.1:$P_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --probe off --json "$@" \
     >"$WORK/$name.json" || { echo "netblast $* failed" >&2; exit 1; }
   sleep 0.3
 }
 floor() { # name mode port
-  pinned_cost "$1" taskset -c "$CCPU" "$WORK/rr" "$2" "$3" "$SECS" >"$WORK/$1.txt" || { echo "rr $2 failed" >&2; exit 1; }
+  window_cost "$1" taskset -c "$CCPU" "$WORK/rr" "$2" "$3" "$SECS" >"$WORK/$1.txt" || { echo "rr $2 failed" >&2; exit 1; }
   sleep 0.3
 }
 for r in $(seq 1 "$ROUNDS"); do
@@ -80,11 +81,11 @@ def nb(name):
         sys.exit("netblast run %s incomplete: %s" % (name, d["errors"]))
     return d["summary"]["ways"][0]["msgs"]["sent_per_s"]
 def cost(name, rate):
-    c, s = map(float, open(os.path.join(work, name + ".cost")).read().split())
-    return c / (rate * secs) * 1e6, s / (rate * secs) * 1e6
+    c, s, window = map(float, open(os.path.join(work, name + ".cost")).read().split())
+    return c / (rate * window) * 1e6, s / (rate * window) * 1e6
 print("netblast and a minimal C program against netperf on loopback, %d rounds x %g s, client CPU %s, server CPU %s, medians"
       % (rounds, secs, os.environ.get("CCPU", "0"), os.environ.get("SCPU", "1")))
-print("(ratio: to netperf in the same round; CPU: busy time of each end's pinned CPU per operation)")
+print("(ratio: to netperf in the same round; CPU: busy time of each end's pinned CPU per operation, over the middle of each run)")
 for title, pre, unit in (("1-byte request/response, blocking (TCP_RR)", "rr", "transaction"),
                          ("connect, 1-byte request/response, server closes (TCP_CRR)", "crr", "connection")):
     n = [last_number("n%s-%d" % (pre, r)) for r in R]

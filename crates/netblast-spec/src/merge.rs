@@ -17,6 +17,7 @@
 
 use crate::hist::{self, Distribution, EncodedHistogram, HistError};
 use crate::profile::Way;
+use crate::result::per_second;
 use crate::result::{
     AgentStatus, ClockInfo, ClockSource, CpuSummary, CpuUsage, HttpConnections, HttpErrorCount, HttpInterval,
     HttpPhases, HttpSummary, HttpTcp, Interval, MsgInterval, MsgTotals, Part, RttSummary, RunError, RunResult,
@@ -143,14 +144,6 @@ impl<'a> HistAcc<'a> {
 
     fn encoded(&self) -> Option<EncodedHistogram> {
         self.h.encoded()
-    }
-}
-
-fn rate(n: f64, secs: f64) -> f64 {
-    if secs > 0.0 {
-        n / secs
-    } else {
-        0.0
     }
 }
 
@@ -497,7 +490,7 @@ pub fn fold_short_tail(intervals: &mut Vec<Interval>, interval_s: f64) -> Result
         (http.as_mut(), prev.http.as_ref().and_then(|h| h.target_rate), tail.http.as_ref().and_then(|h| h.target_rate))
     {
         let (sa, sb) = (prev.end_s - prev.start_s, tail.end_s - tail.start_s);
-        h.target_rate = Some(rate(a * sa + b * sb, sa + sb));
+        h.target_rate = Some(per_second(a * sa + b * sb, sa + sb));
     }
     let index = prev.index;
     intervals.truncate(n - 2);
@@ -570,8 +563,8 @@ pub fn summary_of_intervals(intervals: &[Interval]) -> Result<Summary, MergeErro
             sent,
             completed,
             seconds: secs,
-            responses_per_s: rate(completed as f64, secs),
-            sent_per_s: rate(sent as f64, secs),
+            responses_per_s: per_second(completed as f64, secs),
+            sent_per_s: per_second(sent as f64, secs),
             late: sum(|h| h.late),
             bytes_sent: sum(|h| h.bytes_sent),
             bytes_received: sum(|h| h.bytes_received),
@@ -604,7 +597,7 @@ fn merge_way_interval(
     parts: &[(usize, &WayInterval)],
     secs: f64,
 ) -> Result<WayInterval, MergeError> {
-    let per_s = |n: u64| rate(n as f64, secs);
+    let per_s = |n: u64| per_second(n as f64, secs);
     let mut lat = HistAcc::new("interval latency");
     for (j, w) in parts {
         lat.add_dist(names[*j], w.latency.as_ref())?;
@@ -645,9 +638,9 @@ fn merge_http_interval(
         errors: sum(|h| h.errors),
         failed_status: sum(|h| h.failed_status),
         late: sum(|h| h.late),
-        responses_per_s: rate(completed as f64, secs),
+        responses_per_s: per_second(completed as f64, secs),
         target_rate: (!targets.is_empty()).then(|| targets.iter().sum()),
-        sent_per_s: rate(sent as f64, secs),
+        sent_per_s: per_second(sent as f64, secs),
         bytes_sent: sum(|h| h.bytes_sent),
         bytes_received: sum(|h| h.bytes_received),
         latency: lat.distribution(),
@@ -722,17 +715,11 @@ fn merge_summaries(names: &[&str], sums: &[&Summary], places: &[Place]) -> Resul
         Some(h) => (h.bytes_sent + h.bytes_received) as f64 * 8.0,
         None => ways.iter().map(|w| w.sender.bytes as f64 * 8.0).sum(),
     };
-    let per = |c: &CpuUsage| if c.cpu_s() > 0.0 { bits / c.cpu_s() } else { 0.0 };
     Ok(Summary {
         duration_s,
         ways,
         streams,
-        cpu: CpuSummary {
-            bits_per_client_cpu_s: per(&client),
-            bits_per_server_cpu_s: server.as_ref().map(per),
-            client,
-            server,
-        },
+        cpu: CpuSummary::new(client, server, bits),
         http,
         // Each test's hosts stay in its part (`parts[].summary.load`): a sum of hosts means nothing.
         load: Default::default(),
@@ -884,8 +871,8 @@ fn merge_http_summary(
         succeeded,
         success_ratio: if sent > 0 { succeeded as f64 / sent as f64 } else { 0.0 },
         seconds,
-        responses_per_s: rate(completed as f64, seconds),
-        sent_per_s: rate(sent as f64, window),
+        responses_per_s: per_second(completed as f64, seconds),
+        sent_per_s: per_second(sent as f64, window),
         target_rate: (!targets.is_empty()).then(|| targets.iter().sum()),
         late: sum(|h| h.late),
         bytes_sent: sum(|h| h.bytes_sent),
@@ -1088,9 +1075,9 @@ pub(crate) mod tests {
                     cwnd_max_bytes: 0,
                     msgs: Some(MsgTotals {
                         sent: msgs,
-                        sent_per_s: rate(msgs as f64, secs),
+                        sent_per_s: per_second(msgs as f64, secs),
                         received: Some(msgs),
-                        received_per_s: Some(rate(msgs as f64, secs)),
+                        received_per_s: Some(per_second(msgs as f64, secs)),
                         ..Default::default()
                     }),
                     latency: dist(&all),

@@ -591,7 +591,7 @@ impl MsgInterval {
         let sent = parts.iter().map(|x| x.sent).sum();
         let received = parts.iter().map(|x| x.received).sum::<Option<u64>>();
         let segs_out = any(|x| x.segs_out);
-        let per_s = |n: u64| secs.map(|s| if s > 0.0 { n as f64 / s } else { 0.0 });
+        let per_s = |n: u64| secs.map(|s| per_second(n as f64, s));
         Some(MsgInterval {
             sent,
             sent_per_s: per_s(sent),
@@ -825,8 +825,7 @@ pub struct SideTotal {
 impl SideTotal {
     /// Builds a total, deriving the rate.
     pub fn new(bytes: u64, seconds: f64) -> SideTotal {
-        let bits_per_s = if seconds > 0.0 { bytes as f64 * 8.0 / seconds } else { 0.0 };
-        SideTotal { bytes, seconds, bits_per_s }
+        SideTotal { bytes, seconds, bits_per_s: per_second(bytes as f64 * 8.0, seconds) }
     }
 }
 
@@ -940,7 +939,7 @@ impl MsgTotals {
     /// smallest receive queue. The one place message totals are added: the aggregator's ways
     /// and a merge's both come through here.
     pub fn add_up(parts: &[&MsgTotals], sent_s: f64, recv_s: f64) -> MsgTotals {
-        let rate = |n: u64, secs: f64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+        let rate = |n: u64, secs: f64| per_second(n as f64, secs);
         let all = |f: fn(&MsgTotals) -> Option<u64>| parts.iter().map(|x| f(x)).sum::<Option<u64>>();
         let sent: u64 = parts.iter().map(|x| x.sent).sum();
         let received = all(|x| x.received);
@@ -1074,6 +1073,16 @@ pub struct WaySummary {
     pub limits: Option<TcpLimits>,
 }
 
+/// `n` per second over `secs` seconds; 0 over an empty span (a count without a span has no
+/// rate). Every rate in a result is computed here.
+pub fn per_second(n: f64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        n / secs
+    } else {
+        0.0
+    }
+}
+
 /// CPU cost of the test on each side.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct CpuSummary {
@@ -1087,6 +1096,21 @@ pub struct CpuSummary {
     /// Bits moved (both ways) per server CPU-second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bits_per_server_cpu_s: Option<f64>,
+}
+
+impl CpuSummary {
+    /// Each side's CPU time and the bits the test moved (both ways) per CPU-second of it, 0
+    /// for a side that used none. The one place a test's CPU cost is put together: the
+    /// aggregator, the HTTP generator and merge call it.
+    pub fn new(client: CpuUsage, server: Option<CpuUsage>, bits: f64) -> CpuSummary {
+        let per = |c: &CpuUsage| per_second(bits, c.cpu_s());
+        CpuSummary {
+            bits_per_client_cpu_s: per(&client),
+            bits_per_server_cpu_s: server.as_ref().map(per),
+            client,
+            server,
+        }
+    }
 }
 
 /// Totals over the whole run.
@@ -1263,5 +1287,21 @@ pub struct Verdict {
 impl std::fmt::Display for Verdict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} {}: measured {}", if self.pass { "pass" } else { "FAIL" }, self.text, self.measured)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_needs_its_span_and_cpu_cost_is_per_side() {
+        assert_eq!(per_second(10.0, 2.0), 5.0);
+        assert_eq!(per_second(10.0, 0.0), 0.0, "no span, no rate");
+        let client = CpuUsage { user_s: 1.0, system_s: 1.0, wall_s: 4.0 };
+        let idle = CpuUsage { user_s: 0.0, system_s: 0.0, wall_s: 4.0 };
+        let c = CpuSummary::new(client, Some(idle), 8e9);
+        assert_eq!((c.bits_per_client_cpu_s, c.bits_per_server_cpu_s), (4e9, Some(0.0)));
+        assert_eq!(CpuSummary::new(client, None, 8e9).bits_per_server_cpu_s, None);
     }
 }

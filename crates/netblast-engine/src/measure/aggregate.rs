@@ -15,6 +15,7 @@ use crate::run::worker::{Event, FlowEnd, FlowSample};
 use hdrhistogram::Histogram;
 use netblast_spec::hist::{self, Distribution, EncodedHistogram, HistSum};
 use netblast_spec::profile::{Kind, Protocol, Way, Workload};
+use netblast_spec::result::per_second;
 use netblast_spec::result::{
     CpuSummary, CpuUsage, Interval, MsgInterval, MsgTotals, RttSummary, RunError, SideTotal, StreamInfo,
     StreamInterval, StreamSummary, Summary, UdpQuality, WayInterval, WaySummary, MAX_STREAM_DETAIL,
@@ -371,7 +372,7 @@ impl Aggregator {
         hists: &HashMap<Way, HistSum>,
         secs: f64,
     ) -> Vec<WayInterval> {
-        let per_s = |n: f64| if secs > 0.0 { n / secs } else { 0.0 };
+        let per_s = |n: f64| per_second(n, secs);
         let mut sums = Vec::new();
         for way in [Way::Up, Way::Down] {
             let of_way: Vec<&StreamInterval> = streams.iter().filter(|x| self.way_of(x.id) == Some(way)).collect();
@@ -471,13 +472,7 @@ impl Aggregator {
             .fold(0.0, f64::max);
         let bits: f64 = ways.iter().map(|w| w.sender.bytes as f64 * 8.0).sum();
         let server_cpu = self.server_final.as_ref().map(|(_, c)| *c);
-        let per = |c: &CpuUsage| if c.cpu_s() > 0.0 { bits / c.cpu_s() } else { 0.0 };
-        let cpu = CpuSummary {
-            client: client_cpu,
-            server: server_cpu,
-            bits_per_client_cpu_s: per(&client_cpu),
-            bits_per_server_cpu_s: server_cpu.as_ref().map(per),
-        };
+        let cpu = CpuSummary::new(client_cpu, server_cpu, bits);
         Summary { duration_s, ways, streams: stream_sums, cpu, http: None, load: std::mem::take(&mut self.load) }
     }
 
@@ -588,14 +583,14 @@ impl Aggregator {
         MsgTotals {
             kernel_drops: receiving.and_then(|r| r.kernel_drops),
             sent,
-            sent_per_s: rate(sent as f64, sender.seconds),
+            sent_per_s: per_second(sent as f64, sender.seconds),
             received,
-            received_per_s: received.zip(receiver).map(|(m, r)| rate(m as f64, r.seconds)),
+            received_per_s: received.zip(receiver).map(|(m, r)| per_second(m as f64, r.seconds)),
             lost,
             segs_out: segs,
-            segs_out_per_s: segs.map(|n| rate(n as f64, sender.seconds)),
+            segs_out_per_s: segs.map(|n| per_second(n as f64, sender.seconds)),
             wire_packets: wire,
-            wire_packets_per_s: wire.map(|n| rate(n as f64, sender.seconds)),
+            wire_packets_per_s: wire.map(|n| per_second(n as f64, sender.seconds)),
             udp: receiving.and_then(|r| r.udp),
             rcvbuf: receiving.and_then(|r| r.rcvbuf),
             conns: mine.and_then(|e| e.conns),
@@ -694,14 +689,6 @@ impl ReceivingEnd {
 
     fn of_client(e: &FlowEnd) -> ReceivingEnd {
         ReceivingEnd { kernel_drops: e.kernel_drops, rcvbuf: e.rcvbuf, udp: e.udp }
-    }
-}
-
-fn rate(n: f64, secs: f64) -> f64 {
-    if secs > 0.0 {
-        n / secs
-    } else {
-        0.0
     }
 }
 

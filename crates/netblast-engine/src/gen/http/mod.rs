@@ -39,6 +39,7 @@ use netblast_probe::Probe;
 use netblast_spec::hist::Distribution;
 use netblast_spec::plan::split_budget;
 use netblast_spec::profile::{HttpSection, HttpVersion};
+use netblast_spec::result::per_second;
 use netblast_spec::result::{
     CpuSummary, CpuUsage, HostInfo, HttpConnections, HttpErrorCount, HttpInterval, HttpPhases, HttpSummary, HttpTcp,
     Interval, Plan, RunError, RunResult, Summary,
@@ -229,7 +230,7 @@ fn status_map(m: &stats::StatusCounts) -> BTreeMap<String, u64> {
 
 fn http_interval(index: u32, a: &Acc, schedule: Option<&Schedule>) -> Interval {
     let (start_s, end_s) = a.span.unwrap_or((0.0, 0.0));
-    let secs = (end_s - start_s).max(1e-9);
+    let secs = end_s - start_s;
     let s = &a.stats;
     Interval {
         index,
@@ -243,9 +244,9 @@ fn http_interval(index: u32, a: &Acc, schedule: Option<&Schedule>) -> Interval {
             errors: s.errors,
             failed_status: s.failed_status,
             late: s.late,
-            responses_per_s: s.completed as f64 / secs,
+            responses_per_s: per_second(s.completed as f64, secs),
             target_rate: schedule.map(|sc| sc.rate_between(start_s, end_s)),
-            sent_per_s: s.sent as f64 / secs,
+            sent_per_s: per_second(s.sent as f64, secs),
             bytes_sent: s.bytes_sent,
             bytes_received: s.bytes_received,
             latency: Distribution::if_any(&s.latency),
@@ -466,8 +467,8 @@ fn summarize(setup: &Setup, c: &Collected, bound: Duration) -> HttpSummary {
         succeeded: run.succeeded,
         success_ratio: if total.sent > 0 { run.succeeded as f64 / total.sent as f64 } else { 0.0 },
         seconds,
-        responses_per_s: total.completed as f64 / seconds,
-        sent_per_s: total.sent as f64 / send_window.max(1e-9),
+        responses_per_s: per_second(total.completed as f64, seconds),
+        sent_per_s: per_second(total.sent as f64, send_window),
         target_rate: setup.schedule.as_ref().map(|s| s.rate_between(0.0, send_window)),
         late: total.late,
         bytes_sent: total.bytes_sent,
@@ -614,12 +615,7 @@ pub fn run(
         duration_s: http.seconds,
         ways: Vec::new(),
         streams: Vec::new(),
-        cpu: CpuSummary {
-            client: cpu,
-            server: None,
-            bits_per_client_cpu_s: if cpu.cpu_s() > 0.0 { bits / cpu.cpu_s() } else { 0.0 },
-            bits_per_server_cpu_s: None,
-        },
+        cpu: CpuSummary::new(cpu, None, bits),
         http: Some(http),
         load: netblast_spec::result::Load { client: client_load, server: None },
     };

@@ -381,8 +381,18 @@ fn udp_one_percent_drop(extra: &[&str]) {
     if packets == dropped {
         assert!((0.7..=1.3).contains(&path), "the path's loss {path:.3}% (rule {dropped} of {})", m.sent);
     }
-    let (by_count, by_seq) = (pct(lost as f64), pct(q.lost as f64));
-    assert!((by_seq - by_count).abs() < 0.01, "sequence loss {by_seq:.3}% vs count {by_count:.3}%");
+    // The receiver's sequence numbers cannot see datagrams lost after the last one it got;
+    // the count (sent - received) holds them. So the two agree up to that tail: a datagram or
+    // two drawn one by one, one GSO packet (up to 64 datagrams: seen, 5) with the offloads.
+    // Two tail packets dropped in a row (1 in 10 000 runs) would exceed it.
+    let tail = lost as i64 - q.lost;
+    let most = if extra.contains(&"--gsro") { 64 } else { 2 };
+    assert!(
+        (0..=most).contains(&tail),
+        "sequence loss {} vs count {lost} of {} datagrams: {tail} apart, the tail allows 0..={most}",
+        q.lost,
+        m.sent
+    );
     assert_eq!(q.duplicates, 0);
     assert!(q.jitter_ns > 0.0 && q.jitter_ns < 5e6, "jitter {} ns", q.jitter_ns);
     // Every interval carries the receiver's account, and they add up to the total.

@@ -166,17 +166,19 @@ fn https_http2_and_h2c_work() {
 fn http2_request_bodies_larger_than_the_window_arrive_whole() {
     let srv = Responder::start(false);
     let body = "x".repeat(3_000_000);
+    // 2 connections x 4 streams over HTTP/2, a fixed number of requests.
+    let lanes = |p: &mut Profile, h: &mut HttpSection, requests: u64| {
+        p.run.duration = None;
+        h.requests = Some(requests);
+        (h.connections, h.streams, h.version) = (2, 4, HttpVersion::Http2);
+    };
     let r = util::run(
         srv.addr,
         profile(|p, h| {
-            p.run.duration = None;
-            h.requests = Some(20);
-            h.connections = 2;
-            h.streams = 4;
+            lanes(p, h, 20);
             h.method = "POST".into();
             h.body = Some(body.clone());
             h.headers = vec!["Connection: keep-alive".into(), "Upgrade: h2c".into()];
-            h.version = HttpVersion::Http2;
         }),
     );
     let h = http(&r);
@@ -187,12 +189,8 @@ fn http2_request_bodies_larger_than_the_window_arrive_whole() {
     let r = util::run(
         srv.addr,
         profile(|p, h| {
-            p.run.duration = None;
-            h.requests = Some(40);
-            h.connections = 2;
-            h.streams = 4;
+            lanes(p, h, 40);
             h.urls = vec!["/?size=3MiB".into()];
-            h.version = HttpVersion::Http2;
         }),
     );
     let h = http(&r);

@@ -87,19 +87,14 @@ impl ErrorKind {
         }
     }
 
-    /// Classifies an HTTP/2 error: an I/O error by its kind; a stream the server refused or
-    /// reset, or a connection it sent away, as a reset; any other breach as the protocol's.
+    /// Classifies an HTTP/2 error: an I/O error by its kind; a breach of the protocol this
+    /// client noticed (h2 answered it with RST_STREAM or GOAWAY) as the protocol's; a stream the
+    /// server refused or reset, or a connection it sent away, as a reset.
     pub fn of_h2(e: &h2::Error) -> ErrorKind {
-        if let Some(io) = e.get_io() {
-            return ErrorKind::of_io(io);
-        }
-        match e.reason() {
-            Some(h2::Reason::PROTOCOL_ERROR | h2::Reason::FRAME_SIZE_ERROR | h2::Reason::COMPRESSION_ERROR)
-                if !e.is_remote() =>
-            {
-                ErrorKind::Protocol
-            }
-            _ => ErrorKind::Reset,
+        match e.get_io() {
+            Some(io) => ErrorKind::of_io(io),
+            None if e.is_library() => ErrorKind::Protocol,
+            None => ErrorKind::Reset,
         }
     }
 }

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Checks the shape of the code that the compiler does not: within each crate no two files
-import each other (a file names another with `crate::a::b`, `super::x`, also in doc links,
-outside `#[cfg(test)]` modules: every strongly connected set of files larger than one is
-listed), and no function outside tests is longer than 150 lines (a long function is a set of
-phases waiting for names). Exit 1 when either is found.
+"""Checks the shape of the code that the compiler does not:
+- within each crate no two files import each other (a file names another with `crate::a::b`,
+  `super::x`, also in doc links, outside `#[cfg(test)]` modules: every strongly connected set
+  of files larger than one is listed);
+- no two of a crate's folders (its top-level modules: the engine's layers os < exec < measure
+  < gen < run) import each other, directly or around a circle;
+- no function outside tests is longer than 150 lines (a long function is a set of phases
+  waiting for names).
+Exit 1 when any is found.
 
     scripts/check-structure.py [CRATES_DIR ...]   (default: crates benches)
 """
@@ -51,7 +55,9 @@ def resolve(files, path):
             return tuple(path[:k])
     return None
 
-def circles(root):
+def circles(root, top=False):
+    """Strongly connected sets of files (or, with `top`, of a crate's top-level modules: its
+    folders and loose files, the engine's layers) larger than one, printed; their count."""
     bad = 0
     for crate in sorted(os.listdir(root)):
         src = os.path.join(root, crate, "src")
@@ -80,6 +86,13 @@ def circles(root):
                     target = resolve(files, item.split("::"))
                     if target is not None and target != mod and target != ():
                         edges[mod].add(target)
+        if top:
+            folded = {}
+            for a, targets in edges.items():
+                if not a:
+                    continue
+                folded.setdefault(a[:1], set()).update(b[:1] for b in targets if b and b[:1] != a[:1])
+            edges = folded
         # Tarjan
         index, low, stack, on, sccs, n = {}, {}, [], set(), [], [0]
         sys.setrecursionlimit(10000)
@@ -104,7 +117,8 @@ def circles(root):
             bad += 1
             names = sorted("/".join(c) + ".rs" for c in comp)
             pairs = [f"{'/'.join(a)}->{'/'.join(b)}" for a in comp for b in edges[a] if b in comp]
-            print(f"{crate}: {' , '.join(names)}   [{'; '.join(sorted(pairs))}]")
+            what = "folders" if top else "files"
+            print(f"{crate} ({what}): {' , '.join(names)}   [{'; '.join(sorted(pairs))}]")
     return bad
 
 
@@ -142,7 +156,7 @@ def long_functions(root, limit=LIMIT):
 def main(roots):
     bad = 0
     for root in roots:
-        bad += circles(root) if os.path.isdir(root) and any(os.path.isdir(os.path.join(root, c, "src")) for c in os.listdir(root)) else 0
+        bad += circles(root) + circles(root, top=True) if os.path.isdir(root) and any(os.path.isdir(os.path.join(root, c, "src")) for c in os.listdir(root)) else 0
         for n, p, line, name in sorted(long_functions(root), reverse=True):
             print(f"{p}:{line}: fn {name} is {n} lines (over {LIMIT})")
             bad += 1

@@ -8,10 +8,10 @@
 use crate::config::{setup_timeout, HANDSHAKE_TIMEOUT, RECV_GRACE, SEND_GRACE};
 use crate::registry::{Extra, TestEntry, UdpReady};
 use crate::shared::Shared;
+use netblast_engine::exec::worker::{Event, EventTx, RunFlags, StartGate};
 use netblast_engine::gen::{self, Conn, Ctx, Side, Timing};
 use netblast_engine::os::sockopt;
 use netblast_engine::os::sys;
-use netblast_engine::run::worker::{Event, EventTx, RunFlags, StartGate};
 use netblast_spec::profile::{Kind, Way};
 use netblast_spec::result::{CpuUsage, MAX_STREAM_DETAIL};
 use netblast_wire::gather::Gather;
@@ -576,7 +576,7 @@ struct ServerTest<'a, 'w> {
     gather: Gather<ServerInterval>,
     /// Tests of more than `MAX_STREAM_DETAIL` streams report way sums.
     coarse: WaySums,
-    sampled: netblast_engine::run::worker::Sampled,
+    sampled: netblast_engine::exec::worker::Sampled,
     client_gone: bool,
     problem: Option<String>,
     /// The host's counters at the start.

@@ -15,8 +15,8 @@
 //! run [`session`].
 
 use crate::shared::{OrderSlot, Shared};
-use netblast_engine::run::api::{Live, RunOptions};
-use netblast_engine::run::worker::RunFlags;
+use netblast_engine::exec::api::{Live, RunOptions};
+use netblast_engine::exec::worker::RunFlags;
 use netblast_spec::fleet::{AgentHello, AgentMsg, CoordMsg, Order};
 use netblast_spec::plan;
 use netblast_spec::profile::Workload;
@@ -75,7 +75,7 @@ where
     let hello = AgentHello {
         agent: AgentInfo {
             hostname: host.hostname.clone(),
-            id: netblast_engine::run::api::agent_id().to_string(),
+            id: netblast_engine::exec::api::agent_id().to_string(),
             address: String::new(),
         },
         host,
@@ -97,12 +97,12 @@ where
             f = nonblocking::read_frame::<_, CoordMsg>(&mut rd) => f,
             _ = stop.changed() => break "this serve is shutting down".to_string(),
         };
-        let t2 = netblast_engine::run::clock::now_unix_ns();
+        let t2 = netblast_engine::exec::clock::now_unix_ns();
         match frame {
             Ok(Some(CoordMsg::ClockProbe { t1 })) => {
                 // t3 as late as possible: just before the reply is written.
                 let mut w = wr.lock().await;
-                let t3 = netblast_engine::run::clock::now_unix_ns();
+                let t3 = netblast_engine::exec::clock::now_unix_ns();
                 if w.write_all(&wire::encode_frame(&AgentMsg::ClockReply { t1, t2, t3 })).await.is_err() {
                     break "the coordinator's connection failed".into();
                 }
@@ -144,7 +144,7 @@ where
             }
             Ok(Some(CoordMsg::Cancel { reason })) => {
                 for r in &running {
-                    tracing::info!(%peer, order = r.id, "fleet order cancelled: {}", netblast_engine::run::api::escape(&reason));
+                    tracing::info!(%peer, order = r.id, "fleet order cancelled: {}", netblast_engine::exec::api::escape(&reason));
                     r.flags.interrupt();
                 }
             }

@@ -5,7 +5,7 @@ use crate::out::{self, Sinks};
 pub use crate::outcome::{AppError, Outcome};
 use crate::status::{print_stdout, Status};
 use anyhow::Context;
-use netblast_engine::run::worker::RunFlags;
+use netblast_engine::exec::worker::RunFlags;
 use netblast_engine::run::Request;
 use netblast_probe::Probe;
 use netblast_report::{json, text};
@@ -54,7 +54,7 @@ fn request(a: &RunArgs) -> Result<Request, AppError> {
     };
     let start_at_unix_ns = match &a.start_at {
         Some(at) => Some(
-            netblast_spec::units::parse_instant(at, netblast_engine::run::clock::now_unix_ns())
+            netblast_spec::units::parse_instant(at, netblast_engine::exec::clock::now_unix_ns())
                 .map_err(|e| AppError::input(anyhow::anyhow!("--start-at: {e}")))?,
         ),
         None => None,
@@ -99,7 +99,7 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     let flags = RunFlags::new();
     let sig = crate::signals::watch_signals(flags.clone());
     let mut live = out::RunLive::new(&plan.profile, plan.time_bound.get(), human, a.output.as_deref())?;
-    let opts = netblast_engine::run::api::RunOptions { token, ..Default::default() };
+    let opts = netblast_engine::exec::api::RunOptions { token, ..Default::default() };
     let outcome = netblast_engine::run::run(&plan, resolved.peer, &probe, &flags, &opts, &mut |ev| live.event(ev));
     live.end(outcome.is_ok());
     if let Some(h) = sig {

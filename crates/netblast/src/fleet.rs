@@ -35,7 +35,7 @@ pub fn config(a: &FleetArgs, human: bool) -> Result<(FleetConfig, Vec<String>), 
         .clone()
         .or_else(|| a.output.as_ref().map(|o| netblast_report::json::PartialLog::path_for_suffix(o, ".fleet.jsonl")));
     let log = log.unwrap_or_else(|| {
-        let path = netblast_coord::default_log_path(netblast_engine::run::clock::now_unix_ns() / 1_000_000_000);
+        let path = netblast_coord::default_log_path(netblast_engine::exec::clock::now_unix_ns() / 1_000_000_000);
         // Said once where no human header says it; `-q` asks for silence (a Kubernetes Job's
         // log is its result: `kubectl logs` mixes stderr into stdout).
         if !human && !a.quiet {

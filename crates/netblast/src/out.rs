@@ -5,7 +5,7 @@
 use crate::outcome::{AppError, Outcome};
 use crate::status::{print_stdout, Status};
 use anyhow::Context;
-use netblast_engine::run::api::Live;
+use netblast_engine::exec::api::Live;
 use netblast_report::{json, text};
 use netblast_spec::assert::{Assertion, Verdict};
 use netblast_spec::result::StreamInfo;

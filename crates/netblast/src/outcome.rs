@@ -1,6 +1,6 @@
 //! How a command ended: an [`Outcome`] (exit 0, 1, 3, 4) or an [`AppError`] (exit 1 or 2).
 
-use netblast_engine::run::api::ClientError;
+use netblast_engine::exec::api::ClientError;
 
 /// How a successful command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

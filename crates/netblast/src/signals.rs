@@ -1,7 +1,7 @@
 //! Signals: a run stops gracefully on the first SIGINT/SIGTERM and aborts on the second; a
 //! server or coordinator stops on either.
 
-use netblast_engine::run::worker::RunFlags;
+use netblast_engine::exec::worker::RunFlags;
 use std::sync::Arc;
 
 /// Installs SIGINT/SIGTERM handling for a run: the first signal stops gracefully (the result is

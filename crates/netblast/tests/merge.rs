@@ -24,7 +24,7 @@ fn tmp(name: &str) -> PathBuf {
 fn two_concurrent_runs_merge_exactly() {
     let (server, addr) = util::spawn_server();
     let _server = KillOnDrop(server);
-    let start = format!("{:.3}", netblast_engine::run::clock::now_unix_ns() as f64 / 1e9 + 2.0);
+    let start = format!("{:.3}", netblast_engine::exec::clock::now_unix_ns() as f64 / 1e9 + 2.0);
     let (a, b, m) = (tmp("a.json"), tmp("b.json"), tmp("m.json"));
     let spawn = |out: &PathBuf, extra: &[&str]| {
         util::run_cmd()
@@ -85,7 +85,7 @@ fn two_concurrent_runs_merge_exactly() {
 fn results_that_cannot_be_aligned_are_refused_naming_the_input() {
     let (server, addr) = util::spawn_server();
     let _server = KillOnDrop(server);
-    let now = netblast_engine::run::clock::now_unix_ns() as f64 / 1e9;
+    let now = netblast_engine::exec::clock::now_unix_ns() as f64 / 1e9;
     let (a, b) = (tmp("ua.json"), tmp("ub.json"));
     let clients: Vec<_> = [(&a, now + 2.0), (&b, now + 2.25)]
         .into_iter()

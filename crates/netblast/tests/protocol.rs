@@ -3,7 +3,7 @@
 
 use crate::util::{self, Server};
 use netblast_agent::{Access, ServeConfig};
-use netblast_engine::run::api::{ClientError, RunOptions};
+use netblast_engine::exec::api::{ClientError, RunOptions};
 use netblast_probe::Probe;
 use netblast_wire::auth::Token;
 use netblast_wire::wire::{

@@ -20,10 +20,10 @@
 //! in-memory file holding the same pattern: no copy from user space) and `msg_zerocopy`
 //! (`send(MSG_ZEROCOPY)`, completions drained from the error queue).
 
+use crate::exec::worker::{Ctx, Deadlines, Event, FlowEnd, FlowSample, Sampled, Seat, Ticker, Timing, SETTLE};
 pub use crate::gen::flow::FlowRole;
-use crate::gen::flow::{Conn, End, Side};
+use crate::gen::flow::{describe_io, Conn, End, Side};
 use crate::os::sys::CpuMark;
-use crate::run::worker::{Ctx, Deadlines, Event, FlowEnd, FlowSample, Sampled, Seat, Ticker, Timing};
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};
 use netblast_probe::{FlowWatch, Probe};
@@ -74,8 +74,6 @@ pub struct BulkConfig {
 pub const RECV_BYTES: usize = 1 << 20;
 /// Send/recv calls per flow before the loop looks at the clock and other flows again.
 const BURST: usize = 16;
-/// Longest wait, after the senders stopped, for the peer to acknowledge everything.
-pub const SETTLE: Duration = Duration::from_secs(2);
 /// Longest sleep in `epoll_wait`, so run flags are seen promptly.
 const MAX_WAIT: Duration = Duration::from_millis(50);
 /// A receiver's wake-up mark is this long of data at its recent rate.
@@ -101,7 +99,7 @@ fn lowat_for(bytes_per_s: f64) -> usize {
     1 << (usize::BITS - 1 - b.leading_zeros())
 }
 
-pub use crate::run::worker::SAMPLE_SHARE;
+pub use crate::exec::worker::SAMPLE_SHARE;
 
 /// What a sender held at `rate` bytes/s may have handed its socket `since` the start: the
 /// schedule, and its unsent low-water mark ahead of it (so the kernel, which paces, always has
@@ -723,17 +721,6 @@ impl<'a> Loop<'a> {
     }
 }
 
-/// Words a socket error the way users read it (reset, broken pipe, timeout).
-pub fn describe_io(e: &io::Error) -> String {
-    match e.raw_os_error() {
-        Some(libc::ECONNRESET) => "connection reset by peer".into(),
-        Some(libc::EPIPE) => "peer closed the connection (broken pipe)".into(),
-        Some(libc::ETIMEDOUT) => "connection timed out".into(),
-        Some(libc::EHOSTUNREACH) => "host unreachable".into(),
-        _ => e.to_string(),
-    }
-}
-
 /// Spawns one pinned worker thread per group of flows. `cpus[i]` (when given) pins group `i`.
 pub fn spawn_workers(
     groups: Vec<Vec<BulkFlow>>,
@@ -745,7 +732,7 @@ pub fn spawn_workers(
     for (i, group) in groups.into_iter().enumerate() {
         let cpu = cpus.get(i).copied().flatten();
         let (cfg, ctx) = (cfg.clone(), ctx.clone());
-        handles.push(crate::run::worker::spawn(i, cpu, move |pinned| {
+        handles.push(crate::exec::worker::spawn(i, cpu, move |pinned| {
             run_worker(Seat { index: i, pinned }, group, &cfg, &ctx)
         })?);
     }

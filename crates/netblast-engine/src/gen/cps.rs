@@ -23,13 +23,13 @@
 //! from it, at no per-connection cost in user space; with `TCP_INFO`, one `getsockopt` per
 //! connection reads its SYN retransmissions.
 
-use crate::gen::bulk::{describe_io, FlowRole};
+use crate::exec::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
 pub use crate::gen::flow::CpsEnd;
+use crate::gen::flow::{describe_io, FlowRole};
 use crate::gen::flow::{Conn, End};
 use crate::gen::msgrate::WAKE;
 use crate::measure::meter::{run_single, should_stop, Meter};
 use crate::os::net;
-use crate::run::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
 use netblast_spec::profile::CpsSection;
 use netblast_spec::profile::{CloseMode, TcpSection};
 use netblast_spec::result::ConnCounts;
@@ -88,7 +88,7 @@ pub fn spawn(end: &End<'_>, c: &CpsSection, conns: Vec<Conn>) -> io::Result<Vec<
         };
         let (cfg, ctx) = (cfg.clone(), ctx.clone());
         let flow = CpsFlow { id: conn.id, role: end.role(conn.way), anchor: conn.tcp, end: other };
-        handles.push(crate::run::worker::spawn(i, conn.cpu, move |pinned| {
+        handles.push(crate::exec::worker::spawn(i, conn.cpu, move |pinned| {
             run_worker(Seat { index: i, pinned }, flow, &cfg, &ctx)
         })?);
     }

@@ -3,7 +3,7 @@
 //! end's workers takes ([`End`]). Every kind's `spawn` takes an [`End`], its profile section and
 //! its connections.
 
-use crate::run::worker::{self, Ctx, Seat, Timing};
+use crate::exec::worker::{self, Ctx, Seat, Timing};
 use netblast_spec::profile::{Profile, Way};
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -124,5 +124,16 @@ fn socket_of(tcp: TcpStream, udp: Option<UdpSocket>) -> MsgSocket {
     match udp {
         Some(udp) => MsgSocket::Udp { udp, anchor: tcp },
         None => MsgSocket::Tcp(tcp),
+    }
+}
+
+/// Words a socket error the way users read it (reset, broken pipe, timeout).
+pub fn describe_io(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ECONNRESET) => "connection reset by peer".into(),
+        Some(libc::EPIPE) => "peer closed the connection (broken pipe)".into(),
+        Some(libc::ETIMEDOUT) => "connection timed out".into(),
+        Some(libc::EHOSTUNREACH) => "host unreachable".into(),
+        _ => e.to_string(),
     }
 }

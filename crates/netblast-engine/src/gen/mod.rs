@@ -13,14 +13,13 @@ pub mod flow;
 pub mod http;
 pub mod msgrate;
 pub mod rr;
-pub mod udpseq;
 
 pub use flow::{Conn, CpsEnd, End, FlowRole, MsgFlow, MsgSocket, Side};
 use netblast_spec::profile::{Profile, Workload};
 use std::io;
 use std::thread::JoinHandle;
 
-pub use crate::run::worker::{Ctx, Timing};
+pub use crate::exec::worker::{Ctx, Timing};
 
 /// Spawns this end's workers for `conns`: each kind spawns its own (bulk streams spread
 /// round-robin over one worker per entry of `bulk_cpus`, pinned where `Some`; single-flow kinds

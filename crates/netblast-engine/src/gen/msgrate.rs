@@ -27,13 +27,13 @@
 //! Metrics: messages and bytes per interval and in total on both ends, TCP statistics of the
 //! sending socket (segments out: packets on the wire).
 
-use crate::gen::bulk::describe_io;
+use crate::exec::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
+use crate::gen::flow::describe_io;
 use crate::gen::flow::{Conn, End, Side};
 pub use crate::gen::flow::{FlowRole, MsgFlow, MsgSocket};
-use crate::gen::udpseq;
 use crate::measure::meter::{run_single, should_stop, Meter};
+use crate::measure::udpseq;
 use crate::os::net::{self, GsoBatch, OwnBatch, RecvBatch, SendBatch};
-use crate::run::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
 use netblast_spec::profile::MsgrateSection;
 use std::io::{self, ErrorKind};
 use std::net::{IpAddr, TcpStream, UdpSocket};
@@ -60,7 +60,7 @@ pub struct MsgConfig {
     pub recv_each: bool,
     /// UDP: bits per second each sender paces its datagrams to; `None`: as fast as it can.
     pub bitrate: Option<f64>,
-    /// UDP: datagrams carry a sequence number and send time ([`crate::gen::udpseq`]).
+    /// UDP: datagrams carry a sequence number and send time ([`crate::measure::udpseq`]).
     pub sequenced: bool,
     /// UDP senders use GSO (`UDP_SEGMENT`).
     pub gso: bool,

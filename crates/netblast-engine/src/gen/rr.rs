@@ -14,12 +14,12 @@
 //! Metrics: transactions (client) and answered requests (server) per interval, the round-trip
 //! histogram per interval, TCP statistics of the client's socket.
 
-use crate::gen::bulk::{describe_io, FlowRole};
+use crate::exec::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
+use crate::gen::flow::{describe_io, FlowRole};
 use crate::gen::flow::{Conn, End};
 use crate::gen::msgrate::{MsgFlow, MsgSocket, WAKE};
 use crate::measure::meter::{run_single, should_stop, Meter};
 use crate::os::net;
-use crate::run::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
 use netblast_spec::profile::RrSection;
 use netblast_spec::profile::WaitMode;
 use std::io::ErrorKind;

@@ -11,7 +11,7 @@
 //! Latency histograms are added, never averaged: per interval over the streams of a way, and
 //! over all intervals for the totals.
 
-use crate::run::worker::{Event, FlowEnd, FlowSample};
+use crate::exec::worker::{Event, FlowEnd, FlowSample};
 use hdrhistogram::Histogram;
 use netblast_spec::hist::{self, Distribution, EncodedHistogram, HistSum};
 use netblast_spec::profile::{Kind, Protocol, Way, Workload};
@@ -127,7 +127,7 @@ pub struct Aggregator {
     /// Warnings seen so far (they do not).
     pub warnings: Vec<RunError>,
     worker_cpu: Vec<CpuUsage>,
-    sampled: crate::run::worker::Sampled,
+    sampled: crate::exec::worker::Sampled,
     /// Each host's CPUs and drops over the test, as each side read them.
     pub load: netblast_spec::result::Load,
 }
@@ -232,7 +232,7 @@ impl Aggregator {
                 problems.push(format!("the server reported stream {} twice", s.id));
             }
             if let Some(e) = &s.error {
-                self.error(s.seconds, format!("server stream {}", s.id), crate::run::api::escape(e));
+                self.error(s.seconds, format!("server stream {}", s.id), crate::exec::api::escape(e));
             }
         }
         for p in problems {

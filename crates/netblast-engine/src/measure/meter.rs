@@ -1,8 +1,8 @@
 //! Per-flow counters of the single-flow generators (msgrate, rr): plain fields updated on the
 //! hot path, turned into one [`Event::Interval`] per tick, and a [`Event::FlowDone`] at the end.
 
+use crate::exec::worker::{Ctx, Event, EventTx, FlowEnd, FlowSample, RunFlags, Seat, Ticker};
 use crate::os::sys::CpuMark;
-use crate::run::worker::{Ctx, Event, EventTx, FlowEnd, FlowSample, RunFlags, Seat, Ticker};
 use hdrhistogram::Histogram;
 use netblast_probe::FlowWatch;
 use netblast_spec::hist;
@@ -29,7 +29,7 @@ pub struct Meter {
     tx: EventTx,
     last_byte: Instant,
     /// A UDP receiver's sequence accounts (sequenced datagrams only).
-    pub seq: Option<crate::gen::udpseq::Accounts>,
+    pub seq: Option<crate::measure::udpseq::Accounts>,
     /// A UDP receiver's receive queue in bytes, as the kernel applied it.
     pub rcvbuf: Option<u64>,
     /// A cps client's failures by cause and SYN retransmissions.
@@ -105,7 +105,7 @@ impl Meter {
     fn sample(&mut self, tcp: bool) -> FlowSample {
         let udp = self.seq.as_ref().map(|t| {
             let total = t.total();
-            let d = crate::gen::udpseq::delta(&total, &self.at_udp);
+            let d = crate::measure::udpseq::delta(&total, &self.at_udp);
             self.at_udp = total;
             d
         });
@@ -153,7 +153,7 @@ impl Meter {
         }
         if error.is_none() {
             if let Some(w) = &self.watch {
-                w.settle(crate::gen::bulk::SETTLE);
+                w.settle(crate::exec::worker::SETTLE);
             }
         }
         let end = FlowEnd {

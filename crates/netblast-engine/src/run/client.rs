@@ -12,15 +12,14 @@
 //!    the start (a reset, a dead server, Ctrl-C) is recorded in the result, which is then
 //!    marked incomplete; nothing measured is thrown away.
 
-use crate::gen::bulk;
+use crate::exec::api::{escape, ClientError, Envelope, Live, Measured, RunOptions};
+use crate::exec::worker::{Event, EventTx, RunFlags, StartGate};
 use crate::gen::cps::CpsEnd;
 use crate::gen::{self, Conn, Ctx, Side, Timing};
 use crate::measure::aggregate::{Aggregator, KindInfo};
 use crate::os::host::HostMark;
 use crate::os::sockopt;
 use crate::os::sys::{self, CpuMark};
-use crate::run::api::{escape, ClientError, Envelope, Live, Measured, RunOptions};
-use crate::run::worker::{Event, EventTx, RunFlags, StartGate};
 use netblast_probe::Probe;
 use netblast_spec::plan::{self, stream_setups};
 use netblast_spec::result::{CpuUsage, Interval, Plan, RunResult, StreamInfo};
@@ -52,7 +51,7 @@ fn connect_error(peer: SocketAddr, e: io::Error) -> ClientError {
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
             format!("no answer within {}s (host down or filtered?)", CONNECT_TIMEOUT.as_secs())
         }
-        _ => bulk::describe_io(&e),
+        _ => gen::flow::describe_io(&e),
     };
     ClientError::Connect { peer, why }
 }
@@ -316,7 +315,7 @@ impl Drive<'_> {
         test_id: &str,
         live: &mut dyn FnMut(Live<'_>),
     ) -> Result<(u64, u64), ClientError> {
-        let (start_unix_ns, start) = match crate::run::api::start_instant(self.plan, START_LEAD) {
+        let (start_unix_ns, start) = match crate::exec::api::start_instant(self.plan, START_LEAD) {
             Ok(s) => s,
             Err(e) => {
                 self.abandon();
@@ -340,10 +339,10 @@ impl Drive<'_> {
         self.cpu_mark = Some(CpuMark::thread());
         // The workers start at the instant; the server starts when `Start` reaches it (its
         // intervals count from then, and are matched to ours by index).
-        crate::run::clock::sleep_until(start);
+        crate::exec::clock::sleep_until(start);
         self.cpu_mark = self.cpu_mark.map(|m| m.wall_from(start));
         self.host_mark = HostMark::read();
-        let actual_start_unix_ns = crate::run::clock::now_unix_ns();
+        let actual_start_unix_ns = crate::exec::clock::now_unix_ns();
         self.gate.open(start);
         let (plan, server, streams) = (self.plan, &self.control.server, &self.infos);
         live(Live::Started { plan, test_id, server, streams, start_unix_ns, actual_start_unix_ns });
@@ -392,7 +391,7 @@ impl Drive<'_> {
                         agg.error(
                             self.since_start(),
                             "control",
-                            format!("cannot send stop: {}", bulk::describe_io(&e)),
+                            format!("cannot send stop: {}", gen::flow::describe_io(&e)),
                         );
                     }
                 }
@@ -455,7 +454,7 @@ impl Drive<'_> {
                         agg.warn(0.0, format!("server stream {}", s.id), escape(n));
                     }
                 }
-                let read = tcp_samples.map(|[read, wanted]| crate::run::worker::Sampled { read, wanted });
+                let read = tcp_samples.map(|[read, wanted]| crate::exec::worker::Sampled { read, wanted });
                 if let Some(n) = read.and_then(|r| r.note("server")) {
                     agg.warn(0.0, "server", n);
                 }
@@ -533,7 +532,7 @@ fn spawn_reader(mut r: TcpStream, tx: mpsc::Sender<Incoming>) -> Result<std::thr
             let msg = match blocking::read_frame::<_, ServerMsg>(&mut r) {
                 Ok(Some(msg)) => Incoming::Server(msg),
                 Ok(None) => Incoming::ControlClosed("the server closed the control connection".into()),
-                Err(e) => Incoming::ControlClosed(format!("control connection failed: {}", bulk::describe_io(&e))),
+                Err(e) => Incoming::ControlClosed(format!("control connection failed: {}", gen::flow::describe_io(&e))),
             };
             let last = matches!(msg, Incoming::ControlClosed(_));
             if tx.send(msg).is_err() || last {

@@ -2,13 +2,10 @@
 //! ([`resolve`]: what `netblast run`, a fleet agent's order and the tests all use), then run
 //! ([`run`]): a data-port test against `netblast serve`, or an HTTP test against any HTTP server.
 
-pub mod api;
 pub mod client;
-pub mod clock;
-pub mod worker;
 
-use crate::run::api::{ClientError, Live, RunOptions};
-use crate::run::worker::RunFlags;
+use crate::exec::api::{ClientError, Live, RunOptions};
+use crate::exec::worker::RunFlags;
 use netblast_probe::Probe;
 use netblast_spec::result::{Plan, RunResult};
 use std::net::SocketAddr;

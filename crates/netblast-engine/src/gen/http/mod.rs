@@ -29,9 +29,9 @@ pub mod timer;
 pub mod tls;
 pub mod worker;
 
+use crate::exec::api::{ClientError, Envelope, Live, Measured, RunOptions};
+use crate::exec::worker::{RunFlags, Seat, StartGate};
 use crate::os::sys::{self, CpuMark};
-use crate::run::api::{ClientError, Envelope, Live, Measured, RunOptions};
-use crate::run::worker::{RunFlags, Seat, StartGate};
 use bytes::Bytes;
 use conn::Endpoint;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
@@ -363,7 +363,7 @@ impl Setup {
             let cpu = plan.client_cpus.get(w).copied();
             let body = move |pinned| worker::run_worker(Seat { index: w, pinned }, my, job, links);
             handles.push(
-                crate::run::worker::spawn(w, cpu, body)
+                crate::exec::worker::spawn(w, cpu, body)
                     .map_err(|e| ClientError::Io { what: "cannot start worker threads".into(), error: e })?,
             );
         }
@@ -554,7 +554,7 @@ pub fn run(
     let gate = StartGate::new();
     let (tx, rx) = mpsc::channel::<(usize, WorkerMsg)>();
     let handles = setup.spawn(plan, &worker::Links { gate: gate.clone(), flags: flags.clone(), tx })?;
-    let (start_unix_ns, start) = match crate::run::api::start_instant(plan, START_LEAD) {
+    let (start_unix_ns, start) = match crate::exec::api::start_instant(plan, START_LEAD) {
         Ok(s) => s,
         Err(e) => {
             gate.cancel();
@@ -565,8 +565,8 @@ pub fn run(
         }
     };
     let cpu_mark = CpuMark::thread().wall_from(start);
-    crate::run::clock::sleep_until(start);
-    let actual_start_unix_ns = crate::run::clock::now_unix_ns();
+    crate::exec::clock::sleep_until(start);
+    let actual_start_unix_ns = crate::exec::clock::now_unix_ns();
     let host_mark = crate::os::host::HostMark::read();
     gate.open(start);
     let server = HostInfo::default();

@@ -11,8 +11,8 @@
 use super::conn::{self, ByteCount, Endpoint, Meters, Sender};
 use super::schedule::Schedule;
 use super::stats::{ConnTcp, ErrorKind, IntervalStats, RunStats};
+use crate::exec::worker::{RunFlags, Seat, StartGate, Ticker};
 use crate::os::sys::CpuMark;
-use crate::run::worker::{RunFlags, Seat, StartGate, Ticker};
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Uri};
 use netblast_spec::hist;

@@ -1,7 +1,7 @@
 //! The types of a run, shared by the data-port client and the http client: options in, live
 //! events and errors out, and the envelope every [`RunResult`] is built in.
 
-use crate::run::clock;
+use crate::exec::clock;
 use netblast_spec::plan::PlanError;
 use netblast_spec::result::{
     AgentInfo, ClockInfo, HostInfo, Interval, Plan, ProbeInfo, RunError, RunResult, StreamInfo, Summary, SCHEMA,

@@ -11,6 +11,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// Longest wait, after the senders stopped, for the peer to acknowledge everything.
+pub const SETTLE: Duration = Duration::from_secs(2);
+
 /// Flags a worker reads once per loop iteration (never per message).
 #[derive(Debug, Default)]
 pub struct RunFlags {

@@ -164,9 +164,9 @@ pub fn read_partial(text: &str) -> Result<RunResult, String> {
     let mut summary = netblast_spec::merge::summary_of_intervals(&intervals).map_err(|e| e.to_string())?;
     if let (Some(h), Some(x)) = (summary.http.as_mut(), start.plan.profile.workload.http()) {
         let expected = x.expected();
-        h.succeeded =
-            h.status_codes.iter().filter(|(k, _)| k.parse().is_ok_and(|c| expected.contains(c))).map(|(_, n)| n).sum();
-        h.success_ratio = if h.sent > 0 { h.succeeded as f64 / h.sent as f64 } else { 0.0 };
+        h.set_succeeded(
+            h.status_codes.iter().filter(|(k, _)| k.parse().is_ok_and(|c| expected.contains(c))).map(|(_, n)| n).sum(),
+        );
         h.mode = if x.rate.is_some() || !x.steps.is_empty() { "open_loop" } else { "closed_loop" }.into();
         h.version = format!("{:?}", x.version).to_lowercase();
     }
@@ -177,34 +177,16 @@ pub fn read_partial(text: &str) -> Result<RunResult, String> {
         if cut { ", its last line cut mid-record and left out" } else { "" }
     );
     Ok(RunResult {
-        schema: netblast_spec::result::SCHEMA.to_string(),
+        // The run's own version is not in its log.
         netblast_version: String::new(),
-        test_id: start.test_id,
-        started_at: netblast_spec::units::fmt_rfc3339(start.start_unix_ns),
-        start_unix_ns: Some(start.start_unix_ns),
-        actual_start_unix_ns: None,
-        clock: None,
-        agent: None,
-        complete: false,
         errors: vec![netblast_spec::result::RunError { at_s: summary.duration_s, source: "report".into(), message }],
-        warnings: Vec::new(),
-        plan: start.plan,
-        client: Default::default(),
-        server: None,
         probe: netblast_spec::result::ProbeInfo {
             tcp_source: "unknown (partial log)".into(),
             fallback_reason: None,
             kernel_run_ns: None,
             kernel_runs: None,
         },
-        server_probe: None,
-        streams: start.streams,
-        intervals,
-        summary,
-        parts: Vec::new(),
-        agents: Vec::new(),
-        asserts: Vec::new(),
-        label: None,
+        ..RunResult::new(start.test_id, start.start_unix_ns, start.plan, start.streams, intervals, summary)
     })
 }
 

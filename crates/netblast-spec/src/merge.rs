@@ -20,8 +20,9 @@ use crate::profile::Way;
 use crate::result::per_second;
 use crate::result::{
     AgentStatus, ClockInfo, ClockSource, CpuSummary, CpuUsage, HttpConnections, HttpErrorCount, HttpInterval,
-    HttpPhases, HttpSummary, HttpTcp, Interval, MsgInterval, MsgTotals, Part, RttSummary, RunError, RunResult,
-    SideTotal, StreamInfo, StreamInterval, StreamSummary, Summary, WayInterval, WaySummary, SCHEMA, SCHEMA_V2,
+    HttpParts, HttpPhases, HttpSummary, HttpTcp, Interval, MsgInterval, MsgTotals, Part, RttSummary, RunError,
+    RunResult, StreamInfo, StreamInterval, StreamSummary, Summary, WayInterval, WayParts, WaySummary, SCHEMA,
+    SCHEMA_V2,
 };
 use std::collections::BTreeMap;
 
@@ -367,31 +368,20 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
     };
     let t0_ns = u64::try_from(refs.iter().map(|(s, _)| *s).min().unwrap_or(0)).unwrap_or(0);
     let mut out = RunResult {
-        schema: SCHEMA.to_string(),
-        netblast_version: env!("CARGO_PKG_VERSION").to_string(),
-        test_id: merged_id(inputs),
-        started_at: crate::units::fmt_rfc3339(t0_ns),
-        start_unix_ns: Some(t0_ns),
-        // Each input's own is its agent's (below): a merge has no one gate.
-        actual_start_unix_ns: None,
+        // Each input's own actual start is its agent's (in its part): a merge has no one gate.
         clock: Some(ClockInfo { source, offset_ns: 0, error_ns: 0 }),
-        agent: None,
         complete: inputs.iter().all(|(_, r)| r.complete),
         errors: m.errors,
         warnings: m.warnings,
-        plan,
         client: first.client.clone(),
         server: first.server.clone(),
         probe: first.probe.clone(),
         server_probe: first.server_probe.clone(),
-        streams: m.streams,
-        intervals,
-        summary,
         parts: m.parts,
         agents: m.agents,
-        asserts: Vec::new(),
         // The inputs' label when they share one (the agents of one labelled fleet).
         label: first.label.clone().filter(|l| inputs.iter().all(|(_, r)| r.label.as_ref() == Some(l))),
+        ..RunResult::new(merged_id(inputs), t0_ns, plan, m.streams, intervals, summary)
     };
     fill_agent_summaries(&mut out)?;
     Ok(out)
@@ -528,22 +518,23 @@ pub fn summary_of_intervals(intervals: &[Interval]) -> Result<Summary, MergeErro
             udp: m.udp,
             ..MsgTotals::default()
         });
-        ways.push(WaySummary {
+        // Intervals carry no segment counts: the retransmit rate stays unknown.
+        ways.push(WaySummary::new(WayParts {
             way,
             streams: 0,
-            sender: SideTotal::new(sent, secs),
-            receiver: received.map(|b| SideTotal::new(b, secs)),
+            sent: (sent, secs),
+            received: received.map(|b| (b, secs)),
             retransmits: sum_any(of_way.iter().map(|w| w.retransmits)),
             spurious_retransmits: None,
+            segs_out: 0,
             rtt: None,
             rtt_hist: None,
             cwnd_max_bytes: 0,
             msgs,
             latency: lat.distribution(),
-            retransmit_rate: None,
             kernel_rtt: None,
             limits: None,
-        });
+        }));
     }
     let http_parts: Vec<&HttpInterval> = intervals.iter().filter_map(|iv| iv.http.as_ref()).collect();
     let http = if http_parts.is_empty() {
@@ -559,19 +550,18 @@ pub fn summary_of_intervals(intervals: &[Interval]) -> Result<Summary, MergeErro
         }
         let sum = |f: fn(&HttpInterval) -> u64| http_parts.iter().map(|h| f(h)).sum::<u64>();
         let (sent, completed) = (sum(|h| h.sent), sum(|h| h.completed));
-        Some(HttpSummary {
+        Some(HttpSummary::new(HttpParts {
             sent,
             completed,
             seconds: secs,
-            responses_per_s: per_second(completed as f64, secs),
-            sent_per_s: per_second(sent as f64, secs),
+            send_window: secs,
             late: sum(|h| h.late),
             bytes_sent: sum(|h| h.bytes_sent),
             bytes_received: sum(|h| h.bytes_received),
             latency: lat.distribution().unwrap_or_default(),
             status_codes: status,
-            ..HttpSummary::default()
-        })
+            ..HttpParts::default()
+        }))
     };
     Ok(Summary { duration_s: secs, ways, streams: Vec::new(), cpu: Default::default(), http, load: Default::default() })
 }
@@ -742,15 +732,10 @@ fn merge_way_summary(
     }
     let sent: u64 = parts.iter().map(|(_, w)| w.sender.bytes).sum();
     let sent_s = parts.iter().map(|(j, w)| shifted(*j, w.sender.seconds)).fold(0.0, f64::max);
-    let receiver = if parts.iter().all(|(_, w)| w.receiver.is_some()) {
+    let received = parts.iter().all(|(_, w)| w.receiver.is_some()).then(|| {
         let bytes = parts.iter().filter_map(|(_, w)| w.receiver).map(|r| r.bytes).sum();
-        let secs = parts.iter().filter_map(|(j, w)| w.receiver.map(|r| shifted(*j, r.seconds))).fold(0.0, f64::max);
-        Some(SideTotal::new(bytes, secs))
-    } else {
-        None
-    };
-    let retransmits = sum_any(parts.iter().map(|(_, w)| w.retransmits));
-    let segs_out: u64 = streams.iter().filter(|s| s.way == way).filter_map(|s| s.tcp).map(|t| t.segs_out).sum();
+        (bytes, parts.iter().filter_map(|(j, w)| w.receiver.map(|r| shifted(*j, r.seconds))).fold(0.0, f64::max))
+    });
     let rtt = srtt.h.histogram().filter(|h| !h.is_empty()).map(|h| {
         // The inputs' exact means, weighted by their sample counts (the histogram's mean is
         // within 0.1%).
@@ -770,21 +755,21 @@ fn merge_way_summary(
     });
     let msgs = {
         let m: Vec<&MsgTotals> = parts.iter().filter_map(|(_, w)| w.msgs.as_ref()).collect();
-        (!m.is_empty()).then(|| MsgTotals::add_up(&m, sent_s, receiver.map(|r| r.seconds).unwrap_or(0.0)))
+        (!m.is_empty()).then(|| MsgTotals::add_up(&m, sent_s, received.map(|r| r.1).unwrap_or(0.0)))
     };
-    Ok(WaySummary {
+    Ok(WaySummary::new(WayParts {
         way,
         streams: parts.iter().map(|(_, w)| w.streams).sum(),
-        sender: SideTotal::new(sent, sent_s),
-        receiver,
-        retransmits,
+        sent: (sent, sent_s),
+        received,
+        retransmits: sum_any(parts.iter().map(|(_, w)| w.retransmits)),
         spurious_retransmits: sum_all(parts.iter().map(|(_, w)| w.spurious_retransmits)),
+        segs_out: streams.iter().filter(|s| s.way == way).filter_map(|s| s.tcp).map(|t| t.segs_out).sum(),
         rtt,
         rtt_hist: srtt.encoded(),
         cwnd_max_bytes: parts.iter().map(|(_, w)| w.cwnd_max_bytes).max().unwrap_or(0),
         msgs,
         latency: lat.distribution(),
-        retransmit_rate: retransmits.filter(|_| segs_out > 0).map(|n| n as f64 / segs_out as f64),
         kernel_rtt: krtt.distribution(),
         // Known only when every part knows it: a share over part of the senders misleads.
         limits: parts
@@ -792,7 +777,7 @@ fn merge_way_summary(
             .map(|(_, w)| w.limits)
             .collect::<Option<Vec<_>>>()
             .and_then(|v| v.into_iter().reduce(|a, b| a.add(&b))),
-    })
+    }))
 }
 
 fn merge_http_summary(
@@ -851,28 +836,25 @@ fn merge_http_summary(
     let tcp = (tcp_parts.len() == parts.len()).then(|| {
         let segs: u64 = tcp_parts.iter().map(|t| t.segs_out).sum();
         let retrans: u64 = tcp_parts.iter().map(|t| t.retransmits).sum();
-        HttpTcp {
-            connections: tcp_parts.iter().map(|t| t.connections).sum(),
-            segs_out: segs,
-            retransmits: retrans,
-            spurious_retransmits: sum_all(tcp_parts.iter().map(|t| t.spurious_retransmits)),
-            retransmit_rate: (segs > 0).then(|| retrans as f64 / segs as f64),
-            srtt: srtt.distribution(),
-            kernel_rtt: krtt.distribution(),
-        }
+        HttpTcp::new(
+            tcp_parts.iter().map(|t| t.connections).sum(),
+            segs,
+            retrans,
+            sum_all(tcp_parts.iter().map(|t| t.spurious_retransmits)),
+            srtt.distribution(),
+            krtt.distribution(),
+        )
     });
     let [connect, tls, ttfb, body, send_lag] = phases;
-    Ok(HttpSummary {
+    Ok(HttpSummary::new(HttpParts {
         mode: same(|h| &h.mode),
         version: same(|h| &h.version),
         tls: parts.iter().any(|(_, h)| h.tls),
         sent,
         completed,
         succeeded,
-        success_ratio: if sent > 0 { succeeded as f64 / sent as f64 } else { 0.0 },
         seconds,
-        responses_per_s: per_second(completed as f64, seconds),
-        sent_per_s: per_second(sent as f64, window),
+        send_window: window,
         target_rate: (!targets.is_empty()).then(|| targets.iter().sum()),
         late: sum(|h| h.late),
         bytes_sent: sum(|h| h.bytes_sent),
@@ -894,14 +876,14 @@ fn merge_http_summary(
             peak_open: parts.iter().map(|(_, h)| h.connections.peak_open).sum(),
         },
         tcp,
-    })
+    }))
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use crate::profile::Profile;
-    use crate::result::{HostInfo, Plan, ProbeInfo, SCHEMA_V1};
+    use crate::result::{HostInfo, Plan, ProbeInfo, SideTotal, SCHEMA_V1};
     use crate::units::Dur;
     use hdrhistogram::Histogram;
     use proptest::prelude::*;

@@ -4,7 +4,7 @@
 use crate::exec::clock;
 use netblast_spec::plan::PlanError;
 use netblast_spec::result::{
-    AgentInfo, ClockInfo, HostInfo, Interval, Plan, ProbeInfo, RunError, RunResult, StreamInfo, Summary, SCHEMA,
+    AgentInfo, ClockInfo, HostInfo, Interval, Plan, ProbeInfo, RunError, RunResult, StreamInfo, Summary,
 };
 use netblast_wire::auth::Token;
 use netblast_wire::wire::HandshakeError;
@@ -216,11 +216,6 @@ impl Envelope {
         let mut summary = m.summary;
         netblast_spec::omit::omit_start(&intervals, &mut summary, plan.profile.run.omit().as_secs_f64());
         RunResult {
-            schema: SCHEMA.to_string(),
-            netblast_version: env!("CARGO_PKG_VERSION").to_string(),
-            test_id: self.test_id,
-            started_at: clock::rfc3339(self.start_unix_ns),
-            start_unix_ns: Some(self.start_unix_ns),
             actual_start_unix_ns: Some(self.actual_start_unix_ns),
             clock: Some(self.clock),
             agent: Some(AgentInfo {
@@ -231,18 +226,11 @@ impl Envelope {
             complete: m.complete,
             errors: m.errors,
             warnings: m.warnings,
-            plan: plan.clone(),
             client,
             server: self.server,
             probe: self.probe,
             server_probe: self.server_probe,
-            streams: m.streams,
-            intervals,
-            summary,
-            parts: Vec::new(),
-            agents: Vec::new(),
-            asserts: Vec::new(),
-            label: None,
+            ..RunResult::new(self.test_id, self.start_unix_ns, plan.clone(), m.streams, intervals, summary)
         }
     }
 }

@@ -18,7 +18,7 @@ use netblast_spec::profile::{Kind, Protocol, Way, Workload};
 use netblast_spec::result::per_second;
 use netblast_spec::result::{
     CpuSummary, CpuUsage, Interval, MsgInterval, MsgTotals, RttSummary, RunError, SideTotal, StreamInfo,
-    StreamInterval, StreamSummary, Summary, UdpQuality, WayInterval, WaySummary, MAX_STREAM_DETAIL,
+    StreamInterval, StreamSummary, Summary, UdpQuality, WayInterval, WayParts, WaySummary, MAX_STREAM_DETAIL,
 };
 use netblast_wire::gather::Gather;
 use netblast_wire::wire::{ServerSample, ServerStreamFinal, ServerWaySample};
@@ -602,13 +602,10 @@ impl Aggregator {
     fn way_summary(&self, way: Way, of_way: &[&StreamSummary], acc: &mut WayAcc) -> WaySummary {
         let sent: u64 = of_way.iter().map(|s| s.sender.bytes).sum();
         let sent_s = of_way.iter().map(|s| s.sender.seconds).fold(0.0, f64::max);
-        let receiver = if of_way.iter().all(|s| s.receiver.is_some()) {
+        let received = of_way.iter().all(|s| s.receiver.is_some()).then(|| {
             let b: u64 = of_way.iter().filter_map(|s| s.receiver).map(|r| r.bytes).sum();
-            let secs = of_way.iter().filter_map(|s| s.receiver).map(|r| r.seconds).fold(0.0, f64::max);
-            Some(SideTotal::new(b, secs))
-        } else {
-            None
-        };
+            (b, of_way.iter().filter_map(|s| s.receiver).map(|r| r.seconds).fold(0.0, f64::max))
+        });
         let srtt = self.totals.srtt.get(&way);
         let rtt = srtt.filter(|h| !h.is_empty()).map(|h| RttSummary {
             min_us: self.totals.min_rtt_us.get(&way).copied().unwrap_or(0),
@@ -616,27 +613,26 @@ impl Aggregator {
             max_us: (h.max() / 1000) as u32,
             samples: h.len(),
         });
-        let msgs = self.info.counts_msgs().then(|| self.way_msgs(of_way, sent_s, receiver, &mut acc.problems));
+        let received_s = received.map(|r| r.1);
+        let msgs = self.info.counts_msgs().then(|| self.way_msgs(of_way, sent_s, received_s, &mut acc.problems));
         let merged = acc.latency.get(&way).and_then(HistSum::histogram);
         let rtt_merged = acc.rtt.get(&way).and_then(HistSum::histogram);
-        let retransmits = of_way.iter().filter_map(|s| s.retransmits).reduce(|a, b| a + b);
-        let segs_out: u64 = of_way.iter().filter_map(|s| s.tcp).map(|t| t.segs_out).sum();
-        WaySummary {
-            retransmit_rate: retransmits.filter(|_| segs_out > 0).map(|n| n as f64 / segs_out as f64),
-            kernel_rtt: rtt_merged.map(Distribution::of),
+        WaySummary::new(WayParts {
             way,
             streams: of_way.len() as u32,
-            sender: SideTotal::new(sent, sent_s),
-            receiver,
-            retransmits,
+            sent: (sent, sent_s),
+            received,
+            retransmits: of_way.iter().filter_map(|s| s.retransmits).reduce(|a, b| a + b),
             spurious_retransmits: of_way.iter().map(|s| s.spurious_retransmits).sum(),
+            segs_out: of_way.iter().filter_map(|s| s.tcp).map(|t| t.segs_out).sum(),
             rtt,
             rtt_hist: srtt.filter(|h| !h.is_empty()).and_then(|h| EncodedHistogram::encode(h).ok()),
             cwnd_max_bytes: self.totals.cwnd_max.get(&way).copied().unwrap_or(0),
             msgs,
             latency: merged.map(Distribution::of),
+            kernel_rtt: rtt_merged.map(Distribution::of),
             limits: netblast_spec::omit::limits_of(of_way),
-        }
+        })
     }
 
     /// A way's message totals from its streams': counts added, rates over the way's spans,
@@ -645,11 +641,11 @@ impl Aggregator {
         &self,
         of_way: &[&StreamSummary],
         sent_s: f64,
-        receiver: Option<SideTotal>,
+        received_s: Option<f64>,
         problems: &mut Vec<String>,
     ) -> MsgTotals {
         let m: Vec<&MsgTotals> = of_way.iter().filter_map(|s| s.msgs.as_ref()).collect();
-        let mut t = MsgTotals::add_up(&m, sent_s, receiver.map(|r| r.seconds).unwrap_or(0.0));
+        let mut t = MsgTotals::add_up(&m, sent_s, received_s.unwrap_or(0.0));
         // The server's per-CPU receivers count the way, not a stream: loss is the way's.
         if self.info.shared_receivers {
             t.lost = t.received.map(|r| t.sent.saturating_sub(r));

@@ -41,8 +41,8 @@ use netblast_spec::plan::split_budget;
 use netblast_spec::profile::{HttpSection, HttpVersion};
 use netblast_spec::result::per_second;
 use netblast_spec::result::{
-    CpuSummary, CpuUsage, HostInfo, HttpConnections, HttpErrorCount, HttpInterval, HttpPhases, HttpSummary, HttpTcp,
-    Interval, Plan, RunError, RunResult, Summary,
+    CpuSummary, CpuUsage, HostInfo, HttpConnections, HttpErrorCount, HttpInterval, HttpParts, HttpPhases, HttpSummary,
+    HttpTcp, Interval, Plan, RunError, RunResult, Summary,
 };
 use netblast_wire::gather::Gather;
 use schedule::Schedule;
@@ -257,15 +257,14 @@ fn http_interval(index: u32, a: &Acc, schedule: Option<&Schedule>) -> Interval {
 
 /// The run's kernel TCP figures from the workers' connection samples.
 fn http_tcp(t: &stats::ConnTcp) -> HttpTcp {
-    HttpTcp {
-        connections: t.connections,
-        segs_out: t.segs_out,
-        retransmits: t.retransmits,
-        spurious_retransmits: t.dsack.filter(|_| t.connections > 0),
-        retransmit_rate: (t.segs_out > 0).then(|| t.retransmits as f64 / t.segs_out as f64),
-        srtt: Distribution::if_any(&t.srtt),
-        kernel_rtt: t.kernel_rtt.histogram().and_then(Distribution::if_any),
-    }
+    HttpTcp::new(
+        t.connections,
+        t.segs_out,
+        t.retransmits,
+        t.dsack.filter(|_| t.connections > 0),
+        Distribution::if_any(&t.srtt),
+        t.kernel_rtt.histogram().and_then(Distribution::if_any),
+    )
 }
 
 /// Time to let the workers reach the start gate before the start instant.
@@ -454,7 +453,7 @@ fn summarize(setup: &Setup, c: &Collected, bound: Duration) -> HttpSummary {
         body: Distribution::if_any(&run.body),
         send_lag: Distribution::if_any(&run.send_lag),
     };
-    HttpSummary {
+    HttpSummary::new(HttpParts {
         mode: if setup.schedule.is_some() { "open_loop" } else { "closed_loop" }.into(),
         version: match h.version {
             HttpVersion::Http1 => "http1",
@@ -465,10 +464,8 @@ fn summarize(setup: &Setup, c: &Collected, bound: Duration) -> HttpSummary {
         sent: total.sent,
         completed: total.completed,
         succeeded: run.succeeded,
-        success_ratio: if total.sent > 0 { run.succeeded as f64 / total.sent as f64 } else { 0.0 },
         seconds,
-        responses_per_s: per_second(total.completed as f64, seconds),
-        sent_per_s: per_second(total.sent as f64, send_window),
+        send_window,
         target_rate: setup.schedule.as_ref().map(|s| s.rate_between(0.0, send_window)),
         late: total.late,
         bytes_sent: total.bytes_sent,
@@ -484,7 +481,7 @@ fn summarize(setup: &Setup, c: &Collected, bound: Duration) -> HttpSummary {
             peak_open: run.peak_open,
         },
         tcp: setup.probe.collects().then(|| http_tcp(&run.tcp)),
-    }
+    })
 }
 
 /// The run's errors: the workers', an interruption, the aggregator's, a run stopped at its first

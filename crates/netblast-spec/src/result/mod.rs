@@ -1,0 +1,385 @@
+//! The result of one run: the one document every rendering (text, JSON, CSV) is made from.
+//!
+//! Versioned by [`SCHEMA`]. Counters are raw (bytes, segments); rates are derived from them and
+//! the seconds they were measured over, both of which are stored, so a reader can recompute.
+
+use crate::profile::{Profile, Way};
+use crate::units::Dur;
+use serde::{Deserialize, Serialize};
+
+mod host;
+mod http;
+mod interval;
+mod tcp;
+mod way;
+
+pub use host::*;
+pub use http::*;
+pub use interval::*;
+pub use tcp::*;
+pub use way::*;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Schema identifier written into every result. /3 nests each kind's figures: an interval's
+/// message figures under `msgs` (as the totals' are), every distribution with its histogram
+/// (`latency.hist` where /2 had `latency_hist` beside it). The `upgrade` module reads /2 and /1.
+pub const SCHEMA: &str = "netblast.run/3";
+/// The second schema: the figures of /3, flat (`sent_msgs`, `latency_hist`). Read (through
+/// the `upgrade` module) by `netblast report` and `netblast merge`.
+pub const SCHEMA_V2: &str = "netblast.run/2";
+/// The first schema: no absolute start, clock or agent, fewer histograms. Still read (and
+/// rendered) by `netblast report`; `netblast merge` refuses it, since it cannot be aligned.
+pub const SCHEMA_V1: &str = "netblast.run/1";
+
+/// Whether a result document of this schema can be read by this build.
+pub fn schema_readable(schema: &str) -> bool {
+    schema == SCHEMA || schema == SCHEMA_V2 || schema == SCHEMA_V1
+}
+
+/// Most streams whose figures every interval carries. A test with more carries only the way
+/// sums in its intervals (and its server reports way sums), so a result's size and the work per
+/// interval stay bounded; every stream's totals stay in the summary.
+pub const MAX_STREAM_DETAIL: usize = 256;
+
+/// A resolved test plan: the validated profile plus what was resolved against the machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Where the profile came from (`built-in profile NAME` or a path), with CLI overrides applied.
+    pub origin: String,
+    /// The target as the user wrote it.
+    pub target: String,
+    /// The address actually connected to.
+    pub peer: String,
+    /// CPUs the client's workers are pinned to, one worker per CPU.
+    pub client_cpus: Vec<usize>,
+    /// CPUs the server is asked to pin stream i's peer to (`server_cpus[i]`); empty: unpinned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_cpus: Vec<usize>,
+    /// What resolving the profile against this machine changed, in words.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// The time bound in effect.
+    pub time_bound: Dur,
+    /// The common start instant asked for (UTC ns since the Unix epoch: `--start-at`, or the
+    /// coordinator's T0); `None`: the next interval boundary of the wall clock after set-up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at_unix_ns: Option<u64>,
+    /// Where the client's connections and datagrams leave from (`-B`, `--bind-dev`); empty:
+    /// where the route sends them.
+    #[serde(default, skip_serializing_if = "Binding::is_empty")]
+    pub bind: Binding,
+    /// The profile after overrides and validation.
+    pub profile: Profile,
+}
+
+/// Where a host's sockets of a test leave from: a source address (iperf3 `-B`) and an
+/// interface (`SO_BINDTODEVICE`), each optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Binding {
+    /// Source address of every connection and datagram socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addr: Option<std::net::IpAddr>,
+    /// The interface every socket is bound to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+}
+
+impl Binding {
+    /// Whether it binds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.addr.is_none() && self.device.is_none()
+    }
+
+    /// Only an interface (a server's `--bind-dev`).
+    pub fn device(device: Option<String>) -> Binding {
+        Binding { addr: None, device }
+    }
+}
+
+impl Plan {
+    /// What the run is aimed at, in words: the peer's address, or for http its URLs (paths
+    /// completed with the target).
+    pub fn aimed_at(&self) -> String {
+        let Some(h) = self.profile.workload.http() else { return self.peer.clone() };
+        let scheme = if h.tls { "https" } else { "http" };
+        let urls: Vec<String> = h
+            .urls
+            .iter()
+            .map(|u| if u.starts_with('/') { format!("{scheme}://{}{u}", self.target) } else { u.clone() })
+            .collect();
+        urls.join(", ")
+    }
+}
+
+/// One error seen during the run; the run keeps what it measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunError {
+    /// Seconds since the start of the test (0 before it started).
+    pub at_s: f64,
+    /// Who saw it: `client`, `server`, `stream 3`, `control`.
+    pub source: String,
+    /// What happened.
+    pub message: String,
+}
+
+/// A connection of the test.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamInfo {
+    /// Stream id (0-based, unique within the test).
+    pub id: u32,
+    /// Which way bytes flow.
+    pub way: Way,
+    /// Client's local address.
+    pub local: String,
+    /// Server address.
+    pub remote: String,
+    /// CPU of the client worker that drives it.
+    pub client_cpu: usize,
+    /// CPU the server pinned it to, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu: Option<usize>,
+    /// Merged results: the index in `parts` of the test this stream belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<u32>,
+}
+
+/// Totals over the whole run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Wall-clock seconds from the start until the last stream finished.
+    pub duration_s: f64,
+    /// Per way.
+    pub ways: Vec<WaySummary>,
+    /// Per stream.
+    pub streams: Vec<StreamSummary>,
+    /// CPU use.
+    pub cpu: CpuSummary,
+    /// HTTP totals (http kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpSummary>,
+    /// Each host's CPUs and drops over the test.
+    #[serde(default, skip_serializing_if = "Load::is_empty")]
+    pub load: Load,
+}
+
+impl Summary {
+    /// The run's retransmitted segments: its ways' and its HTTP connections'; `None` when no
+    /// kernel counted them (`--probe off`), which is unknown, not zero. The one count the text,
+    /// the HTML and `--assert` show.
+    pub fn retransmits(&self) -> Option<u64> {
+        let http = self.http.as_ref().and_then(|h| h.tcp.as_ref()).map(|t| t.retransmits);
+        self.ways.iter().map(|w| w.retransmits).chain(std::iter::once(http)).flatten().reduce(|a, b| a + b)
+    }
+}
+
+/// One test of a merged result: an input of `netblast merge`, or one client agent's test
+/// toward one server in a fleet run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Part {
+    /// Who measured it.
+    pub agent: AgentInfo,
+    /// The peer it ran against (`plan.peer` of the input).
+    pub peer: String,
+    /// The input's test id.
+    pub test_id: String,
+    /// The input's start instant on the measuring host's clock (UTC ns).
+    pub start_unix_ns: u64,
+    /// The measuring host's clock against the merged result's reference.
+    pub clock: ClockInfo,
+    /// Index, in the merged interval series, of the input's interval 0.
+    pub interval_offset: u32,
+    /// The input's stream ids were renumbered from this id on (same order).
+    pub first_stream: u32,
+    /// Number of its streams.
+    pub streams: u32,
+    /// Whether the input was complete.
+    pub complete: bool,
+    /// The client host (its settings, for the part's own verdict); absent in results from
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<HostInfo>,
+    /// The server host, when it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<HostInfo>,
+    /// The profile it ran, when it is not the merged plan's (a merge of different tests, a
+    /// fleet test given its share of a rate): what its own verdict reads its asked rate and
+    /// settings from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<crate::profile::Profile>,
+    /// The input's own totals.
+    pub summary: Summary,
+}
+
+/// One agent of a merged or fleet result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentStatus {
+    /// The agent.
+    pub agent: AgentInfo,
+    /// `client` (originated tests) or `server` (the peer of tests).
+    pub role: String,
+    /// Its clock against the reference.
+    pub clock: ClockInfo,
+    /// When it really started, on the reference clock (UTC ns); `None` if it never started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actual_start_unix_ns: Option<u64>,
+    /// `ok`, `partial` (it ran, but a test is incomplete) or `failed`.
+    pub status: String,
+    /// Why, when not `ok`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// Indices in `parts` of the tests it ran (clients) or served (servers).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<u32>,
+    /// Its own totals: the merge of those tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Summary>,
+}
+
+/// The whole result of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// [`SCHEMA`] (or [`SCHEMA_V1`] in a file written by an older netblast).
+    pub schema: String,
+    /// Version of the client that produced it.
+    pub netblast_version: String,
+    /// Random id shared by client and server for this test.
+    pub test_id: String,
+    /// The common start instant (RFC 3339, UTC, to the nanosecond): interval 0 starts here.
+    pub started_at: String,
+    /// `started_at` in ns since the Unix epoch, UTC, on the measuring host's clock; absent in
+    /// /1 results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_unix_ns: Option<u64>,
+    /// When the start gate really opened (the workers were let go), on the measuring host's
+    /// clock, UTC ns: what a start skew between results is measured from. Absent in results
+    /// of versions before it was recorded (their skew is not known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actual_start_unix_ns: Option<u64>,
+    /// The measuring host's clock against the reference clock; absent in /1 results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockInfo>,
+    /// Who measured; absent in /1 results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentInfo>,
+    /// True when every stream ran to its bound and the server's final report arrived.
+    pub complete: bool,
+    /// Errors seen; a partial result lists why it is partial.
+    pub errors: Vec<RunError>,
+    /// Things the user should know that do not make the result partial (e.g. a CPU the
+    /// server could not pin to, fewer CPUs than a profile asks for).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<RunError>,
+    /// What was run.
+    pub plan: Plan,
+    /// The client host.
+    pub client: HostInfo,
+    /// The server host, once it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<HostInfo>,
+    /// Source of the client's TCP statistics.
+    pub probe: ProbeInfo,
+    /// Source of the server's TCP statistics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_probe: Option<ProbeInfo>,
+    /// Connections.
+    pub streams: Vec<StreamInfo>,
+    /// Time series.
+    pub intervals: Vec<Interval>,
+    /// Totals.
+    pub summary: Summary,
+    /// Merged and fleet results: the tests merged, each with its own totals.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<Part>,
+    /// Merged and fleet results: every agent, with its status.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<AgentStatus>,
+    /// The `--assert`s checked on this result when it was made (`run`, `fleet`), each with its
+    /// verdict and the figure measured; empty when none was given. A merge judges afresh.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asserts: Vec<Verdict>,
+    /// The user's name for this run (`--label`, e.g. `idps-off`): what `report --compare`
+    /// calls it beside other runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+impl RunResult {
+    /// The envelope every result starts from (a run, a merge, a partial log read back): this
+    /// build's schema and version, the test, its start instant on the wall clock, its plan and
+    /// figures. Not complete, no errors, no hosts, no parts: the caller fills in what it knows.
+    pub fn new(
+        test_id: String,
+        start_unix_ns: u64,
+        plan: Plan,
+        streams: Vec<StreamInfo>,
+        intervals: Vec<Interval>,
+        summary: Summary,
+    ) -> RunResult {
+        RunResult {
+            schema: SCHEMA.to_string(),
+            netblast_version: env!("CARGO_PKG_VERSION").to_string(),
+            test_id,
+            started_at: crate::units::fmt_rfc3339(start_unix_ns),
+            start_unix_ns: Some(start_unix_ns),
+            actual_start_unix_ns: None,
+            clock: None,
+            agent: None,
+            complete: false,
+            errors: Vec::new(),
+            warnings: Vec::new(),
+            plan,
+            client: HostInfo::default(),
+            server: None,
+            probe: ProbeInfo {
+                tcp_source: "unknown".into(),
+                fallback_reason: None,
+                kernel_run_ns: None,
+                kernel_runs: None,
+            },
+            server_probe: None,
+            streams,
+            intervals,
+            summary,
+            parts: Vec::new(),
+            agents: Vec::new(),
+            asserts: Vec::new(),
+            label: None,
+        }
+    }
+}
+
+/// The outcome of one assertion; a result's `asserts` holds those checked when it was made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// The assertion as written.
+    pub text: String,
+    /// Whether it holds.
+    pub pass: bool,
+    /// The measured figure (formatted in the assertion's unit), or why there is none.
+    pub measured: String,
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: measured {}", if self.pass { "pass" } else { "FAIL" }, self.text, self.measured)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_needs_its_span_and_cpu_cost_is_per_side() {
+        assert_eq!(per_second(10.0, 2.0), 5.0);
+        assert_eq!(per_second(10.0, 0.0), 0.0, "no span, no rate");
+        let client = CpuUsage { user_s: 1.0, system_s: 1.0, wall_s: 4.0 };
+        let idle = CpuUsage { user_s: 0.0, system_s: 0.0, wall_s: 4.0 };
+        let c = CpuSummary::new(client, Some(idle), 8e9);
+        assert_eq!((c.bits_per_client_cpu_s, c.bits_per_server_cpu_s), (4e9, Some(0.0)));
+        assert_eq!(CpuSummary::new(client, None, 8e9).bits_per_server_cpu_s, None);
+    }
+}

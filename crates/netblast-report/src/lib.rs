@@ -18,6 +18,8 @@ pub mod fleet;
 pub mod hlog;
 pub mod html;
 pub mod json;
+mod kinds;
+mod lines;
 pub mod plots;
 pub mod sweep;
 pub mod text;

@@ -1,0 +1,98 @@
+//! A connection-rate test's totals: connections per second, failures by cause, how they
+//! closed, the ports they need, connect latency.
+
+use crate::lines::{pcts, span};
+use netblast_spec::profile::Workload;
+use netblast_spec::result::{RunResult, WaySummary};
+use netblast_spec::units::{fmt_per_s, known};
+use std::fmt::Write;
+
+/// A cps test's totals: connections completed and their rate, failures by cause, SYN
+/// retransmissions, connect latency, what the server served.
+pub(crate) fn summary(s: &mut String, w: &WaySummary, m: &netblast_spec::result::MsgTotals, r: &RunResult) {
+    let Workload::Cps(c) = &r.plan.profile.workload else { return };
+    let conns = m.conns.unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "[SUM] {}  {} connections completed, {} ({} flow{}, {}-byte request, {}-byte response, {})",
+        span(0.0, w.sender.seconds),
+        m.sent,
+        fmt_per_s(m.sent_per_s),
+        w.streams,
+        if w.streams == 1 { "" } else { "s" },
+        c.req_bytes.bytes(),
+        c.resp_bytes.bytes(),
+        close_words(c.close),
+    );
+    if c.close == netblast_spec::profile::CloseMode::Fin {
+        // What the client's ports sustain: each holds TIME_WAIT for 60 s per destination.
+        let ports = r.client.tcp.as_ref().map(|d| f64::from(d.port_count()));
+        let (ports, whose) = match (ports, &r.client.tcp) {
+            (Some(p), Some(d)) => {
+                (p, format!("net.ipv4.ip_local_port_range {}-{}", d.local_ports[0], d.local_ports[1]))
+            }
+            _ => (netblast_spec::verdict::DEFAULT_PORTS, "the kernel's default range".to_string()),
+        };
+        let _ = writeln!(
+            s,
+            "      the client's ports sustain about {} per server address and port ({ports:.0} ports, {whose}, \
+             each in TIME_WAIT for 60 s; without net.ipv4.tcp_tw_reuse, which loopback has)",
+            fmt_per_s(ports / 60.0)
+        );
+    }
+    if let Some(rate) = c.rate {
+        let _ = writeln!(s, "      asked for {} in all", fmt_per_s(rate.per_second()));
+    }
+    if let (Some(served), Some(rv)) = (m.received, w.receiver) {
+        let _ = writeln!(s, "      the server served {served} connections over {:.2} s", rv.seconds);
+    }
+    let failed = m.lost.unwrap_or(0);
+    if failed > 0 {
+        let causes = [
+            ("no free local port (EADDRNOTAVAIL)", conns.port_exhausted),
+            ("refused", conns.refused),
+            (&*format!("timed out ({:?})", c.timeout()), conns.timed_out),
+            ("reset", conns.reset),
+            ("other errors", conns.other),
+        ]
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(what, n)| format!("{n} {what}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+        let pct = failed as f64 * 100.0 / (failed + m.sent).max(1) as f64;
+        let _ = writeln!(s, "      {failed} connections failed ({pct:.2}% of attempts): {causes}");
+    } else {
+        let _ = writeln!(s, "      no connection failed");
+    }
+    let _ = writeln!(
+        s,
+        "      {} SYN retransmissions (each adds 1 s or more to its connect time)",
+        conns.syn_retransmits.map(|n| n.to_string()).unwrap_or_else(|| "unknown (--probe off):".into())
+    );
+    if let Some(l) = &w.latency {
+        let _ = writeln!(s, "Connect latency (connect() call to established, client clock): {}", pcts(l));
+    }
+    if let Some(k) = &w.kernel_rtt {
+        let _ = writeln!(
+            s,
+            "Kernel RTT of the connections (eBPF, every sample after establishment, {} samples): {}",
+            k.count,
+            pcts(k)
+        );
+        let _ = writeln!(
+            s,
+            "      {} segments retransmitted after establishment (per interval in the JSON)",
+            known(w.retransmits)
+        );
+    }
+}
+
+/// How a cps connection ends, in words: who closes first and whose port waits in TIME_WAIT.
+pub(crate) fn close_words(c: netblast_spec::profile::CloseMode) -> &'static str {
+    match c {
+        netblast_spec::profile::CloseMode::Fin => "the client closes first: its port waits in TIME_WAIT",
+        netblast_spec::profile::CloseMode::Rst => "closed by RST: no TIME_WAIT",
+        netblast_spec::profile::CloseMode::Server => "the server closes first: the TIME_WAIT is the server's",
+    }
+}

@@ -1,0 +1,197 @@
+//! An HTTP test's report: its interval columns and lines, its totals (hey's latency
+//! percentiles and histogram, phases, status codes, errors, connections, kernel TCP figures),
+//! and a stepped rate's sweep.
+
+use crate::lines::{iv_span, p50_p99_max, pcts, retransmissions};
+use netblast_spec::hist::{Distribution, LatencySummary};
+use netblast_spec::profile::Profile;
+use netblast_spec::result::{Interval, RunResult};
+use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_ns, fmt_per_s};
+use std::fmt::Write;
+
+pub(crate) fn interval(iv: &Interval, profile: &Profile) -> String {
+    let Some(h) = &iv.http else { return String::new() };
+    let lat = |f: fn(&LatencySummary) -> u64| h.latency.as_ref().map(|l| fmt_ns(f(l) as f64)).unwrap_or_default();
+    format!(
+        "[SUM] {}  {:>12}  {:>12}  {:>9}  {:>9}  {:>9}  {:>6}  {:>4}\n",
+        iv_span(iv, profile),
+        fmt_per_s(h.sent_per_s),
+        fmt_per_s(h.responses_per_s),
+        lat(|l| l.p50_ns),
+        lat(|l| l.p99_ns),
+        lat(|l| l.max_ns),
+        // A response with a status outside the expected set failed as surely as a reset.
+        h.errors + h.failed_status,
+        h.late
+    )
+}
+
+/// The column header.
+pub(crate) const HEADER: &str =
+    "[ ID] Interval           Sent/s        Responses/s   Lat p50    p99        max        Errors  Late\n";
+
+/// Percentiles hey prints in its "Latency distribution".
+pub(crate) const HEY_PERCENTILES: [f64; 8] = [10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9];
+/// Buckets of the response time histogram, and the longest bar.
+pub(crate) const BARS: u64 = 10;
+pub(crate) const BAR_WIDTH: u64 = 40;
+
+/// hey's view of a latency distribution: ten equal-width buckets from the fastest to the
+/// slowest response with a bar each, then the percentiles.
+pub(crate) fn latency_bars(h: &hdrhistogram::Histogram<u64>) -> String {
+    let mut s = String::new();
+    if h.is_empty() {
+        return s;
+    }
+    let (lo, hi) = (h.min(), h.max());
+    let width = ((hi - lo) / BARS).max(1);
+    let mut counts = [0u64; BARS as usize];
+    for v in h.iter_recorded() {
+        let i = ((h.lowest_equivalent(v.value_iterated_to()).max(lo) - lo) / width).min(BARS - 1);
+        counts[i as usize] += v.count_at_value();
+    }
+    let most = counts.iter().copied().max().unwrap_or(1).max(1);
+    let _ = writeln!(s, "  Response time histogram (upper bound of each bucket):");
+    for (i, n) in counts.iter().enumerate() {
+        let upper = if i as u64 == BARS - 1 { hi } else { lo + width * (i as u64 + 1) };
+        let bar = "■".repeat(((n * BAR_WIDTH).div_ceil(most)) as usize);
+        let _ = writeln!(s, "    {:>10} [{n}]\t|{bar}", fmt_ns(upper as f64));
+    }
+    let _ = writeln!(s, "  Latency distribution:");
+    for p in HEY_PERCENTILES {
+        let _ = writeln!(s, "    {p}% in {}", fmt_ns(netblast_spec::hist::at_percentile(h, p) as f64));
+    }
+    s
+}
+
+pub(crate) fn summary(s: &mut String, r: &RunResult) {
+    let Some(h) = &r.summary.http else { return };
+    let streams = r.plan.profile.workload.http().map_or(1, |x| x.streams);
+    let _ = writeln!(
+        s,
+        "HTTP summary ({}, {}{}, {} connections{}, {:.2} s)",
+        h.mode.replace('_', " "),
+        h.version,
+        if h.tls { " over TLS" } else { "" },
+        h.connections.configured,
+        if streams > 1 { format!(" x {streams} streams") } else { String::new() },
+        h.seconds
+    );
+    // "Failed" is one count everywhere (text, --assert http.failed, the HTML): sent, not
+    // succeeded; those without any response are a part of it.
+    let _ = writeln!(
+        s,
+        "  Requests:     {} sent, {} completed ({} without a response); {} succeeded ({}%, status {}), {} failed",
+        h.sent,
+        h.completed,
+        h.sent.saturating_sub(h.completed),
+        h.succeeded,
+        netblast_spec::units::sig3(h.success_ratio * 100.0),
+        r.plan.profile.workload.http().map(|x| x.expected().to_string()).unwrap_or_default(),
+        h.sent.saturating_sub(h.succeeded)
+    );
+    match h.target_rate {
+        Some(t) => {
+            let _ = writeln!(
+                s,
+                "  Rate:         target {}, achieved {} sent, {} responses; {} sent late (no free connection at the intended time)",
+                fmt_per_s(t),
+                fmt_per_s(h.sent_per_s),
+                fmt_per_s(h.responses_per_s),
+                h.late
+            );
+        }
+        None => {
+            let _ = writeln!(s, "  Rate:         {} responses", fmt_per_s(h.responses_per_s));
+        }
+    }
+    // What succeeded beside what was answered (wrk's "Non-2xx", k6's http_req_failed): a
+    // refusal answered fast is not throughput.
+    if h.succeeded < h.sent {
+        let _ = writeln!(
+            s,
+            "  Succeeded:    {} (a status in {}), of {} answered",
+            fmt_per_s(h.succeeded as f64 / h.seconds.max(1e-9)),
+            r.plan.profile.workload.http().map(|x| x.expected().to_string()).unwrap_or_default(),
+            fmt_per_s(h.responses_per_s)
+        );
+    }
+    let secs = h.seconds.max(1e-9);
+    let _ = writeln!(
+        s,
+        "  Transfer:     out {} ({}), in {} ({})",
+        fmt_bytes(h.bytes_sent),
+        fmt_bits_per_s(h.bytes_sent as f64 * 8.0 / secs),
+        fmt_bytes(h.bytes_received),
+        fmt_bits_per_s(h.bytes_received as f64 * 8.0 / secs)
+    );
+    if h.latency.count > 0 {
+        let from = if h.mode == "open_loop" { "from the intended send time" } else { "from the send" };
+        let _ = writeln!(s, "  Latency ({from}): {}", pcts(&h.latency));
+        if let Some(hist) = h.latency.histogram() {
+            s.push_str(&latency_bars(&hist));
+        }
+    }
+    let phase = |name: &str, l: &Option<Distribution>, s: &mut String| {
+        if let Some(l) = l {
+            let _ = writeln!(s, "  {name:<13} {} ({} samples)", p50_p99_max(l), l.count);
+        }
+    };
+    phase("TCP connect:", &h.phases.connect, s);
+    phase("TLS:", &h.phases.tls, s);
+    phase("First byte:", &h.phases.ttfb, s);
+    phase("Body:", &h.phases.body, s);
+    phase("Send lag:", &h.phases.send_lag, s);
+    if !h.status_codes.is_empty() {
+        let codes: Vec<String> = h.status_codes.iter().map(|(c, n)| format!("[{c}] {n}")).collect();
+        let _ = writeln!(s, "  Status codes: {}", codes.join(", "));
+    }
+    for e in &h.errors {
+        let _ = writeln!(s, "  Errors:       {} {} (e.g. {})", e.kind, e.count, e.sample);
+    }
+    let c = &h.connections;
+    let _ = writeln!(
+        s,
+        "  Connections:  {} configured, {} established, {} failed, {} open at most",
+        c.configured, c.established, c.failed, c.peak_open
+    );
+    if let Some(t) = &h.tcp {
+        let _ = writeln!(
+            s,
+            "  TCP (kernel, source {}, {} connections): {}",
+            r.probe.tcp_source,
+            t.connections,
+            retransmissions(Some(t.retransmits), t.retransmit_rate, t.spurious_retransmits)
+        );
+        if let Some(k) = &t.kernel_rtt {
+            let _ = writeln!(s, "  Kernel RTT:   {} ({} samples: ACKs that timed a segment)", p50_p99_max(k), k.count);
+        }
+        if let Some(k) = &t.srtt {
+            let _ = writeln!(s, "  Smoothed RTT: {} (one per connection, at its close)", p50_p99_max(k));
+        }
+    }
+}
+
+/// An HTTP rate sweep's steps, one line each, the first that did not hold marked.
+pub(crate) fn sweep_lines(s: &mut String, r: &RunResult) {
+    let Some(steps) = crate::sweep::steps(r) else { return };
+    let _ = writeln!(s, "Rate sweep: step  seconds        offered     achieved        p50        p99   failed");
+    for st in &steps {
+        let (p50, p99) = match &st.latency {
+            Some(l) => (fmt_ns(l.p50_ns as f64), fmt_ns(l.p99_ns as f64)),
+            None => ("-".into(), "-".into()),
+        };
+        let _ = writeln!(
+            s,
+            "            {:>4}  {:>7} {:>14} {:>12} {:>10} {:>10} {:>8}{}",
+            st.n,
+            format!("{:.0}-{:.0}", st.span.0, st.span.1),
+            fmt_per_s(st.offered),
+            fmt_per_s(st.achieved),
+            p50,
+            p99,
+            st.errors,
+            if st.turned.is_some() { format!("  <- {}", crate::sweep::why(st)) } else { String::new() }
+        );
+    }
+}

@@ -1,0 +1,57 @@
+//! Each kind's part of the human report: its interval columns and lines, its summary, and what
+//! it adds to the TCP lines. The text frame (`text.rs`) asks here and prints the rest (the
+//! header, fleet parts and agents, TCP, CPU, verdicts, notes and errors) the same for every kind.
+//!
+//! A kind plugs in with its module and one arm in each function below.
+
+pub(crate) mod bulk;
+pub(crate) mod cps;
+pub(crate) mod http;
+pub(crate) mod msg;
+
+use netblast_spec::profile::{Kind, Profile, Way};
+use netblast_spec::result::{Interval, RunResult, StreamInfo};
+
+/// The column header of interval lines.
+pub(crate) fn interval_header(profile: &Profile) -> String {
+    match profile.kind() {
+        Kind::Bulk => bulk::header(profile),
+        Kind::Msgrate | Kind::Rr | Kind::Cps => msg::header(profile).to_string(),
+        Kind::Http => http::HEADER.to_string(),
+    }
+}
+
+/// One interval's lines (an interval neither omitted nor a short tail).
+pub(crate) fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String {
+    match profile.kind() {
+        Kind::Bulk => bulk::interval(iv, streams, profile),
+        Kind::Msgrate | Kind::Rr | Kind::Cps => msg::interval(iv, streams, profile),
+        Kind::Http => http::interval(iv, profile),
+    }
+}
+
+/// The kind's totals, after the separator and the fleet's parts.
+pub(crate) fn summary(s: &mut String, r: &RunResult) {
+    match r.plan.profile.kind() {
+        Kind::Bulk => bulk::summary(s, r),
+        Kind::Msgrate | Kind::Rr | Kind::Cps => msg::summary(s, r),
+        Kind::Http => {
+            http::summary(s, r);
+            http::sweep_lines(s, r);
+        }
+    }
+}
+
+/// What the kind adds under a way's TCP line.
+pub(crate) fn way_tcp(s: &mut String, r: &RunResult, way: Way) {
+    if r.plan.profile.kind() == Kind::Bulk {
+        bulk::limit_lines(s, r, way);
+    }
+}
+
+/// What the kind adds after the TCP and CPU lines.
+pub(crate) fn tcp_notes(s: &mut String, r: &RunResult) {
+    if r.plan.profile.kind() == Kind::Rr {
+        msg::rr_kernel_note(s, r);
+    }
+}

@@ -14,10 +14,12 @@
 
 use crate::chart::{self, Plot};
 use crate::figures::{change_percent, fmt_part_figure, p50_p99, part_figure, part_figure_name, target, test_name};
+use crate::markup::esc;
+use crate::markup::lat_cells;
 use crate::plots;
 use netblast_spec::assert::{headline, Figure};
 use netblast_spec::hist::LatencySummary;
-use netblast_spec::profile::{Kind, Way, Workload};
+use netblast_spec::profile::{Kind, Way};
 use netblast_spec::result::CpuUsage;
 use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_ns, fmt_per_s};
 use netblast_spec::RunResult;
@@ -47,10 +49,6 @@ up=th.dataset.up!='1';th.dataset.up=up?'1':'0';rows.sort(function(a,b){var x=a.c
 y=b.children[i].dataset.v||b.children[i].textContent,nx=parseFloat(x),ny=parseFloat(y);\
 var c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:x.localeCompare(y);return up?c:-c;});rows.forEach(function(r){t.appendChild(r);});};});";
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
-
 fn page(title: &str, body: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" \
@@ -65,15 +63,13 @@ pub fn render(name: &str, r: &RunResult) -> Result<String, String> {
     let mut b = String::with_capacity(256 * 1024);
     about(&mut b, &[(name.to_string(), r)]);
     figures_table(&mut b, &[(name.to_string(), r)]);
-    sweep_table(&mut b, r);
+    crate::kinds::html_lead(&mut b, r);
     for (i, p) in plots::plots(r, false)?.iter().enumerate() {
         figure(&mut b, p, i);
     }
     cpu_table(&mut b, &[(name.to_string(), r)]);
-    limits_table(&mut b, r);
     verdicts(&mut b, r);
-    cps_failures(&mut b, r);
-    http_tables(&mut b, r);
+    crate::kinds::html_tables(&mut b, r);
     streams_table(&mut b, r);
     mesh_matrix(&mut b, r);
     tests_table(&mut b, r);
@@ -315,44 +311,6 @@ fn figures_table(out: &mut String, runs: &[(String, &RunResult)]) {
     out.push_str("</table>\n");
 }
 
-fn lat_cells(l: Option<&LatencySummary>) -> String {
-    match l.filter(|l| l.count > 0) {
-        Some(l) => format!(
-            "<td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td>",
-            l.p50_ns,
-            fmt_ns(l.p50_ns as f64),
-            l.p99_ns,
-            fmt_ns(l.p99_ns as f64)
-        ),
-        None => "<td>—</td><td>—</td>".into(),
-    }
-}
-
-/// An HTTP rate sweep: one row per step, the first that missed its rate or latency marked.
-fn sweep_table(out: &mut String, r: &RunResult) {
-    let Some(steps) = crate::sweep::steps(r) else { return };
-    out.push_str(
-        "<h2>Rate sweep: one row per step</h2><table id=\"sweep\"><tr><th>step</th><th>seconds</th>\
-         <th>offered</th><th>achieved</th><th>p50</th><th>p99</th><th>failed</th><th class=\"l\"></th></tr>",
-    );
-    for s in &steps {
-        let _ = write!(
-            out,
-            "<tr{}><td>{}</td><td>{:.0}–{:.0}</td><td>{}</td><td>{}</td>{}<td>{}</td><td class=\"l\">{}</td></tr>",
-            if s.turned.is_some() { " class=\"turn\"" } else { "" },
-            s.n,
-            s.span.0,
-            s.span.1,
-            fmt_per_s(s.offered),
-            fmt_per_s(s.achieved),
-            lat_cells(s.latency.as_ref()),
-            s.errors,
-            esc(&crate::sweep::why(s))
-        );
-    }
-    out.push_str("</table>\n");
-}
-
 fn cpu_cells(c: Option<&CpuUsage>) -> String {
     match c.filter(|c| c.wall_s > 0.0) {
         Some(c) => format!(
@@ -415,32 +373,6 @@ fn cpu_table(out: &mut String, runs: &[(String, &RunResult)]) {
     out.push_str("</table>\n");
 }
 
-/// What limited each way's TCP senders over the run, and the verdict with its fix.
-fn limits_table(out: &mut String, r: &RunResult) {
-    let d = netblast_spec::diagnose::tcp(r);
-    if d.is_empty() || r.plan.profile.kind() != Kind::Bulk {
-        return;
-    }
-    out.push_str(
-        "<h2>What limited the senders</h2><table id=\"limits\"><tr><th class=\"l\">way</th><th>receiver window</th>\
-         <th>send buffer</th><th>congestion window or path</th><th>nothing to send</th><th class=\"l\">verdict</th></tr>",
-    );
-    for x in &d {
-        let s = x.shares;
-        let _ = write!(
-            out,
-            "<tr><td class=\"l\">{}</td><td>{:.0}%</td><td>{:.0}%</td><td>{:.0}%</td><td>{:.0}%</td><td class=\"l\">{}</td></tr>",
-            plots::way_name(x.way),
-            s.rwnd * 100.0,
-            s.sndbuf * 100.0,
-            s.cwnd * 100.0,
-            s.app * 100.0,
-            esc(&x.verdict)
-        );
-    }
-    out.push_str("</table>\n");
-}
-
 /// The UDP, HTTP and hosts' verdicts, and each host's CPUs over the test.
 fn verdicts(out: &mut String, r: &RunResult) {
     let v = netblast_spec::verdict::beyond_tcp(r);
@@ -475,114 +407,6 @@ fn verdicts(out: &mut String, r: &RunResult) {
                 p(c.steal)
             );
         }
-    }
-    out.push_str("</table>\n");
-}
-
-/// cps: the connections that failed, by cause, and SYN retransmissions.
-fn cps_failures(out: &mut String, r: &RunResult) {
-    let Workload::Cps(c) = &r.plan.profile.workload else { return };
-    let Some(m) = r.summary.ways.iter().find_map(|w| w.msgs.as_ref()) else { return };
-    let k = m.conns.unwrap_or_default();
-    let _ = write!(
-        out,
-        "<h2>Connections</h2><table id=\"connections\"><tr><th class=\"l\">established</th><td>{}</td></tr>\
-         <tr><th class=\"l\">failed</th><td>{}</td></tr>\
-         <tr><th class=\"l\">&nbsp; no free local port (EADDRNOTAVAIL)</th><td>{}</td></tr>\
-         <tr><th class=\"l\">&nbsp; refused</th><td>{}</td></tr>\
-         <tr><th class=\"l\">&nbsp; timed out ({:?})</th><td>{}</td></tr>\
-         <tr><th class=\"l\">&nbsp; reset</th><td>{}</td></tr>\
-         <tr><th class=\"l\">&nbsp; other errors</th><td>{}</td></tr>\
-         <tr><th class=\"l\">SYNs retransmitted</th><td>{}</td></tr></table>",
-        m.sent,
-        m.lost.unwrap_or(0),
-        k.port_exhausted,
-        k.refused,
-        c.timeout(),
-        k.timed_out,
-        k.reset,
-        k.other,
-        k.syn_retransmits.map(|n| n.to_string()).unwrap_or_else(|| "not read (--probe off)".into()),
-    );
-    out.push('\n');
-}
-
-/// HTTP: status codes, failures by class, where the time went (phases), connections.
-fn http_tables(out: &mut String, r: &RunResult) {
-    let Some(h) = &r.summary.http else { return };
-    let _ = write!(
-        out,
-        "<h2>HTTP</h2><table id=\"http\"><tr><th class=\"l\">mode</th><td class=\"l\">{} {}{}</td></tr>\
-         <tr><th class=\"l\">requests sent</th><td>{} ({})</td></tr>\
-         <tr><th class=\"l\">responses</th><td>{} ({})</td></tr>\
-         <tr><th class=\"l\">succeeded (expected status)</th><td>{} ({:.2}%)</td></tr>\
-         <tr><th class=\"l\">sent late (open loop: behind the schedule)</th><td>{}</td></tr>\
-         <tr><th class=\"l\">bytes sent / received</th><td>{} / {}</td></tr>\
-         <tr><th class=\"l\">connections configured / established / failed / most open</th><td>{} / {} / {} / {}</td></tr>",
-        esc(&h.mode.replace('_', " ")),
-        esc(match h.version.as_str() {
-            "http1" => "HTTP/1.1",
-            "http2" => "HTTP/2",
-            v => v,
-        }),
-        if h.tls { " over TLS" } else { "" },
-        h.sent,
-        fmt_per_s(h.sent_per_s),
-        h.completed,
-        fmt_per_s(h.responses_per_s),
-        h.succeeded,
-        h.success_ratio * 100.0,
-        h.late,
-        fmt_bytes(h.bytes_sent),
-        fmt_bytes(h.bytes_received),
-        h.connections.configured,
-        h.connections.established,
-        h.connections.failed,
-        h.connections.peak_open,
-    );
-    if let Some(t) = h.target_rate {
-        let _ = write!(out, "<tr><th class=\"l\">target rate</th><td>{}</td></tr>", fmt_per_s(t));
-    }
-    out.push_str("</table>\n<table id=\"status\"><tr><th class=\"l\">status</th><th>responses</th></tr>");
-    for (code, n) in &h.status_codes {
-        let _ = write!(out, "<tr><td class=\"l\">{}</td><td>{n}</td></tr>", esc(code));
-    }
-    out.push_str("</table>\n");
-    if !h.errors.is_empty() {
-        out.push_str(
-            "<table id=\"errors\"><tr><th class=\"l\">failure</th><th>count</th><th class=\"l\">e.g.</th></tr>",
-        );
-        for e in &h.errors {
-            let _ = write!(
-                out,
-                "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
-                esc(&e.kind),
-                e.count,
-                esc(&e.sample)
-            );
-        }
-        out.push_str("</table>\n");
-    }
-    let ph = &h.phases;
-    let phases = [
-        ("TCP connect", &ph.connect),
-        ("TLS handshake", &ph.tls),
-        ("time to first byte", &ph.ttfb),
-        ("body", &ph.body),
-        ("send lag (open loop: sent after its scheduled instant)", &ph.send_lag),
-    ];
-    out.push_str(
-        "<table id=\"phases\"><tr><th class=\"l\">phase</th><th>count</th><th>p50</th><th>p99</th><th>max</th></tr>",
-    );
-    for (name, d) in phases {
-        let Some(l) = d.as_deref().filter(|l| l.count > 0) else { continue };
-        let _ = write!(
-            out,
-            "<tr><td class=\"l\">{name}</td><td>{}</td>{}<td>{}</td></tr>",
-            l.count,
-            lat_cells(Some(l)),
-            fmt_ns(l.max_ns as f64)
-        );
     }
     out.push_str("</table>\n");
 }

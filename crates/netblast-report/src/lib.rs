@@ -20,6 +20,7 @@ pub mod html;
 pub mod json;
 mod kinds;
 mod lines;
+mod markup;
 pub mod plots;
 pub mod sweep;
 pub mod text;

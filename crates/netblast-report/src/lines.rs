@@ -103,3 +103,11 @@ pub(crate) fn retransmissions(n: Option<u64>, rate: Option<f64>, spurious: Optio
 pub(crate) fn p50_p99_max(l: &LatencySummary) -> String {
     format!("p50 {} p99 {} max {}", fmt_ns(l.p50_ns as f64), fmt_ns(l.p99_ns as f64), fmt_ns(l.max_ns as f64))
 }
+
+/// A direction's name for people.
+pub fn way_name(w: Way) -> &'static str {
+    match w {
+        Way::Up => "client → server",
+        Way::Down => "server → client",
+    }
+}

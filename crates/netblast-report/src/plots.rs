@@ -43,13 +43,7 @@ pub const ORDER: [&str; 14] = [
 /// parts on one plot.
 pub const PER_RUN: [&str; 1] = ["limits"];
 
-/// A direction's name for people.
-pub fn way_name(w: Way) -> &'static str {
-    match w {
-        Way::Up => "client → server",
-        Way::Down => "server → client",
-    }
-}
+pub use crate::lines::way_name;
 
 /// Whether the result is UDP (msgrate or rr over UDP).
 pub fn is_udp(r: &RunResult) -> bool {

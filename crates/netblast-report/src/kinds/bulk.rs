@@ -1,7 +1,9 @@
 //! A bulk test's report: its interval columns (a paced test says its rate first), each
 //! stream's and way's lines (iperf3's), its totals, and what limited its senders.
 
+use crate::lines::way_name;
 use crate::lines::{id_col, iv_span, label, span, MAX_STREAM_LINES};
+use crate::markup::esc;
 use netblast_spec::profile::{Profile, Way, Workload};
 use netblast_spec::result::{Interval, RunResult, StreamInfo, WaySummary};
 use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, known};
@@ -169,4 +171,30 @@ pub(crate) fn limit_lines(s: &mut String, r: &RunResult, way: Way) {
         pct(x.app)
     );
     let _ = writeln!(s, "      verdict: {}", d.verdict);
+}
+
+/// What limited each way's TCP senders over the run, and the verdict with its fix.
+pub(crate) fn limits_table(out: &mut String, r: &RunResult) {
+    let d = netblast_spec::diagnose::tcp(r);
+    if d.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<h2>What limited the senders</h2><table id=\"limits\"><tr><th class=\"l\">way</th><th>receiver window</th>\
+         <th>send buffer</th><th>congestion window or path</th><th>nothing to send</th><th class=\"l\">verdict</th></tr>",
+    );
+    for x in &d {
+        let s = x.shares;
+        let _ = write!(
+            out,
+            "<tr><td class=\"l\">{}</td><td>{:.0}%</td><td>{:.0}%</td><td>{:.0}%</td><td>{:.0}%</td><td class=\"l\">{}</td></tr>",
+            way_name(x.way),
+            s.rwnd * 100.0,
+            s.sndbuf * 100.0,
+            s.cwnd * 100.0,
+            s.app * 100.0,
+            esc(&x.verdict)
+        );
+    }
+    out.push_str("</table>\n");
 }

@@ -96,3 +96,31 @@ pub(crate) fn close_words(c: netblast_spec::profile::CloseMode) -> &'static str 
         netblast_spec::profile::CloseMode::Server => "the server closes first: the TIME_WAIT is the server's",
     }
 }
+
+/// cps: the connections that failed, by cause, and SYN retransmissions.
+pub(crate) fn failures_table(out: &mut String, r: &RunResult) {
+    let Workload::Cps(c) = &r.plan.profile.workload else { return };
+    let Some(m) = r.summary.ways.iter().find_map(|w| w.msgs.as_ref()) else { return };
+    let k = m.conns.unwrap_or_default();
+    let _ = write!(
+        out,
+        "<h2>Connections</h2><table id=\"connections\"><tr><th class=\"l\">established</th><td>{}</td></tr>\
+         <tr><th class=\"l\">failed</th><td>{}</td></tr>\
+         <tr><th class=\"l\">&nbsp; no free local port (EADDRNOTAVAIL)</th><td>{}</td></tr>\
+         <tr><th class=\"l\">&nbsp; refused</th><td>{}</td></tr>\
+         <tr><th class=\"l\">&nbsp; timed out ({:?})</th><td>{}</td></tr>\
+         <tr><th class=\"l\">&nbsp; reset</th><td>{}</td></tr>\
+         <tr><th class=\"l\">&nbsp; other errors</th><td>{}</td></tr>\
+         <tr><th class=\"l\">SYNs retransmitted</th><td>{}</td></tr></table>",
+        m.sent,
+        m.lost.unwrap_or(0),
+        k.port_exhausted,
+        k.refused,
+        c.timeout(),
+        k.timed_out,
+        k.reset,
+        k.other,
+        k.syn_retransmits.map(|n| n.to_string()).unwrap_or_else(|| "not read (--probe off)".into()),
+    );
+    out.push('\n');
+}

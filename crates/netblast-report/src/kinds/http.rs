@@ -3,6 +3,8 @@
 //! and a stepped rate's sweep.
 
 use crate::lines::{iv_span, p50_p99_max, pcts, retransmissions};
+use crate::markup::esc;
+use crate::markup::lat_cells;
 use netblast_spec::hist::{Distribution, LatencySummary};
 use netblast_spec::profile::Profile;
 use netblast_spec::result::{Interval, RunResult};
@@ -194,4 +196,109 @@ pub(crate) fn sweep_lines(s: &mut String, r: &RunResult) {
             if st.turned.is_some() { format!("  <- {}", crate::sweep::why(st)) } else { String::new() }
         );
     }
+}
+
+/// An HTTP rate sweep: one row per step, the first that missed its rate or latency marked.
+pub(crate) fn sweep_table(out: &mut String, r: &RunResult) {
+    let Some(steps) = crate::sweep::steps(r) else { return };
+    out.push_str(
+        "<h2>Rate sweep: one row per step</h2><table id=\"sweep\"><tr><th>step</th><th>seconds</th>\
+         <th>offered</th><th>achieved</th><th>p50</th><th>p99</th><th>failed</th><th class=\"l\"></th></tr>",
+    );
+    for s in &steps {
+        let _ = write!(
+            out,
+            "<tr{}><td>{}</td><td>{:.0}–{:.0}</td><td>{}</td><td>{}</td>{}<td>{}</td><td class=\"l\">{}</td></tr>",
+            if s.turned.is_some() { " class=\"turn\"" } else { "" },
+            s.n,
+            s.span.0,
+            s.span.1,
+            fmt_per_s(s.offered),
+            fmt_per_s(s.achieved),
+            lat_cells(s.latency.as_ref()),
+            s.errors,
+            esc(&crate::sweep::why(s))
+        );
+    }
+    out.push_str("</table>\n");
+}
+
+/// HTTP: status codes, failures by class, where the time went (phases), connections.
+pub(crate) fn tables(out: &mut String, r: &RunResult) {
+    let Some(h) = &r.summary.http else { return };
+    let _ = write!(
+        out,
+        "<h2>HTTP</h2><table id=\"http\"><tr><th class=\"l\">mode</th><td class=\"l\">{} {}{}</td></tr>\
+         <tr><th class=\"l\">requests sent</th><td>{} ({})</td></tr>\
+         <tr><th class=\"l\">responses</th><td>{} ({})</td></tr>\
+         <tr><th class=\"l\">succeeded (expected status)</th><td>{} ({:.2}%)</td></tr>\
+         <tr><th class=\"l\">sent late (open loop: behind the schedule)</th><td>{}</td></tr>\
+         <tr><th class=\"l\">bytes sent / received</th><td>{} / {}</td></tr>\
+         <tr><th class=\"l\">connections configured / established / failed / most open</th><td>{} / {} / {} / {}</td></tr>",
+        esc(&h.mode.replace('_', " ")),
+        esc(match h.version.as_str() {
+            "http1" => "HTTP/1.1",
+            "http2" => "HTTP/2",
+            v => v,
+        }),
+        if h.tls { " over TLS" } else { "" },
+        h.sent,
+        fmt_per_s(h.sent_per_s),
+        h.completed,
+        fmt_per_s(h.responses_per_s),
+        h.succeeded,
+        h.success_ratio * 100.0,
+        h.late,
+        fmt_bytes(h.bytes_sent),
+        fmt_bytes(h.bytes_received),
+        h.connections.configured,
+        h.connections.established,
+        h.connections.failed,
+        h.connections.peak_open,
+    );
+    if let Some(t) = h.target_rate {
+        let _ = write!(out, "<tr><th class=\"l\">target rate</th><td>{}</td></tr>", fmt_per_s(t));
+    }
+    out.push_str("</table>\n<table id=\"status\"><tr><th class=\"l\">status</th><th>responses</th></tr>");
+    for (code, n) in &h.status_codes {
+        let _ = write!(out, "<tr><td class=\"l\">{}</td><td>{n}</td></tr>", esc(code));
+    }
+    out.push_str("</table>\n");
+    if !h.errors.is_empty() {
+        out.push_str(
+            "<table id=\"errors\"><tr><th class=\"l\">failure</th><th>count</th><th class=\"l\">e.g.</th></tr>",
+        );
+        for e in &h.errors {
+            let _ = write!(
+                out,
+                "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+                esc(&e.kind),
+                e.count,
+                esc(&e.sample)
+            );
+        }
+        out.push_str("</table>\n");
+    }
+    let ph = &h.phases;
+    let phases = [
+        ("TCP connect", &ph.connect),
+        ("TLS handshake", &ph.tls),
+        ("time to first byte", &ph.ttfb),
+        ("body", &ph.body),
+        ("send lag (open loop: sent after its scheduled instant)", &ph.send_lag),
+    ];
+    out.push_str(
+        "<table id=\"phases\"><tr><th class=\"l\">phase</th><th>count</th><th>p50</th><th>p99</th><th>max</th></tr>",
+    );
+    for (name, d) in phases {
+        let Some(l) = d.as_deref().filter(|l| l.count > 0) else { continue };
+        let _ = write!(
+            out,
+            "<tr><td class=\"l\">{name}</td><td>{}</td>{}<td>{}</td></tr>",
+            l.count,
+            lat_cells(Some(l)),
+            fmt_ns(l.max_ns as f64)
+        );
+    }
+    out.push_str("</table>\n");
 }

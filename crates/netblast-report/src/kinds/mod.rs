@@ -55,3 +55,20 @@ pub(crate) fn tcp_notes(s: &mut String, r: &RunResult) {
         msg::rr_kernel_note(s, r);
     }
 }
+
+/// The kind's tables of the HTML page above its figures.
+pub(crate) fn html_lead(out: &mut String, r: &RunResult) {
+    if r.plan.profile.kind() == Kind::Http {
+        http::sweep_table(out, r);
+    }
+}
+
+/// The kind's tables of the HTML page after the CPU table and the verdicts.
+pub(crate) fn html_tables(out: &mut String, r: &RunResult) {
+    match r.plan.profile.kind() {
+        Kind::Bulk => bulk::limits_table(out, r),
+        Kind::Cps => cps::failures_table(out, r),
+        Kind::Http => http::tables(out, r),
+        Kind::Msgrate | Kind::Rr => {}
+    }
+}

@@ -1,5 +1,10 @@
 //! `[bulk]`: TCP bulk streams (iperf3's test).
 
+use super::flags::{set, SharedFlags};
+use super::section::{check_flows, plural, FieldError, Section};
+use super::Kind;
+use super::RunSection;
+use crate::error::SpecError;
 use crate::units::ByteSize;
 use serde::{Deserialize, Serialize};
 
@@ -122,6 +127,130 @@ impl Default for BulkSection {
             bitrate: None,
             server_cpus: None,
         }
+    }
+}
+
+impl Section for BulkSection {
+    fn kind(&self) -> Kind {
+        Kind::Bulk
+    }
+
+    fn describe(&self, bound: &str) -> String {
+        let dir = match self.direction {
+            Direction::Forward => "client to server",
+            Direction::Reverse => "server to client",
+            Direction::Bidir => "both ways",
+        };
+        let bytes = self.bytes.map(|n| format!(", {n} in total")).unwrap_or_default();
+        let paced = self.bitrate.map(|r| format!(", each paced to {r}")).unwrap_or_default();
+        format!(
+            "bulk: {} TCP flow{} {dir}, {} per send{bytes}{paced}, {bound}",
+            self.flows,
+            plural(self.flows),
+            self.block_bytes
+        )
+    }
+
+    fn check(&self) -> Result<(), FieldError> {
+        check_flows("bulk.flows", Some(self.flows))?;
+        if self.block_bytes.bytes() == 0 || self.block_bytes.bytes() > 64 << 20 {
+            return Err(("bulk.block_bytes", format!("{} is outside 1..64MiB", self.block_bytes)));
+        }
+        if self.bytes.is_some_and(|n| n.bytes() == 0) {
+            return Err(("bulk.bytes", "must be greater than 0".into()));
+        }
+        if let Some(r) = self.bitrate {
+            // The kernel takes bytes per second in 64 bits; below 8 bit/s it is 0.
+            if !(r.0.is_finite() && (8.0..=1e13).contains(&r.0)) {
+                return Err(("bulk.bitrate", format!("{r} is outside 8 bit/s..10 Tbit/s")));
+            }
+        }
+        Ok(())
+    }
+
+    fn count_bound(&self) -> bool {
+        self.bytes.is_some()
+    }
+
+    fn bound_hint(&self) -> String {
+        "set run.duration or bulk.bytes".to_string()
+    }
+
+    fn ways(&self) -> &'static [Way] {
+        self.direction.ways()
+    }
+
+    fn stream_count(&self, _cpus: usize) -> usize {
+        self.flows as usize * self.direction.ways().len()
+    }
+
+    fn flow_count_mut(&mut self) -> Option<&mut u32> {
+        Some(&mut self.flows)
+    }
+
+    fn share_totals(&mut self, _f: f64, part_of: &dyn Fn(u64) -> u64) {
+        if let Some(n) = self.bytes.as_mut() {
+            n.0 = part_of(n.0);
+        }
+    }
+
+    fn server_cpus(&self) -> Option<&crate::units::CpuList> {
+        self.server_cpus.as_ref()
+    }
+
+    fn pins_server(&self) -> bool {
+        self.server_cpus.is_some()
+    }
+}
+
+/// bulk's own flags (the ones it shares with other kinds are [`SharedFlags`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct BulkFlags {
+    /// Stop after this many bytes in total (e.g. 10GiB); the duration still caps the run.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub bytes: Option<ByteSize>,
+    /// Send without copying from user space: sendfile (default) or msg (MSG_ZEROCOPY).
+    #[cfg_attr(feature = "clap", arg(long = "zerocopy", short = 'Z', num_args = 0..=1, default_missing_value = "sendfile", value_enum))]
+    pub send_mode: Option<SendMode>,
+}
+
+impl BulkFlags {
+    /// The flags that are set.
+    pub(crate) fn set(&self) -> Vec<&'static str> {
+        let set = [("--bytes", self.bytes.is_some()), ("--zerocopy", self.send_mode.is_some())];
+        set.into_iter().filter(|(_, on)| *on).map(|(f, _)| f).collect()
+    }
+}
+
+impl BulkSection {
+    /// Applies the bulk flags (`--bytes` makes the byte count the bound, as iperf3 -n).
+    pub fn apply(&mut self, own: &BulkFlags, shared: &SharedFlags, run: &mut RunSection) -> Result<(), SpecError> {
+        set(&mut self.flows, shared.flows);
+        if let Some(n) = own.bytes {
+            self.bytes = Some(n);
+            if shared.duration.is_none() {
+                // As iperf3 -n: the byte count is the bound; the time cap still applies.
+                run.duration = None;
+            }
+        }
+        if shared.reverse {
+            self.direction = Direction::Reverse;
+        }
+        if shared.bidir {
+            self.direction = Direction::Bidir;
+        }
+        set(&mut self.block_bytes, shared.block);
+        set(&mut self.send_mode, own.send_mode);
+        if let Some(r) = shared.bitrate {
+            // -b 0: as fast as TCP goes (iperf3's unlimited). A TCP test stays TCP: -u is the
+            // only way to UDP.
+            self.bitrate = (r.0 > 0.0).then_some(r);
+        }
+        if shared.server_cpus.is_some() {
+            self.server_cpus = shared.server_cpus.clone();
+        }
+        Ok(())
     }
 }
 

@@ -2,6 +2,11 @@
 //! optionally exchange a request and a response, close it, and again, one flow per pinned CPU.
 //! What firewall, SNAT and load-balancer tests measure.
 
+use super::flags::{flag_err, parse_rate_range, set, SharedFlags};
+use super::section::{check_flows, flows_words, FieldError, Section};
+use super::RunSection;
+use super::{Kind, Way};
+use crate::error::SpecError;
 use crate::units::{ByteSize, CpuList, Dur, Rate};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -101,5 +106,121 @@ impl Default for CpsSection {
             timeout: None,
             server_cpus: None,
         }
+    }
+}
+
+impl Section for CpsSection {
+    fn kind(&self) -> Kind {
+        Kind::Cps
+    }
+
+    fn describe(&self, bound: &str) -> String {
+        format!(
+            "cps: TCP connections{}, {}-byte request and {}-byte response on each, close with {}, {}, {bound}",
+            self.rate.map(|r| format!(" at {} in all", crate::units::fmt_per_s(r.per_second()))).unwrap_or_default(),
+            self.req_bytes.bytes(),
+            self.resp_bytes.bytes(),
+            self.close.name().to_uppercase(),
+            flows_words(self.flows),
+        )
+    }
+
+    fn check(&self) -> Result<(), FieldError> {
+        check_flows("cps.flows", self.flows)?;
+        for (field, v) in [("cps.req_bytes", self.req_bytes), ("cps.resp_bytes", self.resp_bytes)] {
+            if v.bytes() > CpsSection::MAX_MSG {
+                return Err((field, format!("{} is outside 0..{} bytes", v.bytes(), CpsSection::MAX_MSG)));
+            }
+        }
+        if let Some(r) = self.rate {
+            if !(r.per_second() >= 1.0 && r.per_second() <= 1e8) {
+                return Err(("cps.rate", format!("{} connections/s is outside 1..100M", r.per_second())));
+            }
+        }
+        if let Some(t) = self.timeout {
+            if t.get() < Duration::from_millis(1) || t.get() > CpsSection::MAX_TIMEOUT {
+                return Err(("cps.timeout", format!("{t} is outside 1ms..60s")));
+            }
+        }
+        Ok(())
+    }
+
+    fn ways(&self) -> &'static [Way] {
+        &[Way::Up]
+    }
+
+    fn stream_count(&self, cpus: usize) -> usize {
+        self.flows.map(|f| f as usize).unwrap_or(cpus.max(1))
+    }
+
+    fn flows_per_cpu(&self) -> bool {
+        self.flows.is_none()
+    }
+
+    fn flow_count_mut(&mut self) -> Option<&mut u32> {
+        self.flows.as_mut()
+    }
+
+    fn share_totals(&mut self, f: f64, _part_of: &dyn Fn(u64) -> u64) {
+        if let Some(r) = self.rate.as_mut() {
+            r.0 *= f;
+        }
+    }
+
+    fn server_cpus(&self) -> Option<&CpuList> {
+        self.server_cpus.as_ref()
+    }
+
+    fn counts_msgs(&self) -> bool {
+        true
+    }
+
+    fn nodelay_default(&self) -> bool {
+        true
+    }
+}
+
+/// cps' own flags (the ones it shares with other kinds are [`SharedFlags`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct CpsFlags {
+    /// cps: how each connection ends: fin (the client closes first; its port waits in
+    /// TIME_WAIT), rst (SO_LINGER 0, as ethr: no TIME_WAIT, no port exhaustion) or server (the
+    /// server closes first, as netperf TCP_CRR: the TIME_WAIT is the server's).
+    #[cfg_attr(feature = "clap", arg(long, value_enum))]
+    pub close: Option<CloseMode>,
+}
+
+impl CpsFlags {
+    /// The flags that are set.
+    pub(crate) fn set(&self) -> Vec<&'static str> {
+        let set = [("--close", self.close.is_some())];
+        set.into_iter().filter(|(_, on)| *on).map(|(f, _)| f).collect()
+    }
+}
+
+impl CpsSection {
+    /// Applies the cps flags (one rate: a ramp is refused).
+    pub fn apply(&mut self, own: &CpsFlags, shared: &SharedFlags, _run: &mut RunSection) -> Result<(), SpecError> {
+        if shared.flows.is_some() {
+            self.flows = shared.flows;
+        }
+        set(&mut self.req_bytes, shared.req_size);
+        set(&mut self.resp_bytes, shared.resp_size);
+        if let Some(r) = &shared.rate {
+            let (rate, to) = parse_rate_range(r).map_err(|e| flag_err("--rate", e))?;
+            if to.is_some() {
+                return Err(flag_err("--rate", "a cps test runs at one rate; ramps are for http tests".into()));
+            }
+            self.rate = Some(rate);
+        }
+        if shared.timeout.is_some() {
+            self.timeout = shared.timeout;
+        }
+        set(&mut self.close, own.close);
+        if shared.server_cpus.is_some() {
+            self.server_cpus = shared.server_cpus.clone();
+        }
+        Ok(())
     }
 }

@@ -2,6 +2,13 @@
 //! (as fast as responses come back) or open loop (requests at intended times, latency from the
 //! intended time).
 
+#[cfg(feature = "clap")]
+use super::flags::parse_connections;
+use super::flags::{flag_err, parse_rate_range, set, SharedFlags};
+use super::section::{plural, FieldError, Section};
+use super::RunSection;
+use super::{Kind, Way};
+use crate::error::SpecError;
 use crate::units::{ByteSize, Dur, Rate};
 use serde::{Deserialize, Serialize};
 
@@ -283,8 +290,8 @@ impl HttpSection {
         Ok(())
     }
 
-    /// Checks the section; errors are (field, message).
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
+    /// Checks the section's fields ([`Section::check`]); errors are (field, message).
+    fn check_fields(&self) -> Result<(), FieldError> {
         if self.urls.is_empty() {
             return Err(("http.urls", "names no URL".into()));
         }
@@ -350,6 +357,227 @@ impl HttpSection {
         }
         if self.timeout.is_some_and(|t| t.get().is_zero()) {
             return Err(("http.timeout", "must be greater than 0".into()));
+        }
+        Ok(())
+    }
+}
+
+impl Section for HttpSection {
+    fn kind(&self) -> Kind {
+        Kind::Http
+    }
+
+    fn describe(&self, bound: &str) -> String {
+        let mode = match (self.rate, self.rate_to, self.steps.is_empty()) {
+            (Some(a), Some(b), _) => format!("open loop {a} to {b}"),
+            (Some(a), None, _) => format!("open loop at {a}"),
+            (None, _, false) => {
+                let d = self.steps[0].duration;
+                let each =
+                    if self.steps.iter().all(|s| s.duration == d) { format!(" of {d} each") } else { String::new() };
+                format!("open loop in {} steps{each}", self.steps.len())
+            }
+            (None, _, true) => "closed loop".to_string(),
+        };
+        let n = self.requests.map(|n| format!(", {n} requests")).unwrap_or_default();
+        format!(
+            "http: {} {}, {} connection{}, {mode}{n}, {bound}",
+            self.method,
+            self.urls.join(" "),
+            self.connections,
+            plural(self.connections)
+        )
+    }
+
+    fn check(&self) -> Result<(), FieldError> {
+        self.check_fields()
+    }
+
+    fn count_bound(&self) -> bool {
+        self.requests.is_some() || !self.steps.is_empty()
+    }
+
+    fn bound_hint(&self) -> String {
+        "set run.duration, http.requests or http.steps".to_string()
+    }
+
+    fn own_duration(&self) -> Option<std::time::Duration> {
+        (!self.steps.is_empty()).then(|| self.steps_duration())
+    }
+
+    fn ways(&self) -> &'static [Way] {
+        &[]
+    }
+
+    fn stream_count(&self, _cpus: usize) -> usize {
+        0
+    }
+
+    fn flow_count_mut(&mut self) -> Option<&mut u32> {
+        Some(&mut self.connections)
+    }
+
+    fn share_totals(&mut self, f: f64, part_of: &dyn Fn(u64) -> u64) {
+        for r in [self.rate.as_mut(), self.rate_to.as_mut()].into_iter().flatten() {
+            r.0 *= f;
+        }
+        for step in &mut self.steps {
+            step.rate.0 *= f;
+        }
+        if let Some(n) = self.requests.as_mut() {
+            *n = part_of(*n);
+        }
+    }
+}
+
+/// http's own flags (the ones it shares with other kinds are [`SharedFlags`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct HttpFlags {
+    /// http: URL to request (repeat for several, used round-robin); paths go to --target.
+    #[cfg_attr(feature = "clap", arg(long = "url", value_name = "URL"))]
+    pub urls: Vec<String>,
+    /// http: request method.
+    #[cfg_attr(feature = "clap", arg(long, short = 'X'))]
+    pub method: Option<String>,
+    /// http: extra request header "Name: value" (repeatable).
+    #[cfg_attr(feature = "clap", arg(long = "header", short = 'H', value_name = "NAME: VALUE"))]
+    pub headers: Vec<String>,
+    /// http: request body.
+    #[cfg_attr(feature = "clap", arg(long, conflicts_with = "body_file"))]
+    pub body: Option<String>,
+    /// http: request body from a file.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub body_file: Option<String>,
+    /// http: use HTTP/1.1.
+    #[cfg_attr(feature = "clap", arg(long, conflicts_with = "http2"))]
+    pub http1: bool,
+    /// http: use HTTP/2 (h2 over TLS by ALPN, h2c with prior knowledge over plain TCP).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub http2: bool,
+    /// http: fetch paths over HTTPS from --target.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub tls: bool,
+    /// http: accept any server certificate.
+    #[cfg_attr(feature = "clap", arg(long, short = 'k'))]
+    pub insecure: bool,
+    /// http: trust the CA certificates in this PEM file.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub cacert: Option<String>,
+    /// http: TLS server name to send and verify.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub sni: Option<String>,
+    /// http: connections (`-c` as wrk and h2load take it; iperf3's `-c HOST` is `run HOST`).
+    #[cfg_attr(feature = "clap", arg(long, short = 'c', value_parser = parse_connections))]
+    pub connections: Option<u32>,
+    /// http: HTTP/2 requests in flight at once per connection (as h2load -m; default 1).
+    #[cfg_attr(feature = "clap", arg(long, short = 'm'))]
+    pub streams: Option<u32>,
+    /// http: open a new connection (and TLS handshake) for every request.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub no_keepalive: bool,
+    /// http: the status codes that count as succeeded (default 2xx; e.g. 200-399, 2xx,304).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "CODES"))]
+    pub expect_status: Option<String>,
+    /// http: stop after this many requests in total.
+    #[cfg_attr(feature = "clap", arg(long, short = 'n'))]
+    pub requests: Option<u64>,
+    /// http: length of the --rate ramp (default: the whole run).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub ramp: Option<Dur>,
+}
+
+impl HttpFlags {
+    /// The flags that are set.
+    pub(crate) fn set(&self) -> Vec<&'static str> {
+        let set = [
+            ("--url", !self.urls.is_empty()),
+            ("--method", self.method.is_some()),
+            ("--header", !self.headers.is_empty()),
+            ("--body", self.body.is_some()),
+            ("--body-file", self.body_file.is_some()),
+            ("--http1/--http2", self.http1 || self.http2),
+            ("--tls", self.tls),
+            ("--insecure", self.insecure),
+            ("--cacert", self.cacert.is_some()),
+            ("--sni", self.sni.is_some()),
+            ("--connections", self.connections.is_some()),
+            ("--streams", self.streams.is_some()),
+            ("--no-keepalive", self.no_keepalive),
+            ("--expect-status", self.expect_status.is_some()),
+            ("--requests", self.requests.is_some()),
+            ("--ramp", self.ramp.is_some()),
+        ];
+        set.into_iter().filter(|(_, on)| *on).map(|(f, _)| f).collect()
+    }
+}
+
+impl HttpSection {
+    /// Applies the http flags (`--requests` makes the request count the bound, as hey -n).
+    pub fn apply(&mut self, own: &HttpFlags, shared: &SharedFlags, run: &mut RunSection) -> Result<(), SpecError> {
+        if !own.urls.is_empty() {
+            self.urls = own.urls.clone();
+            self.weights = None;
+        }
+        if let Some(m) = &own.method {
+            self.method = m.to_ascii_uppercase();
+        }
+        self.headers.extend(own.headers.iter().cloned());
+        if own.body.is_some() {
+            self.body = own.body.clone();
+            self.body_file = None;
+        }
+        if own.body_file.is_some() {
+            self.body_file = own.body_file.clone();
+            self.body = None;
+        }
+        if own.http1 {
+            self.version = HttpVersion::Http1;
+        } else if own.http2 {
+            self.version = HttpVersion::Http2;
+        }
+        self.tls |= own.tls;
+        self.insecure |= own.insecure;
+        if own.cacert.is_some() {
+            self.cacert = own.cacert.clone();
+        }
+        if own.sni.is_some() {
+            self.sni = own.sni.clone();
+        }
+        set(&mut self.connections, own.connections);
+        set(&mut self.streams, own.streams);
+        if own.no_keepalive {
+            self.keepalive = false;
+        }
+        if own.expect_status.is_some() {
+            self.expect_status = own.expect_status.clone();
+        }
+        if let Some(n) = own.requests {
+            self.requests = Some(n);
+            if shared.duration.is_none() {
+                // As hey -n: the request count is the bound; the time cap still applies.
+                run.duration = None;
+            }
+        }
+        if let (Some(d), false, None) = (shared.duration, self.steps.is_empty(), &shared.rate) {
+            // A sweep's length is its steps': -t is each step's length (said in the
+            // description: "N steps of D each"), never a cut after the first steps.
+            for step in &mut self.steps {
+                step.duration = d;
+            }
+            run.duration = None;
+        }
+        if let Some(r) = &shared.rate {
+            let (from, to) = parse_rate_range(r).map_err(|e| flag_err("--rate", e))?;
+            self.steps.clear();
+            self.rate = Some(from);
+            self.rate_to = to;
+        }
+        if own.ramp.is_some() {
+            self.ramp = own.ramp;
+        }
+        if shared.timeout.is_some() {
+            self.timeout = shared.timeout;
         }
         Ok(())
     }

@@ -7,21 +7,25 @@
 
 mod bulk;
 mod cps;
+mod flags;
 mod http;
 mod msgrate;
 mod overrides;
 mod rr;
 mod run;
+mod section;
 mod tcp;
 mod workload;
 
-pub use bulk::{BulkSection, Direction, SendMode, Way};
-pub use cps::{CloseMode, CpsSection};
-pub use http::{read_body_file, HttpSection, HttpVersion, RateStep, StatusSet, MAX_BODY};
-pub use msgrate::{MsgrateSection, Protocol, Receivers, RecvMode};
+pub use bulk::{BulkFlags, BulkSection, Direction, SendMode, Way};
+pub use cps::{CloseMode, CpsFlags, CpsSection};
+pub use flags::SharedFlags;
+pub use http::{read_body_file, HttpFlags, HttpSection, HttpVersion, RateStep, StatusSet, MAX_BODY};
+pub use msgrate::{MsgrateFlags, MsgrateSection, Protocol, Receivers, RecvMode};
 pub use overrides::{is_url, Overrides};
-pub use rr::{RrSection, WaitMode};
+pub use rr::{RrFlags, RrSection, WaitMode};
 pub use run::{Kind, RunSection};
+pub use section::Section;
 pub use tcp::TcpSection;
 pub use workload::{FieldError, Workload};
 

@@ -1,6 +1,11 @@
 //! `[msgrate]`: small messages as fast as possible, one flow per pinned CPU (qperf `tcp_bw -m 1`
 //! pinned with taskset, summed by hand, in one command).
 
+use super::flags::{set, SharedFlags};
+use super::section::{check_flows, flows_words, FieldError, Section};
+use super::RunSection;
+use super::{Direction, Kind, Way, MAX_FLOWS};
+use crate::error::SpecError;
 use crate::units::{BitRate, ByteSize, CpuList};
 use serde::{Deserialize, Serialize};
 
@@ -176,5 +181,215 @@ impl Default for MsgrateSection {
             gso: false,
             gro: false,
         }
+    }
+}
+
+/// The largest message of `protocol`: `tcp_max` over TCP, a UDP datagram's payload over UDP.
+pub(crate) fn max_message(protocol: Protocol, tcp_max: u64) -> u64 {
+    match protocol {
+        Protocol::Tcp => tcp_max,
+        Protocol::Udp => MsgrateSection::MAX_UDP,
+    }
+}
+
+impl Section for MsgrateSection {
+    fn kind(&self) -> Kind {
+        Kind::Msgrate
+    }
+
+    fn describe(&self, bound: &str) -> String {
+        format!(
+            "msgrate: {}-byte {} messages, {}{}, {bound}",
+            self.msg_bytes.bytes(),
+            self.protocol.name().to_uppercase(),
+            flows_words(self.flows),
+            [
+                if self.recv == RecvMode::Each { ", read one message per call" } else { "" }.to_string(),
+                self.bitrate.map(|b| format!(", paced at {b} per flow")).unwrap_or_default(),
+                if self.receivers == Receivers::PerCpu { ", one receiver per server CPU" } else { "" }.to_string(),
+                match (self.gso, self.gro) {
+                    (true, true) => ", sent with GSO and received with GRO",
+                    (true, false) => ", sent with GSO",
+                    (false, true) => ", received with GRO",
+                    (false, false) => "",
+                }
+                .to_string(),
+                match self.direction {
+                    Direction::Forward => String::new(),
+                    Direction::Reverse => ", server to client".into(),
+                    Direction::Bidir => ", both ways".into(),
+                },
+            ]
+            .concat()
+        )
+    }
+
+    fn check(&self) -> Result<(), FieldError> {
+        check_flows("msgrate.flows", self.flows)?;
+        let max = max_message(self.protocol, 1 << 20);
+        if self.msg_bytes.bytes() == 0 || self.msg_bytes.bytes() > max {
+            return Err(("msgrate.msg_bytes", format!("{} is outside 1..{max} bytes", self.msg_bytes.bytes())));
+        }
+        if self.batch == 0 || self.batch > 1024 {
+            return Err(("msgrate.batch", format!("{} is outside 1..1024", self.batch)));
+        }
+        if let Some(b) = self.bitrate {
+            if self.protocol != Protocol::Udp {
+                return Err((
+                    "msgrate.bitrate",
+                    "paces UDP datagrams (protocol = \"udp\", --udp); TCP runs as fast as the path allows".into(),
+                ));
+            }
+            if b.0 <= 0.0 || b.0 < 8.0 * self.msg_bytes.bytes() as f64 {
+                return Err(("msgrate.bitrate", format!("{b} is less than one datagram per second")));
+            }
+        }
+        if self.eor && self.protocol != Protocol::Tcp {
+            return Err(("msgrate.eor", "ends TCP records; a UDP datagram is always its own packet".into()));
+        }
+        for (on, field) in [(self.gso, "msgrate.gso"), (self.gro, "msgrate.gro")] {
+            if on && self.protocol != Protocol::Udp {
+                return Err((
+                    field,
+                    "is UDP's segmentation offload (protocol = \"udp\", --udp); TCP has its own, always on".into(),
+                ));
+            }
+        }
+        if self.receivers == Receivers::PerCpu {
+            if self.protocol != Protocol::Udp {
+                return Err((
+                    "msgrate.receivers",
+                    "per_cpu is for UDP (protocol = \"udp\", --udp): a TCP flow is its own socket".into(),
+                ));
+            }
+            if self.direction != Direction::Forward {
+                return Err((
+                    "msgrate.receivers",
+                    "per_cpu receivers are the server's: client to server only (no --reverse or --bidir)".into(),
+                ));
+            }
+        }
+        let flows = self.flows.unwrap_or(1) as usize * self.direction.ways().len();
+        if flows > MAX_FLOWS as usize {
+            return Err(("msgrate.flows", format!("{flows} flows in all is over {MAX_FLOWS}")));
+        }
+        Ok(())
+    }
+
+    fn ways(&self) -> &'static [Way] {
+        self.direction.ways()
+    }
+
+    fn stream_count(&self, cpus: usize) -> usize {
+        self.flows.map(|f| f as usize).unwrap_or(cpus.max(1)) * self.direction.ways().len()
+    }
+
+    fn flows_per_cpu(&self) -> bool {
+        self.flows.is_none()
+    }
+
+    fn flow_count_mut(&mut self) -> Option<&mut u32> {
+        self.flows.as_mut()
+    }
+
+    fn server_cpus(&self) -> Option<&CpuList> {
+        self.server_cpus.as_ref()
+    }
+
+    fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+
+    fn counts_msgs(&self) -> bool {
+        true
+    }
+}
+
+/// msgrate's own flags (the ones it shares with other kinds are [`SharedFlags`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct MsgrateFlags {
+    /// msgrate: bytes per message (default 1).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub msg_size: Option<ByteSize>,
+    /// msgrate: messages per sendmmsg call (1: one send per message).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub batch: Option<u32>,
+    /// msgrate over TCP: every message its own segment (MSG_EOR: the kernel never joins two);
+    /// --eor false lets the kernel join them (pps-8core sets it).
+    #[cfg_attr(feature = "clap", arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL"))]
+    pub eor: Option<bool>,
+    /// msgrate over TCP: how receivers read: batch (what has arrived, up to 256 KiB) or each
+    /// (one message per call, as qperf's receiver: the work qperf -m 1 tcp_bw measures).
+    #[cfg_attr(feature = "clap", arg(long, value_enum))]
+    pub recv: Option<RecvMode>,
+    /// msgrate over UDP: the server's receivers: flow (a socket per flow) or per-cpu (one
+    /// SO_REUSEPORT socket per server CPU, each taking what its CPU's stack processed;
+    /// drops are named per receiver, loss per test).
+    #[cfg_attr(feature = "clap", arg(long, value_enum))]
+    pub receivers: Option<Receivers>,
+    /// msgrate over UDP: send with GSO (UDP_SEGMENT: up to 64 datagrams per send, cut by the
+    /// kernel; the datagrams on the wire are unchanged).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub gso: bool,
+    /// msgrate over UDP: receive with GRO (UDP_GRO: coalesced datagrams, cut by the segment
+    /// size the kernel gives).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub gro: bool,
+    /// msgrate over UDP: both --gso and --gro (iperf3 --gsro).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub gsro: bool,
+}
+
+impl MsgrateFlags {
+    /// The flags that are set.
+    pub(crate) fn set(&self) -> Vec<&'static str> {
+        let set = [
+            ("--msg-size", self.msg_size.is_some()),
+            ("--batch", self.batch.is_some()),
+            ("--eor", self.eor.is_some()),
+            ("--recv", self.recv.is_some()),
+            ("--receivers", self.receivers.is_some()),
+            ("--gso", self.gso),
+            ("--gro", self.gro),
+            ("--gsro", self.gsro),
+        ];
+        set.into_iter().filter(|(_, on)| *on).map(|(f, _)| f).collect()
+    }
+}
+
+impl MsgrateSection {
+    /// Applies the msgrate flags.
+    pub fn apply(&mut self, own: &MsgrateFlags, shared: &SharedFlags, _run: &mut RunSection) -> Result<(), SpecError> {
+        if shared.flows.is_some() {
+            self.flows = shared.flows;
+        }
+        // -l is the datagram (message) size here, as iperf3 -u -l.
+        set(&mut self.msg_bytes, own.msg_size.or(shared.block));
+        set(&mut self.batch, own.batch);
+        set(&mut self.eor, own.eor);
+        if shared.reverse {
+            self.direction = Direction::Reverse;
+        }
+        if shared.bidir {
+            self.direction = Direction::Bidir;
+        }
+        if let Some(b) = shared.bitrate {
+            // -b 0: as fast as the sender can (iperf3's unlimited).
+            self.bitrate = (b.0 > 0.0).then_some(b);
+        }
+        set(&mut self.recv, own.recv);
+        set(&mut self.receivers, own.receivers);
+        self.gso |= own.gso || own.gsro;
+        self.gro |= own.gro || own.gsro;
+        if shared.udp {
+            self.protocol = Protocol::Udp;
+            // A datagram is its own packet: a TCP profile's record marks do not carry over.
+            self.eor = own.eor == Some(true);
+        }
+        if shared.server_cpus.is_some() {
+            self.server_cpus = shared.server_cpus.clone();
+        }
+        Ok(())
     }
 }

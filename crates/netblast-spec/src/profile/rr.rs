@@ -1,6 +1,12 @@
 //! `[rr]`: request/response round trips (qperf `tcp_lat`, netperf `TCP_RR`).
 
+use super::flags::{set, SharedFlags};
+use super::msgrate::max_message;
 use super::msgrate::Protocol;
+use super::section::{check_flows, plural, FieldError, Section};
+use super::RunSection;
+use super::{Kind, Way};
+use crate::error::SpecError;
 use crate::units::{ByteSize, CpuList, Dur};
 use serde::{Deserialize, Serialize};
 
@@ -77,5 +83,108 @@ impl Default for RrSection {
             udp_timeout: None,
             server_cpus: None,
         }
+    }
+}
+
+impl Section for RrSection {
+    fn kind(&self) -> Kind {
+        Kind::Rr
+    }
+
+    fn describe(&self, bound: &str) -> String {
+        format!(
+            "rr: {}-byte requests, {}-byte responses over {}, {} flow{}, wait {}, {bound}",
+            self.req_bytes.bytes(),
+            self.resp_bytes.bytes(),
+            self.protocol.name().to_uppercase(),
+            self.flows,
+            plural(self.flows),
+            match self.wait {
+                WaitMode::Block => "block",
+                WaitMode::Spin => "spin",
+            }
+        )
+    }
+
+    fn check(&self) -> Result<(), FieldError> {
+        check_flows("rr.flows", Some(self.flows))?;
+        let max = max_message(self.protocol, 1 << 24);
+        for (field, v) in [("rr.req_bytes", self.req_bytes), ("rr.resp_bytes", self.resp_bytes)] {
+            if v.bytes() == 0 || v.bytes() > max {
+                return Err((field, format!("{} is outside 1..{max} bytes", v.bytes())));
+            }
+        }
+        if self.udp_timeout.is_some_and(|t| t.get() < std::time::Duration::from_millis(1)) {
+            return Err(("rr.udp_timeout", "must be at least 1ms".into()));
+        }
+        Ok(())
+    }
+
+    fn ways(&self) -> &'static [Way] {
+        &[Way::Up]
+    }
+
+    fn stream_count(&self, _cpus: usize) -> usize {
+        self.flows as usize
+    }
+
+    fn flow_count_mut(&mut self) -> Option<&mut u32> {
+        Some(&mut self.flows)
+    }
+
+    fn server_cpus(&self) -> Option<&CpuList> {
+        self.server_cpus.as_ref()
+    }
+
+    fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+
+    fn counts_msgs(&self) -> bool {
+        true
+    }
+
+    fn nodelay_default(&self) -> bool {
+        true
+    }
+}
+
+/// rr's own flags (the ones it shares with other kinds are [`SharedFlags`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct RrFlags {
+    /// rr: how both ends wait for the next message: block (sleep in recv) or spin (busy-poll).
+    #[cfg_attr(feature = "clap", arg(long, value_enum))]
+    pub wait: Option<WaitMode>,
+    /// rr: SO_BUSY_POLL in microseconds on both ends.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub busy_poll: Option<u32>,
+}
+
+impl RrFlags {
+    /// The flags that are set.
+    pub(crate) fn set(&self) -> Vec<&'static str> {
+        let set = [("--wait", self.wait.is_some()), ("--busy-poll", self.busy_poll.is_some())];
+        set.into_iter().filter(|(_, on)| *on).map(|(f, _)| f).collect()
+    }
+}
+
+impl RrSection {
+    /// Applies the rr flags.
+    pub fn apply(&mut self, own: &RrFlags, shared: &SharedFlags, _run: &mut RunSection) -> Result<(), SpecError> {
+        set(&mut self.flows, shared.flows);
+        set(&mut self.req_bytes, shared.req_size);
+        set(&mut self.resp_bytes, shared.resp_size);
+        if shared.udp {
+            self.protocol = Protocol::Udp;
+        }
+        set(&mut self.wait, own.wait);
+        if own.busy_poll.is_some() {
+            self.busy_poll_us = own.busy_poll;
+        }
+        if shared.server_cpus.is_some() {
+            self.server_cpus = shared.server_cpus.clone();
+        }
+        Ok(())
     }
 }

@@ -1,0 +1,121 @@
+//! The command line's profile flags that more than one kind reads, and what every kind's flags
+//! are applied with. Each kind's own flags are in its file, beside the fields they set
+//! (`BulkFlags` in `bulk.rs`, ...); [`super::Overrides`] puts them together.
+
+use super::Kind;
+use crate::error::SpecError;
+use crate::units::{ByteSize, CpuList, Dur, Rate};
+
+/// The flags more than one kind reads (each kind's own are in its file), and the run's
+/// length, which bulk's `--bytes` and http's `--requests` and steps read too.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct SharedFlags {
+    /// Test length, e.g. 10s, 1m.
+    #[cfg_attr(feature = "clap", arg(long, short = 't'))]
+    pub duration: Option<Dur>,
+    /// Parallel flows, as iperf3 -P (bulk: per direction; msgrate and rr: one per pinned CPU).
+    #[cfg_attr(feature = "clap", arg(long, short = 'P', visible_alias = "parallel"))]
+    pub flows: Option<u32>,
+    /// Server sends, client receives.
+    #[cfg_attr(feature = "clap", arg(long, short = 'R', conflicts_with = "bidir"))]
+    pub reverse: bool,
+    /// Both directions at once, on separate connections.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub bidir: bool,
+    /// Bytes per send call (iperf3 -l); msgrate: bytes per message or datagram.
+    #[cfg_attr(feature = "clap", arg(long, short = 'l'))]
+    pub block: Option<ByteSize>,
+    /// rr, cps: request size (default 1; cps: 0 sends none).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub req_size: Option<ByteSize>,
+    /// rr, cps: response size (default 1; cps: 0 sends none).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub resp_size: Option<ByteSize>,
+    /// msgrate, rr: use UDP datagrams (set up over TCP) instead of TCP. Without --profile,
+    /// the udp-1g profile (iperf3 -u).
+    #[cfg_attr(feature = "clap", arg(long, short = 'u'))]
+    pub udp: bool,
+    /// Target bit rate per flow (iperf3 -b), e.g. 200M, 1G: UDP datagrams paced evenly;
+    /// bulk TCP flows paced by the kernel (SO_MAX_PACING_RATE). 0: no limit.
+    #[cfg_attr(feature = "clap", arg(long, short = 'b'))]
+    pub bitrate: Option<crate::units::BitRate>,
+    /// msgrate, rr, cps, bulk: server CPUs for the peer flows, flow i on the i-th (default for
+    /// msgrate, rr and cps: the client's list, half the list away when the server is on this
+    /// host; for bulk: unpinned, as iperf3 without -A).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub server_cpus: Option<CpuList>,
+    /// http: open loop at this rate (e.g. 5000), or a ramp 1000..20000 (with --ramp).
+    /// cps: new connections per second in all, spread over the flows.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub rate: Option<String>,
+    /// http: per-request timeout (default 30s). cps: a connection not established or not
+    /// answered within this long fails as timed out (default 3s).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub timeout: Option<Dur>,
+}
+
+impl SharedFlags {
+    /// The flags that are set, each with the kinds it applies to (`--duration` applies to all).
+    pub(crate) fn set(&self) -> Vec<(&'static str, &'static [Kind])> {
+        const FLOWS: &[Kind] = &[Kind::Bulk, Kind::Msgrate, Kind::Rr, Kind::Cps];
+        const BULK_MSG: &[Kind] = &[Kind::Bulk, Kind::Msgrate];
+        const RR_CPS: &[Kind] = &[Kind::Rr, Kind::Cps];
+        const MSG_RR: &[Kind] = &[Kind::Msgrate, Kind::Rr];
+        const HTTP_CPS: &[Kind] = &[Kind::Http, Kind::Cps];
+        let set = [
+            ("--flows", self.flows.is_some(), FLOWS),
+            ("--reverse", self.reverse, BULK_MSG),
+            ("--bidir", self.bidir, BULK_MSG),
+            ("--block", self.block.is_some(), BULK_MSG),
+            ("--req-size", self.req_size.is_some(), RR_CPS),
+            ("--resp-size", self.resp_size.is_some(), RR_CPS),
+            ("--udp", self.udp, MSG_RR),
+            ("--bitrate", self.bitrate.is_some(), BULK_MSG),
+            ("--server-cpus", self.server_cpus.is_some(), FLOWS),
+            ("--rate", self.rate.is_some(), HTTP_CPS),
+            ("--timeout", self.timeout.is_some(), HTTP_CPS),
+        ];
+        set.into_iter().filter(|(_, on, _)| *on).map(|(f, _, k)| (f, k)).collect()
+    }
+}
+
+/// Parses `--rate`: `5000`, `10k/s`, or a ramp `1000..20000`.
+pub fn parse_rate_range(s: &str) -> Result<(Rate, Option<Rate>), String> {
+    let (from, to) = match s.split_once("..") {
+        Some((x, y)) => (x, Some(y)),
+        None => (s, None),
+    };
+    let from: Rate = from.parse().map_err(|e| format!("{e}"))?;
+    let to = to.map(|t| t.parse::<Rate>()).transpose().map_err(|e| format!("{e}"))?;
+    Ok((from, to))
+}
+
+/// An error naming the flag at fault.
+pub(crate) fn flag_err(flag: &str, message: String) -> SpecError {
+    SpecError::Flag { flag: flag.to_string(), message }
+}
+
+pub(crate) fn set_some<T>(field: &mut Option<T>, v: Option<T>) {
+    if v.is_some() {
+        *field = v;
+    }
+}
+
+pub(crate) fn set<T>(field: &mut T, v: Option<T>) {
+    if let Some(v) = v {
+        *field = v;
+    }
+}
+
+/// `-c`/`--connections`: a count. Anything else (iperf3's `-c HOST`) is answered with the
+/// meaning taken and the command for the other.
+#[cfg(feature = "clap")]
+pub fn parse_connections(s: &str) -> Result<u32, String> {
+    s.parse::<u32>().map_err(|_| {
+        format!(
+            "-c is --connections here, a count (as wrk and h2load take it); for iperf3's -c {s}, \
+             give the server as `netblast run {s}`"
+        )
+    })
+}

@@ -1,0 +1,110 @@
+//! What each kind's section answers for itself: one trait, implemented once per kind in the
+//! kind's own file (`bulk.rs`, `msgrate.rs`, `rr.rs`, `cps.rs`, `http.rs`), so everything
+//! that depends on the kind (its sentence, its checks, its streams and ways, transport, bounds,
+//! defaults) is written next to its fields. [`super::Workload`] only delegates.
+
+use super::{Kind, Protocol, Way};
+use crate::units::CpuList;
+use std::time::Duration;
+
+/// A field at fault and what is wrong with it.
+pub type FieldError = (&'static str, String);
+
+/// A kind's section of a profile.
+pub trait Section {
+    /// Its kind.
+    fn kind(&self) -> Kind;
+
+    /// One line saying what the test does, `bound` (how long it runs, in words) at its end.
+    fn describe(&self, bound: &str) -> String;
+
+    /// Checks the section's own fields; errors are (field, message).
+    fn check(&self) -> Result<(), FieldError>;
+
+    /// Whether the section bounds the test by a count of its own (bulk's bytes, http's
+    /// requests or steps) when `run.duration` is not set.
+    fn count_bound(&self) -> bool {
+        false
+    }
+
+    /// What a test of this kind without a bound should set.
+    fn bound_hint(&self) -> String {
+        format!("a {} test needs run.duration", self.kind().name())
+    }
+
+    /// How long the test runs when the run sets no duration and the section has a length of
+    /// its own (http steps).
+    fn own_duration(&self) -> Option<Duration> {
+        None
+    }
+
+    /// The ways its bytes go (none for http, which has no streams).
+    fn ways(&self) -> &'static [Way];
+
+    /// Streams of a test on `cpus` client CPUs.
+    fn stream_count(&self, cpus: usize) -> usize;
+
+    /// Whether, without a flow count, it runs one flow per CPU.
+    fn flows_per_cpu(&self) -> bool {
+        false
+    }
+
+    /// The flow count a fleet divides among servers (flows, an http test's connections);
+    /// `None` without a count (one flow per CPU).
+    fn flow_count_mut(&mut self) -> Option<&mut u32>;
+
+    /// Scales what it counts in total (a rate, a byte or request count) to the flows `[from,
+    /// to)` of `total`; `f` is their share and `part_of` splits an integer count cumulatively,
+    /// so the parts add up exactly.
+    fn share_totals(&mut self, _f: f64, _part_of: &dyn Fn(u64) -> u64) {}
+
+    /// The server CPUs it asks for, `None` when it does not say.
+    fn server_cpus(&self) -> Option<&CpuList> {
+        None
+    }
+
+    /// Its transport.
+    fn protocol(&self) -> Protocol {
+        Protocol::Tcp
+    }
+
+    /// Whether its streams count messages (the message kinds), each with a worker of its own.
+    fn counts_msgs(&self) -> bool {
+        false
+    }
+
+    /// TCP_NODELAY when the profile does not say.
+    fn nodelay_default(&self) -> bool {
+        false
+    }
+
+    /// Whether each flow's server end is pinned.
+    fn pins_server(&self) -> bool {
+        self.counts_msgs()
+    }
+}
+
+/// "s" unless one.
+pub(crate) fn plural(n: u32) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// A flow count in words: `n flows`, or one per CPU without one.
+pub(crate) fn flows_words(flows: Option<u32>) -> String {
+    match flows {
+        Some(f) => format!("{f} flow{}", plural(f)),
+        None => "one flow per CPU".to_string(),
+    }
+}
+
+/// Checks an optional flow count against 1..[`super::MAX_FLOWS`].
+pub(crate) fn check_flows(field: &'static str, flows: Option<u32>) -> Result<(), FieldError> {
+    match flows {
+        Some(f) if f == 0 || f > super::MAX_FLOWS => Err((field, format!("{f} is outside 1..{}", super::MAX_FLOWS))),
+        _ => Ok(()),
+    }
+}

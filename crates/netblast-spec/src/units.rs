@@ -67,6 +67,12 @@ impl ByteSize {
     pub fn bytes(self) -> u64 {
         self.0
     }
+
+    /// The size as a buffer length (profiles bound every size far below `usize::MAX`;
+    /// saturates where a `usize` is narrower than 64 bits).
+    pub fn to_usize(self) -> usize {
+        usize::try_from(self.0).unwrap_or(usize::MAX)
+    }
 }
 
 impl FromStr for ByteSize {

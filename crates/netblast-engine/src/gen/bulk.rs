@@ -52,10 +52,8 @@ pub struct BulkFlow {
 /// Parameters shared by all workers of one test end.
 #[derive(Debug, Clone)]
 pub struct BulkConfig {
-    /// Bytes per send call.
-    pub block: usize,
-    /// How senders hand bytes to the kernel.
-    pub send_mode: SendMode,
+    /// The profile's section: bytes per send call, how senders hand bytes to the kernel.
+    pub section: BulkSection,
     /// Reporting interval.
     pub interval: Duration,
     /// When senders stop and receivers give up.
@@ -325,11 +323,11 @@ fn worker_done(seat: &Seat, ctx: &Ctx, cpu_mark: &CpuMark, tcp_samples: Sampled)
 /// registered with one epoll instance; and the sender's pattern (or file).
 fn open_flows(flows: Vec<BulkFlow>, cfg: &BulkConfig, probe: &Probe) -> io::Result<(Poll, Vec<Flow>, Sender)> {
     let poll = Poll::new()?;
-    let sender = Sender::new(cfg.block.max(1), cfg.send_mode)?;
+    let sender = Sender::new(cfg.section.block_bytes.to_usize().max(1), cfg.section.send_mode)?;
     let mut out = Vec::with_capacity(flows.len());
     for (i, f) in flows.into_iter().enumerate() {
         f.stream.set_nonblocking(true)?;
-        if f.role == FlowRole::Send && cfg.send_mode == SendMode::MsgZerocopy {
+        if f.role == FlowRole::Send && cfg.section.send_mode == SendMode::MsgZerocopy {
             enable_zerocopy(f.stream.as_raw_fd()).map_err(|e| {
                 io::Error::new(e.kind(), format!("MSG_ZEROCOPY is not available on this kernel or socket: {e}"))
             })?;
@@ -578,7 +576,9 @@ impl<'a> Loop<'a> {
             if i > 0 && Instant::now() >= until {
                 break;
             }
-            let mut len = f.budget_left.map_or(cfg.block, |b| (b as usize).min(cfg.block));
+            let mut len = f
+                .budget_left
+                .map_or(cfg.section.block_bytes.to_usize(), |b| (b as usize).min(cfg.section.block_bytes.to_usize()));
             if let (FlowRole::Send, Some(rate)) = (f.role, cfg.paced) {
                 let due = paced_due(rate, self.start.elapsed()).saturating_sub(f.total);
                 if due == 0 {
@@ -623,7 +623,7 @@ impl<'a> Loop<'a> {
                 }
             }
         }
-        if cfg.send_mode == SendMode::MsgZerocopy && f.role == FlowRole::Send {
+        if cfg.section.send_mode == SendMode::MsgZerocopy && f.role == FlowRole::Send {
             drain_errqueue(fd);
         }
         (moved, outcome)
@@ -768,8 +768,7 @@ pub fn spawn(end: &End<'_>, b: &BulkSection, conns: Vec<Conn>) -> io::Result<Vec
     }
     let interval = end.profile.run.interval();
     let cfg = Arc::new(BulkConfig {
-        block: b.block_bytes.bytes() as usize,
-        send_mode: b.send_mode,
+        section: b.clone(),
         interval,
         timing: end.timing,
         batch_reads: end.profile.tcp.rcvbuf().is_none(),

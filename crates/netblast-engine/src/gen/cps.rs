@@ -42,16 +42,11 @@ use std::time::{Duration, Instant};
 /// Parameters of a cps test end.
 #[derive(Debug, Clone)]
 pub struct CpsConfig {
-    /// Request size (0: none).
-    pub req_bytes: usize,
-    /// Response size (0: none).
-    pub resp_bytes: usize,
-    /// Connections per second of this flow; `None`: as fast as it can.
-    pub rate: Option<f64>,
-    /// How each connection ends.
-    pub close: CloseMode,
-    /// A connection not established, or not answered, within this long fails.
-    pub timeout: Duration,
+    /// The profile's section: sizes, how connections close, the timeout.
+    pub section: CpsSection,
+    /// Connections per second of this flow (its share of `section.rate`); `None`: as fast as
+    /// it can.
+    pub flow_rate: Option<f64>,
     /// Socket options of each new connection.
     pub tcp: TcpSection,
     /// Where each connection leaves from.
@@ -70,11 +65,8 @@ pub fn spawn(end: &End<'_>, c: &CpsSection, conns: Vec<Conn>) -> io::Result<Vec<
     let flows = conns.len().max(1) as f64;
     let ctx = end.ctx;
     let cfg = std::sync::Arc::new(CpsConfig {
-        req_bytes: c.req_bytes.bytes() as usize,
-        resp_bytes: c.resp_bytes.bytes() as usize,
-        rate: c.rate.map(|r| r.per_second() / flows),
-        close: c.close,
-        timeout: c.timeout(),
+        section: c.clone(),
+        flow_rate: c.rate.map(|r| r.per_second() / flows),
         tcp: end.profile.tcp.clone(),
         bind: ctx.bind.clone(),
         kernel_stats: ctx.probe.collects(),
@@ -192,9 +184,9 @@ fn new_socket(to: SocketAddr, cfg: &CpsConfig) -> io::Result<Socket> {
         net::set_int_opt(sock.as_raw_fd(), libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1)?;
     }
     crate::os::sockopt::bind_local(&sock, &cfg.bind)?;
-    sock.set_write_timeout(Some(cfg.timeout))?;
-    if cfg.resp_bytes > 0 || cfg.close == CloseMode::Server {
-        sock.set_read_timeout(Some(cfg.timeout))?;
+    sock.set_write_timeout(Some(cfg.section.timeout()))?;
+    if cfg.section.resp_bytes.to_usize() > 0 || cfg.section.close == CloseMode::Server {
+        sock.set_read_timeout(Some(cfg.section.timeout()))?;
     }
     Ok(sock)
 }
@@ -248,9 +240,9 @@ fn dial_loop(
     start: Instant,
     ends: Deadlines,
 ) -> Result<(), String> {
-    let req = vec![0x11u8; cfg.req_bytes.clamp(1, CHUNK)];
-    let mut resp = vec![0u8; cfg.resp_bytes.clamp(1, CHUNK)];
-    let gap = cfg.rate.map(|r| Duration::from_secs_f64(1.0 / r));
+    let req = vec![0x11u8; cfg.section.req_bytes.to_usize().clamp(1, CHUNK)];
+    let mut resp = vec![0u8; cfg.section.resp_bytes.to_usize().clamp(1, CHUNK)];
+    let gap = cfg.flow_rate.map(|r| Duration::from_secs_f64(1.0 / r));
     let mut next = start;
     let mut counts = ConnCounts { syn_retransmits: cfg.kernel_stats.then_some(0), ..Default::default() };
     // TCP_INFO of each connection for its SYN retransmissions, unless the kernel counts them.
@@ -302,18 +294,18 @@ fn dial_loop(
             continue;
         }
         let exchanged = (|| {
-            if cfg.req_bytes > 0 {
-                send_n(fd, cfg.req_bytes, &req)?;
+            if cfg.section.req_bytes.to_usize() > 0 {
+                send_n(fd, cfg.section.req_bytes.to_usize(), &req)?;
             }
-            if cfg.resp_bytes > 0 {
-                recv_n(fd, cfg.resp_bytes, &mut resp)?;
+            if cfg.section.resp_bytes.to_usize() > 0 {
+                recv_n(fd, cfg.section.resp_bytes.to_usize(), &mut resp)?;
             }
-            if cfg.close == CloseMode::Server {
+            if cfg.section.close == CloseMode::Server {
                 recv_end(fd, &mut resp)?;
             }
             Ok::<(), io::Error>(())
         })();
-        if cfg.close == CloseMode::Rst {
+        if cfg.section.close == CloseMode::Rst {
             let _ = sock.set_linger(Some(Duration::ZERO));
         }
         drop(sock);
@@ -321,7 +313,7 @@ fn dial_loop(
             Ok(()) => {
                 m.record_ns((t1 - t0).as_nanos() as u64);
                 m.msgs += 1;
-                m.bytes += cfg.req_bytes as u64;
+                m.bytes += cfg.section.req_bytes.to_usize() as u64;
                 m.moved_at(Instant::now());
             }
             Err(e) => {
@@ -350,10 +342,10 @@ fn accept_loop(
     let afd = anchor.as_raw_fd();
     listener.set_nonblocking(false).map_err(|e| describe_io(&e))?;
     // accept wakes every WAKE to look at the anchor, the clock and the flags; accepted sockets
-    // inherit the timeout, and a connection's whole exchange is bounded by `cfg.timeout`.
+    // inherit the timeout, and a connection's whole exchange is bounded by `cfg.section.timeout()`.
     net::set_timeouts(lfd, WAKE).map_err(|e| describe_io(&e))?;
-    let mut buf = vec![0u8; cfg.req_bytes.max(cfg.resp_bytes).clamp(16, CHUNK)];
-    let resp = vec![0x22u8; cfg.resp_bytes.clamp(1, CHUNK)];
+    let mut buf = vec![0u8; cfg.section.req_bytes.to_usize().max(cfg.section.resp_bytes.to_usize()).clamp(16, CHUNK)];
+    let resp = vec![0x22u8; cfg.section.resp_bytes.to_usize().clamp(1, CHUNK)];
     let mut foreign = 0u64;
     loop {
         match accept(listener) {
@@ -371,7 +363,7 @@ fn accept_loop(
                 let now = Instant::now();
                 if served.is_ok() {
                     m.msgs += 1;
-                    m.bytes += cfg.req_bytes as u64;
+                    m.bytes += cfg.section.req_bytes.to_usize() as u64;
                     m.moved_at(now);
                 }
                 m.tick(now);
@@ -407,7 +399,7 @@ fn accept_loop(
 /// `close = "server"`, none: the caller's drop closes first).
 fn serve_one(conn: &Socket, cfg: &CpsConfig, buf: &mut [u8], resp: &[u8], flags: &RunFlags) -> io::Result<()> {
     let fd = conn.as_raw_fd();
-    let deadline = Instant::now() + cfg.timeout;
+    let deadline = Instant::now() + cfg.section.timeout();
     // Reads wake every WAKE (inherited from the listener) until the connection's deadline.
     let read = |buf: &mut [u8]| loop {
         match net::recv(fd, buf, 0) {
@@ -419,7 +411,7 @@ fn serve_one(conn: &Socket, cfg: &CpsConfig, buf: &mut [u8], resp: &[u8], flags:
             r => return r,
         }
     };
-    let mut need = cfg.req_bytes;
+    let mut need = cfg.section.req_bytes.to_usize();
     while need > 0 {
         let k = need.min(buf.len());
         match read(&mut buf[..k])? {
@@ -427,10 +419,10 @@ fn serve_one(conn: &Socket, cfg: &CpsConfig, buf: &mut [u8], resp: &[u8], flags:
             n => need -= n,
         }
     }
-    if cfg.resp_bytes > 0 {
-        send_n(fd, cfg.resp_bytes, resp)?;
+    if cfg.section.resp_bytes.to_usize() > 0 {
+        send_n(fd, cfg.section.resp_bytes.to_usize(), resp)?;
     }
-    if cfg.close == CloseMode::Server {
+    if cfg.section.close == CloseMode::Server {
         // The server's FIN goes now; the request was read whole, so the close is not a reset.
         return Ok(());
     }

@@ -50,22 +50,11 @@ pub const RCVLOWAT: usize = 4096;
 /// Parameters of a msgrate test end.
 #[derive(Debug, Clone)]
 pub struct MsgConfig {
-    /// Bytes per message.
-    pub msg_bytes: usize,
-    /// Messages per `sendmmsg` (1: one `send` per message).
-    pub batch: usize,
-    /// TCP: each message ends a record (`MSG_EOR`), a segment of its own.
-    pub eor: bool,
-    /// TCP receivers read one message per call (qperf's receiver) instead of what has arrived.
-    pub recv_each: bool,
-    /// UDP: bits per second each sender paces its datagrams to; `None`: as fast as it can.
-    pub bitrate: Option<f64>,
+    /// The profile's section: message size, batch, record marks, how receivers read,
+    /// pacing, offloads.
+    pub section: MsgrateSection,
     /// UDP: datagrams carry a sequence number and send time ([`crate::measure::udpseq`]).
     pub sequenced: bool,
-    /// UDP senders use GSO (`UDP_SEGMENT`).
-    pub gso: bool,
-    /// UDP receivers use GRO (`UDP_GRO`).
-    pub gro: bool,
     /// The server's per-CPU receivers, when the profile asks for them.
     pub group: Option<Arc<RecvGroup>>,
     /// Reporting interval.
@@ -78,15 +67,9 @@ pub struct MsgConfig {
 /// test that asks for them, the per-CPU receivers' group).
 pub fn spawn(end: &End<'_>, m: &MsgrateSection, conns: Vec<Conn>) -> io::Result<Vec<std::thread::JoinHandle<()>>> {
     let cfg = Arc::new(MsgConfig {
-        msg_bytes: m.msg_bytes.bytes() as usize,
-        batch: m.batch as usize,
-        eor: m.eor,
-        recv_each: m.recv == netblast_spec::profile::RecvMode::Each,
-        bitrate: m.bitrate.map(|b| b.bits_per_s()),
+        section: m.clone(),
         sequenced: m.protocol == netblast_spec::profile::Protocol::Udp
             && m.msg_bytes.bytes() >= MsgrateSection::SEQ_HEADER,
-        gso: m.gso,
-        gro: m.gro,
         group: per_cpu_receivers(end, m, &conns)?,
         interval: end.profile.run.interval(),
         timing: end.timing,
@@ -161,10 +144,10 @@ fn tcp_send(
     let fd = s.as_raw_fd();
     s.set_nonblocking(false).map_err(|e| io_msg(&e))?;
     net::set_timeouts(fd, WAKE).map_err(|e| io_msg(&e))?;
-    let payload = vec![0x5au8; cfg.msg_bytes];
-    let mut batch = (cfg.batch > 1).then(|| SendBatch::new(&payload, cfg.batch));
-    let send_flags = if cfg.eor { libc::MSG_EOR } else { 0 };
-    let msg = cfg.msg_bytes as u64;
+    let payload = vec![0x5au8; cfg.section.msg_bytes.to_usize()];
+    let mut batch = (cfg.section.batch > 1).then(|| SendBatch::new(&payload, cfg.section.batch as usize));
+    let send_flags = if cfg.section.eor { libc::MSG_EOR } else { 0 };
+    let msg = cfg.section.msg_bytes.bytes();
     let result = loop {
         let now = Instant::now();
         m.tick(now);
@@ -208,16 +191,16 @@ fn tcp_recv(s: &TcpStream, cfg: &MsgConfig, m: &mut Meter, flags: &RunFlags, giv
     let fd = s.as_raw_fd();
     s.set_nonblocking(false).map_err(|e| io_msg(&e))?;
     net::set_timeouts(fd, WAKE).map_err(|e| io_msg(&e))?;
-    let mut buf = if cfg.recv_each {
+    let mut buf = if cfg.section.recv == netblast_spec::profile::RecvMode::Each {
         // One message per call: a read costs what it costs qperf's receiver.
-        vec![0u8; cfg.msg_bytes.max(1)]
+        vec![0u8; cfg.section.msg_bytes.to_usize().max(1)]
     } else {
         // Wake for a batch of messages, not each one; the end of file and timeouts still
         // return less.
         let _ = net::set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, RCVLOWAT as libc::c_int);
         vec![0u8; 256 * 1024]
     };
-    let msg = cfg.msg_bytes as u64;
+    let msg = cfg.section.msg_bytes.bytes();
     loop {
         let r = net::recv(fd, &mut buf, 0);
         let now = Instant::now();
@@ -269,22 +252,25 @@ fn udp_send(
         Own(OwnBatch),
         Gso(GsoBatch),
     }
-    let mut batch = if cfg.gso {
-        net::set_udp_gso(fd, cfg.msg_bytes)
+    let mut batch = if cfg.section.gso {
+        net::set_udp_gso(fd, cfg.section.msg_bytes.to_usize())
             .map_err(|e| format!("--gso: the kernel refused UDP_SEGMENT ({})", io_msg(&e)))?;
-        Batch::Gso(GsoBatch::new(cfg.msg_bytes, GSO_PER_CALL * net::GSO_MAX_SEGMENTS, 0x5a))
-    } else if cfg.sequenced || cfg.bitrate.is_some() {
-        Batch::Own(OwnBatch::new(cfg.msg_bytes, cfg.batch.max(1), 0x5a))
+        Batch::Gso(GsoBatch::new(cfg.section.msg_bytes.to_usize(), GSO_PER_CALL * net::GSO_MAX_SEGMENTS, 0x5a))
+    } else if cfg.sequenced || cfg.section.bitrate.is_some() {
+        Batch::Own(OwnBatch::new(cfg.section.msg_bytes.to_usize(), (cfg.section.batch as usize).max(1), 0x5a))
     } else {
-        Batch::Same(SendBatch::new(&vec![0x5au8; cfg.msg_bytes], cfg.batch.max(1)))
+        Batch::Same(SendBatch::new(
+            &vec![0x5au8; cfg.section.msg_bytes.to_usize()],
+            (cfg.section.batch as usize).max(1),
+        ))
     };
     // Datagrams one call sends at most.
     let n = match &batch {
         Batch::Gso(b) => b.capacity(),
-        _ => cfg.batch.max(1),
+        _ => (cfg.section.batch as usize).max(1),
     };
     // Seconds between datagrams at the target rate.
-    let gap_s = cfg.bitrate.map(|b| cfg.msg_bytes as f64 * 8.0 / b);
+    let gap_s = cfg.section.bitrate.map(|b| cfg.section.msg_bytes.to_usize() as f64 * 8.0 / b.bits_per_s());
     if gap_s.is_some() {
         // Sleeps end when asked, not up to 50 us later (the default timer slack).
         // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
@@ -345,11 +331,11 @@ fn udp_send(
             Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
                 break Err("the server's UDP port is closed (ICMP port unreachable)".to_string());
             }
-            Err(e) if cfg.gso && e.raw_os_error() == Some(libc::EINVAL) => {
+            Err(e) if cfg.section.gso && e.raw_os_error() == Some(libc::EINVAL) => {
                 break Err(format!(
                     "--gso: the kernel refused a send of {}-byte segments (larger than the path's MTU, or a \
                      device without UDP segmentation): {}",
-                    cfg.msg_bytes,
+                    cfg.section.msg_bytes.to_usize(),
                     io_msg(&e)
                 ));
             }
@@ -420,12 +406,12 @@ fn udp_recv(
     let group = cfg.group.as_deref();
     let mut sending = Sending(group);
     // With GRO a buffer holds a coalesced run of one flow's datagrams (up to 64 KB).
-    let (n, size) = if cfg.gro { (16, 65_536) } else { (64, cfg.msg_bytes.max(1) + 1) };
+    let (n, size) = if cfg.section.gro { (16, 65_536) } else { (64, cfg.section.msg_bytes.to_usize().max(1) + 1) };
     let mut batch = match group {
         Some(_) => RecvBatch::with_sources(n, size),
         None => RecvBatch::new(n, size),
     };
-    if cfg.gro {
+    if cfg.section.gro {
         net::set_udp_gro(fd).map_err(|e| format!("--gro: the kernel refused UDP_GRO ({})", io_msg(&e)))?;
         batch = batch.with_gro();
     }

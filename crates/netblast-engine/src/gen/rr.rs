@@ -30,16 +30,8 @@ use std::time::{Duration, Instant};
 /// Parameters of an rr test end.
 #[derive(Debug, Clone)]
 pub struct RrConfig {
-    /// Request size.
-    pub req_bytes: usize,
-    /// Response size.
-    pub resp_bytes: usize,
-    /// How to wait for the next message.
-    pub wait: WaitMode,
-    /// SO_BUSY_POLL, µs.
-    pub busy_poll_us: Option<u32>,
-    /// UDP: time after which a request counts as lost.
-    pub udp_timeout: Duration,
+    /// The profile's section: sizes, how to wait, busy polling, the UDP timeout.
+    pub section: RrSection,
     /// Reporting interval.
     pub interval: Duration,
     /// When senders stop and receivers give up.
@@ -48,15 +40,8 @@ pub struct RrConfig {
 
 /// Spawns an end's rr workers, one pinned worker per flow (clients ask, servers answer).
 pub fn spawn(end: &End<'_>, r: &RrSection, conns: Vec<Conn>) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
-    let cfg = std::sync::Arc::new(RrConfig {
-        req_bytes: r.req_bytes.bytes() as usize,
-        resp_bytes: r.resp_bytes.bytes() as usize,
-        wait: r.wait,
-        busy_poll_us: r.busy_poll_us,
-        udp_timeout: r.udp_timeout(),
-        interval: end.profile.run.interval(),
-        timing: end.timing,
-    });
+    let cfg =
+        std::sync::Arc::new(RrConfig { section: r.clone(), interval: end.profile.run.interval(), timing: end.timing });
     end.spawn_per_flow(conns, move |seat, flow, ctx| run_worker(seat, flow, &cfg, ctx))
 }
 
@@ -90,7 +75,7 @@ pub fn run_worker(seat: Seat, flow: MsgFlow, cfg: &RrConfig, ctx: &Ctx) {
 }
 
 fn prepare(fd: RawFd, cfg: &RrConfig) -> std::io::Result<()> {
-    if let Some(us) = cfg.busy_poll_us {
+    if let Some(us) = cfg.section.busy_poll_us {
         net::set_int_opt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, us as libc::c_int).map_err(|e| {
             std::io::Error::new(
                 e.kind(),
@@ -203,24 +188,26 @@ fn stop_msg(s: Stop, what: &str) -> String {
 
 fn tcp_client(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: Deadlines) -> Result<(), String> {
     let fd = s.as_raw_fd();
-    let req = vec![0x11u8; cfg.req_bytes.min(MAX_MSG_BUF)];
-    let mut resp = vec![0u8; cfg.resp_bytes.min(MAX_MSG_BUF)];
+    let req = vec![0x11u8; cfg.section.req_bytes.to_usize().min(MAX_MSG_BUF)];
+    let mut resp = vec![0u8; cfg.section.resp_bytes.to_usize().min(MAX_MSG_BUF)];
     let result = loop {
         let t0 = Instant::now();
         m.tick(t0);
         if should_stop(flags, t0, ends.send_until) {
             break Ok(());
         }
-        if let Err(e) = send_count(fd, cfg.req_bytes, &req, flags, ends.give_up) {
+        if let Err(e) = send_count(fd, cfg.section.req_bytes.to_usize(), &req, flags, ends.give_up) {
             break Err(stop_msg(e, "sending a request"));
         }
-        if let Err(e) = recv_count(fd, cfg.resp_bytes, &mut resp, cfg.wait, flags, ends.give_up) {
+        if let Err(e) =
+            recv_count(fd, cfg.section.resp_bytes.to_usize(), &mut resp, cfg.section.wait, flags, ends.give_up)
+        {
             break Err(stop_msg(e, "waiting for a response"));
         }
         let t1 = Instant::now();
         m.record_ns((t1 - t0).as_nanos() as u64);
         m.msgs += 1;
-        m.bytes += cfg.req_bytes as u64;
+        m.bytes += cfg.section.req_bytes.to_usize() as u64;
         m.moved_at(t1);
     };
     let _ = s.shutdown(std::net::Shutdown::Write);
@@ -229,18 +216,19 @@ fn tcp_client(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, en
 
 fn tcp_server(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: Deadlines) -> Result<(), String> {
     let fd = s.as_raw_fd();
-    let mut req = vec![0u8; cfg.req_bytes.min(MAX_MSG_BUF)];
-    let resp = vec![0x22u8; cfg.resp_bytes.min(MAX_MSG_BUF)];
+    let mut req = vec![0u8; cfg.section.req_bytes.to_usize().min(MAX_MSG_BUF)];
+    let resp = vec![0x22u8; cfg.section.resp_bytes.to_usize().min(MAX_MSG_BUF)];
     loop {
-        match recv_count(fd, cfg.req_bytes, &mut req, cfg.wait, flags, ends.give_up) {
+        match recv_count(fd, cfg.section.req_bytes.to_usize(), &mut req, cfg.section.wait, flags, ends.give_up) {
             Ok(()) => {}
             Err(Stop::Eof) => return Ok(()),
             Err(e) => return Err(stop_msg(e, "waiting for a request")),
         }
-        send_count(fd, cfg.resp_bytes, &resp, flags, ends.give_up).map_err(|e| stop_msg(e, "sending a response"))?;
+        send_count(fd, cfg.section.resp_bytes.to_usize(), &resp, flags, ends.give_up)
+            .map_err(|e| stop_msg(e, "sending a response"))?;
         let now = Instant::now();
         m.msgs += 1;
-        m.bytes += cfg.req_bytes as u64;
+        m.bytes += cfg.section.req_bytes.to_usize() as u64;
         m.moved_at(now);
         m.tick(now);
     }
@@ -248,10 +236,10 @@ fn tcp_server(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, en
 
 fn udp_client(fd: RawFd, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: Deadlines) -> Result<(), String> {
     // A blocking wait must not overshoot the loss timeout.
-    net::set_timeouts(fd, cfg.udp_timeout.min(WAKE)).map_err(|e| describe_io(&e))?;
-    let mut req = vec![0x11u8; cfg.req_bytes];
-    let mut resp = vec![0u8; cfg.resp_bytes.max(1) + 1];
-    let spin = cfg.wait == WaitMode::Spin;
+    net::set_timeouts(fd, cfg.section.udp_timeout().min(WAKE)).map_err(|e| describe_io(&e))?;
+    let mut req = vec![0x11u8; cfg.section.req_bytes.to_usize()];
+    let mut resp = vec![0u8; cfg.section.resp_bytes.to_usize().max(1) + 1];
+    let spin = cfg.section.wait == WaitMode::Spin;
     let mut seq: u8 = 0;
     loop {
         let t0 = Instant::now();
@@ -270,7 +258,7 @@ fn udp_client(fd: RawFd, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: 
             }
             Err(e) => return Err(describe_io(&e)),
         }
-        let deadline = t0 + cfg.udp_timeout;
+        let deadline = t0 + cfg.section.udp_timeout();
         let answered = loop {
             match net::recv(fd, &mut resp, if spin { libc::MSG_DONTWAIT } else { 0 }) {
                 Ok(n) if n > 0 && resp[0] == seq => break true,
@@ -293,7 +281,7 @@ fn udp_client(fd: RawFd, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: 
         if answered {
             m.record_ns((t1 - t0).as_nanos() as u64);
             m.msgs += 1;
-            m.bytes += cfg.req_bytes as u64;
+            m.bytes += cfg.section.req_bytes.to_usize() as u64;
             m.moved_at(t1);
         } else {
             m.lost += 1;
@@ -311,9 +299,9 @@ fn udp_server(
 ) -> Result<(), String> {
     let afd = anchor.as_raw_fd();
     anchor.set_nonblocking(true).map_err(|e| describe_io(&e))?;
-    let mut req = vec![0u8; cfg.req_bytes.max(1) + 1];
-    let mut resp = vec![0x22u8; cfg.resp_bytes];
-    let spin = cfg.wait == WaitMode::Spin;
+    let mut req = vec![0u8; cfg.section.req_bytes.to_usize().max(1) + 1];
+    let mut resp = vec![0x22u8; cfg.section.resp_bytes.to_usize()];
+    let spin = cfg.section.wait == WaitMode::Spin;
     let mut scratch = [0u8; 16];
     let mut idle: u32 = 0;
     loop {

@@ -5,4 +5,5 @@
 
 pub mod api;
 pub mod clock;
+pub mod start;
 pub mod worker;

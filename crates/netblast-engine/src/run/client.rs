@@ -17,9 +17,8 @@ use crate::exec::worker::{Event, EventTx, RunFlags, StartGate};
 use crate::gen::cps::CpsEnd;
 use crate::gen::{self, Conn, Ctx, Side, Timing};
 use crate::measure::aggregate::{Aggregator, KindInfo};
-use crate::os::host::HostMark;
 use crate::os::sockopt;
-use crate::os::sys::{self, CpuMark};
+use crate::os::sys;
 use netblast_probe::Probe;
 use netblast_spec::plan::{self, stream_setups};
 use netblast_spec::result::{CpuUsage, Interval, Plan, RunResult, StreamInfo};
@@ -205,34 +204,19 @@ pub fn run(
     let (infos, conns) = open_streams(plan, peer, test_id, &control.key, &setups)?;
     let (tx, rx) = mpsc::channel::<Incoming>();
     let (gate, handles) = spawn_workers(plan, conns, probe, flags, &tx)?;
-    let mut run = Drive {
-        plan,
-        peer,
-        flags,
-        control,
-        rx,
-        handles,
-        gate,
-        infos,
-        start: Instant::now(),
-        reader: None,
-        cpu_mark: None,
-        host_mark: None,
-    };
-    let (start_unix_ns, actual_start_unix_ns) = run.start(tx, &test_id.to_string(), live)?;
+    let mut run = Drive { plan, peer, flags, control, rx, handles, gate, infos, start: Instant::now(), reader: None };
+    let started = run.start(tx, &test_id.to_string(), live)?;
     let agg = run.drive(live);
-    let (agg, cpu) = run.wind_down(agg, live);
+    let (agg, cpu) = run.wind_down(agg, &started, live);
     let local_address = run.control.stream.local_addr().map(|a| a.ip().to_string()).unwrap_or_default();
-    let envelope = Envelope {
-        test_id: test_id.to_string(),
-        start_unix_ns,
-        actual_start_unix_ns,
-        clock: opts.clock,
+    let envelope = started.envelope(
+        test_id.to_string(),
+        opts.clock,
         local_address,
-        server: Some(run.control.server.clone()),
-        probe: probe.info_since(probe_stats_at_start),
-        server_probe: Some(run.control.server_probe.clone()),
-    };
+        Some(run.control.server.clone()),
+        probe.info_since(probe_stats_at_start),
+        Some(run.control.server_probe.clone()),
+    );
     Ok(run.result(agg, cpu, envelope, live))
 }
 
@@ -299,58 +283,46 @@ struct Drive<'a> {
     start: Instant,
     /// The thread reading the server's frames.
     reader: Option<std::thread::JoinHandle<()>>,
-    /// This thread's CPU time from the start on.
-    cpu_mark: Option<CpuMark>,
-    /// The host's counters at the start.
-    host_mark: Option<HostMark>,
 }
 
 impl Drive<'_> {
     /// Waits for the start instant (reading the server's frames from then on), opens the gate
-    /// and tells the server to start; the start instant and when the gate opened (UTC ns). Before the start, a failure
-    /// stops the workers and is returned.
+    /// and tells the server to start. Before the start, a failure stops the workers and is
+    /// returned.
     fn start(
         &mut self,
         tx: mpsc::Sender<Incoming>,
         test_id: &str,
         live: &mut dyn FnMut(Live<'_>),
-    ) -> Result<(u64, u64), ClientError> {
-        let (start_unix_ns, start) = match crate::exec::api::start_instant(self.plan, START_LEAD) {
+    ) -> Result<crate::exec::start::Started, ClientError> {
+        let (control, peer, reader) = (&self.control, self.peer, &mut self.reader);
+        // The server's frames are read from the start on; the server starts when `Start`
+        // reaches it (its intervals count from then, and are matched to ours by index).
+        let started = crate::exec::start::begin(self.plan, START_LEAD, &self.gate, |_| {
+            control.stream.set_read_timeout(None).ok();
+            let r = control.stream.try_clone().map_err(|error| ClientError::Io {
+                what: format!("cannot clone the control connection ({peer})"),
+                error,
+            });
+            *reader = Some(r.and_then(|r| spawn_reader(r, tx))?);
+            Ok(())
+        });
+        let started = match started {
             Ok(s) => s,
             Err(e) => {
                 self.abandon();
                 return Err(e);
             }
         };
-        self.start = start;
-        self.control.stream.set_read_timeout(None).ok();
-        let r = self.control.stream.try_clone().map_err(|error| ClientError::Io {
-            what: format!("cannot clone the control connection ({})", self.peer),
-            error,
-        });
-        let reader = match r.and_then(|r| spawn_reader(r, tx)) {
-            Ok(h) => h,
-            Err(e) => {
-                self.abandon();
-                return Err(e);
-            }
-        };
-        self.reader = Some(reader);
-        self.cpu_mark = Some(CpuMark::thread());
-        // The workers start at the instant; the server starts when `Start` reaches it (its
-        // intervals count from then, and are matched to ours by index).
-        crate::exec::clock::sleep_until(start);
-        self.cpu_mark = self.cpu_mark.map(|m| m.wall_from(start));
-        self.host_mark = HostMark::read();
-        let actual_start_unix_ns = crate::exec::clock::now_unix_ns();
-        self.gate.open(start);
         let (plan, server, streams) = (self.plan, &self.control.server, &self.infos);
+        let (start_unix_ns, actual_start_unix_ns) = (started.start_unix_ns, started.actual_start_unix_ns);
         live(Live::Started { plan, test_id, server, streams, start_unix_ns, actual_start_unix_ns });
+        self.start = started.at;
         if let Err(e) = blocking::write_frame(&mut self.control.stream, &ClientMsg::Start) {
             self.abandon();
             return Err(ClientError::Io { what: format!("cannot start the test ({})", self.peer), error: e });
         }
-        Ok((start_unix_ns, actual_start_unix_ns))
+        Ok(started)
     }
 
     /// Stops the workers before they measured anything, and closes the control connection.
@@ -474,9 +446,14 @@ impl Drive<'_> {
 
     /// Stops and joins the workers, takes the events they sent while stopping, closes the
     /// control connection; the aggregator and this thread's CPU time.
-    fn wind_down(&mut self, mut agg: Aggregator, live: &mut dyn FnMut(Live<'_>)) -> (Aggregator, CpuUsage) {
-        let control_cpu = self.cpu_mark.as_ref().map(|m| m.usage()).unwrap_or_default();
-        agg.load.client = self.host_mark.as_ref().and_then(HostMark::load);
+    fn wind_down(
+        &mut self,
+        mut agg: Aggregator,
+        started: &crate::exec::start::Started,
+        live: &mut dyn FnMut(Live<'_>),
+    ) -> (Aggregator, CpuUsage) {
+        let control_cpu = started.thread_cpu();
+        agg.load.client = started.host_load();
         self.flags.abort();
         for h in self.handles.drain(..) {
             let _ = h.join();

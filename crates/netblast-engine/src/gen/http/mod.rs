@@ -29,9 +29,9 @@ pub mod timer;
 pub mod tls;
 pub mod worker;
 
-use crate::exec::api::{ClientError, Envelope, Live, Measured, RunOptions};
+use crate::exec::api::{ClientError, Live, Measured, RunOptions};
 use crate::exec::worker::{RunFlags, Seat, StartGate};
-use crate::os::sys::{self, CpuMark};
+use crate::os::sys;
 use bytes::Bytes;
 use conn::Endpoint;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
@@ -551,7 +551,7 @@ pub fn run(
     let gate = StartGate::new();
     let (tx, rx) = mpsc::channel::<(usize, WorkerMsg)>();
     let handles = setup.spawn(plan, &worker::Links { gate: gate.clone(), flags: flags.clone(), tx })?;
-    let (start_unix_ns, start) = match crate::exec::api::start_instant(plan, START_LEAD) {
+    let started = match crate::exec::start::begin(plan, START_LEAD, &gate, |_| Ok(())) {
         Ok(s) => s,
         Err(e) => {
             gate.cancel();
@@ -561,19 +561,15 @@ pub fn run(
             return Err(e);
         }
     };
-    let cpu_mark = CpuMark::thread().wall_from(start);
-    crate::exec::clock::sleep_until(start);
-    let actual_start_unix_ns = crate::exec::clock::now_unix_ns();
-    let host_mark = crate::os::host::HostMark::read();
-    gate.open(start);
     let server = HostInfo::default();
+    let (start_unix_ns, actual_start_unix_ns) = (started.start_unix_ns, started.actual_start_unix_ns);
     live(Live::Started { plan, test_id: &test_id, server: &server, streams: &[], start_unix_ns, actual_start_unix_ns });
     let mut c = collect(rx, &handles, &setup, live);
     for h in handles {
         let _ = h.join();
     }
-    let client_load = host_mark.as_ref().and_then(|m| m.load());
-    let mut cpu = cpu_mark.usage();
+    let client_load = started.host_load();
+    let mut cpu = started.thread_cpu();
     cpu.user_s += c.worker_cpu.user_s;
     cpu.system_s += c.worker_cpu.system_s;
     // The group's kernel RTT samples: every connection's, in one read.
@@ -584,28 +580,17 @@ pub fn run(
     }
     let http = summarize(&setup, &c, plan.time_bound.get());
     let expected = plan.profile.workload.http().map(|h| h.expected().to_string()).unwrap_or_default();
-    let interrupted_at = flags.interrupted().then(|| start.elapsed().as_secs_f64());
+    let interrupted_at = flags.interrupted().then(|| started.elapsed_s());
     let errors = run_errors(&mut c, &http, &expected, interrupted_at, setup.job.early.cause());
     let bits = (http.bytes_sent + http.bytes_received) as f64 * 8.0;
-    let envelope = Envelope {
-        test_id,
-        start_unix_ns,
-        actual_start_unix_ns,
-        clock: opts.clock,
-        local_address: setup.local_address.clone(),
-        server: None,
-        probe: {
-            // The program runs on every connection while it is attached: its run time, when
-            // counted, is the attached probe's.
-            let mut info = setup.probe.info_since(probe_stats_at_start);
-            if !setup.h.keepalive {
-                let k = probe.info_since(probe_stats_at_start);
-                (info.kernel_run_ns, info.kernel_runs) = (k.kernel_run_ns, k.kernel_runs);
-            }
-            info
-        },
-        server_probe: None,
-    };
+    // The program runs on every connection while it is attached: its run time, when counted,
+    // is the attached probe's.
+    let mut probe_info = setup.probe.info_since(probe_stats_at_start);
+    if !setup.h.keepalive {
+        let k = probe.info_since(probe_stats_at_start);
+        (probe_info.kernel_run_ns, probe_info.kernel_runs) = (k.kernel_run_ns, k.kernel_runs);
+    }
+    let envelope = started.envelope(test_id, opts.clock, setup.local_address.clone(), None, probe_info, None);
     let warnings =
         plan.notes.iter().map(|n| RunError { at_s: 0.0, source: "plan".into(), message: n.clone() }).collect();
     let summary = Summary {

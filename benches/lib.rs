@@ -101,3 +101,9 @@ pub fn run_with(addr: SocketAddr, p: Profile, probe: &Probe) -> Result<RunResult
 pub fn figure(name: &str, value: f64, unit: &str, note: &str) {
     truth::figure(name, value, unit, note);
 }
+
+/// How long each bench run lasts: `NETBLAST_BENCH_SECS` (default 3).
+pub fn secs() -> std::time::Duration {
+    let s: f64 = std::env::var("NETBLAST_BENCH_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(3.0);
+    std::time::Duration::from_secs_f64(s)
+}

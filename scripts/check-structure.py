@@ -6,7 +6,8 @@
 - no two of a crate's folders (its top-level modules: the engine's layers os < exec < measure
   < gen < run) import each other, directly or around a circle;
 - no function outside tests is longer than 150 lines (a long function is a set of phases
-  waiting for names).
+  waiting for names), and no file longer than 800 lines outside its tests (a long file is
+  several subjects waiting for their own files).
 Exit 1 when any is found.
 
     scripts/check-structure.py [CRATES_DIR ...]   (default: crates benches)
@@ -14,6 +15,7 @@ Exit 1 when any is found.
 import os, re, sys
 
 LIMIT = 150
+FILE_LIMIT = 800
 def strip_tests(text):
     lines = text.split("\n")
     out, skip, depth = [], False, 0
@@ -153,12 +155,29 @@ def long_functions(root, limit=LIMIT):
     return out
 
 
+def long_files(root, limit=FILE_LIMIT):
+    out = []
+    for dp, _, fns in os.walk(root):
+        if "/tests" in dp or dp.endswith("tests") or "target" in dp:
+            continue
+        for f in fns:
+            if f.endswith(".rs"):
+                p = os.path.join(dp, f)
+                n = len(strip_tests(open(p).read()).split("\n"))
+                if n > limit:
+                    out.append((n, p))
+    return out
+
+
 def main(roots):
     bad = 0
     for root in roots:
         bad += circles(root) + circles(root, top=True) if os.path.isdir(root) and any(os.path.isdir(os.path.join(root, c, "src")) for c in os.listdir(root)) else 0
         for n, p, line, name in sorted(long_functions(root), reverse=True):
             print(f"{p}:{line}: fn {name} is {n} lines (over {LIMIT})")
+            bad += 1
+        for n, p in sorted(long_files(root), reverse=True):
+            print(f"{p}: {n} lines outside tests (over {FILE_LIMIT})")
             bad += 1
     return bad
 

@@ -16,8 +16,8 @@ use netblast_spec::profile::{Kind, Way};
 use netblast_spec::result::{CpuUsage, MAX_STREAM_DETAIL};
 use netblast_wire::gather::Gather;
 use netblast_wire::wire::{
-    self, ClientMsg, Header, Refusal, ServerMsg, ServerSample, ServerStreamFinal, ServerWaySample, Session, StreamAck,
-    TestId, TestSetup, STREAM_TAG_LEN,
+    self, ClientMsg, Header, Refusal, ServerMsg, ServerSample, ServerStreamFinal, Session, StreamAck, TestId,
+    TestSetup, STREAM_TAG_LEN,
 };
 use socket2::SockRef;
 use std::collections::{HashMap, HashSet};
@@ -28,6 +28,9 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
+
+mod report;
+use report::{ServerInterval, TestTotals, WaySums};
 
 /// Resources a test holds while it runs, given back on drop.
 struct Holding<'a> {
@@ -261,52 +264,6 @@ fn check_setup(setup: &TestSetup) -> Result<(), String> {
         return Err(format!("stream {} goes {:?}, which the profile does not allow", s.id, s.way));
     }
     Ok(())
-}
-
-/// Way sums of a large test's interval reports: the kernel counters the server reads are
-/// cumulative per stream, so the last value of each is kept to turn them into deltas.
-#[derive(Default)]
-struct WaySums {
-    retrans: HashMap<u32, u64>,
-    segs: HashMap<u32, u64>,
-}
-
-impl WaySums {
-    fn sums(&mut self, streams: &[ServerSample], ways: &HashMap<u32, Way>) -> Vec<ServerWaySample> {
-        let mut out: Vec<ServerWaySample> = Vec::new();
-        for s in streams {
-            let Some(&way) = ways.get(&s.id) else { continue };
-            let i = match out.iter().position(|w| w.way == way) {
-                Some(i) => i,
-                None => {
-                    out.push(ServerWaySample { way, bytes: 0, msgs: 0, retransmits: 0, segs_out: None });
-                    out.len() - 1
-                }
-            };
-            let w = &mut out[i];
-            w.bytes += s.bytes;
-            w.msgs += s.msgs;
-            if let Some(t) = s.tcp {
-                let delta = |m: &mut HashMap<u32, u64>, now: u64| now.saturating_sub(m.insert(s.id, now).unwrap_or(0));
-                w.retransmits += delta(&mut self.retrans, t.retrans_segs);
-                *w.segs_out.get_or_insert(0) += delta(&mut self.segs, t.segs_out);
-            }
-        }
-        // Every way of the test is reported, with zeros where nothing moved.
-        for way in ways.values() {
-            if !out.iter().any(|w| w.way == *way) {
-                out.push(ServerWaySample { way: *way, bytes: 0, msgs: 0, retransmits: 0, segs_out: None });
-            }
-        }
-        out
-    }
-}
-
-/// One interval of the server's workers, gathered into one frame.
-#[derive(Default)]
-struct ServerInterval {
-    span: Option<(f64, f64)>,
-    streams: Vec<ServerSample>,
 }
 
 enum Ctl {
@@ -752,54 +709,5 @@ impl<'a, 'w> ServerTest<'a, 'w> {
             let _ = self.wr.shutdown().await;
         }
         (self.problem, totals)
-    }
-}
-
-/// What one test moved through this server, for its line on `serve`'s stderr.
-#[derive(Debug, Default)]
-struct TestTotals {
-    streams: usize,
-    received: u64,
-    sent: u64,
-    msgs_received: u64,
-    msgs_sent: u64,
-    seconds: f64,
-}
-
-impl TestTotals {
-    /// `PEER KIND test ID, N streams: received … (rate), sent … (rate) in S s: ok|failed: why`.
-    fn line(&self, peer: SocketAddr, test_id: &TestId, setup: &TestSetup, problem: Option<&str>) -> String {
-        use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_per_s};
-        let secs = self.seconds.max(1e-9);
-        let mut parts = Vec::new();
-        for (what, bytes, msgs) in
-            [("received", self.received, self.msgs_received), ("sent", self.sent, self.msgs_sent)]
-        {
-            if bytes == 0 && msgs == 0 {
-                continue;
-            }
-            let mut p = format!("{what} {} ({})", fmt_bytes(bytes), fmt_bits_per_s(bytes as f64 * 8.0 / secs));
-            if msgs > 0 {
-                let unit = setup.profile.kind().unit();
-                p.push_str(&format!(", {msgs} {unit} ({})", fmt_per_s(msgs as f64 / secs)));
-            }
-            parts.push(p);
-        }
-        if parts.is_empty() {
-            parts.push("nothing moved".into());
-        }
-        let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
-        format!(
-            "netblast serve: {peer} {} test {test_id}, {} stream{}: {} in {:.2} s: {}",
-            setup.profile.kind().name(),
-            self.streams,
-            if self.streams == 1 { "" } else { "s" },
-            parts.join(", "),
-            self.seconds,
-            match problem {
-                None => "ok".to_string(),
-                Some(p) => format!("failed: {p}"),
-            }
-        )
     }
 }

@@ -1,6 +1,7 @@
-//! docs/architecture.md's crate graph against the crates' manifests (`cargo metadata`): every
-//! `[dependencies]` edge between workspace crates is drawn, and nothing else; an optional one
-//! (a feature) dashed.
+//! docs/architecture.md against the code: its crate graph against the crates' manifests (`cargo
+//! metadata`: every `[dependencies]` edge between workspace crates is drawn, and nothing else; an
+//! optional one (a feature) dashed), and its module map against each crate's `src/` (every
+//! top-level module named, and nothing else).
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -81,4 +82,59 @@ fn an_edge_added_without_the_doc_fails_the_check() {
     // And a drawn edge no manifest has is caught too.
     let doc = doc.replacen("```mermaid\n", "```mermaid\n  spec --> report\n", 1);
     assert_ne!(manifest_edges(), documented_edges(&doc));
+}
+
+/// Each crate's top-level modules as the files say: `src/x.rs` and `src/x/mod.rs`, less the
+/// crate root.
+fn module_dirs() -> BTreeSet<(String, String)> {
+    let crates = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let mut out = BTreeSet::new();
+    for c in std::fs::read_dir(crates).unwrap() {
+        let c = c.unwrap().path();
+        let src = c.join("src");
+        let Ok(entries) = std::fs::read_dir(&src) else { continue };
+        let name = c.file_name().unwrap().to_string_lossy().to_string();
+        for e in entries {
+            let p = e.unwrap().path();
+            let stem = p.file_stem().unwrap().to_string_lossy().to_string();
+            let module = if p.is_dir() { p.join("mod.rs").exists() } else { p.extension().is_some_and(|x| x == "rs") };
+            if module && stem != "lib" && stem != "main" {
+                out.insert((name.clone(), stem));
+            }
+        }
+    }
+    out
+}
+
+/// The same, from the "Module map" section: lines `- `crate`: `module` (what), …`.
+fn documented_modules(doc: &str) -> BTreeSet<(String, String)> {
+    let start = doc.find("## Module map").expect("a module map");
+    let end = doc[start + 3..].find("\n## ").map_or(doc.len(), |e| start + 3 + e);
+    let mut out = BTreeSet::new();
+    for line in doc[start..end].lines() {
+        let Some(rest) = line.strip_prefix("- `") else { continue };
+        let Some((krate, list)) = rest.split_once("`:") else { continue };
+        // A module is a backticked name followed by its description in parentheses.
+        for piece in list.split("` (").collect::<Vec<_>>().iter().rev().skip(1) {
+            let name = piece.rsplit('`').next().unwrap();
+            out.insert((krate.to_string(), name.to_string()));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_module_map_names_every_module() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/architecture.md")).unwrap();
+    let (real, named) = (module_dirs(), documented_modules(&doc));
+    assert!(real.len() > 40, "the crates' modules were found: {real:?}");
+    let missing: Vec<_> = real.difference(&named).collect();
+    let extra: Vec<_> = named.difference(&real).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "docs/architecture.md's module map disagrees with the code:\n  not in the map: {missing:?}\n  in the map, not in the code: {extra:?}"
+    );
+    // A module dropped from the map is caught.
+    let doc = doc.replacen("`sweep` (an HTTP sweep's steps), ", "", 1);
+    assert_ne!(module_dirs(), documented_modules(&doc));
 }

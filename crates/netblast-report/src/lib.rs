@@ -22,6 +22,7 @@ mod kinds;
 mod lines;
 mod markup;
 pub mod plots;
+mod series;
 pub mod sweep;
 pub mod text;
 

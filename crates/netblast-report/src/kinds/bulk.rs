@@ -1,12 +1,15 @@
 //! A bulk test's report: its interval columns (a paced test says its rate first), each
 //! stream's and way's lines (iperf3's), its totals, and what limited its senders.
 
+use crate::chart::{Plot, Series, Shape, Unit};
 use crate::lines::way_name;
 use crate::lines::{id_col, iv_span, label, span, MAX_STREAM_LINES};
 use crate::markup::esc;
+use crate::series::{at, MAX_LINES};
 use netblast_spec::profile::{Profile, Way, Workload};
 use netblast_spec::result::{Interval, RunResult, StreamInfo, WaySummary};
 use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, known};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// The column header (a paced test says its rate first: the sender's column also fills and
@@ -197,4 +200,106 @@ pub(crate) fn limits_table(out: &mut String, r: &RunResult) {
         );
     }
     out.push_str("</table>\n");
+}
+
+/// The sender's kernel view per stream at each interval's end: congestion window (bytes) and
+/// smoothed RTT; compact: their mean over the streams.
+pub(crate) fn per_stream_tcp(r: &RunResult, compact: bool) -> Vec<Plot> {
+    let mut cwnd: BTreeMap<u32, Vec<(f64, f64, f64)>> = BTreeMap::new();
+    let mut srtt: BTreeMap<u32, Vec<(f64, f64, f64)>> = BTreeMap::new();
+    for iv in &r.intervals {
+        for s in &iv.streams {
+            let Some(t) = &s.tcp else { continue };
+            cwnd.entry(s.id).or_default().push(at(iv, t.cwnd_segs as f64 * t.mss as f64));
+            srtt.entry(s.id).or_default().push(at(iv, t.rtt_us as f64 * 1e3));
+        }
+    }
+    let lines = |m: BTreeMap<u32, Vec<(f64, f64, f64)>>| -> Vec<Series> {
+        if m.is_empty() {
+            return Vec::new();
+        }
+        if compact || m.len() > MAX_LINES {
+            let mut by: BTreeMap<u64, (f64, f64, f64, u32)> = BTreeMap::new();
+            for (a, b, y) in m.values().flatten() {
+                let e = by.entry(a.to_bits()).or_insert((*a, *b, 0.0, 0));
+                e.2 += y;
+                e.3 += 1;
+            }
+            let pts = by.into_values().map(|(a, b, y, n)| (a, b, y / n as f64)).collect();
+            let n = m.len();
+            return vec![Series::new(format!("mean of {n} stream{}", if n == 1 { "" } else { "s" }), pts)];
+        }
+        m.into_iter().map(|(id, v)| Series::new(format!("stream {id}"), v)).collect()
+    };
+    let mut out = Vec::new();
+    let c = lines(cwnd);
+    if !c.is_empty() {
+        out.push(Plot::over_time(
+            "cwnd",
+            "Congestion window (sender's kernel, at each interval's end)",
+            Unit::Bytes,
+            Shape::Steps,
+            c,
+        ));
+    }
+    let s = lines(srtt);
+    if !s.is_empty() {
+        out.push(Plot::over_time(
+            "srtt",
+            "Smoothed RTT (sender's kernel, at each interval's end)",
+            Unit::Nanos,
+            Shape::Steps,
+            s,
+        ));
+    }
+    out
+}
+
+/// What limited each way's senders in each interval (their kernels' clocks, advanced over the
+/// interval, summed over the way's streams): the receiver's window, the send buffer, the
+/// congestion window or path, nothing to send; shares of the interval.
+pub(crate) fn limits(r: &RunResult) -> Option<Plot> {
+    use netblast_spec::result::TcpLimits;
+    let two = r.summary.ways.len() > 1;
+    let mut series = Vec::new();
+    for w in r.summary.ways.iter().map(|w| w.way) {
+        let ids: Vec<u32> = r.streams.iter().filter(|s| s.way == w).map(|s| s.id).collect();
+        let mut last: BTreeMap<u32, TcpLimits> = BTreeMap::new();
+        let mut pts: [Vec<(f64, f64, f64)>; 4] = Default::default();
+        for iv in &r.intervals {
+            let wall = ((iv.end_s - iv.start_s) * 1e6) as u64;
+            let mut sum: Option<TcpLimits> = None;
+            for s in iv.streams.iter().filter(|s| ids.contains(&s.id)) {
+                let Some(now) = s.tcp.and_then(|t| t.limits) else { continue };
+                let d = now.since(&last.insert(s.id, now).unwrap_or_default(), wall);
+                sum = Some(sum.map(|a| a.add(&d)).unwrap_or(d));
+            }
+            if let Some(x) = sum.and_then(|l| l.shares()) {
+                for (k, v) in [x.rwnd, x.sndbuf, x.cwnd, x.app].into_iter().enumerate() {
+                    pts[k].push(at(iv, v));
+                }
+            }
+        }
+        let names = ["receiver window", "send buffer", "congestion window or path", "nothing to send"];
+        for (k, p) in pts.into_iter().enumerate().filter(|(_, p)| !p.is_empty()) {
+            let name = if two { format!("{}, {}", names[k], way_name(w)) } else { names[k].to_string() };
+            series.push(Series::new(name, p));
+        }
+    }
+    (!series.is_empty()).then(|| {
+        Plot::over_time(
+            "limits",
+            "What limited the senders, per interval (share of the time, their kernels' clocks)",
+            Unit::Percent,
+            Shape::Steps,
+            series,
+        )
+    })
+}
+
+/// bulk's own charts: what limited the senders, each stream's cwnd and smoothed RTT.
+pub(crate) fn plots(r: &RunResult, compact: bool) -> Vec<Plot> {
+    let mut out: Vec<Plot> = limits(r).into_iter().collect();
+    out.extend(per_stream_tcp(r, compact));
+    out
 }

@@ -2,13 +2,16 @@
 //! percentiles and histogram, phases, status codes, errors, connections, kernel TCP figures),
 //! and a stepped rate's sweep.
 
+use crate::chart::{Plot, Series, Shape, Unit};
 use crate::lines::{iv_span, p50_p99_max, pcts, retransmissions};
 use crate::markup::esc;
 use crate::markup::lat_cells;
+use crate::series::{at, secs};
 use netblast_spec::hist::{Distribution, LatencySummary};
 use netblast_spec::profile::Profile;
 use netblast_spec::result::{Interval, RunResult};
 use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_ns, fmt_per_s};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 pub(crate) fn interval(iv: &Interval, profile: &Profile) -> String {
@@ -301,4 +304,51 @@ pub(crate) fn tables(out: &mut String, r: &RunResult) {
         );
     }
     out.push_str("</table>\n");
+}
+
+/// HTTP: requests sent and responses per second, and the target rate in open loop.
+pub(crate) fn http_rate(r: &RunResult) -> Option<Plot> {
+    let ivs: Vec<_> = r.intervals.iter().filter_map(|iv| Some((iv, iv.http.as_ref()?))).collect();
+    if ivs.is_empty() {
+        return None;
+    }
+    let mut series = vec![
+        Series::new("responses", ivs.iter().map(|(iv, h)| at(iv, h.responses_per_s)).collect()).bold(),
+        Series::new("requests sent", ivs.iter().map(|(iv, h)| at(iv, h.sent_per_s)).collect()),
+    ];
+    let target: Vec<_> = ivs.iter().filter_map(|(iv, h)| Some(at(iv, h.target_rate?))).collect();
+    if !target.is_empty() {
+        series.push(Series::new("target (offered rate)", target).dashed());
+    }
+    Some(Plot::over_time("http-rate", "Requests per second", Unit::PerSecond("requests"), Shape::Steps, series))
+}
+
+/// HTTP: responses per second by status code.
+pub(crate) fn http_status(r: &RunResult, compact: bool) -> Option<Plot> {
+    let mut codes: BTreeMap<&str, Vec<(f64, f64, f64)>> = BTreeMap::new();
+    for iv in &r.intervals {
+        let Some(h) = &iv.http else { continue };
+        for (code, n) in &h.status {
+            codes.entry(code).or_default().push(at(iv, *n as f64 / secs(iv)));
+        }
+    }
+    // One code only says what the rate chart says; a comparison keeps its charts few.
+    if codes.len() < 2 || compact {
+        return None;
+    }
+    let series = codes.into_iter().map(|(c, v)| Series::new(format!("status {c}"), v)).collect();
+    Some(Plot::over_time(
+        "http-status",
+        "Responses per second by status code",
+        Unit::PerSecond("responses"),
+        Shape::Steps,
+        series,
+    ))
+}
+
+/// HTTP's own charts: requests sent and responses per second, responses by status code.
+pub(crate) fn plots(r: &RunResult, compact: bool) -> Vec<Plot> {
+    let mut out: Vec<Plot> = http_rate(r).into_iter().collect();
+    out.extend(http_status(r, compact));
+    out
 }

@@ -72,3 +72,12 @@ pub(crate) fn html_tables(out: &mut String, r: &RunResult) {
         Kind::Msgrate | Kind::Rr => {}
     }
 }
+
+/// The kind's own charts (the HTML page's; every kind's common ones are `plots`').
+pub(crate) fn plots(r: &RunResult, compact: bool) -> Vec<crate::chart::Plot> {
+    match r.plan.profile.kind() {
+        Kind::Bulk => bulk::plots(r, compact),
+        Kind::Msgrate | Kind::Rr | Kind::Cps => msg::plots(r),
+        Kind::Http => http::plots(r, compact),
+    }
+}

@@ -1,7 +1,10 @@
 //! The message kinds' report (msgrate over TCP or UDP, rr, cps): their interval columns and
 //! lines, their totals, datagram loss and offloads, and rr's kernel-against-application note.
 
+use crate::chart::{Plot, Series, Shape, Unit};
+use crate::lines::way_name;
 use crate::lines::{count, id_col, iv_span, label, lat_cols, pcts, per_cpu_receivers, span, udp, MAX_STREAM_LINES};
+use crate::series::{at, is_udp};
 use netblast_spec::hist::LatencySummary;
 use netblast_spec::profile::{Kind, Profile, Way, Workload};
 use netblast_spec::result::{Interval, MsgTotals, RunResult, StreamInfo};
@@ -325,4 +328,99 @@ pub(crate) fn receivers_line(s: &mut String, r: &RunResult, way: Way, m: &MsgTot
         })
         .collect();
     writeln!(s, "      receivers: one per server CPU (SO_REUSEPORT, SO_INCOMING_CPU), {queue}: {}", named.join("; "))
+}
+
+/// Messages, datagrams, transactions or connections per second, sent and received, and TCP
+/// segments on the wire beside messages (a message is not a packet).
+pub(crate) fn ops(r: &RunResult) -> Option<Plot> {
+    let kind = r.plan.profile.kind();
+    if !matches!(kind, Kind::Msgrate | Kind::Rr | Kind::Cps) {
+        return None;
+    }
+    let unit = if is_udp(r) && kind == Kind::Msgrate { "datagrams" } else { kind.unit() };
+    let two = r.summary.ways.len() > 1;
+    let mut series = Vec::new();
+    for w in r.summary.ways.iter().map(|w| w.way) {
+        let name = |what: &str| if two { format!("{what}, {}", way_name(w)) } else { what.to_string() };
+        let pick = |f: fn(&netblast_spec::result::MsgInterval) -> Option<f64>| -> Vec<(f64, f64, f64)> {
+            r.intervals
+                .iter()
+                .filter_map(|iv| Some(at(iv, f(iv.sums.iter().find(|s| s.way == w)?.msgs.as_ref()?)?)))
+                .collect()
+        };
+        let sent_name = match kind {
+            Kind::Rr => "completed",
+            Kind::Cps => "established",
+            _ => "sent",
+        };
+        series.push(Series::new(name(sent_name), pick(|m| m.sent_per_s)).bold());
+        if kind == Kind::Msgrate {
+            series.push(Series::new(name("received"), pick(|m| m.received_per_s)));
+            let segs = pick(|m| m.segs_out_per_s);
+            if !segs.is_empty() {
+                series.push(Series::new(name("TCP segments sent (packets, not messages)"), segs));
+            }
+        }
+    }
+    series.retain(|s| !s.points.is_empty());
+    (!series.is_empty()).then(|| {
+        let title = format!("{}{} per second", unit[..1].to_uppercase(), &unit[1..]);
+        Plot::over_time("ops", title, Unit::PerSecond(unit), Shape::Steps, series)
+    })
+}
+
+/// UDP: datagrams lost and out of order per interval (% of those sent), and jitter.
+pub(crate) fn udp_quality(r: &RunResult) -> Vec<Plot> {
+    let mut loss = Vec::new();
+    let mut jitter = Vec::new();
+    let two = r.summary.ways.len() > 1;
+    for w in r.summary.ways.iter().map(|w| w.way) {
+        let name = |what: &str| if two { format!("{what}, {}", way_name(w)) } else { what.to_string() };
+        let (mut lost, mut ooo, mut jit) = (Vec::new(), Vec::new(), Vec::new());
+        for iv in &r.intervals {
+            let Some(m) = iv.sums.iter().find(|s| s.way == w).and_then(|s| s.msgs.as_ref()) else { continue };
+            let Some(q) = &m.udp else { continue };
+            let sent = m.sent.max(1) as f64;
+            lost.push(at(iv, q.lost as f64 / sent));
+            ooo.push(at(iv, q.out_of_order as f64 / sent));
+            if q.received > 0 {
+                jit.push(at(iv, q.jitter_ns));
+            }
+        }
+        if !lost.is_empty() {
+            loss.push(Series::new(name("lost"), lost).bold());
+            loss.push(Series::new(name("out of order"), ooo));
+        }
+        if !jit.is_empty() {
+            jitter.push(Series::new(name("jitter"), jit));
+        }
+    }
+    let mut out = Vec::new();
+    if !loss.is_empty() {
+        out.push(Plot::over_time(
+            "loss",
+            "Datagrams lost and out of order per interval (of those sent)",
+            Unit::Percent,
+            Shape::Steps,
+            loss,
+        ));
+    }
+    if !jitter.is_empty() {
+        out.push(Plot::over_time(
+            "jitter",
+            "Jitter per interval (RFC 3550, at the receivers)",
+            Unit::Nanos,
+            Shape::Steps,
+            jitter,
+        ));
+    }
+    out
+}
+
+/// The message kinds' own charts: messages (or transactions, connections) per second, and a
+/// UDP test's loss and jitter.
+pub(crate) fn plots(r: &RunResult) -> Vec<Plot> {
+    let mut out: Vec<Plot> = ops(r).into_iter().collect();
+    out.extend(udp_quality(r));
+    out
 }

@@ -222,18 +222,10 @@ pub fn split_budget(total: u64, n: u64, k: u64) -> u64 {
 pub fn stream_setups(plan: &Plan) -> Vec<StreamSetup> {
     let w = &plan.profile.workload;
     let n = w.stream_count(plan.client_cpus.len());
-    let ways: Vec<Way> = match w {
-        Workload::Bulk(b) => {
-            b.direction.ways().iter().flat_map(|&way| std::iter::repeat_n(way, b.flows as usize)).collect()
-        }
-        Workload::Msgrate(m) => {
-            let ways = m.direction.ways();
-            let per_way = n / ways.len().max(1);
-            ways.iter().flat_map(|&way| std::iter::repeat_n(way, per_way)).collect()
-        }
-        Workload::Rr(_) | Workload::Cps(_) => vec![Way::Up; n],
-        Workload::Http(_) => Vec::new(),
-    };
+    // Each way the workload's bytes go has its share of the streams, up streams first.
+    let ways = w.ways();
+    let per_way = n / ways.len().max(1);
+    let ways: Vec<Way> = ways.iter().flat_map(|&way| std::iter::repeat_n(way, per_way)).collect();
     ways.into_iter()
         .enumerate()
         .map(|(i, way)| StreamSetup { id: i as u32, way, server_cpu: plan.server_cpus.get(i).copied() })

@@ -76,6 +76,8 @@ pub struct KindInfo {
     /// The server's UDP receivers are per CPU: a stream's received figures are those of the
     /// receiver beside its server end, which takes datagrams of any flow; loss is per way.
     pub shared_receivers: bool,
+    /// The streams count messages (the workload's [`Workload::counts_msgs`]).
+    pub counts_msgs: bool,
 }
 
 impl KindInfo {
@@ -83,11 +85,11 @@ impl KindInfo {
     pub fn of(w: &Workload) -> KindInfo {
         let shared_receivers = matches!(w, Workload::Msgrate(m)
             if m.protocol == Protocol::Udp && m.receivers == netblast_spec::profile::Receivers::PerCpu);
-        KindInfo { kind: w.kind(), protocol: w.protocol(), shared_receivers }
+        KindInfo { kind: w.kind(), protocol: w.protocol(), shared_receivers, counts_msgs: w.counts_msgs() }
     }
 
     fn counts_msgs(&self) -> bool {
-        matches!(self.kind, Kind::Msgrate | Kind::Rr | Kind::Cps)
+        self.counts_msgs
     }
 }
 
@@ -708,7 +710,8 @@ mod tests {
         })
     }
 
-    const BULK: KindInfo = KindInfo { kind: Kind::Bulk, protocol: Protocol::Tcp, shared_receivers: false };
+    const BULK: KindInfo =
+        KindInfo { kind: Kind::Bulk, protocol: Protocol::Tcp, shared_receivers: false, counts_msgs: false };
 
     fn sample(id: u32, bytes: u64, tcp: Option<TcpStats>) -> FlowSample {
         FlowSample { id, bytes, tcp, ..Default::default() }
@@ -850,7 +853,7 @@ mod tests {
 
     #[test]
     fn latency_histograms_are_added_not_averaged() {
-        let rr = KindInfo { kind: Kind::Rr, protocol: Protocol::Tcp, shared_receivers: false };
+        let rr = KindInfo { kind: Kind::Rr, protocol: Protocol::Tcp, shared_receivers: false, counts_msgs: true };
         let mut a = Aggregator::new(vec![info(0, Way::Up), info(1, Way::Up)], 2, rr);
         let hist_of = |v: u64, n: u64| {
             let mut h = hist::new_latency_histogram();
@@ -886,7 +889,7 @@ mod tests {
 
     #[test]
     fn udp_loss_is_sent_minus_received() {
-        let udp = KindInfo { kind: Kind::Msgrate, protocol: Protocol::Udp, shared_receivers: false };
+        let udp = KindInfo { kind: Kind::Msgrate, protocol: Protocol::Udp, shared_receivers: false, counts_msgs: true };
         let mut a = Aggregator::new(vec![info(0, Way::Up)], 1, udp);
         a.on_worker(
             0,

@@ -418,6 +418,8 @@ fn streams_table(out: &mut String, r: &RunResult) {
         return;
     }
     let kind = r.plan.profile.kind();
+    // Streams count messages (msgrate, rr, cps) or carry bytes (bulk); http has none.
+    let msgs = r.plan.profile.workload.counts_msgs();
     let udp = plots::is_udp(r);
     let unit = if udp && kind == Kind::Msgrate { "datagrams" } else { kind.unit() };
     let _ = write!(
@@ -425,7 +427,7 @@ fn streams_table(out: &mut String, r: &RunResult) {
         "<h2>Streams</h2><table id=\"streams\" class=\"sortable\"><tr><th class=\"sort\">stream</th>\
          <th class=\"l sort\">way</th><th class=\"l sort\">local → remote</th><th class=\"sort\">CPU client/server</th>"
     );
-    let bytes = kind == Kind::Bulk || udp;
+    let bytes = !msgs || udp;
     let per_cpu = matches!(&r.plan.profile.workload, netblast_spec::profile::Workload::Msgrate(p)
         if p.receivers == netblast_spec::profile::Receivers::PerCpu);
     if bytes && per_cpu {
@@ -438,13 +440,13 @@ fn streams_table(out: &mut String, r: &RunResult) {
     } else if bytes {
         out.push_str("<th class=\"sort\">sent</th><th class=\"sort\">received</th>");
     }
-    if kind != Kind::Bulk {
+    if msgs {
         let _ = write!(out, "<th class=\"sort\">{unit}/s</th><th class=\"sort\">lost</th>");
     }
-    if kind == Kind::Bulk {
+    if !msgs {
         out.push_str("<th class=\"sort\">retransmits</th><th class=\"sort\">cwnd</th><th class=\"sort\">srtt</th>");
     }
-    if matches!(kind, Kind::Rr | Kind::Cps | Kind::Msgrate) {
+    if msgs {
         out.push_str("<th class=\"sort\">p50</th><th class=\"sort\">p99</th>");
     }
     out.push_str("</tr>");
@@ -470,7 +472,7 @@ fn streams_table(out: &mut String, r: &RunResult) {
                 s.receiver.map(|x| fmt_bits_per_s(x.bits_per_s)).unwrap_or_else(|| "—".into())
             );
         }
-        if kind != Kind::Bulk {
+        if msgs {
             let m = s.msgs.as_ref();
             let _ = write!(
                 out,
@@ -480,7 +482,7 @@ fn streams_table(out: &mut String, r: &RunResult) {
                 m.and_then(|m| m.lost).map(|n| n.to_string()).unwrap_or_else(|| "—".into())
             );
         }
-        if kind == Kind::Bulk {
+        if !msgs {
             let t = s.tcp.as_ref();
             let _ = write!(
                 out,
@@ -492,7 +494,7 @@ fn streams_table(out: &mut String, r: &RunResult) {
                 t.map(|t| fmt_ns(t.rtt_us as f64 * 1e3)).unwrap_or_else(|| "—".into()),
             );
         }
-        if matches!(kind, Kind::Rr | Kind::Cps | Kind::Msgrate) {
+        if msgs {
             out.push_str(&lat_cells(s.latency.as_deref()));
         }
         out.push_str("</tr>");
@@ -501,7 +503,7 @@ fn streams_table(out: &mut String, r: &RunResult) {
     // Fairness across flows: Jain's index of the streams' rates (1: equal shares; 1/n: one
     // flow took everything).
     let rates: Vec<f64> = ss.iter().map(|s| s.receiver.unwrap_or(s.sender).bits_per_s).collect();
-    if kind == Kind::Bulk && rates.len() > 1 {
+    if !msgs && rates.len() > 1 {
         let (sum, sq) = rates.iter().fold((0.0, 0.0), |(a, b), x| (a + x, b + x * x));
         if sq > 0.0 {
             let jain = sum * sum / (rates.len() as f64 * sq);

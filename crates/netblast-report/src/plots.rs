@@ -148,12 +148,8 @@ fn latency_time(r: &RunResult, compact: bool) -> Option<Plot> {
             series.push(line("max", |l| l.max_ns as f64));
         }
     }
-    let what = match r.plan.profile.kind() {
-        Kind::Rr => "Round-trip latency",
-        Kind::Cps => "Connect latency",
-        Kind::Http => "Request latency",
-        _ => "Latency",
-    };
+    let name = r.plan.profile.workload.section().latency_name();
+    let what = format!("{}{}", name[..1].to_uppercase(), &name[1..]);
     // A log axis: an interval's max (a stall of ms) and its p50 (µs) both readable.
     let mut p = Plot::over_time("latency-time", format!("{what} per interval"), Unit::Nanos, Shape::Steps, series);
     p.log_y = true;

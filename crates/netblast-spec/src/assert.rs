@@ -500,20 +500,9 @@ pub fn headline(r: &RunResult) -> Vec<Figure> {
 fn label(name: &str, r: &RunResult) -> String {
     use crate::profile::{Kind, Protocol, Workload};
     let kind = r.plan.profile.kind();
-    let udp = matches!(&r.plan.profile.workload, Workload::Msgrate(m) if m.protocol == Protocol::Udp)
-        || matches!(&r.plan.profile.workload, Workload::Rr(m) if m.protocol == Protocol::Udp);
-    let what_latency = match kind {
-        Kind::Rr => "round-trip latency",
-        Kind::Cps => "connect latency",
-        Kind::Http => "request latency",
-        _ => "latency",
-    };
-    let lost = match kind {
-        Kind::Cps => "connections failed",
-        Kind::Rr => "requests without a response",
-        _ if udp => "datagrams lost",
-        _ => "messages lost",
-    };
+    let udp = matches!(&r.plan.profile.workload, Workload::Msgrate(m) if m.protocol == Protocol::Udp);
+    let section = r.plan.profile.workload.section();
+    let (what_latency, lost) = (section.latency_name(), section.lost_name());
     match name {
         "throughput" if r.summary.ways.iter().any(|w| w.receiver.is_some()) => "throughput (received)".into(),
         "throughput" => "throughput (sent)".into(),

@@ -178,6 +178,14 @@ impl Section for CpsSection {
     fn nodelay_default(&self) -> bool {
         true
     }
+
+    fn latency_name(&self) -> &'static str {
+        "connect latency"
+    }
+
+    fn lost_name(&self) -> &'static str {
+        "connections failed"
+    }
 }
 
 /// cps' own flags (the ones it shares with other kinds are [`SharedFlags`]).

@@ -428,6 +428,10 @@ impl Section for HttpSection {
             *n = part_of(*n);
         }
     }
+
+    fn latency_name(&self) -> &'static str {
+        "request latency"
+    }
 }
 
 /// http's own flags (the ones it shares with other kinds are [`SharedFlags`]).

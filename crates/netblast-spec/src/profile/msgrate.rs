@@ -303,6 +303,13 @@ impl Section for MsgrateSection {
     fn counts_msgs(&self) -> bool {
         true
     }
+
+    fn lost_name(&self) -> &'static str {
+        match self.protocol {
+            Protocol::Udp => "datagrams lost",
+            Protocol::Tcp => "messages lost",
+        }
+    }
 }
 
 /// msgrate's own flags (the ones it shares with other kinds are [`SharedFlags`]).

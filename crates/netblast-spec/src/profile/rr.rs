@@ -147,6 +147,14 @@ impl Section for RrSection {
     fn nodelay_default(&self) -> bool {
         true
     }
+
+    fn latency_name(&self) -> &'static str {
+        "round-trip latency"
+    }
+
+    fn lost_name(&self) -> &'static str {
+        "requests without a response"
+    }
 }
 
 /// rr's own flags (the ones it shares with other kinds are [`SharedFlags`]).

@@ -82,6 +82,16 @@ pub trait Section {
     fn pins_server(&self) -> bool {
         self.counts_msgs()
     }
+
+    /// What its latency is a latency of, in reports ("round-trip latency").
+    fn latency_name(&self) -> &'static str {
+        "latency"
+    }
+
+    /// What its lost count counts, in reports ("connections failed").
+    fn lost_name(&self) -> &'static str {
+        "messages lost"
+    }
 }
 
 /// "s" unless one.

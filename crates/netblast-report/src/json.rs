@@ -176,17 +176,17 @@ pub fn read_partial(text: &str) -> Result<RunResult, String> {
         intervals.len(),
         if cut { ", its last line cut mid-record and left out" } else { "" }
     );
+    let probe = netblast_spec::result::ProbeInfo {
+        tcp_source: "unknown (partial log)".into(),
+        fallback_reason: None,
+        kernel_run_ns: None,
+        kernel_runs: None,
+    };
     Ok(RunResult {
         // The run's own version is not in its log.
         netblast_version: String::new(),
         errors: vec![netblast_spec::result::RunError { at_s: summary.duration_s, source: "report".into(), message }],
-        probe: netblast_spec::result::ProbeInfo {
-            tcp_source: "unknown (partial log)".into(),
-            fallback_reason: None,
-            kernel_run_ns: None,
-            kernel_runs: None,
-        },
-        ..RunResult::new(start.test_id, start.start_unix_ns, start.plan, start.streams, intervals, summary)
+        ..RunResult::new(start.test_id, start.start_unix_ns, start.plan, probe, start.streams, intervals, summary)
     })
 }
 

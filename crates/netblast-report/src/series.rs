@@ -2,7 +2,6 @@
 //! and whether a result is UDP.
 
 use crate::chart::Series;
-use netblast_spec::profile::{Protocol, Workload};
 use netblast_spec::result::Interval;
 use netblast_spec::RunResult;
 use std::collections::BTreeMap;
@@ -12,11 +11,7 @@ pub(crate) const MAX_LINES: usize = 16;
 
 /// Whether the result is UDP (msgrate or rr over UDP).
 pub fn is_udp(r: &RunResult) -> bool {
-    match &r.plan.profile.workload {
-        Workload::Msgrate(m) => m.protocol == Protocol::Udp,
-        Workload::Rr(m) => m.protocol == Protocol::Udp,
-        _ => false,
-    }
+    r.plan.profile.workload.uses_udp()
 }
 
 /// An interval's span, as the first two fields of a plot point.

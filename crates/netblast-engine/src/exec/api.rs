@@ -228,9 +228,8 @@ impl Envelope {
             warnings: m.warnings,
             client,
             server: self.server,
-            probe: self.probe,
             server_probe: self.server_probe,
-            ..RunResult::new(self.test_id, self.start_unix_ns, plan.clone(), m.streams, intervals, summary)
+            ..RunResult::new(self.test_id, self.start_unix_ns, plan.clone(), self.probe, m.streams, intervals, summary)
         }
     }
 }

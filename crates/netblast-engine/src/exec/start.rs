@@ -31,10 +31,10 @@ pub fn begin(
     plan: &Plan,
     lead: Duration,
     gate: &StartGate,
-    before: impl FnOnce(Instant) -> Result<(), ClientError>,
+    before: impl FnOnce() -> Result<(), ClientError>,
 ) -> Result<Started, ClientError> {
     let (start_unix_ns, at) = start_instant(plan, lead)?;
-    before(at)?;
+    before()?;
     let cpu_mark = CpuMark::thread();
     clock::sleep_until(at);
     let cpu_mark = cpu_mark.wall_from(at);

@@ -313,7 +313,7 @@ fn dial_loop(
             Ok(()) => {
                 m.record_ns((t1 - t0).as_nanos() as u64);
                 m.msgs += 1;
-                m.bytes += cfg.section.req_bytes.to_usize() as u64;
+                m.bytes += cfg.section.req_bytes.bytes();
                 m.moved_at(Instant::now());
             }
             Err(e) => {
@@ -363,7 +363,7 @@ fn accept_loop(
                 let now = Instant::now();
                 if served.is_ok() {
                     m.msgs += 1;
-                    m.bytes += cfg.section.req_bytes.to_usize() as u64;
+                    m.bytes += cfg.section.req_bytes.bytes();
                     m.moved_at(now);
                 }
                 m.tick(now);

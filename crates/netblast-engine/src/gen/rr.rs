@@ -207,7 +207,7 @@ fn tcp_client(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, en
         let t1 = Instant::now();
         m.record_ns((t1 - t0).as_nanos() as u64);
         m.msgs += 1;
-        m.bytes += cfg.section.req_bytes.to_usize() as u64;
+        m.bytes += cfg.section.req_bytes.bytes();
         m.moved_at(t1);
     };
     let _ = s.shutdown(std::net::Shutdown::Write);
@@ -228,7 +228,7 @@ fn tcp_server(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, en
             .map_err(|e| stop_msg(e, "sending a response"))?;
         let now = Instant::now();
         m.msgs += 1;
-        m.bytes += cfg.section.req_bytes.to_usize() as u64;
+        m.bytes += cfg.section.req_bytes.bytes();
         m.moved_at(now);
         m.tick(now);
     }
@@ -236,7 +236,8 @@ fn tcp_server(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, en
 
 fn udp_client(fd: RawFd, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: Deadlines) -> Result<(), String> {
     // A blocking wait must not overshoot the loss timeout.
-    net::set_timeouts(fd, cfg.section.udp_timeout().min(WAKE)).map_err(|e| describe_io(&e))?;
+    let timeout = cfg.section.udp_timeout();
+    net::set_timeouts(fd, timeout.min(WAKE)).map_err(|e| describe_io(&e))?;
     let mut req = vec![0x11u8; cfg.section.req_bytes.to_usize()];
     let mut resp = vec![0u8; cfg.section.resp_bytes.to_usize().max(1) + 1];
     let spin = cfg.section.wait == WaitMode::Spin;
@@ -258,7 +259,7 @@ fn udp_client(fd: RawFd, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: 
             }
             Err(e) => return Err(describe_io(&e)),
         }
-        let deadline = t0 + cfg.section.udp_timeout();
+        let deadline = t0 + timeout;
         let answered = loop {
             match net::recv(fd, &mut resp, if spin { libc::MSG_DONTWAIT } else { 0 }) {
                 Ok(n) if n > 0 && resp[0] == seq => break true,
@@ -281,7 +282,7 @@ fn udp_client(fd: RawFd, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: 
         if answered {
             m.record_ns((t1 - t0).as_nanos() as u64);
             m.msgs += 1;
-            m.bytes += cfg.section.req_bytes.to_usize() as u64;
+            m.bytes += cfg.section.req_bytes.bytes();
             m.moved_at(t1);
         } else {
             m.lost += 1;

@@ -298,7 +298,7 @@ impl Drive<'_> {
         let (control, peer, reader) = (&self.control, self.peer, &mut self.reader);
         // The server's frames are read from the start on; the server starts when `Start`
         // reaches it (its intervals count from then, and are matched to ours by index).
-        let started = crate::exec::start::begin(self.plan, START_LEAD, &self.gate, |_| {
+        let started = crate::exec::start::begin(self.plan, START_LEAD, &self.gate, || {
             control.stream.set_read_timeout(None).ok();
             let r = control.stream.try_clone().map_err(|error| ClientError::Io {
                 what: format!("cannot clone the control connection ({peer})"),

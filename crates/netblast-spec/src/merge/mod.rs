@@ -270,13 +270,12 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
         warnings: m.warnings,
         client: first.client.clone(),
         server: first.server.clone(),
-        probe: first.probe.clone(),
         server_probe: first.server_probe.clone(),
         parts: m.parts,
         agents: m.agents,
         // The inputs' label when they share one (the agents of one labelled fleet).
         label: first.label.clone().filter(|l| inputs.iter().all(|(_, r)| r.label.as_ref() == Some(l))),
-        ..RunResult::new(merged_id(inputs), t0_ns, plan, m.streams, intervals, summary)
+        ..RunResult::new(merged_id(inputs), t0_ns, plan, first.probe.clone(), m.streams, intervals, summary)
     };
     fill_agent_summaries(&mut out)?;
     Ok(out)

@@ -308,12 +308,14 @@ pub struct RunResult {
 
 impl RunResult {
     /// The envelope every result starts from (a run, a merge, a partial log read back): this
-    /// build's schema and version, the test, its start instant on the wall clock, its plan and
-    /// figures. Not complete, no errors, no hosts, no parts: the caller fills in what it knows.
+    /// build's schema and version, the test, its start instant on the wall clock, its plan,
+    /// where its TCP statistics came from, and its figures. Not complete, no errors, no hosts,
+    /// no parts: the caller fills in what it knows.
     pub fn new(
         test_id: String,
         start_unix_ns: u64,
         plan: Plan,
+        probe: ProbeInfo,
         streams: Vec<StreamInfo>,
         intervals: Vec<Interval>,
         summary: Summary,
@@ -333,12 +335,7 @@ impl RunResult {
             plan,
             client: HostInfo::default(),
             server: None,
-            probe: ProbeInfo {
-                tcp_source: "unknown".into(),
-                fallback_reason: None,
-                kernel_run_ns: None,
-                kernel_runs: None,
-            },
+            probe,
             server_probe: None,
             streams,
             intervals,

@@ -551,7 +551,7 @@ pub fn run(
     let gate = StartGate::new();
     let (tx, rx) = mpsc::channel::<(usize, WorkerMsg)>();
     let handles = setup.spawn(plan, &worker::Links { gate: gate.clone(), flags: flags.clone(), tx })?;
-    let started = match crate::exec::start::begin(plan, START_LEAD, &gate, |_| Ok(())) {
+    let started = match crate::exec::start::begin(plan, START_LEAD, &gate, || Ok(())) {
         Ok(s) => s,
         Err(e) => {
             gate.cancel();

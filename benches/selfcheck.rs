@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 mod truth_checks;
 mod verdicts;
 
-use truth_checks::{truth_merge, truth_namespaces, truth_openloop, truth_pacing, truth_rtt};
+use truth_checks::{truth_merge, truth_namespaces, truth_openloop, truth_pacing, truth_pacing_stall, truth_rtt};
 
 fn bulk(server: &LocalServer, flows: u32) -> Result<(), String> {
     let p = profile("bulk-1flow", |p| {
@@ -708,6 +708,12 @@ fn sections(server: &LocalServer, cpus: u32) -> bool {
         if truth::section_wanted("truth.pacing") {
             if let Err(e) = truth_pacing(server) {
                 fail("truth.pacing", e);
+            }
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } != 0 {
+                truth::skip("truth.pacing.after_a_stall", "needs root (network namespaces, nftables)");
+            } else if let Err(e) = truth_pacing_stall() {
+                fail("truth.pacing.after_a_stall", e);
             }
         }
         if truth::section_wanted("truth.verdict") {

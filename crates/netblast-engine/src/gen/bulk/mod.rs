@@ -108,7 +108,7 @@ pub use crate::exec::worker::SAMPLE_SHARE;
 /// most half its own time: a socket paced at exactly the rate falls behind and never catches up
 /// (`-b 500M` on a quiet 2-CPU VM here: 482..492 Mbit/s in three runs of four, 500 with a busy
 /// CPU). With headroom it catches up, and its bursts stay within the schedule's 20 ms ahead.
-pub const KERNEL_PACING_HEADROOM: f64 = 1.25;
+const KERNEL_PACING_HEADROOM: f64 = 1.25;
 
 /// What a sender held at `rate` bytes/s may have handed its socket `since` the start: the
 /// schedule, and its unsent low-water mark ahead of it (so the kernel, which paces, always has

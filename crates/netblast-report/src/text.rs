@@ -345,8 +345,9 @@ fn cpu_line(r: &RunResult) -> String {
 }
 
 fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
-    // A cps flow is many connections, not one socket: its kernel figures are in its summary.
-    let one_socket_per_stream = r.plan.profile.kind().one_socket_per_stream();
+    // A flow whose operations are connections is many sockets, not one: its kernel figures
+    // are in its summary.
+    let one_socket_per_stream = !r.plan.profile.workload.section().own_listener();
     for w in r.summary.ways.iter().filter(|_| one_socket_per_stream) {
         let (side, probe) = match w.way {
             Way::Up => ("client", Some(&r.probe)),

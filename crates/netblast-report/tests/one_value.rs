@@ -111,7 +111,7 @@ fn one_value(name: &str, r: &RunResult) -> Result<(), String> {
             if f.shown != n.to_string() {
                 return differ("retransmits: headline and summary", &f.shown, &n.to_string());
             }
-            let one_socket = r.plan.profile.kind().one_socket_per_stream() || r.summary.http.is_some();
+            let one_socket = !r.plan.profile.workload.section().own_listener() || r.summary.http.is_some();
             // A test of two ways states each way's count (as iperf3 --bidir does), adding up
             // to the total.
             let each: Vec<u64> = r.summary.ways.iter().filter_map(|w| w.retransmits).collect();

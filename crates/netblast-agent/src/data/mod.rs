@@ -12,7 +12,7 @@ use netblast_engine::exec::worker::{Event, EventTx, RunFlags, StartGate};
 use netblast_engine::gen::{self, Conn, Ctx, Side, Timing};
 use netblast_engine::os::sockopt;
 use netblast_engine::os::sys;
-use netblast_spec::profile::{Kind, Way};
+use netblast_spec::profile::Way;
 use netblast_spec::result::{CpuUsage, MAX_STREAM_DETAIL};
 use netblast_wire::gather::Gather;
 use netblast_wire::wire::{
@@ -66,11 +66,15 @@ impl Drop for Holding<'_> {
 
 /// What each stream of a test sets up besides its TCP connection (a descriptor each).
 fn extra_of(setup: &TestSetup) -> Extra {
-    match setup.profile.kind() {
-        _ if per_cpu_receivers(setup) => Extra::UdpGroup,
-        _ if setup.profile.workload.uses_udp() => Extra::Udp,
-        Kind::Cps => Extra::Listener,
-        _ => Extra::None,
+    let w = &setup.profile.workload;
+    if per_cpu_receivers(setup) {
+        Extra::UdpGroup
+    } else if w.uses_udp() {
+        Extra::Udp
+    } else if w.section().own_listener() {
+        Extra::Listener
+    } else {
+        Extra::None
     }
 }
 
@@ -114,7 +118,8 @@ fn hold<'a>(shared: &'a Shared, setup: &TestSetup) -> Result<Holding<'a>, String
     // Before the streams connect: the kernel callbacks are turned on as they are accepted.
     // Only where the streams carry the test's TCP data: a cps test's connections go to its
     // flows' own listeners, a UDP test's data is not TCP; the program would only cost them.
-    let tcp_streams = setup.profile.kind() != Kind::Cps && !setup.profile.workload.uses_udp();
+    let w = &setup.profile.workload;
+    let tcp_streams = !w.section().own_listener() && !w.uses_udp();
     let probe = match tcp_streams {
         true => shared
             .probe
@@ -189,11 +194,11 @@ pub(crate) async fn stream_conn(
     } else {
         None
     };
-    // A cps flow: a listener of its own, on the address the client reached, for the flow's
-    // connections; its port goes back in the acknowledgement.
+    // A flow whose operations are connections (cps): a listener of its own, on the address
+    // the client reached, for them; its port goes back in the acknowledgement.
     let listener = if offer.extra == Extra::Listener {
         let opened = conn.local_addr().and_then(|local| {
-            let l = netblast_engine::gen::cps::listen_on(local.ip())?;
+            let l = netblast_engine::gen::listen_on(local.ip())?;
             let port = l.local_addr()?.port();
             Ok((l, port))
         });
@@ -203,7 +208,7 @@ pub(crate) async fn stream_conn(
                 Some(l)
             }
             Err(e) => {
-                tracing::warn!(%peer, "cannot open a listener for the cps flow: {e}");
+                tracing::warn!(%peer, "cannot open a listener for the flow: {e}");
                 return;
             }
         }
@@ -449,8 +454,8 @@ fn connections(
             }
             ok
         });
-        let cps = listener.map(netblast_engine::gen::cps::CpsEnd::Listen);
-        conns.push(Conn { id: st.id, way: st.way, tcp, udp, cps, cpu });
+        let listener = listener.map(netblast_engine::gen::ListenerEnd::Listen);
+        conns.push(Conn { id: st.id, way: st.way, tcp, udp, listener, cpu });
     }
     Ok(conns)
 }

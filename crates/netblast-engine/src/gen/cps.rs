@@ -24,7 +24,7 @@
 //! connection reads its SYN retransmissions.
 
 use crate::exec::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
-pub use crate::gen::flow::CpsEnd;
+use crate::gen::flow::ListenerEnd;
 use crate::gen::flow::{describe_io, FlowRole};
 use crate::gen::flow::{Conn, End};
 use crate::gen::msgrate::WAKE;
@@ -75,7 +75,7 @@ pub fn spawn(end: &End<'_>, c: &CpsSection, conns: Vec<Conn>) -> io::Result<Vec<
     });
     let mut handles = Vec::with_capacity(conns.len());
     for (i, conn) in conns.into_iter().enumerate() {
-        let Some(other) = conn.cps else {
+        let Some(other) = conn.listener else {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("cps flow {} has no listener", conn.id)));
         };
         let (cfg, ctx) = (cfg.clone(), ctx.clone());
@@ -85,16 +85,6 @@ pub fn spawn(end: &End<'_>, c: &CpsSection, conns: Vec<Conn>) -> io::Result<Vec<
         })?);
     }
     Ok(handles)
-}
-
-/// Listens for a cps flow's connections on `ip`, port chosen by the kernel.
-pub fn listen_on(ip: IpAddr) -> io::Result<TcpListener> {
-    let sock = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), Type::STREAM, None)?;
-    sock.set_reuse_address(true)?;
-    sock.bind(&SocketAddr::new(ip, 0).into())?;
-    // The kernel caps the backlog at net.core.somaxconn.
-    sock.listen(4096)?;
-    Ok(sock.into())
 }
 
 /// One cps flow: its stream id, its role, its anchor (the stream connection that set it up)
@@ -108,7 +98,7 @@ pub struct CpsFlow {
     /// The flow's stream connection: shut when the flow ends.
     pub anchor: TcpStream,
     /// Where connections go, or where they come from.
-    pub end: CpsEnd,
+    pub end: ListenerEnd,
 }
 
 /// Runs one cps flow on the calling (pinned) worker thread until it ends.
@@ -119,19 +109,19 @@ pub fn run_worker(seat: Seat, flow: CpsFlow, cfg: &CpsConfig, ctx: &Ctx) {
     // With eBPF the kernel keeps the flow's connections as one group (RTT histogram,
     // retransmissions, SYN retransmissions): nothing to register per connection.
     let watch = match &end {
-        CpsEnd::Dial(to) if client && cfg.kernel_stats => probe.watch_group(to.port()),
+        ListenerEnd::Dial(to) if client && cfg.kernel_stats => probe.watch_group(to.port()),
         _ => None,
     };
     run_single(&seat, id, ctx, (cfg.interval, client, watch), |m, start| {
         let ends = cfg.timing.after(start);
         let outcome = match (&end, client) {
-            (CpsEnd::Dial(to), true) => {
+            (ListenerEnd::Dial(to), true) => {
                 m.conns = Some(ConnCounts::default());
                 let r = dial_loop(*to, cfg, m, flags, start, ends);
                 let _ = anchor.shutdown(std::net::Shutdown::Write);
                 r
             }
-            (CpsEnd::Listen(l), false) => accept_loop(l, &anchor, cfg, m, flags, ends),
+            (ListenerEnd::Listen(l), false) => accept_loop(l, &anchor, cfg, m, flags, ends),
             _ => Err("a cps flow's ends do not match its role".into()),
         };
         outcome.map(|_| None)

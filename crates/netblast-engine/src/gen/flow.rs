@@ -30,8 +30,10 @@ pub struct Conn {
     pub tcp: TcpStream,
     /// The connected UDP socket of a UDP flow.
     pub udp: Option<UdpSocket>,
-    /// A cps flow's other end: where its connections go (client), its listener (server).
-    pub cps: Option<CpsEnd>,
+    /// The flow's own listener where its operations are connections of their own
+    /// ([`netblast_spec::profile::Section::own_listener`]): where they go (client), the
+    /// listener (server).
+    pub listener: Option<ListenerEnd>,
     /// CPU to pin this stream's worker to (message kinds: one worker per stream).
     pub cpu: Option<usize>,
 }
@@ -70,13 +72,26 @@ pub struct MsgFlow {
     pub role: FlowRole,
 }
 
-/// The other end of a cps flow, besides its anchor.
+/// The other end of a flow whose operations are connections of their own (cps), besides its
+/// anchor.
 #[derive(Debug)]
-pub enum CpsEnd {
+pub enum ListenerEnd {
     /// Client: where the flow's connections go.
     Dial(SocketAddr),
     /// Server: the flow's own listener.
     Listen(TcpListener),
+}
+
+/// Opens a flow's own listener on `ip` (the address its client reached), port chosen by the
+/// kernel.
+pub fn listen_on(ip: std::net::IpAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let sock = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), Type::STREAM, None)?;
+    sock.set_reuse_address(true)?;
+    sock.bind(&SocketAddr::new(ip, 0).into())?;
+    // The kernel caps the backlog at net.core.somaxconn.
+    sock.listen(4096)?;
+    Ok(sock.into())
 }
 
 /// One end of a test about to spawn its workers: which end, the profile, its time bounds, the

@@ -14,7 +14,7 @@ pub mod http;
 pub mod msgrate;
 pub mod rr;
 
-pub use flow::{Conn, CpsEnd, End, FlowRole, MsgFlow, MsgSocket, Side};
+pub use flow::{listen_on, Conn, End, FlowRole, ListenerEnd, MsgFlow, MsgSocket, Side};
 use netblast_spec::profile::{Profile, Workload};
 use std::io;
 use std::thread::JoinHandle;

@@ -78,6 +78,13 @@ pub struct KindInfo {
     pub shared_receivers: bool,
     /// The streams count messages (the workload's [`Workload::counts_msgs`]).
     pub counts_msgs: bool,
+    /// Each flow's operations are connections of their own (cps,
+    /// [`netblast_spec::profile::Section::own_listener`]): its kernel statistics are many
+    /// sockets', and it counts the connections that failed.
+    pub own_listener: bool,
+    /// A flow's sending end counts what it lost
+    /// ([`netblast_spec::profile::Section::sender_counts_lost`]).
+    pub sender_counts_lost: bool,
 }
 
 impl KindInfo {
@@ -85,7 +92,15 @@ impl KindInfo {
     pub fn of(w: &Workload) -> KindInfo {
         let shared_receivers = matches!(w, Workload::Msgrate(m)
             if m.protocol == Protocol::Udp && m.receivers == netblast_spec::profile::Receivers::PerCpu);
-        KindInfo { kind: w.kind(), protocol: w.protocol(), shared_receivers, counts_msgs: w.counts_msgs() }
+        let section = w.section();
+        KindInfo {
+            kind: w.kind(),
+            protocol: w.protocol(),
+            shared_receivers,
+            counts_msgs: w.counts_msgs(),
+            own_listener: section.own_listener(),
+            sender_counts_lost: section.sender_counts_lost(),
+        }
     }
 
     fn counts_msgs(&self) -> bool {
@@ -338,13 +353,13 @@ impl Aggregator {
                 msgs: msgs.then(|| MsgInterval {
                     sent: sent_msgs.unwrap_or(0),
                     received: recv_msgs,
-                    segs_out: if self.info.kind.one_socket_per_stream() { segs_out } else { None },
+                    segs_out: if self.info.own_listener { None } else { segs_out },
                     // The receiver's account: the server's for up streams, this end's for down.
                     udp: match s.way {
                         Way::Up => acc.server.get(&s.id).and_then(|x| x.udp),
                         Way::Down => acc.client.get(&s.id).and_then(|x| x.udp),
                     },
-                    failed: (self.info.kind == Kind::Cps).then(|| acc.client.get(&s.id).map(|x| x.lost).unwrap_or(0)),
+                    failed: self.info.own_listener.then(|| acc.client.get(&s.id).map(|x| x.lost).unwrap_or(0)),
                     ..MsgInterval::default()
                 }),
                 latency: hist.map(Distribution::of),
@@ -575,11 +590,11 @@ impl Aggregator {
             // A per-CPU receiver's count is not its stream's: loss is the way's.
             (Kind::Msgrate, Protocol::Udp) if self.info.shared_receivers => None,
             (Kind::Msgrate, Protocol::Udp) => received.map(|r| sent.saturating_sub(r)),
-            (Kind::Rr, Protocol::Udp) | (Kind::Cps, _) => Some(mine.map(|e| e.lost).unwrap_or(0)),
+            _ if self.info.sender_counts_lost => Some(mine.map(|e| e.lost).unwrap_or(0)),
             _ => None,
         };
         // A cps flow's statistics are many connections': no one socket's segment count.
-        let one_socket = last_tcp.filter(|_| self.info.kind.one_socket_per_stream());
+        let one_socket = last_tcp.filter(|_| !self.info.own_listener);
         let segs = one_socket.map(|t| t.segs_out);
         let wire = one_socket.map(|t| t.segs_out + t.segs_in);
         MsgTotals {
@@ -710,8 +725,14 @@ mod tests {
         })
     }
 
-    const BULK: KindInfo =
-        KindInfo { kind: Kind::Bulk, protocol: Protocol::Tcp, shared_receivers: false, counts_msgs: false };
+    const BULK: KindInfo = KindInfo {
+        kind: Kind::Bulk,
+        protocol: Protocol::Tcp,
+        shared_receivers: false,
+        counts_msgs: false,
+        own_listener: false,
+        sender_counts_lost: false,
+    };
 
     fn sample(id: u32, bytes: u64, tcp: Option<TcpStats>) -> FlowSample {
         FlowSample { id, bytes, tcp, ..Default::default() }
@@ -853,7 +874,14 @@ mod tests {
 
     #[test]
     fn latency_histograms_are_added_not_averaged() {
-        let rr = KindInfo { kind: Kind::Rr, protocol: Protocol::Tcp, shared_receivers: false, counts_msgs: true };
+        let rr = KindInfo {
+            kind: Kind::Rr,
+            protocol: Protocol::Tcp,
+            shared_receivers: false,
+            counts_msgs: true,
+            own_listener: false,
+            sender_counts_lost: false,
+        };
         let mut a = Aggregator::new(vec![info(0, Way::Up), info(1, Way::Up)], 2, rr);
         let hist_of = |v: u64, n: u64| {
             let mut h = hist::new_latency_histogram();
@@ -889,7 +917,14 @@ mod tests {
 
     #[test]
     fn udp_loss_is_sent_minus_received() {
-        let udp = KindInfo { kind: Kind::Msgrate, protocol: Protocol::Udp, shared_receivers: false, counts_msgs: true };
+        let udp = KindInfo {
+            kind: Kind::Msgrate,
+            protocol: Protocol::Udp,
+            shared_receivers: false,
+            counts_msgs: true,
+            own_listener: false,
+            sender_counts_lost: false,
+        };
         let mut a = Aggregator::new(vec![info(0, Way::Up)], 1, udp);
         a.on_worker(
             0,

@@ -14,7 +14,7 @@
 
 use crate::exec::api::{escape, ClientError, Envelope, Live, Measured, RunOptions};
 use crate::exec::worker::{Event, EventTx, RunFlags, StartGate};
-use crate::gen::cps::CpsEnd;
+use crate::gen::ListenerEnd;
 use crate::gen::{self, Conn, Ctx, Side, Timing};
 use crate::measure::aggregate::{Aggregator, KindInfo};
 use crate::os::sockopt;
@@ -69,7 +69,7 @@ fn open_stream(
     test_id: TestId,
     key: &StreamKey,
     id: u32,
-) -> Result<(TcpStream, Option<UdpSocket>, Option<CpsEnd>), ClientError> {
+) -> Result<(TcpStream, Option<UdpSocket>, Option<ListenerEnd>), ClientError> {
     let io_err =
         |what: &'static str| move |error: io::Error| ClientError::Io { what: format!("{what} ({peer})"), error };
     let profile = &plan.profile;
@@ -109,16 +109,17 @@ fn open_stream(
         sock.connect(SocketAddr::new(peer.ip(), u16::from_be_bytes(port)))
             .map_err(io_err("cannot connect the UDP socket"))?;
     }
-    // A cps flow: the port of the listener the server opened for its connections.
-    let cps = if profile.kind() == netblast_spec::profile::Kind::Cps {
+    // A flow whose operations are connections (cps): the port of the listener the server
+    // opened for them.
+    let listener = if profile.workload.section().own_listener() {
         let mut port = [0u8; 2];
-        (&stream).read_exact(&mut port).map_err(io_err("no cps listener port from the server"))?;
-        Some(CpsEnd::Dial(SocketAddr::new(peer.ip(), u16::from_be_bytes(port))))
+        (&stream).read_exact(&mut port).map_err(io_err("no listener port from the server"))?;
+        Some(ListenerEnd::Dial(SocketAddr::new(peer.ip(), u16::from_be_bytes(port))))
     } else {
         None
     };
     stream.set_read_timeout(None).ok();
-    Ok((stream, udp_sock, cps))
+    Ok((stream, udp_sock, listener))
 }
 
 /// The control connection after the handshake and the set-up: the server's answer.
@@ -231,7 +232,7 @@ fn open_streams(
     let mut infos = Vec::with_capacity(setups.len());
     let mut conns = Vec::with_capacity(setups.len());
     for (i, s) in setups.iter().enumerate() {
-        let (tcp, udp_sock, cps) = open_stream(peer, plan, test_id, key, s.id)?;
+        let (tcp, udp_sock, listener) = open_stream(peer, plan, test_id, key, s.id)?;
         let client_cpu = plan::client_cpu_of(plan, i, setups.len());
         infos.push(StreamInfo {
             id: s.id,
@@ -242,7 +243,7 @@ fn open_streams(
             server_cpu: s.server_cpu,
             part: None,
         });
-        conns.push(Conn { id: s.id, way: s.way, tcp, udp: udp_sock, cps, cpu: Some(client_cpu) });
+        conns.push(Conn { id: s.id, way: s.way, tcp, udp: udp_sock, listener, cpu: Some(client_cpu) });
     }
     Ok((infos, conns))
 }

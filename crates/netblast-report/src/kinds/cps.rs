@@ -1,15 +1,44 @@
-//! A connection-rate test's totals: connections per second, failures by cause, how they
-//! closed, the ports they need, connect latency.
+//! A connection-rate test's report: per interval connections per second, those that failed
+//! and connect latency; its totals: failures by cause, how they closed, the ports they need,
+//! connect latency; and its failures table.
 
-use crate::lines::{pcts, span};
-use netblast_spec::profile::Workload;
-use netblast_spec::result::{RunResult, WaySummary};
+use crate::lines::{iv_span, lat_cols, pcts, span};
+use netblast_spec::profile::{Profile, Workload};
+use netblast_spec::result::{Interval, RunResult, StreamInfo, WaySummary};
 use netblast_spec::units::{fmt_per_s, known};
 use std::fmt::Write;
 
-/// A cps test's totals: connections completed and their rate, failures by cause, SYN
+/// The column header of cps' interval lines.
+pub(crate) const HEADER: &str =
+    "[ ID] Interval           Conns/s       Failed  Connect p50  p99        p99.9      max\n";
+
+/// One interval of cps: connections per second, those that failed, connect latency.
+pub(crate) fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String {
+    let per = super::msg::per_interval(iv);
+    super::msg::rows(iv, streams, |r| {
+        format!(
+            "[{}] {}  {:>12}  {:>6}  {}\n",
+            r.label,
+            iv_span(iv, profile),
+            per(r.sent()),
+            r.msgs.and_then(|m| m.failed).unwrap_or(0),
+            r.latency.map(lat_cols).unwrap_or_default()
+        )
+    })
+}
+
+/// A cps test's totals, each way's.
+pub(crate) fn summary(s: &mut String, r: &RunResult) {
+    for w in &r.summary.ways {
+        if let Some(m) = w.msgs {
+            way_summary(s, w, &m, r);
+        }
+    }
+}
+
+/// A cps way's totals: connections completed and their rate, failures by cause, SYN
 /// retransmissions, connect latency, what the server served.
-pub(crate) fn summary(s: &mut String, w: &WaySummary, m: &netblast_spec::result::MsgTotals, r: &RunResult) {
+fn way_summary(s: &mut String, w: &WaySummary, m: &netblast_spec::result::MsgTotals, r: &RunResult) {
     let Workload::Cps(c) = &r.plan.profile.workload else { return };
     let conns = m.conns.unwrap_or_default();
     let _ = writeln!(

@@ -8,6 +8,7 @@ pub(crate) mod bulk;
 pub(crate) mod cps;
 pub(crate) mod http;
 pub(crate) mod msg;
+pub(crate) mod rr;
 
 use netblast_spec::profile::{Kind, Profile, Way};
 use netblast_spec::result::{Interval, RunResult, StreamInfo};
@@ -16,7 +17,9 @@ use netblast_spec::result::{Interval, RunResult, StreamInfo};
 pub(crate) fn interval_header(profile: &Profile) -> String {
     match profile.kind() {
         Kind::Bulk => bulk::header(profile),
-        Kind::Msgrate | Kind::Rr | Kind::Cps => msg::header(profile).to_string(),
+        Kind::Msgrate => msg::header(profile).to_string(),
+        Kind::Rr => rr::HEADER.to_string(),
+        Kind::Cps => cps::HEADER.to_string(),
         Kind::Http => http::HEADER.to_string(),
     }
 }
@@ -25,7 +28,9 @@ pub(crate) fn interval_header(profile: &Profile) -> String {
 pub(crate) fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String {
     match profile.kind() {
         Kind::Bulk => bulk::interval(iv, streams, profile),
-        Kind::Msgrate | Kind::Rr | Kind::Cps => msg::interval(iv, streams, profile),
+        Kind::Msgrate => msg::interval(iv, streams, profile),
+        Kind::Rr => rr::interval(iv, streams, profile),
+        Kind::Cps => cps::interval(iv, streams, profile),
         Kind::Http => http::interval(iv, profile),
     }
 }
@@ -34,7 +39,9 @@ pub(crate) fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile)
 pub(crate) fn summary(s: &mut String, r: &RunResult) {
     match r.plan.profile.kind() {
         Kind::Bulk => bulk::summary(s, r),
-        Kind::Msgrate | Kind::Rr | Kind::Cps => msg::summary(s, r),
+        Kind::Msgrate => msg::summary(s, r),
+        Kind::Rr => rr::summary(s, r),
+        Kind::Cps => cps::summary(s, r),
         Kind::Http => {
             http::summary(s, r);
             http::sweep_lines(s, r);
@@ -52,7 +59,7 @@ pub(crate) fn way_tcp(s: &mut String, r: &RunResult, way: Way) {
 /// What the kind adds after the TCP and CPU lines.
 pub(crate) fn tcp_notes(s: &mut String, r: &RunResult) {
     if r.plan.profile.kind() == Kind::Rr {
-        msg::rr_kernel_note(s, r);
+        rr::kernel_note(s, r);
     }
 }
 
@@ -77,7 +84,9 @@ pub(crate) fn html_tables(out: &mut String, r: &RunResult) {
 pub(crate) fn plots(r: &RunResult, compact: bool) -> Vec<crate::chart::Plot> {
     match r.plan.profile.kind() {
         Kind::Bulk => bulk::plots(r, compact),
-        Kind::Msgrate | Kind::Rr | Kind::Cps => msg::plots(r),
+        Kind::Msgrate => msg::plots(r, "sent"),
+        Kind::Rr => msg::plots(r, "completed"),
+        Kind::Cps => msg::plots(r, "established"),
         Kind::Http => http::plots(r, compact),
     }
 }

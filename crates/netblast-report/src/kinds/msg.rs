@@ -1,9 +1,10 @@
-//! The message kinds' report (msgrate over TCP or UDP, rr, cps): their interval columns and
-//! lines, their totals, datagram loss and offloads, and rr's kernel-against-application note.
+//! msgrate's report (over TCP or UDP): its interval columns and lines, its totals, datagram
+//! loss and offloads; and what every kind whose streams count messages shares (rr, cps): the
+//! interval rows, and the charts of operations per second.
 
 use crate::chart::{Plot, Series, Shape, Unit};
 use crate::lines::way_name;
-use crate::lines::{count, id_col, iv_span, label, lat_cols, pcts, per_cpu_receivers, span, udp, MAX_STREAM_LINES};
+use crate::lines::{count, id_col, iv_span, label, per_cpu_receivers, span, udp, MAX_STREAM_LINES};
 use crate::series::{at, is_udp};
 use netblast_spec::hist::LatencySummary;
 use netblast_spec::profile::{Kind, Profile, Way, Workload};
@@ -11,92 +12,107 @@ use netblast_spec::result::{Interval, MsgTotals, RunResult, StreamInfo};
 use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_ns, fmt_per_s, known};
 use std::fmt::Write;
 
-/// The column header: msgrate's (TCP, UDP, UDP with a receiver per server CPU), rr's or cps'.
+/// The column header: msgrate's over TCP, over UDP, over UDP with a receiver per server CPU.
 pub(crate) fn header(profile: &Profile) -> &'static str {
-    match (profile.kind(), udp(profile)) {
-        (Kind::Msgrate, false) => "[ ID] Interval           Messages     Msgs/s        Segments/s  Retr\n",
-        (Kind::Msgrate, true) if per_cpu_receivers(profile) => {
+    match udp(profile) {
+        false => "[ ID] Interval           Messages     Msgs/s        Segments/s  Retr\n",
+        true if per_cpu_receivers(profile) => {
             "Recv/s per CPU: what the server's receiver on the row's server CPU took (one receiver per CPU, SO_INCOMING_CPU: \
              the kernel, not the flow, decides which datagrams each takes; the flows' total is [SUM]'s)\n\
              [ ID] Interval           Sent/s        Bitrate          Recv/s/CPU    Lost/Total (receiver)  Jitter     Reordered  Dup\n"
         }
-        (Kind::Msgrate, true) => {
+        true => {
             "[ ID] Interval           Sent/s        Bitrate          Received/s    Lost/Total (receiver)  Jitter     Reordered  Dup\n"
         }
-        (Kind::Rr, _) => "[ ID] Interval           Trans/s       RTT p50    p99        p99.9      max\n",
-        _ => "[ ID] Interval           Conns/s       Failed  Connect p50  p99        p99.9      max\n",
     }
 }
 
-/// One interval of a message kind (msgrate, rr).
-pub(crate) fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String {
+/// One stream's or one way's figures in an interval line.
+pub(crate) struct Row<'a> {
+    /// The `[ ID]` column: a stream id, SUM, or a way.
+    pub label: String,
+    /// Its message counts.
+    pub msgs: Option<&'a netblast_spec::result::MsgInterval>,
+    /// Segments retransmitted.
+    pub retransmits: Option<u64>,
+    /// Its latency.
+    pub latency: Option<&'a LatencySummary>,
+    /// Bytes sent.
+    pub sent_bytes: u64,
+}
+
+impl Row<'_> {
+    /// Messages (transactions, connections) sent.
+    pub(crate) fn sent(&self) -> u64 {
+        self.msgs.map(|m| m.sent).unwrap_or(0)
+    }
+}
+
+/// An interval's lines of a kind whose streams count messages: each stream's (a few streams
+/// only) then each way's, each formatted by `line`.
+pub(crate) fn rows(iv: &Interval, streams: &[StreamInfo], line: impl Fn(&Row) -> String) -> String {
     let mut s = String::new();
+    if streams.len() > 1 && streams.len() <= MAX_STREAM_LINES {
+        for st in &iv.streams {
+            s.push_str(&line(&Row {
+                label: id_col(st.id),
+                msgs: st.msgs.as_ref(),
+                retransmits: st.retransmits,
+                latency: st.latency.as_deref(),
+                sent_bytes: st.sent_bytes,
+            }));
+        }
+    }
+    for w in &iv.sums {
+        s.push_str(&line(&Row {
+            label: label(w.way, iv.sums.len()).to_string(),
+            msgs: w.msgs.as_ref(),
+            retransmits: w.retransmits,
+            latency: w.latency.as_deref(),
+            sent_bytes: w.sent_bytes,
+        }));
+    }
+    s
+}
+
+/// A count over the interval's length, as a rate.
+pub(crate) fn per_interval(iv: &Interval) -> impl Fn(u64) -> String {
     let secs = (iv.end_s - iv.start_s).max(1e-9);
-    let per = |n: u64| fmt_per_s(n as f64 / secs);
-    let kind = profile.kind();
+    move |n: u64| fmt_per_s(n as f64 / secs)
+}
+
+/// One interval of msgrate (TCP or UDP).
+pub(crate) fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String {
+    let secs = (iv.end_s - iv.start_s).max(1e-9);
+    let per = per_interval(iv);
     let is_udp = udp(profile);
-    let line = |label: String,
-                m: Option<&netblast_spec::result::MsgInterval>,
-                retr: Option<u64>,
-                lat: Option<&LatencySummary>,
-                bytes: u64| {
-        let sent = m.map(|m| m.sent).unwrap_or(0);
-        let (recv, segs, q, failed) = (
-            m.and_then(|m| m.received),
-            m.and_then(|m| m.segs_out),
-            m.and_then(|m| m.udp.as_ref()),
-            m.and_then(|m| m.failed),
-        );
-        match (kind, is_udp) {
-            (Kind::Cps, _) => format!(
-                "[{label}] {}  {:>12}  {:>6}  {}\n",
-                iv_span(iv, profile),
-                per(sent),
-                failed.unwrap_or(0),
-                lat.map(lat_cols).unwrap_or_default()
-            ),
-            (Kind::Rr, _) => format!(
-                "[{label}] {}  {:>12}  {}\n",
-                iv_span(iv, profile),
-                per(sent),
-                lat.map(lat_cols).unwrap_or_default()
-            ),
-            (_, true) => format!(
+    rows(iv, streams, |r| {
+        let (sent, m) = (r.sent(), r.msgs);
+        let (recv, segs, q) = (m.and_then(|m| m.received), m.and_then(|m| m.segs_out), m.and_then(|m| m.udp.as_ref()));
+        let label = &r.label;
+        if is_udp {
+            format!(
                 "[{label}] {}  {:>12}  {:>15}  {:>12}  {:>21}  {:>9}  {:>9}  {:>3}\n",
                 iv_span(iv, profile),
                 per(sent),
-                fmt_bits_per_s(bytes as f64 * 8.0 / secs),
-                recv.map(per).unwrap_or_else(|| "-".into()),
+                fmt_bits_per_s(r.sent_bytes as f64 * 8.0 / secs),
+                recv.map(&per).unwrap_or_else(|| "-".into()),
                 q.map(lost_of).unwrap_or_else(|| "-".into()),
                 q.map(|q| fmt_ns(q.jitter_ns)).unwrap_or_default(),
                 q.map(|q| q.out_of_order.to_string()).unwrap_or_default(),
                 q.map(|q| q.duplicates.to_string()).unwrap_or_default(),
-            ),
-            _ => format!(
+            )
+        } else {
+            format!(
                 "[{label}] {}  {:>10}  {:>12}  {:>12} {:>4}\n",
                 iv_span(iv, profile),
                 count(sent),
                 per(sent),
-                segs.map(per).unwrap_or_default(),
-                known(retr)
-            ),
+                segs.map(&per).unwrap_or_default(),
+                known(r.retransmits)
+            )
         }
-    };
-    if streams.len() > 1 && streams.len() <= MAX_STREAM_LINES {
-        for st in &iv.streams {
-            s.push_str(&line(id_col(st.id), st.msgs.as_ref(), st.retransmits, st.latency.as_deref(), st.sent_bytes));
-        }
-    }
-    for w in &iv.sums {
-        s.push_str(&line(
-            label(w.way, iv.sums.len()).to_string(),
-            w.msgs.as_ref(),
-            w.retransmits,
-            w.latency.as_deref(),
-            w.sent_bytes,
-        ));
-    }
-    s
+    })
 }
 
 /// `lost/expected (pct)` of a receiver's account, iperf3's "Lost/Total Datagrams".
@@ -128,128 +144,92 @@ pub(crate) fn udp_offloads(s: &mut String, profile: &Profile, kernel_drops: Opti
         .unwrap_or_default()
 }
 
+/// msgrate's totals: each way's messages (datagrams) sent and received, loss, the wire, and
+/// the rate per client CPU.
 pub(crate) fn summary(s: &mut String, r: &RunResult) {
     let profile = &r.plan.profile;
-    let is_udp = udp(profile);
-    let unit = if is_udp { "datagrams" } else { "messages" };
+    let unit = if udp(profile) { "datagrams" } else { "messages" };
     for w in &r.summary.ways {
         let Some(m) = w.msgs else { continue };
-        match profile.kind() {
-            Kind::Cps => super::cps::summary(s, w, &m, r),
-            Kind::Rr => {
-                let _ = writeln!(
-                    s,
-                    "[SUM] {}  {} transactions, {} ({} flow{}{}, wait {})",
-                    span(0.0, w.sender.seconds),
-                    m.sent,
-                    fmt_per_s(m.sent_per_s),
-                    w.streams,
-                    if w.streams == 1 { "" } else { "s" },
-                    if is_udp { ", UDP" } else { ", TCP" },
-                    match &profile.workload {
-                        Workload::Rr(rr) if rr.wait == netblast_spec::profile::WaitMode::Spin => "spin",
-                        _ => "block",
-                    }
-                );
-                if let Some(lost) = m.lost {
-                    let timeout = match &profile.workload {
-                        Workload::Rr(rr) => rr.udp_timeout(),
-                        _ => netblast_spec::profile::RrSection::DEFAULT_UDP_TIMEOUT,
-                    };
-                    let _ = writeln!(s, "      {lost} requests got no response within {timeout:?}");
-                }
-                if let Some(l) = &w.latency {
-                    let _ = writeln!(s, "Round trip (application, client clock): {}", pcts(l));
-                    let _ = writeln!(
-                        s,
-                        "One way (round trip / 2, what qperf calls latency): mean {}, p50 {}",
-                        fmt_ns(l.mean_ns / 2.0),
-                        fmt_ns(l.p50_ns as f64 / 2.0)
-                    );
-                }
-            }
-            _ => {
-                let _ = writeln!(
-                    s,
-                    "[{}] {}  {:>10} {unit}  {:>12}  {:>15}  sender",
-                    label(w.way, r.summary.ways.len()),
-                    span(0.0, w.sender.seconds),
-                    count(m.sent),
-                    fmt_per_s(m.sent_per_s),
-                    fmt_bits_per_s(w.sender.bits_per_s)
-                );
-                if let (Some(recv), Some(rps), Some(rv)) = (m.received, m.received_per_s, w.receiver) {
-                    let _ = writeln!(
-                        s,
-                        "[{}] {}  {:>10} {unit}  {:>12}  {:>15}  receiver",
-                        label(w.way, r.summary.ways.len()),
-                        span(0.0, rv.seconds),
-                        count(recv),
-                        fmt_per_s(rps),
-                        fmt_bits_per_s(rv.bits_per_s)
-                    );
-                }
-                if let Some(lost) = m.lost {
-                    let pct = if m.sent > 0 { lost as f64 * 100.0 / m.sent as f64 } else { 0.0 };
-                    let drops = udp_offloads(s, &r.plan.profile, m.kernel_drops);
-                    let _ = writeln!(s, "      lost {lost} of {} datagrams ({pct:.2}%){drops}", m.sent);
-                    let _ = receivers_line(s, r, w.way, &m);
-                }
-                if let Some(q) = &m.udp {
-                    let _ = writeln!(
-                        s,
-                        "      receiver (sequence numbers): {} reordered, {} duplicated, jitter {} (RFC 3550); \
-                         sent {} over {:.2} s, received {}",
-                        q.out_of_order,
-                        q.duplicates,
-                        fmt_ns(q.jitter_ns),
-                        fmt_bits_per_s(w.sender.bits_per_s),
-                        w.sender.seconds,
-                        // Each rate over its own side's span (the receiver's ends at its last
-                        // datagram, later than the sender's last send): said, so equal counts
-                        // at two rates read as what they are.
-                        w.receiver
-                            .map(|r| format!("{} over {:.2} s", fmt_bits_per_s(r.bits_per_s), r.seconds))
-                            .unwrap_or_else(|| known::<u64>(None)),
-                    );
-                }
-                wire_line(s, &m, profile);
-                // A receiver that read in batches costs next to nothing per message: say so,
-                // rather than leave "server 0.00 CPUs" to look like a measuring fault.
-                let batched = matches!(&profile.workload, Workload::Msgrate(m) if m.recv == netblast_spec::profile::RecvMode::Batch && m.protocol == netblast_spec::profile::Protocol::Tcp);
-                let receiver_cpu = match w.way {
-                    Way::Up => r.summary.cpu.server.map(|c| c.cpu_s()),
-                    Way::Down => Some(r.summary.cpu.client.cpu_s()),
-                };
-                if batched && receiver_cpu.is_some_and(|c| c < 0.05 * w.sender.seconds.max(1e-9)) {
-                    let _ = writeln!(
-                        s,
-                        "The receivers read what had arrived, up to 256 KiB per call (recv = batch): their CPU time \
-                         per message is near zero, as shown; --recv each reads one message per call, as qperf's \
-                         receiver does"
-                    );
-                }
-                // Per CPU: qperf users summed this by hand.
-                let mut cpus: Vec<usize> = r.streams.iter().map(|x| x.client_cpu).collect();
-                cpus.sort_unstable();
-                cpus.dedup();
-                if cpus.len() > 1 {
-                    let parts: Vec<String> = cpus
+        let _ = writeln!(
+            s,
+            "[{}] {}  {:>10} {unit}  {:>12}  {:>15}  sender",
+            label(w.way, r.summary.ways.len()),
+            span(0.0, w.sender.seconds),
+            count(m.sent),
+            fmt_per_s(m.sent_per_s),
+            fmt_bits_per_s(w.sender.bits_per_s)
+        );
+        if let (Some(recv), Some(rps), Some(rv)) = (m.received, m.received_per_s, w.receiver) {
+            let _ = writeln!(
+                s,
+                "[{}] {}  {:>10} {unit}  {:>12}  {:>15}  receiver",
+                label(w.way, r.summary.ways.len()),
+                span(0.0, rv.seconds),
+                count(recv),
+                fmt_per_s(rps),
+                fmt_bits_per_s(rv.bits_per_s)
+            );
+        }
+        if let Some(lost) = m.lost {
+            let pct = if m.sent > 0 { lost as f64 * 100.0 / m.sent as f64 } else { 0.0 };
+            let drops = udp_offloads(s, &r.plan.profile, m.kernel_drops);
+            let _ = writeln!(s, "      lost {lost} of {} datagrams ({pct:.2}%){drops}", m.sent);
+            let _ = receivers_line(s, r, w.way, &m);
+        }
+        if let Some(q) = &m.udp {
+            let _ = writeln!(
+                s,
+                "      receiver (sequence numbers): {} reordered, {} duplicated, jitter {} (RFC 3550); \
+                 sent {} over {:.2} s, received {}",
+                q.out_of_order,
+                q.duplicates,
+                fmt_ns(q.jitter_ns),
+                fmt_bits_per_s(w.sender.bits_per_s),
+                w.sender.seconds,
+                // Each rate over its own side's span (the receiver's ends at its last
+                // datagram, later than the sender's last send): said, so equal counts
+                // at two rates read as what they are.
+                w.receiver
+                    .map(|r| format!("{} over {:.2} s", fmt_bits_per_s(r.bits_per_s), r.seconds))
+                    .unwrap_or_else(|| known::<u64>(None)),
+            );
+        }
+        wire_line(s, &m, profile);
+        // A receiver that read in batches costs next to nothing per message: say so,
+        // rather than leave "server 0.00 CPUs" to look like a measuring fault.
+        let batched = matches!(&profile.workload, Workload::Msgrate(m) if m.recv == netblast_spec::profile::RecvMode::Batch && m.protocol == netblast_spec::profile::Protocol::Tcp);
+        let receiver_cpu = match w.way {
+            Way::Up => r.summary.cpu.server.map(|c| c.cpu_s()),
+            Way::Down => Some(r.summary.cpu.client.cpu_s()),
+        };
+        if batched && receiver_cpu.is_some_and(|c| c < 0.05 * w.sender.seconds.max(1e-9)) {
+            let _ = writeln!(
+                s,
+                "The receivers read what had arrived, up to 256 KiB per call (recv = batch): their CPU time \
+                 per message is near zero, as shown; --recv each reads one message per call, as qperf's \
+                 receiver does"
+            );
+        }
+        // Per CPU: qperf users summed this by hand.
+        let mut cpus: Vec<usize> = r.streams.iter().map(|x| x.client_cpu).collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        if cpus.len() > 1 {
+            let parts: Vec<String> = cpus
+                .iter()
+                .map(|c| {
+                    let rate: f64 = r
+                        .summary
+                        .streams
                         .iter()
-                        .map(|c| {
-                            let rate: f64 = r
-                                .summary
-                                .streams
-                                .iter()
-                                .filter(|st| r.streams.iter().any(|i| i.id == st.id && i.client_cpu == *c))
-                                .filter_map(|st| st.msgs.map(|m| m.sent_per_s))
-                                .sum();
-                            format!("CPU {c} {}", fmt_per_s(rate))
-                        })
-                        .collect();
-                    let _ = writeln!(s, "Per client CPU: {}", parts.join(", "));
-                }
-            }
+                        .filter(|st| r.streams.iter().any(|i| i.id == st.id && i.client_cpu == *c))
+                        .filter_map(|st| st.msgs.map(|m| m.sent_per_s))
+                        .sum();
+                    format!("CPU {c} {}", fmt_per_s(rate))
+                })
+                .collect();
+            let _ = writeln!(s, "Per client CPU: {}", parts.join(", "));
         }
     }
 }
@@ -287,22 +267,6 @@ pub(crate) fn wire_line(s: &mut String, m: &MsgTotals, profile: &Profile) {
     }
 }
 
-/// What the kernel's RTT is beside the application's round trip.
-pub(crate) fn rr_kernel_note(s: &mut String, r: &RunResult) {
-    let w = r.summary.ways.first();
-    let kernel = w
-        .and_then(|w| w.kernel_rtt.as_ref().map(|k| format!("p50 {}", fmt_ns(k.p50_ns as f64))))
-        .or_else(|| w.and_then(|w| w.rtt).map(|rtt| format!("mean {:.0} us", rtt.mean_us)));
-    if let (Some(kernel), Some(app)) = (kernel, w.and_then(|w| w.latency.as_ref())) {
-        let _ = writeln!(
-            s,
-            "Kernel RTT ({kernel}) is TCP's view: segment sent to ACK received inside the kernel. The \
-             application round trip (p50 {}) adds both ends' system calls, wake-ups and copies.",
-            fmt_ns(app.p50_ns as f64)
-        );
-    }
-}
-
 /// UDP: the receivers, named: their queues (as applied), and with per-CPU receivers which
 /// CPU's receiver dropped what, so a loss is the path's or a named receiver's.
 pub(crate) fn receivers_line(s: &mut String, r: &RunResult, way: Way, m: &MsgTotals) -> std::fmt::Result {
@@ -330,13 +294,11 @@ pub(crate) fn receivers_line(s: &mut String, r: &RunResult, way: Way, m: &MsgTot
     writeln!(s, "      receivers: one per server CPU (SO_REUSEPORT, SO_INCOMING_CPU), {queue}: {}", named.join("; "))
 }
 
-/// Messages, datagrams, transactions or connections per second, sent and received, and TCP
-/// segments on the wire beside messages (a message is not a packet).
-pub(crate) fn ops(r: &RunResult) -> Option<Plot> {
+/// Messages, datagrams, transactions or connections per second, sent (`done` names them:
+/// sent, completed, established) and received, and TCP segments on the wire beside messages
+/// (a message is not a packet).
+pub(crate) fn ops(r: &RunResult, done: &str) -> Option<Plot> {
     let kind = r.plan.profile.kind();
-    if !matches!(kind, Kind::Msgrate | Kind::Rr | Kind::Cps) {
-        return None;
-    }
     let unit = if is_udp(r) && kind == Kind::Msgrate { "datagrams" } else { kind.unit() };
     let two = r.summary.ways.len() > 1;
     let mut series = Vec::new();
@@ -348,12 +310,7 @@ pub(crate) fn ops(r: &RunResult) -> Option<Plot> {
                 .filter_map(|iv| Some(at(iv, f(iv.sums.iter().find(|s| s.way == w)?.msgs.as_ref()?)?)))
                 .collect()
         };
-        let sent_name = match kind {
-            Kind::Rr => "completed",
-            Kind::Cps => "established",
-            _ => "sent",
-        };
-        series.push(Series::new(name(sent_name), pick(|m| m.sent_per_s)).bold());
+        series.push(Series::new(name(done), pick(|m| m.sent_per_s)).bold());
         if kind == Kind::Msgrate {
             series.push(Series::new(name("received"), pick(|m| m.received_per_s)));
             let segs = pick(|m| m.segs_out_per_s);
@@ -417,10 +374,10 @@ pub(crate) fn udp_quality(r: &RunResult) -> Vec<Plot> {
     out
 }
 
-/// The message kinds' own charts: messages (or transactions, connections) per second, and a
-/// UDP test's loss and jitter.
-pub(crate) fn plots(r: &RunResult) -> Vec<Plot> {
-    let mut out: Vec<Plot> = ops(r).into_iter().collect();
+/// The message kinds' own charts: messages (or transactions, connections: `done` names what
+/// was done) per second, and a UDP test's loss and jitter.
+pub(crate) fn plots(r: &RunResult, done: &str) -> Vec<Plot> {
+    let mut out: Vec<Plot> = ops(r, done).into_iter().collect();
     out.extend(udp_quality(r));
     out
 }

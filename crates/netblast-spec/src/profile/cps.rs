@@ -186,6 +186,14 @@ impl Section for CpsSection {
     fn lost_name(&self) -> &'static str {
         "connections failed"
     }
+
+    fn own_listener(&self) -> bool {
+        true
+    }
+
+    fn sender_counts_lost(&self) -> bool {
+        true
+    }
 }
 
 /// cps' own flags (the ones it shares with other kinds are [`SharedFlags`]).

@@ -155,6 +155,10 @@ impl Section for RrSection {
     fn lost_name(&self) -> &'static str {
         "requests without a response"
     }
+
+    fn sender_counts_lost(&self) -> bool {
+        self.protocol == Protocol::Udp
+    }
 }
 
 /// rr's own flags (the ones it shares with other kinds are [`SharedFlags`]).

@@ -46,12 +46,6 @@ impl Kind {
             Kind::Http => "responses",
         }
     }
-
-    /// Whether each stream's kernel statistics are one socket's; a cps flow's are many
-    /// connections' (no one socket's segment counts, cwnd or MSS stand for the flow).
-    pub fn one_socket_per_stream(self) -> bool {
-        self != Kind::Cps
-    }
 }
 
 /// The `[run]` section, less the kind (which the workload carries).

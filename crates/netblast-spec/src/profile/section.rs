@@ -92,6 +92,20 @@ pub trait Section {
     fn lost_name(&self) -> &'static str {
         "messages lost"
     }
+
+    /// Whether each flow's operations are connections of their own (cps), to a listener the
+    /// server opens for the flow and names the port of on the flow's stream, which then carries
+    /// no test data.
+    fn own_listener(&self) -> bool {
+        false
+    }
+
+    /// Whether a flow's sending end counts what it lost itself (an rr request over UDP left
+    /// without an answer, a cps connection that failed), where a receiver would count by
+    /// sequence numbers.
+    fn sender_counts_lost(&self) -> bool {
+        false
+    }
 }
 
 /// "s" unless one.

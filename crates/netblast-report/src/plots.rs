@@ -156,9 +156,10 @@ fn latency_time(r: &RunResult, compact: bool) -> Option<Plot> {
     Some(p)
 }
 
-/// Failures per interval: cps connections that failed, HTTP requests that failed.
+/// Failures per interval: the streams' (cps: connections that failed), HTTP requests that
+/// failed.
 fn failures(r: &RunResult) -> Option<Plot> {
-    let cps: Vec<_> = r
+    let streams: Vec<_> = r
         .intervals
         .iter()
         .filter_map(|iv| {
@@ -171,12 +172,13 @@ fn failures(r: &RunResult) -> Option<Plot> {
         .iter()
         .filter_map(|iv| iv.http.as_ref().map(|h| at(iv, (h.errors + h.failed_status) as f64)))
         .collect();
-    if cps.iter().chain(&http).all(|p| p.2 == 0.0) {
+    if streams.iter().chain(&http).all(|p| p.2 == 0.0) {
         // None failed: the headline says 0; an empty chart says nothing more.
         return None;
     }
-    let (series, what) = if !cps.is_empty() {
-        (Series::new("connections failed", cps), "connections")
+    let (series, what) = if !streams.is_empty() {
+        let w = &r.plan.profile.workload;
+        (Series::new(w.section().lost_name(), streams), w.kind().unit())
     } else if !http.is_empty() {
         (Series::new("requests failed (no response, or a status not expected)", http), "requests")
     } else {

@@ -300,12 +300,12 @@ impl Assertion {
                     return Err(format!("this {} result counts no lost messages", r.plan.profile.kind().name()));
                 }
                 let (l, sent) = lost.iter().fold((0, 0), |(a, b), (l, s)| (a + l, b + s));
-                Ok(match (self.percent, r.plan.profile.kind()) {
-                    (false, _) => l as f64,
-                    // cps: `sent` counts the connections completed, `lost` the failed ones.
-                    (true, crate::profile::Kind::Cps) if l + sent > 0 => l as f64 / (l + sent) as f64,
-                    (true, _) if sent > 0 => l as f64 / sent as f64,
-                    (true, _) => 0.0,
+                // cps: `sent` counts the connections completed, `lost` the failed ones.
+                let of = if r.plan.profile.workload.section().sent_counts_lost() { sent } else { l + sent };
+                Ok(match self.percent {
+                    false => l as f64,
+                    true if of > 0 => l as f64 / of as f64,
+                    true => 0.0,
                 })
             }
             Metric::Limited(limit) => {
@@ -474,15 +474,8 @@ const HEADLINE: [(&str, &str, bool); 21] = [
 /// The headline figures a result holds (those it does not hold are left out), measured exactly
 /// as the assertions of the same names measure them: what `report --compare` sets side by side.
 pub fn headline(r: &RunResult) -> Vec<Figure> {
-    // A transaction's, a connection's or a TCP message's bytes are not what rr, cps and
-    // msgrate measure: their headline is counts and latency (the text shows no bit rate
-    // for them either).
-    let bytes_matter = match &r.plan.profile.workload {
-        crate::profile::Workload::Rr(_) | crate::profile::Workload::Cps(_) => false,
-        // TCP messages are counted as messages (and packets); UDP at a bit rate as bits too.
-        crate::profile::Workload::Msgrate(m) => m.protocol == crate::profile::Protocol::Udp,
-        _ => true,
-    };
+    // The text shows no bit rate where the kind's headline has none either.
+    let bytes_matter = r.plan.profile.workload.section().headline_bits();
     HEADLINE
         .iter()
         .filter(|(name, _, _)| bytes_matter || !name.starts_with("throughput"))

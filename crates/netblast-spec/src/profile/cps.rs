@@ -194,6 +194,14 @@ impl Section for CpsSection {
     fn sender_counts_lost(&self) -> bool {
         true
     }
+
+    fn sent_counts_lost(&self) -> bool {
+        false
+    }
+
+    fn headline_bits(&self) -> bool {
+        false
+    }
 }
 
 /// cps' own flags (the ones it shares with other kinds are [`SharedFlags`]).

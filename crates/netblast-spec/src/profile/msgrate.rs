@@ -296,6 +296,11 @@ impl Section for MsgrateSection {
         self.server_cpus.as_ref()
     }
 
+    fn headline_bits(&self) -> bool {
+        // TCP messages are counted as messages (and packets); UDP at a bit rate as bits too.
+        self.protocol == Protocol::Udp
+    }
+
     fn protocol(&self) -> Protocol {
         self.protocol
     }

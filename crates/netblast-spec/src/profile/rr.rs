@@ -159,6 +159,10 @@ impl Section for RrSection {
     fn sender_counts_lost(&self) -> bool {
         self.protocol == Protocol::Udp
     }
+
+    fn headline_bits(&self) -> bool {
+        false
+    }
 }
 
 /// rr's own flags (the ones it shares with other kinds are [`SharedFlags`]).

@@ -106,6 +106,20 @@ pub trait Section {
     fn sender_counts_lost(&self) -> bool {
         false
     }
+
+    /// Whether what its streams count as sent includes what was lost (a datagram sent and
+    /// lost does; a cps connection that failed was never completed, and is counted apart), so
+    /// that the lost share is lost over sent (otherwise over sent and lost).
+    fn sent_counts_lost(&self) -> bool {
+        true
+    }
+
+    /// Whether its headline has a bit rate: a transaction's, a connection's or a TCP
+    /// message's bytes are not what rr, cps and msgrate over TCP measure (their headline is
+    /// counts and latency).
+    fn headline_bits(&self) -> bool {
+        true
+    }
 }
 
 /// "s" unless one.

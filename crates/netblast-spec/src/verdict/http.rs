@@ -1,0 +1,121 @@
+//! An HTTP test's verdict: its failed share, then its pool, server or rate.
+
+use super::pct;
+use crate::diagnose::{cpu_words, saturated};
+use crate::profile::Workload;
+use crate::result::{HttpSummary, RunResult};
+use crate::units::{fmt_ns, fmt_per_s};
+
+/// An HTTP test: first, when a share of its requests failed (a status outside the expected
+/// set, or no response), that share and its causes, since failed answers are not throughput;
+/// then, open loop, whether the pool kept up with the schedule and the server with the rate;
+/// closed loop, what the lanes' latency allows (Little's law). Lanes are every connection of
+/// the run (every test's, in a merged result) times its HTTP/2 streams.
+pub fn http(r: &RunResult, h: &HttpSummary) -> Option<String> {
+    let Workload::Http(w) = &r.plan.profile.workload else { return None };
+    let conns = f64::from(h.connections.configured.max(1));
+    let streams = f64::from(w.streams.max(1));
+    let lanes = conns * streams;
+    let lane_words = if streams > 1.0 {
+        format!("{conns:.0} connections x {streams:.0} streams")
+    } else {
+        format!("{conns:.0} connections")
+    };
+    let mean_s = h.latency.mean_ns / 1e9;
+    let cpu = r
+        .summary
+        .load
+        .client
+        .as_ref()
+        .and_then(|l| saturated(l).into_iter().next())
+        .map(|c| format!("; the client's {}", cpu_words(c)))
+        .unwrap_or_default();
+    let failures = http_failures(h, &w.expected());
+    if h.completed == 0 {
+        return Some(format!(
+            "HTTP: no response completed of {} requests{}{cpu}",
+            h.sent,
+            failures.unwrap_or_default()
+        ));
+    }
+    if h.succeeded == 0 {
+        return Some(format!(
+            "HTTP: every request failed{}: {} answered, none with an expected status, so nothing measured the \
+             server's service{cpu}",
+            failures.unwrap_or_default(),
+            fmt_per_s(h.responses_per_s)
+        ));
+    }
+    let lead = failures.map(|f| format!("HTTP: requests failed{f}; of what succeeded: ")).unwrap_or_default();
+    let head = if lead.is_empty() { "HTTP: " } else { "" };
+    let ok_per_s = h.succeeded as f64 / h.seconds.max(1e-9);
+    if let Some(target) = h.target_rate {
+        let late = h.late as f64 / h.sent.max(1) as f64;
+        // Lanes the rate needs in flight at the measured latency (Little's law).
+        let needed = (target * mean_s).ceil();
+        if late >= 0.01 {
+            return Some(format!(
+                "{lead}{head}connection pool exhausted: {} of {} requests ({}) waited for a free connection; at {} \
+                 and a mean latency of {}, {needed:.0} requests are in flight, {lanes:.0} lanes open ({lane_words}; \
+                 raise --connections){cpu}",
+                h.late,
+                h.sent,
+                pct(late),
+                fmt_per_s(target),
+                fmt_ns(h.latency.mean_ns)
+            ));
+        }
+        if h.responses_per_s < target * 0.95 {
+            return Some(format!(
+                "{lead}{head}the server is slower than the offered rate: {} answered of {} offered (p99 {}){cpu}",
+                fmt_per_s(h.responses_per_s),
+                fmt_per_s(target),
+                fmt_ns(h.latency.p99_ns as f64)
+            ));
+        }
+        return Some(format!(
+            "{lead}{head}the offered {} held with {} late; p99 {}{cpu}",
+            fmt_per_s(target),
+            pct(late),
+            fmt_ns(h.latency.p99_ns as f64)
+        ));
+    }
+    let bound = if mean_s > 0.0 { lanes / mean_s } else { 0.0 };
+    let limit = if cpu.is_empty() {
+        "the time per response (the server's, and the path's) is the limit; more lanes ask more of it".to_string()
+    } else {
+        format!("the client's CPU is the limit, not the server{cpu}")
+    };
+    let ok = if lead.is_empty() { String::new() } else { format!(" ({} succeeded)", fmt_per_s(ok_per_s)) };
+    Some(format!(
+        "{lead}{}closed loop: {lane_words} each waiting a mean {} per response allow {}, and {} were answered{ok}: \
+         {limit}",
+        if lead.is_empty() { "HTTP " } else { "" },
+        fmt_ns(h.latency.mean_ns),
+        fmt_per_s(bound),
+        fmt_per_s(h.responses_per_s)
+    ))
+}
+
+/// The requests that failed, when they are 1% of those sent or more: ` (N of M, X%: [503] n,
+/// timeout n, ...)`, the unexpected statuses first, then the failures without a response.
+fn http_failures(h: &HttpSummary, expected: &crate::profile::StatusSet) -> Option<String> {
+    let failed = h.sent.saturating_sub(h.succeeded);
+    let share = failed as f64 / h.sent.max(1) as f64;
+    if failed == 0 || share < 0.01 {
+        return None;
+    }
+    let mut causes: Vec<String> = h
+        .status_codes
+        .iter()
+        .filter(|(code, _)| code.parse::<u16>().is_ok_and(|c| !expected.contains(c)))
+        .map(|(code, n)| format!("[{code}] {n}"))
+        .collect();
+    causes.extend(h.errors.iter().map(|e| format!("{} {}", e.kind, e.count)));
+    Some(format!(
+        " ({failed} of {}, {}: {}; expected status {expected})",
+        h.sent,
+        pct(share),
+        if causes.is_empty() { "no response".to_string() } else { causes.join(", ") }
+    ))
+}

@@ -1,0 +1,132 @@
+//! Every verdict of a run in words, with the numbers behind it and the fix where there is
+//! one: each TCP way's limit ([`crate::diagnose`]), UDP loss split between the receivers'
+//! queues and the path, an HTTP test's pool, server or rate, and each host's saturated CPUs
+//! and dropping interfaces. The text and the HTML print these lines as they are.
+
+//!
+//! A kind's own verdicts are in its file here (`cps.rs`, `udp.rs` for msgrate over UDP,
+//! `http.rs`), and one arm each in [`beyond_tcp`].
+
+mod cps;
+mod http;
+mod udp;
+
+pub use cps::{cps, cps_shortfall, DEFAULT_PORTS};
+pub use http::http;
+pub use udp::udp;
+
+use crate::diagnose::{cpu_words, saturated};
+use crate::profile::{Way, Workload};
+use crate::result::{HostLoad, RunResult};
+
+/// The verdicts beside the TCP ways' ([`crate::diagnose::tcp`], printed under each way): the
+/// kind's own (UDP ways', cps', HTTP's), then the hosts'.
+pub fn beyond_tcp(r: &RunResult) -> Vec<String> {
+    let mut v = match &r.plan.profile.workload {
+        Workload::Msgrate(_) => udp(r),
+        Workload::Cps(_) => {
+            let mut v = cps(r);
+            v.extend(cps_shortfall(r));
+            v
+        }
+        Workload::Http(_) => r.summary.http.as_ref().and_then(|h| http(r, h)).into_iter().collect(),
+        Workload::Bulk(_) | Workload::Rr(_) => Vec::new(),
+    };
+    v.extend(hosts(r));
+    v
+}
+
+/// A share in percent, one decimal below 10%.
+pub(crate) fn pct(x: f64) -> String {
+    if x < 0.1 {
+        format!("{:.1}%", x * 100.0)
+    } else {
+        format!("{:.0}%", x * 100.0)
+    }
+}
+
+/// The receiving side's host of a way.
+pub(crate) fn receiver_load(r: &RunResult, way: Way) -> Option<&HostLoad> {
+    match way {
+        Way::Up => r.summary.load.server.as_ref(),
+        Way::Down => r.summary.load.client.as_ref(),
+    }
+}
+
+/// Each host's saturated CPUs and dropping interfaces; one host when client and server share
+/// it (the same host name, both read).
+pub fn hosts(r: &RunResult) -> Vec<String> {
+    let same = r.server.as_ref().is_some_and(|s| s.hostname == r.client.hostname && !s.hostname.is_empty());
+    let sides = [
+        (if same { "this host (client and server)" } else { "the client" }, r.summary.load.client.as_ref()),
+        ("the server", if same { None } else { r.summary.load.server.as_ref() }),
+    ];
+    let mut v = Vec::new();
+    for (who, load) in sides {
+        let Some(l) = load else { continue };
+        let busy = saturated(l);
+        if !busy.is_empty() {
+            let cpus: Vec<String> = busy.iter().map(|c| cpu_words(c)).collect();
+            v.push(format!("CPU bound on {who}: {}", cpus.join("; ")));
+        }
+        let d = drops_words(l);
+        if !d.is_empty() {
+            v.push(format!("drops on {who}: {d}"));
+        }
+    }
+    v
+}
+
+/// What a host's interfaces and input backlogs dropped, in words (empty: nothing).
+pub(crate) fn drops_words(l: &HostLoad) -> String {
+    let mut parts: Vec<String> = l
+        .interfaces
+        .iter()
+        .map(|i| {
+            let mut what = Vec::new();
+            for (n, name) in [
+                (i.rx_dropped, "received packets dropped"),
+                (i.tx_dropped, "packets to send dropped"),
+                (i.rx_errors, "receive errors"),
+                (i.tx_errors, "transmit errors"),
+            ] {
+                if n > 0 {
+                    what.push(format!("{n} {name}"));
+                }
+            }
+            format!("{} {}", i.name, what.join(", "))
+        })
+        .collect();
+    if l.backlog_drops > 0 {
+        parts.push(format!(
+            "{} packets dropped at full CPU input backlogs (net.core.netdev_max_backlog)",
+            l.backlog_drops
+        ));
+    }
+    parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::{CpuLoad, InterfaceDrops};
+
+    #[test]
+    fn drops_and_saturated_cpus_are_named() {
+        let l = HostLoad {
+            wall_s: 1.0,
+            cpus: vec![
+                CpuLoad { cpu: 0, user: 0.1, system: 0.1, idle: 0.8, ..Default::default() },
+                CpuLoad { cpu: 1, user: 0.05, system: 0.3, softirq: 0.64, idle: 0.01, ..Default::default() },
+            ],
+            interfaces: vec![InterfaceDrops { name: "eth0".into(), rx_dropped: 12, ..Default::default() }],
+            backlog_drops: 3,
+        };
+        let busy = saturated(&l);
+        assert_eq!(busy.len(), 1);
+        assert_eq!(cpu_words(busy[0]), "CPU 1 at 99% busy, 64% in softirq");
+        let d = drops_words(&l);
+        assert!(d.starts_with("eth0 12 received packets dropped; 3 packets dropped at full CPU"), "{d}");
+        assert_eq!(drops_words(&HostLoad::default()), "");
+    }
+}

@@ -135,6 +135,10 @@ impl Section for BulkSection {
         Kind::Bulk
     }
 
+    fn shared_flags(&self) -> &'static [&'static str] {
+        &["--flows", "--reverse", "--bidir", "--block", "--bitrate", "--server-cpus"]
+    }
+
     fn describe(&self, bound: &str) -> String {
         let dir = match self.direction {
             Direction::Forward => "client to server",

@@ -114,6 +114,10 @@ impl Section for CpsSection {
         Kind::Cps
     }
 
+    fn shared_flags(&self) -> &'static [&'static str] {
+        &["--flows", "--req-size", "--resp-size", "--server-cpus", "--rate", "--timeout"]
+    }
+
     fn describe(&self, bound: &str) -> String {
         format!(
             "cps: TCP connections{}, {}-byte request and {}-byte response on each, close with {}, {}, {bound}",

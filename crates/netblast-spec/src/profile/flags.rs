@@ -2,7 +2,6 @@
 //! are applied with. Each kind's own flags are in its file, beside the fields they set
 //! (`BulkFlags` in `bulk.rs`, ...); [`super::Overrides`] puts them together.
 
-use super::Kind;
 use crate::error::SpecError;
 use crate::units::{ByteSize, CpuList, Dur, Rate};
 
@@ -56,28 +55,40 @@ pub struct SharedFlags {
 }
 
 impl SharedFlags {
-    /// The flags that are set, each with the kinds it applies to (`--duration` applies to all).
-    pub(crate) fn set(&self) -> Vec<(&'static str, &'static [Kind])> {
-        const FLOWS: &[Kind] = &[Kind::Bulk, Kind::Msgrate, Kind::Rr, Kind::Cps];
-        const BULK_MSG: &[Kind] = &[Kind::Bulk, Kind::Msgrate];
-        const RR_CPS: &[Kind] = &[Kind::Rr, Kind::Cps];
-        const MSG_RR: &[Kind] = &[Kind::Msgrate, Kind::Rr];
-        const HTTP_CPS: &[Kind] = &[Kind::Http, Kind::Cps];
+    /// The flags that are set (`--duration` aside, which every kind takes); which kinds take
+    /// each is theirs to say ([`super::Section::shared_flags`]).
+    pub(crate) fn set(&self) -> Vec<&'static str> {
         let set = [
-            ("--flows", self.flows.is_some(), FLOWS),
-            ("--reverse", self.reverse, BULK_MSG),
-            ("--bidir", self.bidir, BULK_MSG),
-            ("--block", self.block.is_some(), BULK_MSG),
-            ("--req-size", self.req_size.is_some(), RR_CPS),
-            ("--resp-size", self.resp_size.is_some(), RR_CPS),
-            ("--udp", self.udp, MSG_RR),
-            ("--bitrate", self.bitrate.is_some(), BULK_MSG),
-            ("--server-cpus", self.server_cpus.is_some(), FLOWS),
-            ("--rate", self.rate.is_some(), HTTP_CPS),
-            ("--timeout", self.timeout.is_some(), HTTP_CPS),
+            ("--flows", self.flows.is_some()),
+            ("--reverse", self.reverse),
+            ("--bidir", self.bidir),
+            ("--block", self.block.is_some()),
+            ("--req-size", self.req_size.is_some()),
+            ("--resp-size", self.resp_size.is_some()),
+            ("--udp", self.udp),
+            ("--bitrate", self.bitrate.is_some()),
+            ("--server-cpus", self.server_cpus.is_some()),
+            ("--rate", self.rate.is_some()),
+            ("--timeout", self.timeout.is_some()),
         ];
-        set.into_iter().filter(|(_, on, _)| *on).map(|(f, _, k)| (f, k)).collect()
+        set.into_iter().filter(|(_, on)| *on).map(|(f, _)| f).collect()
     }
+
+    /// Every flag [`SharedFlags::set`] can name: what each kind's
+    /// [`super::Section::shared_flags`] is checked against.
+    pub const NAMES: [&'static str; 11] = [
+        "--flows",
+        "--reverse",
+        "--bidir",
+        "--block",
+        "--req-size",
+        "--resp-size",
+        "--udp",
+        "--bitrate",
+        "--server-cpus",
+        "--rate",
+        "--timeout",
+    ];
 }
 
 /// Parses `--rate`: `5000`, `10k/s`, or a ramp `1000..20000`.

@@ -367,6 +367,10 @@ impl Section for HttpSection {
         Kind::Http
     }
 
+    fn shared_flags(&self) -> &'static [&'static str] {
+        &["--rate", "--timeout"]
+    }
+
     fn describe(&self, bound: &str) -> String {
         let mode = match (self.rate, self.rate_to, self.steps.is_empty()) {
             (Some(a), Some(b), _) => format!("open loop {a} to {b}"),

@@ -197,6 +197,10 @@ impl Section for MsgrateSection {
         Kind::Msgrate
     }
 
+    fn shared_flags(&self) -> &'static [&'static str] {
+        &["--flows", "--reverse", "--bidir", "--block", "--udp", "--bitrate", "--server-cpus"]
+    }
+
     fn describe(&self, bound: &str) -> String {
         format!(
             "msgrate: {}-byte {} messages, {}{}, {bound}",

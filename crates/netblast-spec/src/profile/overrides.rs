@@ -109,20 +109,26 @@ impl Overrides {
     }
 
     /// The kind-specific flags that are set, each with the kinds it applies to.
-    fn kind_flags(&self) -> Vec<(&'static str, &'static [Kind])> {
-        let mut set = self.shared.set();
+    fn kind_flags(&self) -> Vec<(&'static str, Vec<Kind>)> {
+        let takes = |flag: &str| -> Vec<Kind> {
+            Kind::ALL
+                .into_iter()
+                .filter(|k| Workload::default_for(*k).section().shared_flags().contains(&flag))
+                .collect()
+        };
+        let mut set: Vec<(&'static str, Vec<Kind>)> = self.shared.set().into_iter().map(|f| (f, takes(f))).collect();
         if self.omit.is_some() {
-            set.push(("--omit", &[Kind::Bulk]));
+            set.push(("--omit", vec![Kind::Bulk]));
         }
-        let own: [(Vec<&'static str>, &'static [Kind]); 5] = [
-            (self.bulk.set(), &[Kind::Bulk]),
-            (self.msgrate.set(), &[Kind::Msgrate]),
-            (self.rr.set(), &[Kind::Rr]),
-            (self.cps.set(), &[Kind::Cps]),
-            (self.http.set(), &[Kind::Http]),
+        let own = [
+            (self.bulk.set(), Kind::Bulk),
+            (self.msgrate.set(), Kind::Msgrate),
+            (self.rr.set(), Kind::Rr),
+            (self.cps.set(), Kind::Cps),
+            (self.http.set(), Kind::Http),
         ];
-        for (flags, kinds) in own {
-            set.extend(flags.into_iter().map(|f| (f, kinds)));
+        for (flags, kind) in own {
+            set.extend(flags.into_iter().map(|f| (f, vec![kind])));
         }
         set
     }
@@ -219,7 +225,40 @@ mod tests {
         assert!(e.contains("--wait") && e.contains("rr") && e.contains("bulk"), "{e}");
         let o =
             Overrides { shared: SharedFlags { rate: Some("5000".into()), ..Default::default() }, ..Default::default() };
-        assert!(o.apply(&mut p, &origin).unwrap_err().to_string().contains("--rate"));
+        let e = o.apply(&mut p, &origin).unwrap_err().to_string();
+        assert!(e.contains("--rate") && e.contains("applies to cps and http tests"), "{e}");
+    }
+
+    #[test]
+    fn every_shared_flag_is_some_kinds_and_every_kind_names_real_ones() {
+        for name in SharedFlags::NAMES {
+            let takers: Vec<Kind> = Kind::ALL
+                .into_iter()
+                .filter(|k| Workload::default_for(*k).section().shared_flags().contains(&name))
+                .collect();
+            assert!(!takers.is_empty(), "{name}: no kind takes it");
+        }
+        for k in Kind::ALL {
+            for f in Workload::default_for(k).section().shared_flags() {
+                assert!(SharedFlags::NAMES.contains(f), "{}: {f} is not a shared flag", k.name());
+            }
+        }
+        // What `set` can name is what NAMES lists.
+        let all = SharedFlags {
+            duration: None,
+            flows: Some(1),
+            reverse: true,
+            bidir: true,
+            block: Some("1".parse().unwrap()),
+            req_size: Some("1".parse().unwrap()),
+            resp_size: Some("1".parse().unwrap()),
+            udp: true,
+            bitrate: Some("1M".parse().unwrap()),
+            server_cpus: Some("0".parse().unwrap()),
+            rate: Some("1".into()),
+            timeout: Some("1s".parse().unwrap()),
+        };
+        assert_eq!(all.set(), SharedFlags::NAMES.to_vec());
     }
 
     #[test]

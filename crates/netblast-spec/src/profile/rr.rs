@@ -91,6 +91,10 @@ impl Section for RrSection {
         Kind::Rr
     }
 
+    fn shared_flags(&self) -> &'static [&'static str] {
+        &["--flows", "--req-size", "--resp-size", "--udp", "--server-cpus"]
+    }
+
     fn describe(&self, bound: &str) -> String {
         format!(
             "rr: {}-byte requests, {}-byte responses over {}, {} flow{}, wait {}, {bound}",

@@ -15,6 +15,10 @@ pub trait Section {
     /// Its kind.
     fn kind(&self) -> Kind;
 
+    /// The flags of [`super::SharedFlags`] it takes (`--duration` aside, which every kind
+    /// takes); any other of them given for it is an error naming the kinds that take it.
+    fn shared_flags(&self) -> &'static [&'static str];
+
     /// One line saying what the test does, `bound` (how long it runs, in words) at its end.
     fn describe(&self, bound: &str) -> String;
 

@@ -74,7 +74,7 @@ impl SharedFlags {
         set.into_iter().filter(|(_, on)| *on).map(|(f, _)| f).collect()
     }
 
-    /// Every flag [`SharedFlags::set`] can name: what each kind's
+    /// Every flag the command line shares between kinds: what each kind's
     /// [`super::Section::shared_flags`] is checked against.
     pub const NAMES: [&'static str; 11] = [
         "--flows",

@@ -401,12 +401,11 @@ pub(crate) fn truth_namespaces() -> Result<(), String> {
     result
 }
 
-/// `truth.pacing.after_a_stall`: `-b 300M` over the veth pair for 4 s, every segment to the
-/// server dropped by nftables for 150 ms about a second into the test (with the retransmission timeout after
-/// it, a third of a second with nothing delivered). The sender catches up: the receiver's
-/// total rate is the rate asked. A sender paced by the kernel at exactly the rate never
-/// would (about 9% short).
-/// Root: its own namespace pair.
+/// `truth.pacing.after_a_stall` (root, on a namespace pair of its own): `-b 300M` over the
+/// veth pair for 4 s, every segment to the server dropped by nftables for 150 ms about half a
+/// second into the test (with the retransmission timeout after it, a third of a second with
+/// nothing delivered). The sender catches up: the receiver's total rate is the rate asked. A
+/// sender paced by the kernel at exactly the rate never would (280 Mbit/s measured).
 pub(crate) fn truth_pacing_stall() -> Result<(), String> {
     let ns = netblast_benches::netns::NsPair::create(10)?;
     let server = netblast_benches::ServerIn::start(&ns.b)?;

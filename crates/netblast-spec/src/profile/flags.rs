@@ -58,24 +58,25 @@ impl SharedFlags {
     /// The flags that are set (`--duration` aside, which every kind takes); which kinds take
     /// each is theirs to say ([`super::Section::shared_flags`]).
     pub(crate) fn set(&self) -> Vec<&'static str> {
-        let set = [
-            ("--flows", self.flows.is_some()),
-            ("--reverse", self.reverse),
-            ("--bidir", self.bidir),
-            ("--block", self.block.is_some()),
-            ("--req-size", self.req_size.is_some()),
-            ("--resp-size", self.resp_size.is_some()),
-            ("--udp", self.udp),
-            ("--bitrate", self.bitrate.is_some()),
-            ("--server-cpus", self.server_cpus.is_some()),
-            ("--rate", self.rate.is_some()),
-            ("--timeout", self.timeout.is_some()),
+        // In the order of NAMES.
+        let on = [
+            self.flows.is_some(),
+            self.reverse,
+            self.bidir,
+            self.block.is_some(),
+            self.req_size.is_some(),
+            self.resp_size.is_some(),
+            self.udp,
+            self.bitrate.is_some(),
+            self.server_cpus.is_some(),
+            self.rate.is_some(),
+            self.timeout.is_some(),
         ];
-        set.into_iter().filter(|(_, on)| *on).map(|(f, _)| f).collect()
+        Self::NAMES.into_iter().zip(on).filter(|(_, on)| *on).map(|(f, _)| f).collect()
     }
 
-    /// Every flag the command line shares between kinds: what each kind's
-    /// [`super::Section::shared_flags`] is checked against.
+    /// Every flag the command line shares between kinds, in the order `SharedFlags::set`
+    /// reads them: what each kind's [`super::Section::shared_flags`] is checked against.
     pub const NAMES: [&'static str; 11] = [
         "--flows",
         "--reverse",

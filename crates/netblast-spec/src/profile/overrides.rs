@@ -110,13 +110,7 @@ impl Overrides {
 
     /// The kind-specific flags that are set, each with the kinds it applies to.
     fn kind_flags(&self) -> Vec<(&'static str, Vec<Kind>)> {
-        let takes = |flag: &str| -> Vec<Kind> {
-            Kind::ALL
-                .into_iter()
-                .filter(|k| Workload::default_for(*k).section().shared_flags().contains(&flag))
-                .collect()
-        };
-        let mut set: Vec<(&'static str, Vec<Kind>)> = self.shared.set().into_iter().map(|f| (f, takes(f))).collect();
+        let mut set: Vec<(&'static str, Vec<Kind>)> = self.shared.set().into_iter().map(|f| (f, takers(f))).collect();
         if self.omit.is_some() {
             set.push(("--omit", vec![Kind::Bulk]));
         }
@@ -179,6 +173,11 @@ impl Overrides {
     }
 }
 
+/// The kinds that take a shared flag, each asked ([`super::Section::shared_flags`]).
+fn takers(flag: &str) -> Vec<Kind> {
+    Kind::ALL.into_iter().filter(|k| Workload::default_for(*k).section().shared_flags().contains(&flag)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,11 +231,7 @@ mod tests {
     #[test]
     fn every_shared_flag_is_some_kinds_and_every_kind_names_real_ones() {
         for name in SharedFlags::NAMES {
-            let takers: Vec<Kind> = Kind::ALL
-                .into_iter()
-                .filter(|k| Workload::default_for(*k).section().shared_flags().contains(&name))
-                .collect();
-            assert!(!takers.is_empty(), "{name}: no kind takes it");
+            assert!(!takers(name).is_empty(), "{name}: no kind takes it");
         }
         for k in Kind::ALL {
             for f in Workload::default_for(k).section().shared_flags() {

@@ -290,7 +290,7 @@ fn thousands_of_flows_at_short_intervals_end_on_time_and_say_how_they_sampled() 
 
 #[test]
 fn tcp_at_a_bitrate_is_held_near_it_both_ways() {
-    // iperf3 users type -b for TCP: each flow paced by the kernel (SO_MAX_PACING_RATE), on
+    // iperf3 users type -b for TCP: each flow held at the rate (a schedule; the kernel paces above it), on
     // whichever end sends. Unpaced, loopback moves tens of Gbit/s; how close the rate is held
     // (2%) is `cargo bench -- truth.pacing`, on a quiet machine: here the suite shares the CPUs.
     let srv = Server::start("127.0.0.1:0").unwrap();

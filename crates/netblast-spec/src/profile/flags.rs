@@ -36,7 +36,7 @@ pub struct SharedFlags {
     #[cfg_attr(feature = "clap", arg(long, short = 'u'))]
     pub udp: bool,
     /// Target bit rate per flow (iperf3 -b), e.g. 200M, 1G: UDP datagrams paced evenly;
-    /// bulk TCP flows paced by the kernel (SO_MAX_PACING_RATE). 0: no limit.
+    /// bulk TCP flows held by a schedule, the kernel pacing 25% above it. 0: no limit.
     #[cfg_attr(feature = "clap", arg(long, short = 'b'))]
     pub bitrate: Option<crate::units::BitRate>,
     /// msgrate, rr, cps, bulk: server CPUs for the peer flows, flow i on the i-th (default for

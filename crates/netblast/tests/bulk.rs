@@ -319,7 +319,7 @@ fn tcp_at_a_bitrate_is_held_near_it_both_ways() {
             );
         }
         let header = netblast_report::text::interval_header(&r.plan.profile);
-        assert!(header.starts_with("Paced: each sending flow at ") && header.contains("Mbits/sec"), "{header}");
+        assert!(header.starts_with("Paced: each sending flow held to ") && header.contains("Mbits/sec"), "{header}");
         let way = r.summary.ways[0].receiver.unwrap();
         assert!((way.bits_per_s - target).abs() <= target * 0.05, "{direction:?}: {:.3e}", way.bits_per_s);
     }

@@ -13,12 +13,15 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// The column header (a paced test says its rate first: the sender's column also fills and
-/// drains its send buffer, the receiver's count is the rate held).
+/// drains its send buffer, the receiver's count is the rate held). It names no mechanism:
+/// older results were paced by the kernel alone (`SO_MAX_PACING_RATE` at the rate), newer ones
+/// by the sender's schedule with the kernel 25% above it; both held the rate, and a result's
+/// version string does not tell them apart.
 pub(crate) fn header(profile: &Profile) -> String {
     let paced = match &profile.workload {
         Workload::Bulk(b) => b.bitrate.map(|r| {
             format!(
-                "Paced: each sending flow at {} by the kernel (SO_MAX_PACING_RATE); the receiver's count is the rate held\n",
+                "Paced: each sending flow held to {} by its sender; the receiver's count is the rate held\n",
                 fmt_bits_per_s(r.bits_per_s())
             )
         }),

@@ -59,7 +59,12 @@ fn msgrate(server: &LocalServer, cpus: &[usize]) -> Result<(), String> {
     let r = run(server.addr, p)?;
     let m = r.summary.ways[0].msgs.ok_or("no message totals")?;
     figure("msgrate.tcp.1flow.msgs_per_s", m.sent_per_s / 1e6, "M/s", "1-byte TCP messages, one pinned flow");
-    figure("msgrate.tcp.1flow.segs_per_s", m.segs_out_per_s.unwrap_or(0.0), "/s", "TCP segments those messages became");
+    figure(
+        "msgrate.tcp.1flow.segs_per_s",
+        m.tcp.map_or(0.0, |t| t.segs_out_per_s),
+        "/s",
+        "TCP segments those messages became",
+    );
     let p = profile("pps-udp", |p| {
         p.run.duration = Some(Dur(secs()));
         p.run.cpus = Some(netblast_spec::units::CpuList(cpus.to_vec()));

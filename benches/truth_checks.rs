@@ -268,7 +268,7 @@ pub(crate) fn pps_segments_per_message(ns: &str, here: std::net::SocketAddr) -> 
     })?;
     let r = netblast_benches::netns::inside(ns, move || run(here, p)).and_then(|r| r)?;
     let m = r.summary.ways[0].msgs.ok_or("no message totals")?;
-    let segs = m.segs_out.ok_or("no segment count (TCP_INFO)")?;
+    let segs = m.tcp.ok_or("no segment count (TCP_INFO)")?.segs_out;
     truth::check(
         "truth.packets.pps8core_segments_per_message",
         segs as f64 / m.sent.max(1) as f64,
@@ -319,7 +319,7 @@ pub(crate) fn truth_namespaces() -> Result<(), String> {
         let m = r.summary.ways[0].msgs.ok_or("no message totals")?;
         truth::check(
             "truth.packets.loopback",
-            m.wire_packets.unwrap_or(0) as f64,
+            m.tcp.and_then(|t| t.wire_packets).unwrap_or(0) as f64,
             (lo_after.3 - lo_before.3) as f64,
             "packets",
             Tolerance::Rel(0.05),
@@ -340,8 +340,8 @@ pub(crate) fn truth_namespaces() -> Result<(), String> {
             .and_then(|v| v.parse().ok())
             .ok_or("no nft counter")?;
         let m = r.summary.ways[0].msgs.ok_or("no message totals")?;
-        let lost = m.udp.map(|q| q.lost as f64).unwrap_or(f64::NAN);
-        let host = m.kernel_drops.unwrap_or(0) as f64;
+        let lost = m.udp.and_then(|u| u.quality).map(|q| q.lost as f64).unwrap_or(f64::NAN);
+        let host = m.udp.and_then(|u| u.kernel_drops).unwrap_or(0) as f64;
         truth::check(
             "truth.loss.udp_datagrams",
             lost,
@@ -503,8 +503,8 @@ pub(crate) fn udp_loss_with_offloads(
     };
     let dropped = (counter("bytes")? - 28.0 * counter("packets")?) / size;
     let m = r.summary.ways[0].msgs.ok_or("no message totals")?;
-    let lost = m.udp.map(|q| q.lost as f64).unwrap_or(f64::NAN);
-    let host = m.kernel_drops.unwrap_or(0) as f64 * coalesced;
+    let lost = m.udp.and_then(|u| u.quality).map(|q| q.lost as f64).unwrap_or(f64::NAN);
+    let host = m.udp.and_then(|u| u.kernel_drops).unwrap_or(0) as f64 * coalesced;
     truth::check(
         "truth.loss.udp_datagrams_gsro",
         lost,

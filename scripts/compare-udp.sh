@@ -76,7 +76,7 @@ def netblast(n):
         sys.exit("netblast run %s incomplete: %s" % (n, d["errors"]))
     w = d["summary"]["ways"][0]
     m = w["msgs"]
-    q = m.get("udp") or {}
+    q = (m.get("udp") or {}).get("quality") or {}
     return {"loss": 100.0 * (m.get("lost") or 0) / max(m["sent"], 1), "rx_per_s": m.get("received_per_s") or 0,
             "bps": w["sender"]["bits_per_s"], "jitter_us": q.get("jitter_ns", 0) / 1e3}
 med = statistics.median

@@ -588,7 +588,8 @@ mod tests {
         let mut r: RunResult = netblast_spec::upgrade::read_result(include_str!("../testdata/msgrate.json")).unwrap();
         let w = &mut r.summary.ways[0];
         let m = w.msgs.as_mut().unwrap();
-        (m.sent_per_s, m.segs_out_per_s) = (1_458_000.0, Some(10_000.0));
+        m.sent_per_s = 1_458_000.0;
+        m.tcp.as_mut().unwrap().segs_out_per_s = 10_000.0;
         r.plan.profile.tcp.nodelay = Some(true);
         let out = summary(&r);
         assert!(out.contains("with --nodelay the kernel's autocorking still joins"), "{out}");
@@ -596,7 +597,7 @@ mod tests {
         let out = summary(&r);
         assert!(out.contains("--nodelay stops Nagle only; net.ipv4.tcp_autocorking=0"), "{out}");
         // One segment per message: no hint at all.
-        r.summary.ways[0].msgs.as_mut().unwrap().segs_out_per_s = Some(1_458_000.0);
+        r.summary.ways[0].msgs.as_mut().unwrap().tcp.as_mut().unwrap().segs_out_per_s = 1_458_000.0;
         assert!(!summary(&r).contains("autocorking"));
     }
 

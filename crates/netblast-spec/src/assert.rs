@@ -328,7 +328,7 @@ impl Assertion {
             Metric::Jitter => s
                 .ways
                 .iter()
-                .filter_map(|w| w.msgs.as_ref()?.udp.as_ref())
+                .filter_map(|w| w.msgs.as_ref()?.udp?.quality)
                 .filter(|q| q.received > 0)
                 .map(|q| q.jitter_ns)
                 .reduce(f64::max)

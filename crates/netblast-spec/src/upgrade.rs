@@ -1,14 +1,20 @@
-//! Reading documents written by older netblast: a `netblast.run/2` (or /1) result, and the
-//! intervals and results inside a /2 partial or fleet log, brought to the /3 form before they
-//! are read as this build's types.
+//! Reading documents written by older netblast: a `netblast.run/3`, /2 (or /1) result, and
+//! the intervals and results inside an older partial or fleet log, brought to the /4 form
+//! before they are read as this build's types.
+//!
+//! /4 moved a message kind's totals out of one bag into their own types, it did not change
+//! them: a stream's or way's `msgs.segs_out`, `segs_out_per_s`, `wire_packets`,
+//! `wire_packets_per_s` went under `msgs.tcp`; `msgs.kernel_drops` and `rcvbuf` under
+//! `msgs.udp`, and the datagram quality that was `msgs.udp` to `msgs.udp.quality`. Intervals
+//! are as in /3.
 //!
 //! /3 moved figures, it did not change them: an interval's `sent_msgs`, `received_msgs`,
 //! `segs_out`, `udp`, `failed` (and a way's rates) went under `msgs` as `sent`, `received`, ...;
 //! every `X_hist` beside a distribution `X` went inside it as `X.hist`. The upgrade goes by
-//! shape, not by the schema string (an interval record carries none): a /3 document has none of
+//! shape, not by the schema string (an interval record carries none): a /4 document has none of
 //! the old keys, so upgrading it changes nothing.
 
-use crate::result::{RunResult, SCHEMA, SCHEMA_V2};
+use crate::result::{RunResult, SCHEMA, SCHEMA_V2, SCHEMA_V3};
 use serde_json::{Map, Value};
 
 /// The distributions that /2 stored beside their histogram (`X` and `X_hist`).
@@ -26,7 +32,10 @@ const MSG_KEYS: [(&str, &str); 8] = [
     ("failed", "failed"),
 ];
 
-/// Brings any netblast document (a result, an interval, a log record) to the /3 form, in
+/// A /3 message total's TCP packet figures, which /4 keeps under `msgs.tcp`.
+const TCP_PACKET_KEYS: [&str; 4] = ["segs_out", "segs_out_per_s", "wire_packets", "wire_packets_per_s"];
+
+/// Brings any netblast document (a result, an interval, a log record) to the /4 form, in
 /// place. Idempotent.
 pub fn upgrade(v: &mut Value) {
     match v {
@@ -40,6 +49,12 @@ pub fn upgrade(v: &mut Value) {
 }
 
 fn upgrade_object(o: &mut Map<String, Value>) {
+    // A stream's or way's totals (they have a `sender`; intervals have `sent_bytes`).
+    if o.contains_key("sender") {
+        if let Some(Value::Object(m)) = o.get_mut("msgs") {
+            upgrade_msg_totals(m);
+        }
+    }
     // Only a /2 stream or way interval has `sent_msgs` (the totals keep theirs under `msgs`).
     if o.contains_key("sent_msgs") {
         let mut msgs = Map::new();
@@ -62,19 +77,50 @@ fn upgrade_object(o: &mut Map<String, Value>) {
     }
 }
 
+/// A /3 message total's flat figures into their /4 types: TCP packets under `tcp`, the UDP
+/// receivers' drops, queue and datagram quality under `udp`. A /4 total has no `segs_out`,
+/// `kernel_drops` or `rcvbuf` of its own and its `udp` no `jitter_ns`: it is left as it is.
+fn upgrade_msg_totals(m: &mut Map<String, Value>) {
+    let mut tcp = Map::new();
+    for key in TCP_PACKET_KEYS {
+        if let Some(x) = m.remove(key) {
+            tcp.insert(key.to_string(), x);
+        }
+    }
+    if !tcp.is_empty() {
+        m.insert("tcp".into(), Value::Object(tcp));
+    }
+    let quality_v3 = m.get("udp").is_some_and(|u| u.get("jitter_ns").is_some());
+    if quality_v3 || m.contains_key("kernel_drops") || m.contains_key("rcvbuf") {
+        let mut udp = Map::new();
+        for key in ["kernel_drops", "rcvbuf"] {
+            if let Some(x) = m.remove(key) {
+                udp.insert(key.to_string(), x);
+            }
+        }
+        if quality_v3 {
+            if let Some(q) = m.remove("udp") {
+                udp.insert("quality".into(), q);
+            }
+        }
+        m.insert("udp".into(), Value::Object(udp));
+    }
+}
+
 /// Reads a document written by this build or an older one: a result of any schema this build
-/// reads (/3, /2, /1), a partial log's record, a fleet log's line.
+/// reads (/4, /3, /2, /1), a partial log's record, a fleet log's line.
 pub fn read<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
     let mut v: Value = serde_json::from_str(text)?;
     upgrade(&mut v);
     serde_json::from_value(v)
 }
 
-/// [`read`] for a result. A /2 result comes back as /3 (it holds every figure /3 does, now in
-/// their /3 places); a /1 result keeps its schema, which says it cannot be aligned in time.
+/// [`read`] for a result. A /3 or /2 result comes back as /4 (it holds every figure /4 does,
+/// now in their /4 places); a /1 result keeps its schema, which says it cannot be aligned in
+/// time.
 pub fn read_result(text: &str) -> Result<RunResult, serde_json::Error> {
     let mut r: RunResult = read(text)?;
-    if r.schema == SCHEMA_V2 {
+    if r.schema == SCHEMA_V2 || r.schema == SCHEMA_V3 {
         r.schema = SCHEMA.to_string();
     }
     Ok(r)
@@ -100,6 +146,38 @@ mod tests {
         let once = v.clone();
         upgrade(&mut v);
         assert_eq!(v, once, "upgrading a /3 document changes nothing");
+    }
+
+    #[test]
+    fn a_totals_bag_becomes_the_kinds_own_types() {
+        let mut v: Value = serde_json::from_str(
+            r#"{"summary":{"streams":[{"sender":{"bytes":1},"msgs":{"sent":5,"segs_out":2,"segs_out_per_s":1.0,
+                "wire_packets":4,"wire_packets_per_s":2.0}}],
+                "ways":[{"sender":{"bytes":1},"msgs":{"sent":9,"lost":1,"kernel_drops":1,"rcvbuf":4096,
+                "udp":{"lost":1,"out_of_order":0,"duplicates":0,"jitter_ns":3.5,"received":8}}},
+                {"sender":{"bytes":1},"msgs":{"sent":3,"lost":1,"conns":{"refused":1}}}]},
+                "intervals":[{"sums":[{"sent_bytes":1,"msgs":{"sent":5,"segs_out":2,"udp":{"jitter_ns":1.0}}}]}]}"#,
+        )
+        .unwrap();
+        upgrade(&mut v);
+        assert_eq!(
+            v["summary"]["streams"][0]["msgs"],
+            serde_json::json!({"sent":5,"tcp":{"segs_out":2,"segs_out_per_s":1.0,"wire_packets":4,"wire_packets_per_s":2.0}})
+        );
+        assert_eq!(
+            v["summary"]["ways"][0]["msgs"],
+            serde_json::json!({"sent":9,"lost":1,"udp":{"kernel_drops":1,"rcvbuf":4096,
+                "quality":{"lost":1,"out_of_order":0,"duplicates":0,"jitter_ns":3.5,"received":8}}})
+        );
+        assert_eq!(v["summary"]["ways"][1]["msgs"], serde_json::json!({"sent":3,"lost":1,"conns":{"refused":1}}));
+        assert_eq!(
+            v["intervals"][0]["sums"][0]["msgs"],
+            serde_json::json!({"sent":5,"segs_out":2,"udp":{"jitter_ns":1.0}}),
+            "an interval's figures are as in /3"
+        );
+        let once = v.clone();
+        upgrade(&mut v);
+        assert_eq!(v, once, "upgrading a /4 document changes nothing");
     }
 
     #[test]

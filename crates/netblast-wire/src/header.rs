@@ -5,14 +5,17 @@ use std::fmt;
 
 /// First four bytes of every connection (and of a `ServerHello` (handshake)).
 pub const MAGIC: [u8; 4] = *b"NBLT";
-/// Newest protocol version spoken by this build. Version 3: a fleet's frames carry intervals
-/// and results in the `netblast.run/3` form; control and stream connections are as in 2.
-pub const VERSION: u16 = 3;
+/// Newest protocol version spoken by this build. Version 4: a fleet's frames carry results in
+/// the `netblast.run/4` form (a message kind's totals in their own types); version 3 carried
+/// /3 results, whose flat totals a version 4 peer would drop. Control and stream connections
+/// are as in 2.
+pub const VERSION: u16 = 4;
 /// Oldest protocol version spoken by this build (version 1 had no authentication).
 pub const MIN_VERSION: u16 = 2;
-/// Oldest protocol version of a fleet connection (coordinator and agent): version 2's frames
-/// carry intervals in the `netblast.run/2` form, whose figures a newer peer would misread.
-pub const FLEET_MIN_VERSION: u16 = 3;
+/// Oldest protocol version of a fleet connection (coordinator and agent): version 3's frames
+/// carry results in the `netblast.run/3` form (version 2's, intervals in the /2 form), whose
+/// figures a newer peer would drop or misread.
+pub const FLEET_MIN_VERSION: u16 = 4;
 /// Size of the connection header.
 pub const HEADER_LEN: usize = 32;
 /// Largest control frame accepted (guards against garbage lengths).

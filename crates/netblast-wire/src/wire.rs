@@ -76,19 +76,19 @@ mod tests {
     #[test]
     fn versions_negotiate_and_a_v1_peer_is_named() {
         assert_eq!(negotiate((2, 2)), Ok(2));
-        assert_eq!(negotiate((2, 9)), Ok(3), "a newer peer that still speaks 3");
+        assert_eq!(negotiate((2, 9)), Ok(4), "a newer peer that still speaks 4");
         let e = negotiate((1, 1)).unwrap_err();
-        assert_eq!(e.to_string(), "the peer speaks netblast protocol version 1, this build speaks version 2 to 3");
-        assert!(negotiate((4, 5)).is_err());
-        // Fleet connections need 3 (their frames carry netblast.run/3 intervals): a version 2
+        assert_eq!(e.to_string(), "the peer speaks netblast protocol version 1, this build speaks version 2 to 4");
+        assert!(negotiate((5, 6)).is_err());
+        // Fleet connections need 4 (their frames carry netblast.run/4 results): a version 3
         // coordinator or agent is refused, naming both.
         let mut fleet = Header::new(Role::Fleet, TestId([1; 16]), 0);
-        assert_eq!((fleet.range(), fleet.negotiate()), ((3, 3), Ok(3)));
-        fleet.version = 2;
+        assert_eq!((fleet.range(), fleet.negotiate()), ((4, 4), Ok(4)));
+        fleet.version = 3;
         fleet.min_version = 2;
         let e = fleet.negotiate().unwrap_err();
-        assert_eq!(e.to_string(), "the peer speaks netblast protocol version 2, this build speaks version 3");
-        let control = Header { role: Role::Control, ..fleet };
+        assert_eq!(e.to_string(), "the peer speaks netblast protocol version 2 to 3, this build speaks version 4");
+        let control = Header { role: Role::Control, version: 2, ..fleet };
         assert_eq!(control.negotiate(), Ok(2), "a version 2 client still runs tests");
         // A version 1 header: min field zero means "only version 1".
         let mut b = Header::new(Role::Control, TestId([1; 16]), 0).encode();

@@ -313,7 +313,7 @@ pub enum CsvRows {
 /// `netblast merge`.
 #[derive(Debug, Args)]
 pub struct MergeArgs {
-    /// Results to merge (netblast.run/3 or /2, of the same kind and interval).
+    /// Results to merge (netblast.run/4, /3 or /2, of the same kind and interval).
     #[arg(required = true, num_args = 1..)]
     pub files: Vec<PathBuf>,
     /// Write the merged result here (atomically) instead of printing the report.

@@ -51,7 +51,7 @@ fn tcp_messages_sent_equal_messages_received() {
             assert_eq!(Some(m.sent), m.received, "stream {} with {size}-byte messages", s.id);
             assert_eq!(s.sender.bytes, m.sent * size);
             assert_eq!(s.receiver.unwrap().bytes, m.sent * size);
-            assert!(m.segs_out.unwrap() > 0, "segments on the wire are reported");
+            assert!(m.tcp.unwrap().segs_out > 0, "segments on the wire are reported");
         }
         let w = r.summary.ways[0].msgs.unwrap();
         assert_eq!(Some(w.sent), w.received);
@@ -94,7 +94,7 @@ fn a_server_cpu_the_server_lacks_is_reported_not_fatal() {
 
 fn udp_loss(r: &RunResult) -> (u64, u64, u64) {
     let m = r.summary.ways[0].msgs.unwrap();
-    (m.sent, m.lost.unwrap(), m.kernel_drops.unwrap())
+    (m.sent, m.lost.unwrap(), m.udp.unwrap().kernel_drops.unwrap())
 }
 
 #[test]
@@ -166,8 +166,9 @@ fn per_cpu_receivers_take_what_their_cpu_processed() {
     let received: u64 = r.summary.streams.iter().map(|s| s.msgs.unwrap().received.unwrap()).sum();
     assert_eq!(w.received, Some(received));
     assert_eq!(w.lost, Some(w.sent - received));
-    assert_eq!(w.lost, w.kernel_drops, "every lost datagram is counted by a receiver's socket");
-    assert!(w.rcvbuf.is_some_and(|b| b >= 1 << 20), "receive queues are grown: {:?}", w.rcvbuf);
+    let udp = w.udp.expect("the receivers' sockets were read");
+    assert_eq!(w.lost, udp.kernel_drops, "every lost datagram is counted by a receiver's socket");
+    assert!(udp.rcvbuf.is_some_and(|b| b >= 1 << 20), "receive queues are grown: {:?}", udp.rcvbuf);
     // Loopback processes a datagram on its sender's CPU: the receiver tied to that CPU takes
     // (or drops) exactly what the flows pinned there sent, whichever stream it belongs to (a
     // hash would send whole flows to either receiver; a socket tied only once the test had
@@ -178,7 +179,7 @@ fn per_cpu_receivers_take_what_their_cpu_processed() {
             r.summary.streams.iter().filter(|s| s.client_cpu == Some(cpu)).map(|s| s.msgs.unwrap().sent).sum();
         let m = rx.msgs.unwrap();
         assert_eq!(m.lost, None, "a receiver's count is not its stream's: no per-stream loss");
-        let took = m.received.unwrap() + m.kernel_drops.unwrap();
+        let took = m.received.unwrap() + m.udp.unwrap().kernel_drops.unwrap();
         assert_eq!(took, sent_there, "the receiver on CPU {cpu} took what the flows on CPU {cpu} sent");
     }
 }
@@ -189,12 +190,13 @@ fn per_cpu_receivers_keep_each_sender_s_sequence_apart() {
     // read as reordered or lost.
     let r = per_cpu_receivers(64);
     let w = r.summary.ways[0].msgs.unwrap();
-    let q = w.udp.expect("sequenced datagrams are accounted");
+    let q = w.udp.and_then(|u| u.quality).expect("sequenced datagrams are accounted");
     assert_eq!((q.out_of_order, q.duplicates), (0, 0), "{q:?}");
     assert_eq!(q.received, w.received.unwrap());
     // Each flow's datagrams all reach one receiver, so what its sequence misses is at most
     // what that receiver's queue dropped (a dropped tail is not seen as missing).
-    assert!(q.lost >= 0 && Some(q.lost as u64) <= w.kernel_drops, "{q:?} vs {:?} dropped", w.kernel_drops);
+    let drops = w.udp.unwrap().kernel_drops;
+    assert!(q.lost >= 0 && Some(q.lost as u64) <= drops, "{q:?} vs {drops:?} dropped");
 }
 
 #[test]
@@ -294,10 +296,11 @@ fn pps_8core_counts_wire_packets_as_the_interface_does() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: RunResult = serde_json::from_slice(&out.stdout).unwrap();
     let m = r.summary.ways[0].msgs.unwrap();
-    let wire = m.wire_packets.expect("wire packets counted");
+    let tcp = m.tcp.expect("TCP packets counted");
+    let wire = tcp.wire_packets.expect("wire packets counted");
     let ratio = wire as f64 / on_lo as f64;
     assert!((0.95..=1.05).contains(&ratio), "wire packets {wire}, loopback counter {on_lo}");
-    assert!(m.wire_packets_per_s.unwrap() > 0.0 && m.sent_per_s > 0.0);
+    assert!(tcp.wire_packets_per_s.unwrap() > 0.0 && m.sent_per_s > 0.0);
     // One read per message at the server: it does real work, and says so in CPU time.
     let server = r.summary.cpu.server.unwrap();
     assert!(server.cpu_s() > 0.1, "the server read every message: {server:?}");
@@ -364,14 +367,14 @@ fn udp_one_percent_drop(extra: &[&str]) {
     }
     let w = &r.summary.ways[0];
     let m = w.msgs.unwrap();
-    let q = m.udp.expect("sequenced datagrams accounted");
+    let q = m.udp.and_then(|u| u.quality).expect("sequenced datagrams accounted");
     // Paced to the target: within 2% over the run.
     assert!((w.sender.bits_per_s / 100e6 - 1.0).abs() < 0.02, "sent {} bit/s", w.sender.bits_per_s);
     let pct = |lost: f64| lost * 100.0 / m.sent as f64;
     let lost = m.lost.unwrap();
     // Every lost datagram is accounted for: the rule's, and any a busy host dropped on the way
     // (the receiving socket's queue, a CPU's backlog), which the report names.
-    let host = m.kernel_drops.unwrap_or(0) + softnet;
+    let host = m.udp.and_then(|u| u.kernel_drops).unwrap_or(0) + softnet;
     assert!(lost >= dropped && lost <= dropped + host, "lost {lost}: rule {dropped}, socket+backlog {host}");
     let path = pct((lost - (lost - dropped).min(host)) as f64);
     // With GSO the rule draws once per packet of several datagrams (about 50 draws in 3 s, each
@@ -420,7 +423,7 @@ fn udp_bitrate_runs_reverse_and_both_ways() {
         for w in &r.summary.ways {
             let m = w.msgs.unwrap();
             assert_eq!(m.received, Some(m.sent), "{dir} {:?}: loopback loses nothing", w.way);
-            let q = m.udp.unwrap();
+            let q = m.udp.and_then(|u| u.quality).unwrap();
             assert_eq!((q.lost, q.received), (0, m.sent), "{dir} {:?}", w.way);
             assert!((w.sender.bits_per_s / 20e6 - 1.0).abs() < 0.03, "{dir}: {} bit/s", w.sender.bits_per_s);
         }

@@ -18,7 +18,8 @@ use netblast_spec::profile::{Kind, Protocol, Way, Workload};
 use netblast_spec::result::per_second;
 use netblast_spec::result::{
     CpuSummary, CpuUsage, Interval, MsgInterval, MsgTotals, RttSummary, RunError, SideTotal, StreamInfo,
-    StreamInterval, StreamSummary, Summary, UdpQuality, WayInterval, WayParts, WaySummary, MAX_STREAM_DETAIL,
+    StreamInterval, StreamSummary, Summary, TcpPackets, UdpQuality, UdpTotals, WayInterval, WayParts, WaySummary,
+    MAX_STREAM_DETAIL,
 };
 use netblast_wire::gather::Gather;
 use netblast_wire::wire::{ServerSample, ServerStreamFinal, ServerWaySample};
@@ -595,21 +596,14 @@ impl Aggregator {
         };
         // A cps flow's statistics are many connections': no one socket's segment count.
         let one_socket = last_tcp.filter(|_| !self.info.own_listener);
-        let segs = one_socket.map(|t| t.segs_out);
-        let wire = one_socket.map(|t| t.segs_out + t.segs_in);
         MsgTotals {
-            kernel_drops: receiving.and_then(|r| r.kernel_drops),
             sent,
             sent_per_s: per_second(sent as f64, sender.seconds),
             received,
             received_per_s: received.zip(receiver).map(|(m, r)| per_second(m as f64, r.seconds)),
             lost,
-            segs_out: segs,
-            segs_out_per_s: segs.map(|n| per_second(n as f64, sender.seconds)),
-            wire_packets: wire,
-            wire_packets_per_s: wire.map(|n| per_second(n as f64, sender.seconds)),
-            udp: receiving.and_then(|r| r.udp),
-            rcvbuf: receiving.and_then(|r| r.rcvbuf),
+            tcp: one_socket.map(|t| TcpPackets::new(t.segs_out, Some(t.segs_out + t.segs_in), sender.seconds)),
+            udp: receiving.and_then(ReceivingEnd::totals),
             conns: mine.and_then(|e| e.conns),
         }
     }
@@ -696,6 +690,12 @@ struct ReceivingEnd {
 }
 
 impl ReceivingEnd {
+    /// The UDP figures it read; `None` when it read none (a TCP stream's end).
+    fn totals(self) -> Option<UdpTotals> {
+        let t = UdpTotals { kernel_drops: self.kernel_drops, rcvbuf: self.rcvbuf, quality: self.udp };
+        (t != UdpTotals::default()).then_some(t)
+    }
+
     fn of_server(e: &ServerStreamFinal) -> ReceivingEnd {
         ReceivingEnd { kernel_drops: e.kernel_drops, rcvbuf: e.rcvbuf, udp: e.udp }
     }

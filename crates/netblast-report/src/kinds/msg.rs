@@ -173,11 +173,11 @@ pub(crate) fn summary(s: &mut String, r: &RunResult) {
         }
         if let Some(lost) = m.lost {
             let pct = if m.sent > 0 { lost as f64 * 100.0 / m.sent as f64 } else { 0.0 };
-            let drops = udp_offloads(s, &r.plan.profile, m.kernel_drops);
+            let drops = udp_offloads(s, &r.plan.profile, m.udp.and_then(|u| u.kernel_drops));
             let _ = writeln!(s, "      lost {lost} of {} datagrams ({pct:.2}%){drops}", m.sent);
             let _ = receivers_line(s, r, w.way, &m);
         }
-        if let Some(q) = &m.udp {
+        if let Some(q) = m.udp.and_then(|u| u.quality) {
             let _ = writeln!(
                 s,
                 "      receiver (sequence numbers): {} reordered, {} duplicated, jitter {} (RFC 3550); \
@@ -236,8 +236,9 @@ pub(crate) fn summary(s: &mut String, r: &RunResult) {
 
 /// "On the wire": messages/s beside TCP data segments/s and wire packets/s, and why they differ.
 pub(crate) fn wire_line(s: &mut String, m: &MsgTotals, profile: &Profile) {
-    if let Some(segs) = m.segs_out_per_s {
-        let wire = m
+    if let Some(tcp) = m.tcp {
+        let segs = tcp.segs_out_per_s;
+        let wire = tcp
             .wire_packets_per_s
             .map(|w| {
                 format!(
@@ -270,7 +271,7 @@ pub(crate) fn wire_line(s: &mut String, m: &MsgTotals, profile: &Profile) {
 /// UDP: the receivers, named: their queues (as applied), and with per-CPU receivers which
 /// CPU's receiver dropped what, so a loss is the path's or a named receiver's.
 pub(crate) fn receivers_line(s: &mut String, r: &RunResult, way: Way, m: &MsgTotals) -> std::fmt::Result {
-    let Some(q) = m.rcvbuf else { return Ok(()) };
+    let Some(q) = m.udp.and_then(|u| u.rcvbuf) else { return Ok(()) };
     let per_cpu = per_cpu_receivers(&r.plan.profile);
     let queue = format!("receive queue {} per socket", fmt_bytes(q));
     if !per_cpu {
@@ -287,7 +288,7 @@ pub(crate) fn receivers_line(s: &mut String, r: &RunResult, way: Way, m: &MsgTot
             Some(format!(
                 "{cpu} {} received, {} dropped",
                 count(got.received.unwrap_or(0)),
-                got.kernel_drops.map(count).unwrap_or_else(|| "?".into())
+                got.udp.and_then(|u| u.kernel_drops).map(count).unwrap_or_else(|| "?".into())
             ))
         })
         .collect();

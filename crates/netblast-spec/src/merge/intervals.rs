@@ -5,8 +5,8 @@ use super::base::{sum_all, sum_any, HistAcc, Input, MergeError, Place};
 use crate::profile::Way;
 use crate::result::per_second;
 use crate::result::{
-    HttpInterval, HttpParts, HttpSummary, Interval, MsgInterval, MsgTotals, StreamInterval, Summary, WayInterval,
-    WayParts, WaySummary,
+    HttpInterval, HttpParts, HttpSummary, Interval, MsgInterval, MsgTotals, StreamInterval, Summary, TcpPackets,
+    UdpTotals, WayInterval, WayParts, WaySummary,
 };
 use std::collections::BTreeMap;
 
@@ -119,9 +119,8 @@ pub fn summary_of_intervals(intervals: &[Interval]) -> Result<Summary, MergeErro
             sent_per_s: m.sent_per_s.unwrap_or(0.0),
             received: m.received,
             received_per_s: m.received_per_s,
-            segs_out: m.segs_out,
-            segs_out_per_s: m.segs_out_per_s,
-            udp: m.udp,
+            tcp: m.segs_out.map(|segs| TcpPackets::new(segs, None, secs)),
+            udp: m.udp.map(|q| UdpTotals { quality: Some(q), ..UdpTotals::default() }),
             ..MsgTotals::default()
         });
         // Intervals carry no segment counts: the retransmit rate stays unknown.

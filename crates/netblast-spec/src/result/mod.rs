@@ -23,10 +23,16 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// Schema identifier written into every result. /3 nests each kind's figures: an interval's
-/// message figures under `msgs` (as the totals' are), every distribution with its histogram
-/// (`latency.hist` where /2 had `latency_hist` beside it). The `upgrade` module reads /2 and /1.
-pub const SCHEMA: &str = "netblast.run/3";
+/// Schema identifier written into every result. /4 gives a message kind's totals their own
+/// types beside the counts every message kind keeps: a TCP stream's packets under `msgs.tcp`
+/// ([`TcpPackets`]), a UDP stream's receiving sockets under `msgs.udp` ([`UdpTotals`]), cps'
+/// connections under `msgs.conns`. The `upgrade` module reads /3, /2 and /1.
+pub const SCHEMA: &str = "netblast.run/4";
+/// The third schema: the figures of /4, a message kind's totals in one flat bag (`segs_out`,
+/// `wire_packets`, `kernel_drops`, `rcvbuf`, `udp` beside `sent`); /3 nested each kind's
+/// figures: an interval's message figures under `msgs` (as the totals' are), every distribution
+/// with its histogram (`latency.hist` where /2 had `latency_hist` beside it).
+pub const SCHEMA_V3: &str = "netblast.run/3";
 /// The second schema: the figures of /3, flat (`sent_msgs`, `latency_hist`). Read (through
 /// the `upgrade` module) by `netblast report` and `netblast merge`.
 pub const SCHEMA_V2: &str = "netblast.run/2";
@@ -36,7 +42,7 @@ pub const SCHEMA_V1: &str = "netblast.run/1";
 
 /// Whether a result document of this schema can be read by this build.
 pub fn schema_readable(schema: &str) -> bool {
-    schema == SCHEMA || schema == SCHEMA_V2 || schema == SCHEMA_V1
+    [SCHEMA, SCHEMA_V3, SCHEMA_V2, SCHEMA_V1].contains(&schema)
 }
 
 /// Most streams whose figures every interval carries. A test with more carries only the way

@@ -116,10 +116,12 @@ pub struct StreamSummary {
     pub server_cpu: Option<usize>,
 }
 
-/// Message totals of a stream or a way (msgrate, rr).
+/// Message totals of a stream or a way (msgrate, rr, cps): the counts every message kind
+/// keeps, and beside them the figures only its transport or kind has, each its own type
+/// (`tcp`, `udp`, `conns`: at most one of them in a result this build writes).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct MsgTotals {
-    /// Messages sent (rr: transactions completed by the client).
+    /// Messages sent (rr: transactions completed by the client; cps: connections completed).
     pub sent: u64,
     /// Messages per second sent, over the sender's seconds.
     pub sent_per_s: f64,
@@ -129,66 +131,99 @@ pub struct MsgTotals {
     /// Messages per second received, over the receiver's seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub received_per_s: Option<f64>,
-    /// Sent but never received (UDP datagrams; rr over UDP: requests without a response).
+    /// Sent but never received (UDP datagrams; rr over UDP: requests without a response; cps:
+    /// connections that failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost: Option<u64>,
-    /// TCP segments the senders put on the wire (`tcpi_segs_out`), to set against messages.
+    /// Over TCP, one socket per stream (msgrate, rr): the packets those messages became.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub segs_out: Option<u64>,
-    /// TCP segments per second sent.
+    pub tcp: Option<TcpPackets>,
+    /// Over UDP (msgrate): what the receiving sockets saw.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub segs_out_per_s: Option<f64>,
-    /// Datagrams the kernel dropped at the receiving UDP sockets because their queues were full
-    /// (/proc/net/udp); on a host-local test this accounts for every lost datagram.
+    pub udp: Option<UdpTotals>,
+    /// cps: the connections that failed, by cause, and the SYNs retransmitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kernel_drops: Option<u64>,
-    /// UDP: the receivers' view of the sequenced datagrams over the whole run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub udp: Option<UdpQuality>,
-    /// UDP: the receiving socket's queue in bytes as the kernel applied it (of a way: the
-    /// smallest of its receivers').
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rcvbuf: Option<u64>,
-    /// TCP: packets on the wire, both ways: the senders' segments out (data) plus their
-    /// segments in (the receivers' ACKs), from the kernel's counters (`tcpi_segs_out`,
-    /// `tcpi_segs_in`). What an interface's packet counters see of the test.
+    pub conns: Option<ConnCounts>,
+}
+
+/// The packets a TCP message stream's one socket put on the wire, from the kernel's counters
+/// (`tcpi_segs_out`, `tcpi_segs_in`): what to set against messages (Nagle and the kernel
+/// coalesce them). A cps flow has none: its statistics are many connections'.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpPackets {
+    /// TCP segments the senders put on the wire.
+    pub segs_out: u64,
+    /// `segs_out` per second of the senders' time.
+    pub segs_out_per_s: f64,
+    /// Packets on the wire, both ways: the senders' segments out (data) plus their segments in
+    /// (the receivers' ACKs). What an interface's packet counters see of the test. `None` in
+    /// totals rebuilt from intervals (a partial log), which count segments out only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire_packets: Option<u64>,
     /// `wire_packets` per second of the senders' time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire_packets_per_s: Option<f64>,
-    /// cps: the connections that failed, by cause, and the SYNs retransmitted (`sent` counts
-    /// the connections completed; `lost` every failed one).
+}
+
+impl TcpPackets {
+    /// Segments out and packets both ways, with their rates over the senders' `secs`.
+    pub fn new(segs_out: u64, wire_packets: Option<u64>, secs: f64) -> TcpPackets {
+        TcpPackets {
+            segs_out,
+            segs_out_per_s: per_second(segs_out as f64, secs),
+            wire_packets,
+            wire_packets_per_s: wire_packets.map(|n| per_second(n as f64, secs)),
+        }
+    }
+}
+
+/// What a UDP message stream's receiving sockets saw over the whole run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpTotals {
+    /// Datagrams the kernel dropped at the receiving sockets because their queues were full
+    /// (/proc/net/udp); on a host-local test this accounts for every lost datagram. `None`
+    /// when not read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conns: Option<ConnCounts>,
+    pub kernel_drops: Option<u64>,
+    /// The receiving socket's queue in bytes as the kernel applied it (of a way: the smallest
+    /// of its receivers').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcvbuf: Option<u64>,
+    /// The receivers' view of the sequenced datagrams (`None` when the datagrams are too small
+    /// to carry a sequence number: under [`crate::profile::MsgrateSection::SEQ_HEADER`] bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<UdpQuality>,
 }
 
 impl MsgTotals {
     /// The totals of several streams or tests, added: counts summed (a count is known only
     /// when every part knows it), rates over the spans given (`sent_s` for what was sent,
-    /// `recv_s` for what was received), datagram quality and connection counts added, the
-    /// smallest receive queue. The one place message totals are added: the aggregator's ways
-    /// and a merge's both come through here.
+    /// `recv_s` for what was received), each transport's and kind's figures added (TCP
+    /// packets when every part counted them; UDP drops when every part read them, datagram
+    /// quality of the parts that have it, the smallest receive queue; connection counts). The
+    /// one place message totals are added: the aggregator's ways and a merge's both come
+    /// through here.
     pub fn add_up(parts: &[&MsgTotals], sent_s: f64, recv_s: f64) -> MsgTotals {
         let rate = |n: u64, secs: f64| per_second(n as f64, secs);
         let all = |f: fn(&MsgTotals) -> Option<u64>| parts.iter().map(|x| f(x)).sum::<Option<u64>>();
         let sent: u64 = parts.iter().map(|x| x.sent).sum();
         let received = all(|x| x.received);
-        let segs = all(|x| x.segs_out);
-        let wire = all(|x| x.wire_packets);
+        let tcp = all(|x| x.tcp.map(|t| t.segs_out))
+            .filter(|_| !parts.is_empty())
+            .map(|segs| TcpPackets::new(segs, all(|x| x.tcp?.wire_packets), sent_s));
+        let udp = parts.iter().any(|x| x.udp.is_some()).then(|| UdpTotals {
+            kernel_drops: all(|x| x.udp.and_then(|u| u.kernel_drops)),
+            rcvbuf: parts.iter().filter_map(|x| x.udp?.rcvbuf).min(),
+            quality: UdpQuality::sum(parts.iter().filter_map(|x| x.udp.as_ref()?.quality.as_ref())),
+        });
         MsgTotals {
             sent,
             sent_per_s: rate(sent, sent_s),
             received,
             received_per_s: received.map(|r| rate(r, recv_s)),
             lost: all(|x| x.lost),
-            segs_out: segs,
-            segs_out_per_s: segs.map(|n| rate(n, sent_s)),
-            kernel_drops: all(|x| x.kernel_drops),
-            wire_packets: wire,
-            wire_packets_per_s: wire.map(|n| rate(n, sent_s)),
-            udp: UdpQuality::sum(parts.iter().filter_map(|x| x.udp.as_ref())),
-            rcvbuf: parts.iter().filter_map(|x| x.rcvbuf).min(),
+            tcp,
+            udp,
             conns: ConnCounts::sum(parts.iter().filter_map(|x| x.conns.as_ref())),
         }
     }

@@ -25,13 +25,14 @@ pub fn udp(r: &RunResult) -> Vec<String> {
             } else {
                 // The kernel counts a drop per buffer: with GRO a buffer is a coalesced run of up
                 // to `coalesced` datagrams, so the drops bound the queues' share from above.
-                let drops = t.kernel_drops.unwrap_or(0);
+                let drops = t.udp.and_then(|u| u.kernel_drops).unwrap_or(0);
                 let coalesced = if m.gro { m.gro_coalesced() } else { 1 };
                 let queue = drops.saturating_mul(coalesced).min(lost);
                 let share = lost as f64 / t.sent.max(1) as f64;
                 parts.push(format!("{lost} of {} datagrams lost ({})", t.sent, pct(share)));
                 if queue > 0 {
-                    let per = t.rcvbuf.map(|b| format!(" of {} each", fmt_bytes(b))).unwrap_or_default();
+                    let per =
+                        t.udp.and_then(|u| u.rcvbuf).map(|b| format!(" of {} each", fmt_bytes(b))).unwrap_or_default();
                     let which = if coalesced > 1 {
                         format!(
                             "up to {queue} of them (GRO: {drops} coalesced buffers of up to {coalesced} datagrams) \

@@ -13,6 +13,7 @@
 //!    marked incomplete; nothing measured is thrown away.
 
 use crate::exec::api::{escape, ClientError, Envelope, Live, Measured, RunOptions};
+use crate::exec::collect::{collect, Collector};
 use crate::exec::worker::{Event, EventTx, RunFlags, StartGate};
 use crate::gen::ListenerEnd;
 use crate::gen::{self, Conn, Ctx, Side, Timing};
@@ -340,7 +341,7 @@ impl Drive<'_> {
     }
 
     fn since_start(&self) -> f64 {
-        Instant::now().saturating_duration_since(self.start).as_secs_f64()
+        since(self.start)
     }
 
     /// Gathers the workers' events and the server's frames until every worker is done and the
@@ -352,97 +353,25 @@ impl Drive<'_> {
         for n in &self.plan.notes {
             agg.warn(0.0, "plan", n.clone());
         }
-        let bound_at = self.start + self.plan.time_bound.get();
-        let (mut stop_sent, mut control_closed) = (false, false);
-        let mut workers_done_at: Option<Instant> = None;
-        loop {
-            let now = Instant::now();
-            if !stop_sent && (now >= bound_at || self.flags.stopping()) {
-                // The server stops its senders; our own workers stop by themselves.
-                if !control_closed {
-                    if let Err(e) = blocking::write_frame(&mut self.control.stream, &ClientMsg::Stop) {
-                        agg.error(
-                            self.since_start(),
-                            "control",
-                            format!("cannot send stop: {}", gen::flow::describe_io(&e)),
-                        );
-                    }
-                }
-                stop_sent = true;
-            }
-            if agg.workers_done() {
-                let t = *workers_done_at.get_or_insert(now);
-                if agg.has_server_final() || control_closed || now >= t + DRAIN_GRACE {
-                    break;
-                }
-            }
-            let wait = if stop_sent {
-                Duration::from_millis(100)
-            } else {
-                bound_at.saturating_duration_since(now).min(Duration::from_millis(100))
-            };
-            let released = match self.rx.recv_timeout(wait) {
-                Ok(Incoming::ControlClosed(why)) => {
-                    control_closed = true;
-                    if !agg.has_server_final() {
-                        // The server is gone: nothing more can be measured at its end. Our
-                        // senders stop now (a UDP sender would otherwise send into a closed
-                        // port until the bound: its ICMP errors are rate-limited and a batch
-                        // send loses all but the first).
-                        self.flags.stop();
-                        agg.error(
-                            self.since_start(),
-                            "server",
-                            format!("{why} before its final report ({})", self.peer),
-                        );
-                    }
-                    agg.server_gone()
-                }
-                Ok(incoming) => self.take(&mut agg, incoming),
-                Err(mpsc::RecvTimeoutError::Timeout) => Vec::new(),
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            };
-            for iv in &released {
-                live(Live::Interval(iv));
-            }
-        }
+        let Drive { plan, peer, flags, control, rx, start, .. } = self;
+        let mut c = Collecting {
+            control: &mut control.stream,
+            peer: *peer,
+            flags,
+            start: *start,
+            bound_at: *start + plan.time_bound.get(),
+            agg,
+            stop_sent: false,
+            control_closed: false,
+            workers_done_at: None,
+        };
+        collect(rx, &mut c, live);
+        let Collecting { mut agg, control_closed, start, .. } = c;
         if !agg.has_server_final() && !control_closed {
             let why = format!("no final report within {}s after the end", DRAIN_GRACE.as_secs());
-            agg.error(self.since_start(), "server", why);
+            agg.error(since(start), "server", why);
         }
         agg
-    }
-
-    /// One worker event or server frame into the aggregator; the intervals it released.
-    fn take(&self, agg: &mut Aggregator, incoming: Incoming) -> Vec<Interval> {
-        match incoming {
-            Incoming::Worker(w, ev) => agg.on_worker(w, ev),
-            Incoming::Server(ServerMsg::Interval { index, start_s, end_s, streams, ways }) => {
-                agg.on_server_interval(index, start_s, end_s, streams, ways)
-            }
-            Incoming::Server(ServerMsg::Final { streams, cpu, tcp_samples, load }) => {
-                agg.load.server = load;
-                for s in &streams {
-                    if let Some(n) = &s.note {
-                        agg.warn(0.0, format!("server stream {}", s.id), escape(n));
-                    }
-                }
-                let read = tcp_samples.map(|[read, wanted]| crate::exec::worker::Sampled { read, wanted });
-                if let Some(n) = read.and_then(|r| r.note("server")) {
-                    agg.warn(0.0, "server", n);
-                }
-                agg.on_server_final(streams, cpu)
-            }
-            Incoming::Server(ServerMsg::Refused { message, .. }) => {
-                agg.error(self.since_start(), "server", escape(&message));
-                Vec::new()
-            }
-            Incoming::Server(other) => {
-                agg.error(self.since_start(), "control", format!("unexpected frame from the server: {other:?}"));
-                Vec::new()
-            }
-            Incoming::ControlClosed(_) => Vec::new(),
-        }
     }
 
     /// Stops and joins the workers, takes the events they sent while stopping, closes the
@@ -499,6 +428,105 @@ impl Drive<'_> {
             summary,
         };
         envelope.result(self.plan, measured)
+    }
+}
+
+/// Seconds from `start` to now.
+fn since(start: Instant) -> f64 {
+    Instant::now().saturating_duration_since(start).as_secs_f64()
+}
+
+/// A data-port test's collector: its aggregator, and the control connection it sends `stop`
+/// on and learns the server's end from.
+struct Collecting<'c> {
+    control: &'c mut TcpStream,
+    peer: SocketAddr,
+    flags: &'c RunFlags,
+    start: Instant,
+    bound_at: Instant,
+    agg: Aggregator,
+    stop_sent: bool,
+    control_closed: bool,
+    /// When every worker was done.
+    workers_done_at: Option<Instant>,
+}
+
+impl Collector for Collecting<'_> {
+    type Msg = Incoming;
+
+    /// Sends `stop` at the bound (or when the run stops: the server stops its senders, ours
+    /// stop by themselves); done once every worker is and the server reported, or closed, or
+    /// [`DRAIN_GRACE`] passed.
+    fn tick(&mut self) -> Option<Duration> {
+        let now = Instant::now();
+        if !self.stop_sent && (now >= self.bound_at || self.flags.stopping()) {
+            if !self.control_closed {
+                if let Err(e) = blocking::write_frame(self.control, &ClientMsg::Stop) {
+                    let why = format!("cannot send stop: {}", gen::flow::describe_io(&e));
+                    self.agg.error(since(self.start), "control", why);
+                }
+            }
+            self.stop_sent = true;
+        }
+        if self.agg.workers_done() {
+            let t = *self.workers_done_at.get_or_insert(now);
+            if self.agg.has_server_final() || self.control_closed || now >= t + DRAIN_GRACE {
+                return None;
+            }
+        }
+        Some(if self.stop_sent {
+            Duration::from_millis(100)
+        } else {
+            self.bound_at.saturating_duration_since(now).min(Duration::from_millis(100))
+        })
+    }
+
+    /// One worker event or server frame into the aggregator; the intervals it released.
+    fn take(&mut self, msg: Incoming) -> Vec<Interval> {
+        let agg = &mut self.agg;
+        match msg {
+            Incoming::Worker(w, ev) => agg.on_worker(w, ev),
+            Incoming::Server(ServerMsg::Interval { index, start_s, end_s, streams, ways }) => {
+                agg.on_server_interval(index, start_s, end_s, streams, ways)
+            }
+            Incoming::Server(ServerMsg::Final { streams, cpu, tcp_samples, load }) => {
+                agg.load.server = load;
+                for s in &streams {
+                    if let Some(n) = &s.note {
+                        agg.warn(0.0, format!("server stream {}", s.id), escape(n));
+                    }
+                }
+                let read = tcp_samples.map(|[read, wanted]| crate::exec::worker::Sampled { read, wanted });
+                if let Some(n) = read.and_then(|r| r.note("server")) {
+                    agg.warn(0.0, "server", n);
+                }
+                agg.on_server_final(streams, cpu)
+            }
+            Incoming::Server(ServerMsg::Refused { message, .. }) => {
+                agg.error(since(self.start), "server", escape(&message));
+                Vec::new()
+            }
+            Incoming::Server(other) => {
+                agg.error(since(self.start), "control", format!("unexpected frame from the server: {other:?}"));
+                Vec::new()
+            }
+            Incoming::ControlClosed(why) => {
+                self.control_closed = true;
+                if !agg.has_server_final() {
+                    // The server is gone: nothing more can be measured at its end. Our senders
+                    // stop now (a UDP sender would otherwise send into a closed port until the
+                    // bound: its ICMP errors are rate-limited and a batch send loses all but
+                    // the first).
+                    self.flags.stop();
+                    agg.error(since(self.start), "server", format!("{why} before its final report ({})", self.peer));
+                }
+                agg.server_gone()
+            }
+        }
+    }
+
+    fn idle(&mut self, gone: bool) -> Option<Vec<Interval>> {
+        (!gone).then(Vec::new)
     }
 }
 

@@ -30,6 +30,7 @@ pub mod tls;
 pub mod worker;
 
 use crate::exec::api::{ClientError, Live, Measured, RunOptions};
+use crate::exec::collect::{collect, Collector};
 use crate::exec::worker::{RunFlags, Seat, StartGate};
 use crate::os::sys;
 use bytes::Bytes;
@@ -381,27 +382,33 @@ struct Collected {
     merge_errors: Vec<String>,
 }
 
-/// Takes the workers' messages until every worker is done: each interval released (and shown
-/// live) once every worker reported it, the workers' run totals added.
-fn collect(
-    rx: mpsc::Receiver<(usize, WorkerMsg)>,
-    handles: &[std::thread::JoinHandle<()>],
-    setup: &Setup,
-    live: &mut dyn FnMut(Live<'_>),
-) -> Collected {
-    let workers = setup.job.workers as usize;
-    let mut gather: Gather<Acc> = Gather::new(workers);
-    let mut c = Collected { total: IntervalStats::new(), run: RunStats::new(), ..Default::default() };
-    loop {
-        match rx.recv_timeout(Duration::from_millis(200)) {
-            Ok((w, WorkerMsg::Interval { index, start_s, end_s, stats })) => {
-                let a = gather.part(w, index);
+/// An HTTP test's collector: its workers' intervals gathered, each released (and shown live)
+/// once every worker reported it, their run totals added; done when every worker is.
+struct Gathering<'s> {
+    gather: Gather<Acc>,
+    c: Collected,
+    setup: &'s Setup,
+    handles: &'s [std::thread::JoinHandle<()>],
+}
+
+impl Collector for Gathering<'_> {
+    type Msg = (usize, WorkerMsg);
+
+    fn tick(&mut self) -> Option<Duration> {
+        (!self.gather.all_done()).then_some(Duration::from_millis(200))
+    }
+
+    fn take(&mut self, (w, msg): (usize, WorkerMsg)) -> Vec<Interval> {
+        let c = &mut self.c;
+        match msg {
+            WorkerMsg::Interval { index, start_s, end_s, stats } => {
+                let a = self.gather.part(w, index);
                 a.span = Some(a.span.map_or((start_s, end_s), |(s, e)| (s.min(start_s), e.max(end_s))));
                 if let Err(e) = a.stats.add(&stats) {
                     c.merge_errors.push(e.to_string());
                 }
             }
-            Ok((w, WorkerMsg::Done { run, cpu, pin_error })) => {
+            WorkerMsg::Done { run, cpu, pin_error } => {
                 if let Err(e) = c.run.add(&run) {
                     c.merge_errors.push(e.to_string());
                 }
@@ -410,23 +417,34 @@ fn collect(
                 if let Some(e) = pin_error {
                     c.errors.push(RunError { at_s: 0.0, source: format!("worker {w}"), message: e });
                 }
-                gather.done(w);
+                self.gather.done(w);
             }
-            Err(mpsc::RecvTimeoutError::Timeout) if !handles.iter().all(|h| h.is_finished()) => continue,
+        }
+        self.release()
+    }
+
+    fn idle(&mut self, gone: bool) -> Option<Vec<Interval>> {
+        if gone || self.handles.iter().all(|h| h.is_finished()) {
             // Every worker is gone: whatever it did not report will not come.
-            Err(_) => (0..workers).for_each(|w| gather.done(w)),
+            (0..self.setup.job.workers as usize).for_each(|w| self.gather.done(w));
         }
-        for (i, a) in gather.ready() {
-            if let Err(e) = c.total.add(&a.stats) {
-                c.merge_errors.push(e.to_string());
+        Some(self.release())
+    }
+}
+
+impl Gathering<'_> {
+    /// The intervals every worker has reported, added to the run's total and kept.
+    fn release(&mut self) -> Vec<Interval> {
+        let mut out = Vec::new();
+        for (i, a) in self.gather.ready() {
+            if let Err(e) = self.c.total.add(&a.stats) {
+                self.c.merge_errors.push(e.to_string());
             }
-            let iv = http_interval(i, &a, setup.schedule.as_ref());
-            live(Live::Interval(&iv));
-            c.intervals.push(iv);
+            let iv = http_interval(i, &a, self.setup.schedule.as_ref());
+            self.c.intervals.push(iv.clone());
+            out.push(iv);
         }
-        if gather.all_done() {
-            return c;
-        }
+        out
     }
 }
 
@@ -564,7 +582,14 @@ pub fn run(
     let server = HostInfo::default();
     let (start_unix_ns, actual_start_unix_ns) = (started.start_unix_ns, started.actual_start_unix_ns);
     live(Live::Started { plan, test_id: &test_id, server: &server, streams: &[], start_unix_ns, actual_start_unix_ns });
-    let mut c = collect(rx, &handles, &setup, live);
+    let mut g = Gathering {
+        gather: Gather::new(setup.job.workers as usize),
+        c: Collected { total: IntervalStats::new(), run: RunStats::new(), ..Default::default() },
+        setup: &setup,
+        handles: &handles,
+    };
+    collect(&rx, &mut g, live);
+    let mut c = g.c;
     for h in handles {
         let _ = h.join();
     }

@@ -4,7 +4,7 @@ use crate::util::{self, Server};
 use netblast_spec::profile::{Direction, Way};
 use netblast_spec::units::ByteSize;
 use netblast_spec::RunResult;
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -122,10 +122,18 @@ fn garbage_is_dropped_and_the_server_keeps_serving() {
     let mut c = TcpStream::connect(srv.addr).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    c.write_all(&[0u8; 16]).unwrap();
+    // The server turns the peer away at its first four bytes and closes with the rest unread,
+    // which resets the connection: this second write may meet that reset (seen in a clean
+    // clone's run), and so may the read. Either is the server closing without an answer.
+    let reset = |e: &std::io::Error| matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe);
+    if let Err(e) = c.write_all(&[0u8; 16]) {
+        assert!(reset(&e), "{e}");
+    }
     let mut buf = [0u8; 64];
-    let n = c.read(&mut buf).unwrap_or(0);
-    assert_eq!(n, 0, "the server closes a non-netblast connection without answering");
+    match c.read(&mut buf) {
+        Ok(n) => assert_eq!(n, 0, "the server closes a non-netblast connection without answering"),
+        Err(e) => assert!(reset(&e), "the server closes (not times out) a non-netblast connection: {e}"),
+    }
     // A connection that sends half a header and stalls does not block others either.
     let _stalled = TcpStream::connect(srv.addr).unwrap();
     let r = util::run(srv.addr, util::profile(|_| {}));

@@ -9,7 +9,9 @@
 #       work differs from qperf's (it reads many messages per call), said so;
 #   - latency: `qperf tcp_lat` (one-way = round trip / 2) vs netblast rr, one-way = mean RTT / 2
 # plus netblast's UDP datagrams/s with one flow per CPU.
-# netblast (client and server) runs with --probe off: qperf reads no kernel statistics.
+# netblast (client and server) runs with --probe off: qperf reads no kernel statistics. The
+# message-rate clients are the exception (--probe tcpinfo): their segments and wire packets
+# are the kernel's counters, read once per interval (without them the figures are absent).
 #
 #   scripts/compare-qperf.sh [ROUNDS] [SECONDS]      (defaults: 5 rounds of 5 s)
 set -euo pipefail
@@ -44,22 +46,22 @@ qp() { # name test [options...]
   echo $(( $(cat "$LO") - a )) >"$WORK/$name.lo"
   sleep 0.3
 }
-nb() { # name args...
+nb() { # name args...   (NB_PROBE: the client's --probe, default off)
   local name=$1; shift
   local a; a=$(cat "$LO")
-  pinned_cost "$name" "$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --probe off --json "$@" >"$WORK/$name.json" || { echo "netblast $* failed" >&2; exit 1; }
+  pinned_cost "$name" "$NB" run --target "127.0.0.1:$PORT_NB" -t "$SECS" --cpus "$CCPU" --server-cpus "$SCPU" --probe "${NB_PROBE:-off}" --json "$@" >"$WORK/$name.json" || { echo "netblast $* failed" >&2; exit 1; }
   echo $(( $(cat "$LO") - a )) >"$WORK/$name.lo"
   sleep 0.3
 }
 
 for r in $(seq 1 "$ROUNDS"); do
   if (( r % 2 )); then
-    qp "qbw-$r" tcp_bw -m 1; nb "nbw-$r" --profile pps-8core --flows 1
-    nb "nbb-$r" --profile pps-8core --flows 1 --batch 64 --recv batch --eor false
+    qp "qbw-$r" tcp_bw -m 1; NB_PROBE=tcpinfo nb "nbw-$r" --profile pps-8core --flows 1
+    NB_PROBE=tcpinfo nb "nbb-$r" --profile pps-8core --flows 1 --batch 64 --recv batch --eor false
     qp "qlat-$r" tcp_lat; nb "nlat-$r" --profile latency; nb "nlatb-$r" --profile latency --wait block
   else
-    nb "nbb-$r" --profile pps-8core --flows 1 --batch 64 --recv batch --eor false
-    nb "nbw-$r" --profile pps-8core --flows 1; qp "qbw-$r" tcp_bw -m 1
+    NB_PROBE=tcpinfo nb "nbb-$r" --profile pps-8core --flows 1 --batch 64 --recv batch --eor false
+    NB_PROBE=tcpinfo nb "nbw-$r" --profile pps-8core --flows 1; qp "qbw-$r" tcp_bw -m 1
     nb "nlatb-$r" --profile latency --wait block; nb "nlat-$r" --profile latency; qp "qlat-$r" tcp_lat
   fi
   echo "round $r/$ROUNDS done" >&2

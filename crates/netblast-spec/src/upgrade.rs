@@ -81,23 +81,13 @@ fn upgrade_object(o: &mut Map<String, Value>) {
 /// receivers' drops, queue and datagram quality under `udp`. A /4 total has no `segs_out`,
 /// `kernel_drops` or `rcvbuf` of its own and its `udp` no `jitter_ns`: it is left as it is.
 fn upgrade_msg_totals(m: &mut Map<String, Value>) {
-    let mut tcp = Map::new();
-    for key in TCP_PACKET_KEYS {
-        if let Some(x) = m.remove(key) {
-            tcp.insert(key.to_string(), x);
-        }
-    }
+    let tcp = take_keys(m, &TCP_PACKET_KEYS);
     if !tcp.is_empty() {
         m.insert("tcp".into(), Value::Object(tcp));
     }
     let quality_v3 = m.get("udp").is_some_and(|u| u.get("jitter_ns").is_some());
     if quality_v3 || m.contains_key("kernel_drops") || m.contains_key("rcvbuf") {
-        let mut udp = Map::new();
-        for key in ["kernel_drops", "rcvbuf"] {
-            if let Some(x) = m.remove(key) {
-                udp.insert(key.to_string(), x);
-            }
-        }
+        let mut udp = take_keys(m, &["kernel_drops", "rcvbuf"]);
         if quality_v3 {
             if let Some(q) = m.remove("udp") {
                 udp.insert("quality".into(), q);
@@ -105,6 +95,11 @@ fn upgrade_msg_totals(m: &mut Map<String, Value>) {
         }
         m.insert("udp".into(), Value::Object(udp));
     }
+}
+
+/// The `keys` of `m` that it has, removed from it, under their names.
+fn take_keys(m: &mut Map<String, Value>, keys: &[&str]) -> Map<String, Value> {
+    keys.iter().filter_map(|&k| Some((k.to_string(), m.remove(k)?))).collect()
 }
 
 /// Reads a document written by this build or an older one: a result of any schema this build

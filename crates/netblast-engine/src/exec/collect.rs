@@ -31,11 +31,7 @@ pub fn collect<C: Collector>(rx: &mpsc::Receiver<C::Msg>, c: &mut C, live: &mut 
     while let Some(wait) = c.tick() {
         let released = match rx.recv_timeout(wait) {
             Ok(msg) => c.take(msg),
-            Err(mpsc::RecvTimeoutError::Timeout) => match c.idle(false) {
-                Some(v) => v,
-                None => return,
-            },
-            Err(mpsc::RecvTimeoutError::Disconnected) => match c.idle(true) {
+            Err(e) => match c.idle(e == mpsc::RecvTimeoutError::Disconnected) {
                 Some(v) => v,
                 None => return,
             },

@@ -242,7 +242,7 @@ fn loopback_causes(server: &LocalServer) -> Result<(), String> {
             }
         })?;
         let r = run(addr, p)?;
-        let v = netblast_spec::verdict::beyond_tcp(&r).into_iter().next().unwrap_or_default();
+        let v = r.summary.http.as_ref().and_then(|h| netblast_spec::verdict::http(&r, h)).unwrap_or_default();
         Ok((v.starts_with("HTTP: requests failed") && v.contains("[400]"), v))
     })?;
     five("cps_behind", "one flow at --rate 200k: behind its schedule", || {

@@ -2,7 +2,8 @@
 //! it adds to the TCP lines. The text frame (`text.rs`) asks here and prints the rest (the
 //! header, fleet parts and agents, TCP, CPU, verdicts, notes and errors) the same for every kind.
 //!
-//! A kind plugs in with its module and one arm in each function below.
+//! A kind plugs in with its module and one arm in each function below; its verdicts too
+//! ([`verdicts`]), which the spec's `verdict` module writes.
 
 pub(crate) mod bulk;
 pub(crate) mod cps;
@@ -89,4 +90,22 @@ pub(crate) fn plots(r: &RunResult, compact: bool) -> Vec<crate::chart::Plot> {
         Kind::Cps => msg::plots(r, "established"),
         Kind::Http => http::plots(r, compact),
     }
+}
+
+/// The verdicts beside the TCP ways' (which are printed under each way): the kind's own (UDP
+/// ways', cps', HTTP's), then each host's.
+pub(crate) fn verdicts(r: &RunResult) -> Vec<String> {
+    use netblast_spec::verdict;
+    let mut v = match r.plan.profile.kind() {
+        Kind::Msgrate => verdict::udp(r),
+        Kind::Cps => {
+            let mut v = verdict::cps(r);
+            v.extend(verdict::cps_shortfall(r));
+            v
+        }
+        Kind::Http => r.summary.http.as_ref().and_then(|h| verdict::http(r, h)).into_iter().collect(),
+        Kind::Bulk | Kind::Rr => Vec::new(),
+    };
+    v.extend(verdict::hosts(r));
+    v
 }

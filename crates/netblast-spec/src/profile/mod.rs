@@ -24,10 +24,10 @@ pub use http::{read_body_file, HttpFlags, HttpSection, HttpVersion, RateStep, St
 pub use msgrate::{MsgrateFlags, MsgrateSection, Protocol, Receivers, RecvMode};
 pub use overrides::{is_url, Overrides};
 pub use rr::{RrFlags, RrSection, WaitMode};
-pub use run::{Kind, RunSection};
+pub use run::RunSection;
 pub use section::Section;
 pub use tcp::TcpSection;
-pub use workload::{FieldError, Workload};
+pub use workload::{FieldError, Kind, KindFlags, Workload};
 
 use crate::error::SpecError;
 use crate::units::{CpuList, Dur};
@@ -56,24 +56,129 @@ pub struct Profile {
     pub workload: Workload,
 }
 
-/// The file form of a profile: `run.kind` plus an optional section per kind.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The file form of a profile: `run.kind` plus the sections of kinds found, each under its
+/// kind's name ([`Workload::read_section`]); the [`Profile`] is made of it once every key is
+/// read, as a kind's section may come before `[run]`.
+#[derive(Debug, Clone)]
 struct ProfileFile {
     description: String,
     run: RunFile,
-    #[serde(default)]
     tcp: TcpSection,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    bulk: Option<BulkSection>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    msgrate: Option<MsgrateSection>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    rr: Option<RrSection>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    http: Option<HttpSection>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    cps: Option<CpsSection>,
+    sections: Vec<Workload>,
+}
+
+impl<'de> Deserialize<'de> for ProfileFile {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ProfileFile, D::Error> {
+        d.deserialize_map(FileVisitor)
+    }
+}
+
+/// Reads a profile file's keys: its own, and any kind's section (each deserialized where it
+/// is, so its errors keep their place in the file).
+struct FileVisitor;
+
+impl<'de> serde::de::Visitor<'de> for FileVisitor {
+    type Value = ProfileFile;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a profile (description, [run], [tcp] and its kind's section)")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<ProfileFile, A::Error> {
+        use serde::de::Error;
+        let (mut description, mut run, mut tcp, mut sections) = (None, None, None, Vec::<Workload>::new());
+        let twice = |name: &str| A::Error::custom(format!("duplicate field `{name}`"));
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            match key {
+                FileKey::Description if description.is_none() => description = Some(map.next_value()?),
+                FileKey::Run if run.is_none() => run = Some(map.next_value()?),
+                FileKey::Tcp if tcp.is_none() => tcp = Some(map.next_value()?),
+                FileKey::Description | FileKey::Run | FileKey::Tcp => return Err(twice(key.name())),
+                FileKey::Section(kind) if sections.iter().any(|w| w.kind() == kind) => return Err(twice(kind.name())),
+                FileKey::Section(kind) => sections.extend(map.next_value_seed(SectionSeed(kind))?),
+            }
+        }
+        Ok(ProfileFile {
+            description: description.ok_or_else(|| A::Error::missing_field("description"))?,
+            run: run.ok_or_else(|| A::Error::missing_field("run"))?,
+            tcp: tcp.unwrap_or_default(),
+            sections,
+        })
+    }
+}
+
+/// A key of a profile file.
+#[derive(Clone, Copy)]
+enum FileKey {
+    Description,
+    Run,
+    Tcp,
+    /// A kind's section.
+    Section(Kind),
+}
+
+impl FileKey {
+    fn name(self) -> &'static str {
+        match self {
+            FileKey::Description => "description",
+            FileKey::Run => "run",
+            FileKey::Tcp => "tcp",
+            FileKey::Section(k) => k.name(),
+        }
+    }
+}
+
+/// Reads a key, refusing an unknown one where it is written (so the error points at it).
+struct KeySeed;
+
+impl<'de> serde::de::DeserializeSeed<'de> for KeySeed {
+    type Value = FileKey;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<FileKey, D::Error> {
+        d.deserialize_identifier(self)
+    }
+}
+
+impl serde::de::Visitor<'_> for KeySeed {
+    type Value = FileKey;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a profile's key")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<FileKey, E> {
+        let own = [FileKey::Description, FileKey::Run, FileKey::Tcp];
+        let all = || own.into_iter().chain(Kind::ALL.map(FileKey::Section));
+        all().find(|k| k.name() == key).ok_or_else(|| {
+            let names: Vec<String> = all().map(|k| format!("`{}`", k.name())).collect();
+            E::custom(format!("unknown field `{key}`, expected one of {}", names.join(", ")))
+        })
+    }
+}
+
+/// Deserializes the section of one kind.
+struct SectionSeed(Kind);
+
+impl<'de> serde::de::DeserializeSeed<'de> for SectionSeed {
+    type Value = Option<Workload>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<Workload>, D::Error> {
+        Workload::read_section(self.0, d)
+    }
+}
+
+impl Serialize for ProfileFile {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(3 + self.sections.len()))?;
+        map.serialize_entry("description", &self.description)?;
+        map.serialize_entry("run", &self.run)?;
+        map.serialize_entry("tcp", &self.tcp)?;
+        for w in &self.sections {
+            w.write_section(&mut map)?;
+        }
+        map.end()
+    }
 }
 
 /// `[run]` as written: the kind and the [`RunSection`] fields.
@@ -96,22 +201,12 @@ impl TryFrom<ProfileFile> for Profile {
 
     fn try_from(f: ProfileFile) -> Result<Profile, String> {
         let kind = f.run.kind;
-        let sections = [
-            (Kind::Bulk, f.bulk.map(Workload::Bulk)),
-            (Kind::Msgrate, f.msgrate.map(Workload::Msgrate)),
-            (Kind::Rr, f.rr.map(Workload::Rr)),
-            (Kind::Http, f.http.map(|h| Workload::Http(Box::new(h)))),
-            (Kind::Cps, f.cps.map(Workload::Cps)),
-        ];
         let mut workload = None;
-        for (owner, section) in sections {
-            match section {
-                Some(w) if owner == kind => workload = Some(w),
-                Some(_) => {
-                    return Err(format!("section [{}] does not apply to run.kind = \"{}\"", owner.name(), kind.name()))
-                }
-                None => {}
+        for w in f.sections {
+            if w.kind() != kind {
+                return Err(format!("section [{}] does not apply to run.kind = \"{}\"", w.kind().name(), kind.name()));
             }
+            workload = Some(w);
         }
         Ok(Profile {
             description: f.description,
@@ -124,7 +219,7 @@ impl TryFrom<ProfileFile> for Profile {
 
 impl From<Profile> for ProfileFile {
     fn from(p: Profile) -> ProfileFile {
-        let mut f = ProfileFile {
+        ProfileFile {
             description: p.description,
             run: RunFile {
                 kind: p.workload.kind(),
@@ -134,20 +229,8 @@ impl From<Profile> for ProfileFile {
                 omit: p.run.omit,
             },
             tcp: p.tcp,
-            bulk: None,
-            msgrate: None,
-            rr: None,
-            http: None,
-            cps: None,
-        };
-        match p.workload {
-            Workload::Bulk(b) => f.bulk = Some(b),
-            Workload::Msgrate(m) => f.msgrate = Some(m),
-            Workload::Rr(r) => f.rr = Some(r),
-            Workload::Http(h) => f.http = Some(*h),
-            Workload::Cps(c) => f.cps = Some(c),
+            sections: vec![p.workload],
         }
-        f
     }
 }
 
@@ -442,6 +525,30 @@ block_bytes = "128KiB"
             .replace("block_bytes = \"128KiB\"\n", "");
         let e = Profile::from_toml(&text, "t.toml").unwrap_err().to_string();
         assert!(e.contains("[rr]") && e.contains("bulk"), "{e}");
+    }
+
+    #[test]
+    fn a_file_is_read_by_its_keys_in_any_order() {
+        // The kind's section before [run]: read once [run] says the kind.
+        let p = Profile::from_toml(
+            "description = \"x\"\n[rr]\nflows = 3\n[run]\nkind = \"rr\"\nduration = \"1s\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert!(matches!(&p.workload, Workload::Rr(r) if r.flows == 3), "{:?}", p.workload);
+        // An unknown top-level key is named where it is written, with every key there is.
+        let e = Profile::from_toml(&format!("{GOOD}\n[bulkk]\nflows = 2\n"), "t.toml").unwrap_err().to_string();
+        assert!(e.contains("unknown field `bulkk`") && e.contains("`description`, `run`, `tcp`, `bulk`"), "{e}");
+        assert!(e.contains(&format!("line {}", GOOD.lines().count() + 2)), "{e}");
+        // In JSON (results, the wire): a null section is none; a key twice is refused.
+        let json = r#"{"description":"x","run":{"kind":"cps","duration":"1s"},"bulk":null,"cps":{"flows":2}}"#;
+        let p: Profile = serde_json::from_str(json).unwrap();
+        assert!(matches!(&p.workload, Workload::Cps(c) if c.flows == Some(2)), "{:?}", p.workload);
+        let twice = r#"{"description":"x","run":{"kind":"cps","duration":"1s"},"cps":{},"cps":{}}"#;
+        let e = serde_json::from_str::<Profile>(twice).unwrap_err().to_string();
+        assert!(e.contains("duplicate field `cps`"), "{e}");
+        let e = serde_json::from_str::<Profile>(r#"{"run":{"kind":"cps"}}"#).unwrap_err().to_string();
+        assert!(e.contains("missing field `description`"), "{e}");
     }
 
     #[test]

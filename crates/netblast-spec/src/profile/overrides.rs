@@ -6,7 +6,7 @@
 //! result never says "One TCP flow for 10 s" of a run with 64 flows for 3 s.
 
 use super::flags::{flag_err, set_some, SharedFlags};
-use super::{BulkFlags, CpsFlags, HttpFlags, Kind, MsgrateFlags, Profile, RrFlags, Workload};
+use super::{Kind, KindFlags, Profile, Workload};
 use crate::error::SpecError;
 use crate::units::{ByteSize, CpuList, Dur};
 
@@ -15,8 +15,8 @@ use crate::units::{ByteSize, CpuList, Dur};
 /// These are the command line's profile flags themselves (with the `clap` feature, `netblast
 /// run` and `netblast fleet` flatten this struct): the run's and `[tcp]`'s here, those more
 /// than one kind reads in [`SharedFlags`], each kind's own in its file beside its section
-/// (`CpsFlags` in `cps.rs`), which also applies them. A setting is defined twice: in its
-/// section and as its flag.
+/// (`CpsFlags` in `cps.rs`), which also applies them, gathered in [`KindFlags`]. A setting is
+/// defined twice: in its section and as its flag.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Overrides {
@@ -51,21 +51,9 @@ pub struct Overrides {
     /// Set TCP_NODELAY (disable Nagle).
     #[cfg_attr(feature = "clap", arg(long, short = 'N'))]
     pub nodelay: bool,
-    /// bulk's own flags.
+    /// Each kind's own flags.
     #[cfg_attr(feature = "clap", command(flatten))]
-    pub bulk: BulkFlags,
-    /// msgrate's own flags.
-    #[cfg_attr(feature = "clap", command(flatten))]
-    pub msgrate: MsgrateFlags,
-    /// rr's own flags.
-    #[cfg_attr(feature = "clap", command(flatten))]
-    pub rr: RrFlags,
-    /// cps' own flags.
-    #[cfg_attr(feature = "clap", command(flatten))]
-    pub cps: CpsFlags,
-    /// http's own flags.
-    #[cfg_attr(feature = "clap", command(flatten))]
-    pub http: HttpFlags,
+    pub kinds: KindFlags,
 }
 
 /// Whether a target is a URL (`http://…`, `https://…`): the test is then an HTTP one.
@@ -83,7 +71,7 @@ impl Overrides {
         let url_target = target.filter(|t| is_url(t));
         let name = match name {
             Some(p) => p,
-            None if !self.http.urls.is_empty() || url_target.is_some() => "http-max",
+            None if !self.kinds.http.urls.is_empty() || url_target.is_some() => "http-max",
             // -b alone never switches protocol: -u is the only way to UDP.
             None if self.shared.udp => "udp-1g",
             None => "bulk-1flow",
@@ -100,7 +88,7 @@ impl Overrides {
                     ),
                 });
             }
-            overrides.http.urls.insert(0, u.to_string());
+            overrides.kinds.http.urls.insert(0, u.to_string());
         }
         overrides.apply(&mut profile, &origin)?;
         let origin = if overrides.is_empty() { origin } else { format!("{origin} (with command-line overrides)") };
@@ -114,16 +102,7 @@ impl Overrides {
         if self.omit.is_some() {
             set.push(("--omit", vec![Kind::Bulk]));
         }
-        let own = [
-            (self.bulk.set(), Kind::Bulk),
-            (self.msgrate.set(), Kind::Msgrate),
-            (self.rr.set(), Kind::Rr),
-            (self.cps.set(), Kind::Cps),
-            (self.http.set(), Kind::Http),
-        ];
-        for (flags, kind) in own {
-            set.extend(flags.into_iter().map(|f| (f, vec![kind])));
-        }
+        set.extend(self.kinds.set().into_iter().map(|(f, kind)| (f, vec![kind])));
         set
     }
 
@@ -161,13 +140,7 @@ impl Overrides {
             tcp.nodelay = Some(true);
         }
         let (shared, run) = (&self.shared, &mut p.run);
-        match &mut p.workload {
-            Workload::Bulk(b) => b.apply(&self.bulk, shared, run)?,
-            Workload::Msgrate(m) => m.apply(&self.msgrate, shared, run)?,
-            Workload::Rr(r) => r.apply(&self.rr, shared, run)?,
-            Workload::Cps(c) => c.apply(&self.cps, shared, run)?,
-            Workload::Http(h) => h.apply(&self.http, shared, run)?,
-        }
+        self.kinds.apply(&mut p.workload, shared, run)?;
         p.description = format!("{} ({origin} with command-line overrides)", p.workload.describe(&p.run));
         Ok(())
     }
@@ -219,7 +192,10 @@ mod tests {
     #[test]
     fn flags_of_another_kind_name_the_flag() {
         let (mut p, origin) = Profile::load("bulk-1flow").unwrap();
-        let o = Overrides { rr: RrFlags { wait: Some(WaitMode::Spin), ..Default::default() }, ..Default::default() };
+        let o = Overrides {
+            kinds: KindFlags { rr: RrFlags { wait: Some(WaitMode::Spin), ..Default::default() }, ..Default::default() },
+            ..Default::default()
+        };
         let e = o.apply(&mut p, &origin).unwrap_err().to_string();
         assert!(e.contains("--wait") && e.contains("rr") && e.contains("bulk"), "{e}");
         let o =

@@ -1,52 +1,9 @@
 //! `[run]`: how long, how often to report, which CPUs (and, in the file, which kind of test:
-//! the kind is the [`super::Workload`]'s tag).
+//! the kind is the [`super::Workload`]'s tag, [`super::Kind`]).
 
 use crate::units::{CpuList, Dur};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
-
-/// The test kinds netblast runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    /// TCP bulk streams, like iperf3.
-    Bulk,
-    /// Small messages as fast as possible, one flow per pinned CPU (qperf tcp_bw -m 1).
-    Msgrate,
-    /// Request/response round trips (qperf tcp_lat, netperf TCP_RR).
-    Rr,
-    /// HTTP/1.1, HTTP/2, HTTPS request floods (hey, wrk, wrk2, vegeta).
-    Http,
-    /// New TCP connections per second, one flow per pinned CPU (netperf TCP_CRR, ethr -t c).
-    Cps,
-}
-
-impl Kind {
-    /// Every kind, in the order `netblast profiles` and the docs list them.
-    pub const ALL: [Kind; 5] = [Kind::Bulk, Kind::Msgrate, Kind::Rr, Kind::Cps, Kind::Http];
-
-    /// The kind's name as written in profiles.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Bulk => "bulk",
-            Kind::Msgrate => "msgrate",
-            Kind::Rr => "rr",
-            Kind::Http => "http",
-            Kind::Cps => "cps",
-        }
-    }
-
-    /// What the kind's streams count, in reports: messages, transactions, connections or
-    /// responses (bulk: messages, never counted).
-    pub fn unit(self) -> &'static str {
-        match self {
-            Kind::Bulk | Kind::Msgrate => "messages",
-            Kind::Rr => "transactions",
-            Kind::Cps => "connections",
-            Kind::Http => "responses",
-        }
-    }
-}
 
 /// The `[run]` section, less the kind (which the workload carries).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

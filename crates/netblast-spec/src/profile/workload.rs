@@ -1,12 +1,66 @@
 //! The workload: which kind of test a profile runs, with that kind's section. What depends on
 //! the kind is the section's to say ([`Section`], implemented in each kind's file); the
 //! methods here delegate to it, so no other code works it out again from a kind.
+//!
+//! This file is the profile's one list of the kinds: their names ([`Kind`]), their sections
+//! ([`Workload`], read and written under their names in a profile file) and their own flags
+//! ([`KindFlags`]). Adding a kind is its file beside this one and an arm in each of these.
 
+use super::flags::SharedFlags;
 pub use super::section::FieldError;
 use super::section::Section;
-use super::{BulkSection, CpsSection, HttpSection, Kind, MsgrateSection, Protocol, RrSection, RunSection, Way};
+use super::{
+    BulkFlags, BulkSection, CpsFlags, CpsSection, HttpFlags, HttpSection, MsgrateFlags, MsgrateSection, Protocol,
+    RrFlags, RrSection, RunSection, Way,
+};
+use crate::error::SpecError;
 use crate::units::CpuList;
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize};
 use std::time::Duration;
+
+/// The test kinds netblast runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// TCP bulk streams, like iperf3.
+    Bulk,
+    /// Small messages as fast as possible, one flow per pinned CPU (qperf tcp_bw -m 1).
+    Msgrate,
+    /// Request/response round trips (qperf tcp_lat, netperf TCP_RR).
+    Rr,
+    /// HTTP/1.1, HTTP/2, HTTPS request floods (hey, wrk, wrk2, vegeta).
+    Http,
+    /// New TCP connections per second, one flow per pinned CPU (netperf TCP_CRR, ethr -t c).
+    Cps,
+}
+
+impl Kind {
+    /// Every kind, in the order `netblast profiles` and the docs list them.
+    pub const ALL: [Kind; 5] = [Kind::Bulk, Kind::Msgrate, Kind::Rr, Kind::Cps, Kind::Http];
+
+    /// The kind's name as written in profiles.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Bulk => "bulk",
+            Kind::Msgrate => "msgrate",
+            Kind::Rr => "rr",
+            Kind::Http => "http",
+            Kind::Cps => "cps",
+        }
+    }
+
+    /// What the kind's streams count, in reports: messages, transactions, connections or
+    /// responses (bulk: messages, never counted).
+    pub fn unit(self) -> &'static str {
+        match self {
+            Kind::Bulk | Kind::Msgrate => "messages",
+            Kind::Rr => "transactions",
+            Kind::Cps => "connections",
+            Kind::Http => "responses",
+        }
+    }
+}
 
 /// A test's kind and its parameters (the `[bulk]`, `[msgrate]`, `[rr]`, `[cps]` or `[http]`
 /// section).
@@ -64,6 +118,30 @@ impl Workload {
         };
         let f = (to - from) as f64 / total.max(1) as f64;
         self.section_mut().share_totals(f, &part_of);
+    }
+
+    /// The section of `kind` as a profile file (or a result, or the wire) holds it under the
+    /// kind's name; `None` where it is written as null.
+    pub(super) fn read_section<'de, D: Deserializer<'de>>(kind: Kind, d: D) -> Result<Option<Workload>, D::Error> {
+        Ok(match kind {
+            Kind::Bulk => Option::<BulkSection>::deserialize(d)?.map(Workload::Bulk),
+            Kind::Msgrate => Option::<MsgrateSection>::deserialize(d)?.map(Workload::Msgrate),
+            Kind::Rr => Option::<RrSection>::deserialize(d)?.map(Workload::Rr),
+            Kind::Http => Option::<HttpSection>::deserialize(d)?.map(|h| Workload::Http(Box::new(h))),
+            Kind::Cps => Option::<CpsSection>::deserialize(d)?.map(Workload::Cps),
+        })
+    }
+
+    /// Writes the section into `map` under the kind's name.
+    pub(super) fn write_section<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
+        let name = self.kind().name();
+        match self {
+            Workload::Bulk(b) => map.serialize_entry(name, b),
+            Workload::Msgrate(m) => map.serialize_entry(name, m),
+            Workload::Rr(r) => map.serialize_entry(name, r),
+            Workload::Http(h) => map.serialize_entry(name, h.as_ref()),
+            Workload::Cps(c) => map.serialize_entry(name, c),
+        }
     }
 
     /// The kind's workload with every parameter at its default.
@@ -216,6 +294,53 @@ impl Workload {
         match self {
             Workload::Http(h) => Some(h),
             _ => None,
+        }
+    }
+}
+
+/// Each kind's own flags, defined in its file beside its section (`CpsFlags` in `cps.rs`,
+/// which also applies them); the command line flattens them all.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct KindFlags {
+    /// bulk's own flags.
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub bulk: BulkFlags,
+    /// msgrate's own flags.
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub msgrate: MsgrateFlags,
+    /// rr's own flags.
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub rr: RrFlags,
+    /// cps' own flags.
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub cps: CpsFlags,
+    /// http's own flags.
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub http: HttpFlags,
+}
+
+impl KindFlags {
+    /// The flags that are set, each with the kind that takes it.
+    pub(super) fn set(&self) -> Vec<(&'static str, Kind)> {
+        let own = [
+            (self.bulk.set(), Kind::Bulk),
+            (self.msgrate.set(), Kind::Msgrate),
+            (self.rr.set(), Kind::Rr),
+            (self.cps.set(), Kind::Cps),
+            (self.http.set(), Kind::Http),
+        ];
+        own.into_iter().flat_map(|(flags, kind)| flags.into_iter().map(move |f| (f, kind))).collect()
+    }
+
+    /// Applies the flags of `w`'s kind (and the shared ones it takes) to its section.
+    pub(super) fn apply(&self, w: &mut Workload, shared: &SharedFlags, run: &mut RunSection) -> Result<(), SpecError> {
+        match w {
+            Workload::Bulk(b) => b.apply(&self.bulk, shared, run),
+            Workload::Msgrate(m) => m.apply(&self.msgrate, shared, run),
+            Workload::Rr(r) => r.apply(&self.rr, shared, run),
+            Workload::Cps(c) => c.apply(&self.cps, shared, run),
+            Workload::Http(h) => h.apply(&self.http, shared, run),
         }
     }
 }

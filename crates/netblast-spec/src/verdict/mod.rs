@@ -5,7 +5,7 @@
 
 //!
 //! A kind's own verdicts are in its file here (`cps.rs`, `udp.rs` for msgrate over UDP,
-//! `http.rs`), and one arm each in [`beyond_tcp`].
+//! `http.rs`); the report asks for them in its kind dispatch, and for [`hosts`] after them.
 
 mod cps;
 mod http;
@@ -16,25 +16,8 @@ pub use http::http;
 pub use udp::udp;
 
 use crate::diagnose::{cpu_words, saturated};
-use crate::profile::{Way, Workload};
+use crate::profile::Way;
 use crate::result::{HostLoad, RunResult};
-
-/// The verdicts beside the TCP ways' ([`crate::diagnose::tcp`], printed under each way): the
-/// kind's own (UDP ways', cps', HTTP's), then the hosts'.
-pub fn beyond_tcp(r: &RunResult) -> Vec<String> {
-    let mut v = match &r.plan.profile.workload {
-        Workload::Msgrate(_) => udp(r),
-        Workload::Cps(_) => {
-            let mut v = cps(r);
-            v.extend(cps_shortfall(r));
-            v
-        }
-        Workload::Http(_) => r.summary.http.as_ref().and_then(|h| http(r, h)).into_iter().collect(),
-        Workload::Bulk(_) | Workload::Rr(_) => Vec::new(),
-    };
-    v.extend(hosts(r));
-    v
-}
 
 /// A share in percent, one decimal below 10%.
 pub(crate) fn pct(x: f64) -> String {

@@ -98,11 +98,7 @@ pub(crate) fn verdicts(r: &RunResult) -> Vec<String> {
     use netblast_spec::verdict;
     let mut v = match r.plan.profile.kind() {
         Kind::Msgrate => verdict::udp(r),
-        Kind::Cps => {
-            let mut v = verdict::cps(r);
-            v.extend(verdict::cps_shortfall(r));
-            v
-        }
+        Kind::Cps => cps::verdicts(r),
         Kind::Http => r.summary.http.as_ref().and_then(|h| verdict::http(r, h)).into_iter().collect(),
         Kind::Bulk | Kind::Rr => Vec::new(),
     };

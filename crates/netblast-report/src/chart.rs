@@ -27,7 +27,7 @@ const PALETTE: [&str; 10] =
     ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442", "#999999", "#882255"];
 
 /// What a value axis measures, so one unit is picked for all lines of a plot.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unit {
     /// bits per second.
     Bits,
@@ -135,6 +135,8 @@ pub enum XAxis {
     Seconds,
     /// HdrHistogram's percentile spectrum: 1/(1−q) on a log axis, labelled 90%, 99%, 99.9%…
     Percentile,
+    /// An offered rate in this unit (a search's steps), linear from 0.
+    Offered(Unit),
 }
 
 /// One chart: its lines, in base units.
@@ -205,7 +207,7 @@ fn tick_label(v: f64) -> String {
 fn x_range(p: &Plot) -> (f64, f64) {
     let hi = p.series.iter().flat_map(|s| s.points.iter().map(|q| q.0.max(q.1))).fold(0.0, f64::max);
     match p.x {
-        XAxis::Seconds => (0.0, hi.max(1e-3)),
+        XAxis::Seconds | XAxis::Offered(_) => (0.0, hi.max(1e-3)),
         XAxis::Percentile => (1.0, hi.max(10.0)),
     }
 }
@@ -262,7 +264,7 @@ impl Frame {
     fn sx(&self, x: f64) -> f64 {
         let pw = W - ML - MR;
         match self.x {
-            XAxis::Seconds => ML + (x - self.x0) / (self.x1 - self.x0) * pw,
+            XAxis::Seconds | XAxis::Offered(_) => ML + (x - self.x0) / (self.x1 - self.x0) * pw,
             XAxis::Percentile => ML + x.max(1.0).log10() / self.x1.log10() * pw,
         }
     }
@@ -315,6 +317,10 @@ fn axes(s: &mut String, f: &Frame) {
     }
     let xticks: Vec<(f64, String)> = match f.x {
         XAxis::Seconds => nice_ticks(f.x0, f.x1, 10).into_iter().map(|t| (t, tick_label(t))).collect(),
+        XAxis::Offered(u) => {
+            let (k, _) = u.scale(f.x1);
+            nice_ticks(f.x0 / k, f.x1 / k, 10).into_iter().map(|t| (t * k, tick_label(t))).collect()
+        }
         XAxis::Percentile => {
             let names = ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%", "99.9999%"];
             names
@@ -337,18 +343,20 @@ fn axes(s: &mut String, f: &Frame) {
         );
     }
     let x_name = match f.x {
-        XAxis::Seconds => "seconds since the start",
-        XAxis::Percentile => "percentile",
+        XAxis::Seconds => "seconds since the start".to_string(),
+        XAxis::Percentile => "percentile".to_string(),
+        XAxis::Offered(u) => format!("offered ({})", u.scale(f.x1).1),
     };
     let y_name = if f.log_y { format!("{} (log scale)", f.unit) } else { f.unit.clone() };
     let _ = write!(
         s,
         "<rect x=\"{ML}\" y=\"{MT}\" width=\"{}\" height=\"{ph}\" fill=\"none\" stroke=\"#888\"/>\
-         <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"axis\">{x_name}</text>\
+         <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"axis\">{}</text>\
          <text transform=\"translate(16 {:.1}) rotate(-90)\" text-anchor=\"middle\" class=\"axis\">{}</text>",
         W - ML - MR,
         ML + (W - ML - MR) / 2.0,
         H - 6.0,
+        esc(&x_name),
         MT + ph / 2.0,
         esc(&y_name)
     );

@@ -63,9 +63,14 @@ pub fn render(name: &str, r: &RunResult) -> Result<String, String> {
     let mut b = String::with_capacity(256 * 1024);
     about(&mut b, &[(name.to_string(), r)]);
     figures_table(&mut b, &[(name.to_string(), r)]);
+    crate::search::table(&mut b, r);
+    let search = crate::search::plots(r);
+    for (i, p) in search.iter().enumerate() {
+        figure(&mut b, p, i);
+    }
     crate::kinds::html_lead(&mut b, r);
     for (i, p) in plots::plots(r, false)?.iter().enumerate() {
-        figure(&mut b, p, i);
+        figure(&mut b, p, search.len() + i);
     }
     cpu_table(&mut b, &[(name.to_string(), r)]);
     verdicts(&mut b, r);

@@ -7,7 +7,8 @@
 //! - [`csv`], [`hlog`], [`html`]: per-interval, per-stream and per-test rows, HdrHistogram
 //!   interval logs, and one self-contained page with charts (or several runs compared).
 //! - [`plots`] (each kind's charts as data), drawn by [`chart`]; [`sweep`] (an HTTP rate
-//!   sweep's steps); [`figures`] (figures the renderings share).
+//!   sweep's steps); [`search`] (a `--find-max` search's steps and answer); [`figures`]
+//!   (figures the renderings share).
 
 #![warn(missing_docs)]
 
@@ -22,6 +23,7 @@ mod kinds;
 mod lines;
 mod markup;
 pub mod plots;
+pub mod search;
 mod series;
 pub mod sweep;
 pub mod text;

@@ -287,6 +287,7 @@ pub fn summary(r: &RunResult) -> String {
     parts_and_agents(&mut s, r);
     crate::kinds::summary(&mut s, r);
     tcp_cpu_and_errors(&mut s, r);
+    crate::search::lines(&mut s, r);
     s
 }
 

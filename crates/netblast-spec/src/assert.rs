@@ -186,6 +186,26 @@ impl Assertion {
         Ok(Assertion { text: t.to_string(), metric, op, value, percent })
     }
 
+    /// How many operations (requests, messages, connections) a span must hold before this
+    /// threshold says anything: a percentile q needs 10 / (1 − q) of them (1 000 for p99, so
+    /// ten lie beyond it), a share p needs 1 / p (one operation may fail within 1% of 100);
+    /// any other threshold, one.
+    pub fn samples_needed(&self) -> f64 {
+        match (&self.metric, self.percent) {
+            (Metric::Latency(Stat::Quantile(q)) | Metric::KernelRtt(Stat::Quantile(q)), _) => {
+                10.0 / (1.0 - f64::from(*q) / 10_000.0)
+            }
+            (_, true) if self.value > 0.0 => 1.0 / self.value,
+            _ => 1.0,
+        }
+    }
+
+    /// The latency this threshold bounds, ns, when it bounds one (`p99<=20ms`, `jitter<1ms`):
+    /// a span must last many times it to hold its distribution.
+    pub fn latency_bound_ns(&self) -> Option<f64> {
+        (self.metric.dim() == Dim::Time).then_some(self.value)
+    }
+
     /// Checks the assertion on a result.
     pub fn check(&self, r: &RunResult) -> Verdict {
         let verdict = |pass: bool, measured: String| Verdict { text: self.text.clone(), pass, measured };
@@ -476,15 +496,31 @@ const HEADLINE: [(&str, &str, bool); 21] = [
 pub fn headline(r: &RunResult) -> Vec<Figure> {
     // The text shows no bit rate where the kind's headline has none either.
     let bytes_matter = r.plan.profile.workload.section().headline_bits();
-    HEADLINE
-        .iter()
-        .filter(|(name, _, _)| bytes_matter || !name.starts_with("throughput"))
-        .filter_map(|(name, text, higher_is_better)| {
-            let a = Assertion::parse(text).expect("built-in headline assertions parse");
-            let value = a.measure(r).ok()?;
-            let label = label(name, r);
-            Some(Figure { name, label, value, shown: a.show(value), higher_is_better: *higher_is_better })
+    // A search's answer first: what two searches are compared on.
+    let answer = r.find_max.as_deref().and_then(|f| {
+        let value = f.rate?;
+        let by = match f.limited_by {
+            Some(crate::find_max::LimitedBy::Generator) => " (the generator's limit)",
+            _ => "",
+        };
+        Some(Figure {
+            name: "find_max",
+            label: format!("highest rate held{by}"),
+            value,
+            shown: f.axis.fmt(value),
+            higher_is_better: true,
         })
+    });
+    answer
+        .into_iter()
+        .chain(HEADLINE.iter().filter(|(name, _, _)| bytes_matter || !name.starts_with("throughput")).filter_map(
+            |(name, text, higher_is_better)| {
+                let a = Assertion::parse(text).expect("built-in headline assertions parse");
+                let value = a.measure(r).ok()?;
+                let label = label(name, r);
+                Some(Figure { name, label, value, shown: a.show(value), higher_is_better: *higher_is_better })
+            },
+        ))
         .collect()
 }
 

@@ -24,6 +24,7 @@
 pub mod assert;
 pub mod diagnose;
 pub mod error;
+pub mod find_max;
 pub mod fleet;
 pub mod hist;
 pub mod merge;

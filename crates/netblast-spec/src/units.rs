@@ -216,6 +216,32 @@ impl FromStr for BitRate {
     }
 }
 
+/// `-b`: one bit rate, or a range `LOW..HIGH` that `--find-max` searches.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BitRateArg {
+    /// The rate (the range's low end).
+    pub from: BitRate,
+    /// The range's high end.
+    pub to: Option<BitRate>,
+}
+
+impl BitRateArg {
+    /// One rate.
+    pub fn one(r: BitRate) -> BitRateArg {
+        BitRateArg { from: r, to: None }
+    }
+}
+
+impl FromStr for BitRateArg {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.split_once("..") {
+            Some((a, b)) => BitRateArg { from: a.parse()?, to: Some(b.parse()?) },
+            None => BitRateArg { from: s.parse()?, to: None },
+        })
+    }
+}
+
 impl fmt::Display for BitRate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&fmt_bits_per_s(self.0))

@@ -34,10 +34,9 @@ pub fn dispatch(cli: Cli) -> Result<Outcome, AppError> {
     }
 }
 
-/// The request `run`'s flags make: the profile they name with their overrides, the target,
-/// the start instant, the binding.
-fn request(a: &RunArgs) -> Result<Request, AppError> {
-    let overrides = &a.test.overrides;
+/// The request `run`'s flags make with `overrides` (theirs, or a search step's): the profile
+/// they name with the overrides, the target, the start instant, the binding.
+pub(crate) fn request(a: &RunArgs, overrides: &netblast_spec::profile::Overrides) -> Result<Request, AppError> {
     let given = with_port(a.target.as_ref().or(a.host.as_ref()), a.port).map_err(AppError::input)?;
     let (profile, origin) = overrides.profile(a.test.profile.as_deref(), given.as_deref()).map_err(AppError::input)?;
     let http = profile.workload.is_http();
@@ -60,7 +59,7 @@ fn request(a: &RunArgs) -> Result<Request, AppError> {
         None => None,
     };
     let bind = Binding { addr: a.bind, device: a.bind_dev.clone() };
-    Ok(Request { profile, origin, target, cpus_from_flag: a.test.overrides.cpus.is_some(), start_at_unix_ns, bind })
+    Ok(Request { profile, origin, target, cpus_from_flag: overrides.cpus.is_some(), start_at_unix_ns, bind })
 }
 
 /// The target with `-p PORT` put in: a host without a port takes it; a URL or a target whose
@@ -84,10 +83,13 @@ fn with_port(target: Option<&String>, port: Option<u16>) -> anyhow::Result<Optio
 }
 
 fn run(a: &RunArgs) -> Result<Outcome, AppError> {
+    if let Some(resolution) = a.find_max {
+        return crate::find_max::run(a, resolution);
+    }
     let token = crate::cli::load_token(a.token_file.as_deref())?;
     let sinks = Sinks { output: a.output.clone(), json: a.json, hlog: a.hlog.clone(), header: a.quiet && !a.json };
     sinks.check()?;
-    let resolved = netblast_engine::run::resolve(request(a)?).map_err(AppError::client)?;
+    let resolved = netblast_engine::run::resolve(request(a, &a.test.overrides)?).map_err(AppError::client)?;
     let human = !a.json && !a.quiet;
     // A person reading the live header sees them there, among the plan's notes: once.
     for w in resolved.warnings.iter().filter(|_| !human) {

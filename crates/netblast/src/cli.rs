@@ -176,6 +176,11 @@ pub struct RunArgs {
     /// The test: the profile and the flags that change it.
     #[command(flatten)]
     pub test: ProfileArgs,
+    /// Find the highest rate at which every --assert holds: steps of -t (default 2s) after a
+    /// warm-up, over the range of --rate LOW..HIGH (http, cps) or -b LOW..HIGH (per flow), to
+    /// this resolution (default 5%). The method is in docs/metrics.md.
+    #[arg(long, value_name = "RESOLUTION", num_args = 0..=1, default_missing_value = "5%", value_parser = parse_share)]
+    pub find_max: Option<f64>,
     /// File holding the token the server asks for (default: the NETBLAST_TOKEN variable).
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
@@ -411,4 +416,17 @@ mod tests {
         use clap::CommandFactory;
         Cli::command().debug_assert();
     }
+}
+
+/// A share written as a percentage (`5%`, `2.5%`) or a fraction (`0.05`).
+fn parse_share(s: &str) -> Result<f64, String> {
+    let v = match s.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => s.trim().parse::<f64>(),
+    }
+    .map_err(|_| format!("{s:?} is not a share: 5% or 0.05"))?;
+    if !(0.001..=1.0).contains(&v) {
+        return Err(format!("{s} is outside 0.1%..100%"));
+    }
+    Ok(v)
 }

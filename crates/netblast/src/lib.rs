@@ -8,6 +8,7 @@
 //!   without some of its agents, 4 an `--assert` failed).
 //! - [`out`]: what a command writes: results, verdicts, live lines and the partial log.
 //! - [`fleet`]: `netblast fleet` wired to the coordinator's runtime and live output.
+//! - [`find_max`]: `run --find-max`: the search's steps run, one result with every step.
 //! - [`outcome`]: how a command ended, and the exit code it maps to.
 //! - [`signals`]: SIGINT/SIGTERM for runs, servers and coordinators.
 //! - [`status`]: the live status line on a terminal.
@@ -16,6 +17,7 @@
 
 pub mod app;
 pub mod cli;
+pub mod find_max;
 pub mod fleet;
 pub mod out;
 pub mod outcome;

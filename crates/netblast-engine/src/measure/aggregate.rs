@@ -18,8 +18,8 @@ use netblast_spec::profile::{Kind, Protocol, Way, Workload};
 use netblast_spec::result::per_second;
 use netblast_spec::result::{
     CpuSummary, CpuUsage, Interval, MsgInterval, MsgTotals, RttSummary, RunError, SideTotal, StreamInfo,
-    StreamInterval, StreamSummary, Summary, TcpPackets, UdpQuality, UdpTotals, WayInterval, WayParts, WaySummary,
-    MAX_STREAM_DETAIL,
+    StreamInterval, StreamSummary, Summary, TcpPackets, ThreadCpu, UdpQuality, UdpTotals, WayInterval, WayParts,
+    WaySummary, MAX_STREAM_DETAIL,
 };
 use netblast_wire::gather::Gather;
 use netblast_wire::wire::{ServerSample, ServerStreamFinal, ServerWaySample};
@@ -145,6 +145,8 @@ pub struct Aggregator {
     /// Warnings seen so far (they do not).
     pub warnings: Vec<RunError>,
     worker_cpu: Vec<CpuUsage>,
+    /// Each worker thread's CPU time and the CPU it was pinned to.
+    threads: Vec<ThreadCpu>,
     sampled: crate::exec::worker::Sampled,
     /// Each host's CPUs and drops over the test, as each side read them.
     pub load: netblast_spec::result::Load,
@@ -168,6 +170,7 @@ impl Aggregator {
             errors: Vec::new(),
             warnings: Vec::new(),
             worker_cpu: Vec::new(),
+            threads: Vec::new(),
             sampled: Default::default(),
             load: Default::default(),
         }
@@ -206,13 +209,14 @@ impl Aggregator {
                 }
                 self.ends.insert(end.id, *end);
             }
-            Event::WorkerDone { cpu, pinned: _, pin_error, tcp_samples } => {
+            Event::WorkerDone { cpu, pinned, pin_error, tcp_samples } => {
                 if let Some(e) = pin_error {
                     self.error(0.0, format!("worker {w}"), e);
                 }
                 self.sampled.add(tcp_samples);
                 self.gather.done(w);
                 self.worker_cpu.push(cpu);
+                self.threads.push(ThreadCpu { name: format!("worker {w}"), cpu: pinned.map(|c| c as u32), usage: cpu });
             }
         }
         self.release()
@@ -491,7 +495,12 @@ impl Aggregator {
         let bits: f64 = ways.iter().map(|w| w.sender.bytes as f64 * 8.0).sum();
         let server_cpu = self.server_final.as_ref().map(|(_, c)| *c);
         let cpu = CpuSummary::new(client_cpu, server_cpu, bits);
-        Summary { duration_s, ways, streams: stream_sums, cpu, http: None, load: std::mem::take(&mut self.load) }
+        let mut load = std::mem::take(&mut self.load);
+        if let Some(c) = load.client.as_mut() {
+            c.threads = std::mem::take(&mut self.threads);
+            c.threads.sort_by_key(|t| t.name.trim_start_matches("worker ").parse::<usize>().unwrap_or(usize::MAX));
+        }
+        Summary { duration_s, ways, streams: stream_sums, cpu, http: None, load }
     }
 
     /// One stream's totals: each end's count (the sender's from the interval sums when its end

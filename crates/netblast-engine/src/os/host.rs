@@ -89,7 +89,13 @@ impl HostMark {
                 })
             })
             .collect();
-        HostLoad { wall_s, cpus, interfaces, backlog_drops: later.backlog_drops.saturating_sub(self.backlog_drops) }
+        HostLoad {
+            wall_s,
+            cpus,
+            interfaces,
+            backlog_drops: later.backlog_drops.saturating_sub(self.backlog_drops),
+            threads: Vec::new(),
+        }
     }
 }
 

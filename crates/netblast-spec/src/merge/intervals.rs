@@ -100,7 +100,11 @@ pub fn fold_short_tail(intervals: &mut Vec<Interval>, interval_s: f64) -> Result
 /// merged; HTTP counts, rates and status codes. Figures only a summary holds (CPU, kernel
 /// RTT, the phases) are absent.
 pub fn summary_of_intervals(intervals: &[Interval]) -> Result<Summary, MergeError> {
-    let secs = intervals.iter().map(|iv| iv.end_s).fold(0.0, f64::max);
+    // The span they cover: from the start for a whole run, from the first kept interval for a
+    // window of one (a search step less its warm-up).
+    let first = intervals.iter().map(|iv| iv.start_s).fold(f64::INFINITY, f64::min);
+    let last = intervals.iter().map(|iv| iv.end_s).fold(0.0, f64::max);
+    let secs = if intervals.is_empty() { 0.0 } else { (last - first).max(0.0) };
     let mut ways = Vec::new();
     for way in [Way::Up, Way::Down] {
         let of_way: Vec<&WayInterval> =
@@ -120,6 +124,8 @@ pub fn summary_of_intervals(intervals: &[Interval]) -> Result<Summary, MergeErro
             received: m.received,
             received_per_s: m.received_per_s,
             tcp: m.segs_out.map(|segs| TcpPackets::new(segs, None, secs)),
+            // cps counts its failed connections, UDP its missing datagrams: what was lost.
+            lost: m.failed.or(m.udp.map(|q| q.lost.max(0) as u64)),
             udp: m.udp.map(|q| UdpTotals { quality: Some(q), ..UdpTotals::default() }),
             ..MsgTotals::default()
         });

@@ -500,6 +500,7 @@ pub(crate) mod tests {
             agents: Vec::new(),
             asserts: Vec::new(),
             label: None,
+            find_max: None,
         }
     }
 

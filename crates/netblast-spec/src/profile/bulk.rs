@@ -246,7 +246,7 @@ impl BulkSection {
         }
         set(&mut self.block_bytes, shared.block);
         set(&mut self.send_mode, own.send_mode);
-        if let Some(r) = shared.bitrate {
+        if let Some(r) = shared.bitrate.map(super::flags::one_bitrate).transpose()? {
             // -b 0: as fast as TCP goes (iperf3's unlimited). A TCP test stays TCP: -u is the
             // only way to UDP.
             self.bitrate = (r.0 > 0.0).then_some(r);

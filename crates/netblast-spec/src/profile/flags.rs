@@ -36,16 +36,18 @@ pub struct SharedFlags {
     #[cfg_attr(feature = "clap", arg(long, short = 'u'))]
     pub udp: bool,
     /// Target bit rate per flow (iperf3 -b), e.g. 200M, 1G: UDP datagrams paced evenly;
-    /// bulk TCP flows held by a schedule, the kernel pacing 25% above it. 0: no limit.
+    /// bulk TCP flows held by a schedule, the kernel pacing 25% above it. 0: no limit. With
+    /// --find-max, the range searched: 50M..1G.
     #[cfg_attr(feature = "clap", arg(long, short = 'b'))]
-    pub bitrate: Option<crate::units::BitRate>,
+    pub bitrate: Option<crate::units::BitRateArg>,
     /// msgrate, rr, cps, bulk: server CPUs for the peer flows, flow i on the i-th (default for
     /// msgrate, rr and cps: the client's list, half the list away when the server is on this
     /// host; for bulk: unpinned, as iperf3 without -A).
     #[cfg_attr(feature = "clap", arg(long))]
     pub server_cpus: Option<CpuList>,
     /// http: open loop at this rate (e.g. 5000), or a ramp 1000..20000 (with --ramp).
-    /// cps: new connections per second in all, spread over the flows.
+    /// cps: new connections per second in all, spread over the flows. With --find-max, the
+    /// range searched: 100..50k.
     #[cfg_attr(feature = "clap", arg(long))]
     pub rate: Option<String>,
     /// http: per-request timeout (default 30s). cps: a connection not established or not
@@ -130,4 +132,15 @@ pub fn parse_connections(s: &str) -> Result<u32, String> {
              give the server as `netblast run {s}`"
         )
     })
+}
+
+/// `-b`'s one rate: a range is what `--find-max` searches, refused anywhere else.
+pub(crate) fn one_bitrate(b: crate::units::BitRateArg) -> Result<crate::units::BitRate, SpecError> {
+    match b.to {
+        None => Ok(b.from),
+        Some(to) => Err(flag_err(
+            "--bitrate",
+            format!("{}..{to} is a range, which --find-max searches; give one rate without it", b.from),
+        )),
+    }
 }

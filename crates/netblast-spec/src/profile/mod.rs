@@ -19,7 +19,7 @@ mod workload;
 
 pub use bulk::{BulkFlags, BulkSection, Direction, SendMode, Way};
 pub use cps::{CloseMode, CpsFlags, CpsSection};
-pub use flags::SharedFlags;
+pub use flags::{parse_rate_range, SharedFlags};
 pub use http::{read_body_file, HttpFlags, HttpSection, HttpVersion, RateStep, StatusSet, MAX_BODY};
 pub use msgrate::{MsgrateFlags, MsgrateSection, Protocol, Receivers, RecvMode};
 pub use overrides::{is_url, Overrides};

@@ -390,7 +390,7 @@ impl MsgrateSection {
         if shared.bidir {
             self.direction = Direction::Bidir;
         }
-        if let Some(b) = shared.bitrate {
+        if let Some(b) = shared.bitrate.map(super::flags::one_bitrate).transpose()? {
             // -b 0: as fast as the sender can (iperf3's unlimited).
             self.bitrate = (b.0 > 0.0).then_some(b);
         }

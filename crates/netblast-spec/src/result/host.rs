@@ -175,12 +175,43 @@ pub struct HostLoad {
     /// Packets dropped because a CPU's input backlog was full (`/proc/net/softnet_stat`).
     #[serde(default)]
     pub backlog_drops: u64,
+    /// netblast's own worker threads of this test on this host, each with its CPU time and
+    /// the CPU it was pinned to: what tells a CPU saturated by netblast from one saturated by
+    /// another process. Empty in results from before it was kept, and on a server.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<ThreadCpu>,
+}
+
+/// One of netblast's worker threads over a test: its own CPU time (`RUSAGE_THREAD`) and where
+/// it ran.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThreadCpu {
+    /// Which thread: `worker 0`, `worker 1`, ...
+    pub name: String,
+    /// The CPU it was pinned to (read back from its affinity); `None`: not pinned, it ran
+    /// wherever the scheduler put it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<u32>,
+    /// Its CPU time over its wall time.
+    pub usage: CpuUsage,
+}
+
+impl ThreadCpu {
+    /// The share of its wall time it ran (user + system), 0..1.
+    pub fn busy(&self) -> f64 {
+        self.usage.cpus_used().clamp(0.0, 1.0)
+    }
 }
 
 impl HostLoad {
     /// The busiest CPU.
     pub fn busiest(&self) -> Option<&CpuLoad> {
         self.cpus.iter().max_by(|a, b| a.busy().total_cmp(&b.busy()))
+    }
+
+    /// The CPU numbered `cpu`, when it was read.
+    pub fn cpu(&self, cpu: u32) -> Option<&CpuLoad> {
+        self.cpus.iter().find(|c| c.cpu == cpu)
     }
 }
 

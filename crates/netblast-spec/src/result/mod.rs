@@ -310,6 +310,10 @@ pub struct RunResult {
     /// calls it beside other runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// `run --find-max`: the search's steps and its answer; the rest of the result is the run
+    /// of the answer (the highest rate that held, else the last step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub find_max: Option<Box<crate::find_max::FindMax>>,
 }
 
 impl RunResult {
@@ -350,6 +354,7 @@ impl RunResult {
             agents: Vec::new(),
             asserts: Vec::new(),
             label: None,
+            find_max: None,
         }
     }
 }

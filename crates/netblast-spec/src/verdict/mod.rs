@@ -104,6 +104,7 @@ mod tests {
             ],
             interfaces: vec![InterfaceDrops { name: "eth0".into(), rx_dropped: 12, ..Default::default() }],
             backlog_drops: 3,
+            threads: Vec::new(),
         };
         let busy = saturated(&l);
         assert_eq!(busy.len(), 1);

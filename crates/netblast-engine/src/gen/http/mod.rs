@@ -43,7 +43,7 @@ use netblast_spec::profile::{HttpSection, HttpVersion};
 use netblast_spec::result::per_second;
 use netblast_spec::result::{
     CpuSummary, CpuUsage, HostInfo, HttpConnections, HttpErrorCount, HttpInterval, HttpParts, HttpPhases, HttpSummary,
-    HttpTcp, Interval, Plan, RunError, RunResult, Summary,
+    HttpTcp, Interval, Plan, RunError, RunResult, Summary, ThreadCpu,
 };
 use netblast_wire::gather::Gather;
 use schedule::Schedule;
@@ -378,6 +378,7 @@ struct Collected {
     total: IntervalStats,
     run: RunStats,
     worker_cpu: CpuUsage,
+    threads: Vec<ThreadCpu>,
     errors: Vec<RunError>,
     merge_errors: Vec<String>,
 }
@@ -408,12 +409,13 @@ impl Collector for Gathering<'_> {
                     c.merge_errors.push(e.to_string());
                 }
             }
-            WorkerMsg::Done { run, cpu, pin_error } => {
+            WorkerMsg::Done { run, cpu, pinned, pin_error } => {
                 if let Err(e) = c.run.add(&run) {
                     c.merge_errors.push(e.to_string());
                 }
                 c.worker_cpu.user_s += cpu.user_s;
                 c.worker_cpu.system_s += cpu.system_s;
+                c.threads.push(ThreadCpu { name: format!("worker {w}"), cpu: pinned.map(|c| c as u32), usage: cpu });
                 if let Some(e) = pin_error {
                     c.errors.push(RunError { at_s: 0.0, source: format!("worker {w}"), message: e });
                 }
@@ -593,7 +595,11 @@ pub fn run(
     for h in handles {
         let _ = h.join();
     }
-    let client_load = started.host_load();
+    let mut client_load = started.host_load();
+    if let Some(l) = client_load.as_mut() {
+        c.threads.sort_by_key(|t| t.name.trim_start_matches("worker ").parse::<usize>().unwrap_or(usize::MAX));
+        l.threads = std::mem::take(&mut c.threads);
+    }
     let mut cpu = started.thread_cpu();
     cpu.user_s += c.worker_cpu.user_s;
     cpu.system_s += c.worker_cpu.system_s;

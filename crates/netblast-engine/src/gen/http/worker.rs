@@ -162,6 +162,8 @@ pub enum WorkerMsg {
         run: Box<RunStats>,
         /// CPU of the worker thread.
         cpu: CpuUsage,
+        /// The CPU it was pinned to (read back from its affinity), if it was.
+        pinned: Option<usize>,
         /// Why pinning failed, if it did.
         pin_error: Option<String>,
     },
@@ -192,10 +194,10 @@ pub struct Links {
 /// are done.
 pub fn run_worker(seat: Seat, slots: Vec<(u32, Option<u64>)>, job: Arc<Job>, links: Links) {
     let Links { gate, flags, tx } = links;
-    let (w, pin_error) = (seat.index, seat.pin_error());
+    let (w, pin_error, pinned) = (seat.index, seat.pin_error(), seat.cpu());
     let cpu_mark = CpuMark::thread();
     let done = |run: RunStats, pin_error: Option<String>| {
-        let _ = tx.send((w, WorkerMsg::Done { run: Box::new(run), cpu: cpu_mark.usage(), pin_error }));
+        let _ = tx.send((w, WorkerMsg::Done { run: Box::new(run), cpu: cpu_mark.usage(), pinned, pin_error }));
     };
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,

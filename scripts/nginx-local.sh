@@ -7,12 +7,15 @@
 #   /          a 45-byte file (the seeds' hey runs got 45-byte answers)
 #   /503       status 503 (envoy answered some requests with 503 in the seeds)
 #   /1mib      a 1 MiB file of random bytes (the seeds' vegeta runs)
+#   /limited   the 45-byte file behind limit_req at LIMIT_RATE (default 2000r/s, burst 20): a
+#              capacity made on purpose, each request over it answered 503
 # HTTPS_PORT speaks HTTP/1.1 and h2 (ALPN). Stops on SIGTERM/SIGINT.
 set -euo pipefail
 DIR=$1
 HTTP_PORT=$2
 HTTPS_PORT=$3
 WORKERS=${4:-auto}
+LIMIT_RATE=${LIMIT_RATE:-2000r/s}
 command -v nginx >/dev/null || { echo "nginx is not installed (apt-get install nginx)" >&2; exit 2; }
 command -v openssl >/dev/null || { echo "openssl is not installed (apt-get install openssl)" >&2; exit 2; }
 mkdir -p "$DIR/www" "$DIR/tmp" "$DIR/logs"
@@ -27,6 +30,7 @@ fi
 chmod 755 "$DIR" "$DIR/www" "$DIR/tmp" "$DIR/logs"
 chmod 644 "$DIR"/www/* "$DIR/cert.pem"
 chmod 640 "$DIR/key.pem"
+LIMIT_KEY='$binary_remote_addr'
 cat >"$DIR/nginx.conf" <<EOF
 worker_processes $WORKERS;
 daemon off;
@@ -44,6 +48,8 @@ http {
     keepalive_timeout 60s;
     sendfile on;
     default_type application/octet-stream;
+    # Keyed by the client's address: every client on this host is 127.0.0.1, one key.
+    limit_req_zone $LIMIT_KEY zone=capped:1m rate=$LIMIT_RATE;
     server {
         listen 127.0.0.1:$HTTP_PORT reuseport;
         listen 127.0.0.1:$HTTPS_PORT ssl http2 reuseport;
@@ -53,6 +59,9 @@ http {
         location = / { try_files /index.html =404; }
         location = /503 { return 503; }
         location = /1mib { try_files /1mib =404; }
+        # limit_req runs before the content phase: the location must serve a file (a return
+        # would answer first).
+        location = /limited { limit_req zone=capped burst=20; try_files /index.html =404; }
         # Requests handled, as the server counts them (compare-http.sh reads it around each run).
         location = /nginx_status { stub_status; }
     }

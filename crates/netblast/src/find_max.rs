@@ -7,8 +7,8 @@ use crate::outcome::{AppError, Outcome};
 use crate::status::print_stdout;
 use netblast_engine::exec::worker::RunFlags;
 use netblast_probe::Probe;
-use netblast_spec::find_max::{self, Axis, Ending, FindMax, Search, Step};
-use netblast_spec::profile::{parse_rate_range, Overrides, Workload};
+use netblast_spec::find_max::{self, Axis, Ending, Search, Step};
+use netblast_spec::profile::{parse_rate_range, Overrides};
 use netblast_spec::units::{BitRate, BitRateArg};
 use netblast_spec::RunResult;
 use std::time::Duration;
@@ -45,20 +45,6 @@ fn step_overrides(o: &Overrides, axis: Axis, asked: f64, secs: f64) -> Overrides
     }
     s.shared.duration = Some(netblast_spec::units::Dur(Duration::from_secs_f64(secs)));
     s
-}
-
-/// Operations per second a step at `asked` offers: what its thresholds' samples are counted in.
-fn ops_per_s(w: &Workload, axis: Axis, asked: f64, flows: usize) -> f64 {
-    let block = match w {
-        Workload::Msgrate(m) => m.msg_bytes.bytes(),
-        Workload::Bulk(b) => b.block_bytes.bytes(),
-        _ => 0,
-    };
-    match axis {
-        Axis::Rate => asked,
-        Axis::Bitrate if block > 0 => asked * flows.max(1) as f64 / (8.0 * block as f64),
-        Axis::Bitrate => asked,
-    }
 }
 
 /// One step's line: `step 3  offered 400 /s  took 400 /s  p50 1.2 ms  p99 3.4 ms  held`.
@@ -106,7 +92,6 @@ pub fn run(a: &RunArgs, resolution: f64) -> Result<Outcome, AppError> {
         Probe::open_with(a.probe, a.probe_stats).map_err(|e| AppError::run(anyhow::anyhow!("--probe ebpf: {e}")))?;
     let flags = RunFlags::new();
     let sig = crate::signals::watch_signals(flags.clone());
-    let mut s = Searching { a, axis, search, warmup_s, step_s, token, probe, flags, runs: Vec::new(), baseline: None };
     let human = !a.json && !a.quiet;
     if human {
         print_stdout(&format!(
@@ -118,87 +103,49 @@ pub fn run(a: &RunArgs, resolution: f64) -> Result<Outcome, AppError> {
             first.plan.aimed_at()
         ));
     }
-    let failure = s.steps(human, &first.plan.profile.workload);
+    let steps = find_max::Steps { axis, warmup_s, step_s, assertions: &a.assert, workload: &first.plan.profile.workload };
+    let mut search = search;
+    let runner = Runner { a, axis, token, probe, flags: flags.clone() };
+    let (runs, failure) = steps.drive(
+        &mut search,
+        &mut |asked, secs| runner.one(asked, secs),
+        &|| flags.interrupted(),
+        &mut |s| {
+            if human {
+                print_stdout(&step_line(axis, s));
+            }
+        },
+    );
     if let Some(h) = sig {
         h.close();
     }
-    let interrupted = s.flags.interrupted() || failure.is_some();
-    let thresholds = match s.runs.first() {
-        Some((r, _)) => netblast_spec::assert::with_defaults(&a.assert, r),
-        None => a.assert.clone(),
-    }
-    .iter()
-    .map(|x| x.text.clone())
-    .collect();
-    let mut answer = s.search.answer(interrupted, thresholds, warmup_s);
-    (answer.axis, answer.unit) = (axis, axis.unit().to_string());
-    let Some(mut result) = s.result_of(&answer) else {
+    let interrupted = flags.interrupted() || failure.is_some();
+    let Some(mut result) = steps.finish(&search, &runs, interrupted) else {
         return Err(failure.unwrap_or_else(|| AppError::run(anyhow::anyhow!("--find-max: no step ran"))));
     };
     if let Some(e) = failure {
         eprintln!("netblast: {:#}", e.error);
     }
     result.label = a.test.label.clone();
-    result.find_max = Some(Box::new(answer.clone()));
+    let ending = result.find_max.as_ref().map(|f| f.ending);
     let written = out::finish(&result, &sinks, "result")?;
-    Ok(match answer.ending {
-        Ending::Interrupted => Outcome::Incomplete,
-        Ending::BottomFailed => Outcome::AssertFailed,
+    Ok(match ending {
+        Some(Ending::Interrupted) => Outcome::Incomplete,
+        Some(Ending::BottomFailed) => Outcome::AssertFailed,
         _ => written,
     })
 }
 
-/// A search under way: what it runs with, and every step's run.
-struct Searching<'a> {
+/// What runs a search's steps.
+struct Runner<'a> {
     a: &'a RunArgs,
     axis: Axis,
-    search: Search,
-    warmup_s: f64,
-    step_s: f64,
     token: Option<netblast_wire::auth::Token>,
     probe: Probe,
     flags: std::sync::Arc<RunFlags>,
-    /// Each step's run, with the rate asked.
-    runs: Vec<(RunResult, f64)>,
-    /// The lowest step's median latency.
-    baseline: Option<u64>,
 }
 
-impl Searching<'_> {
-    /// Runs steps until the search ends or is stopped; the error that stopped it, if one did.
-    fn steps(&mut self, human: bool, workload: &Workload) -> Option<AppError> {
-        while let Some((asked, repeat)) = self.search.next() {
-            if self.flags.interrupted() {
-                return None;
-            }
-            // The flows a step runs are known once one ran (until then, one: a longer step).
-            let flows = self.runs.last().map(|(r, _)| r.streams.len()).unwrap_or(1);
-            let ops = ops_per_s(workload, self.axis, asked, flows);
-            let secs = find_max::step_seconds(&self.a.assert, ops, self.step_s) + self.warmup_s;
-            let r = match self.one(asked, secs) {
-                Ok(r) => r,
-                Err(e) => return Some(e),
-            };
-            if self.flags.interrupted() && !r.complete {
-                return None;
-            }
-            let j = find_max::judge(&r, self.axis, asked, self.warmup_s, &self.a.assert, self.baseline);
-            let mut step = j.step;
-            step.repeat = repeat;
-            if self.baseline.is_none() {
-                self.baseline = step.p50_ns;
-            }
-            self.runs.push((r, asked));
-            self.search.record(step);
-            if human {
-                if let Some(s) = self.search.steps().last() {
-                    print_stdout(&step_line(self.axis, s));
-                }
-            }
-        }
-        None
-    }
-
+impl Runner<'_> {
     /// One step's run at `asked`, `secs` long.
     fn one(&self, asked: f64, secs: f64) -> Result<RunResult, AppError> {
         let ov = step_overrides(&self.a.test.overrides, self.axis, asked, secs);
@@ -206,19 +153,5 @@ impl Searching<'_> {
         let opts = netblast_engine::exec::api::RunOptions { token: self.token.clone(), ..Default::default() };
         netblast_engine::run::run(&resolved.plan, resolved.peer, &self.probe, &self.flags, &opts, &mut |_| {})
             .map_err(AppError::client)
-    }
-
-    /// The result the search is written as: the last run of the answer's rate (else the last
-    /// step's), its thresholds those judged on its window.
-    fn result_of(&self, answer: &FindMax) -> Option<RunResult> {
-        let steps = self.search.steps();
-        let at = answer
-            .rate
-            .and_then(|rate| steps.iter().rposition(|s| s.offered == rate))
-            .or_else(|| steps.len().checked_sub(1))?;
-        let (r, _) = self.runs.get(at)?;
-        let mut r = r.clone();
-        r.asserts = steps[at].thresholds.clone();
-        Some(r)
     }
 }

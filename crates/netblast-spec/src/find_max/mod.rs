@@ -17,9 +17,11 @@
 use crate::result::Verdict;
 use serde::{Deserialize, Serialize};
 
+mod drive;
 mod judge;
 mod search;
 
+pub use drive::{bottom_failed, Steps};
 pub use judge::{judge, step_seconds, window, Judged, HELD};
 pub use search::Search;
 

@@ -103,19 +103,16 @@ pub fn run(a: &RunArgs, resolution: f64) -> Result<Outcome, AppError> {
             first.plan.aimed_at()
         ));
     }
-    let steps = find_max::Steps { axis, warmup_s, step_s, assertions: &a.assert, workload: &first.plan.profile.workload };
+    let steps =
+        find_max::Steps { axis, warmup_s, step_s, assertions: &a.assert, workload: &first.plan.profile.workload };
     let mut search = search;
     let runner = Runner { a, axis, token, probe, flags: flags.clone() };
-    let (runs, failure) = steps.drive(
-        &mut search,
-        &mut |asked, secs| runner.one(asked, secs),
-        &|| flags.interrupted(),
-        &mut |s| {
+    let (runs, failure) =
+        steps.drive(&mut search, &mut |asked, secs| runner.one(asked, secs), &|| flags.interrupted(), &mut |s| {
             if human {
                 print_stdout(&step_line(axis, s));
             }
-        },
-    );
+        });
     if let Some(h) = sig {
         h.close();
     }

@@ -403,6 +403,11 @@ fn refused_connections_are_counted_not_hung() {
 
 /// A local nginx from scripts/nginx-local.sh on free ports: (process, http, https).
 fn nginx() -> Option<(KillOnDrop, u16, u16, tempdir::Dir)> {
+    nginx_limited("2000r/s")
+}
+
+/// As [`nginx`], its `/limited` behind limit_req at `rate` (`1000r/s`).
+pub(crate) fn nginx_limited(rate: &str) -> Option<(KillOnDrop, u16, u16, tempdir::Dir)> {
     util::lane();
     if std::process::Command::new("nginx").arg("-v").output().is_err() {
         eprintln!("SKIP nginx tests: nginx is not installed");
@@ -413,6 +418,7 @@ fn nginx() -> Option<(KillOnDrop, u16, u16, tempdir::Dir)> {
     let dir = tempdir::Dir::new("nb-nginx");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/nginx-local.sh");
     let child = std::process::Command::new(script)
+        .env("LIMIT_RATE", rate)
         .arg(dir.path())
         .args([p1.to_string(), p2.to_string(), "1".to_string()])
         .stdout(std::process::Stdio::null())
@@ -428,7 +434,7 @@ fn nginx() -> Option<(KillOnDrop, u16, u16, tempdir::Dir)> {
     Some((guard, p1, p2, dir))
 }
 
-mod tempdir {
+pub(crate) mod tempdir {
     /// A directory removed on drop.
     pub struct Dir(std::path::PathBuf);
     impl Dir {

@@ -5,6 +5,7 @@
 //! - `bulk`: TCP bulk streams end to end (accounting, directions, concurrency, failures).
 //! - `cli`: the command line: bad input gets a clear error and exit status 2.
 //! - `cps`: new connections per second: counts, rate, failures by cause.
+//! - `find_max`: `run --find-max` against a capacity made on purpose (nginx `limit_req`).
 //! - `hostile`: `serve` against clients that take more than their share (issue 13).
 //! - `http`: HTTP floods against the built-in responder and nginx.
 //! - `limits`: what limited a TCP flow, in namespace pairs, against `ss -ti`.
@@ -24,6 +25,7 @@ mod browser;
 mod bulk;
 mod cli;
 mod cps;
+mod find_max;
 mod hostile;
 mod http;
 mod limits;

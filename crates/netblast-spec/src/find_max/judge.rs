@@ -190,7 +190,8 @@ pub fn judge(
     let generator = generator.or_else(|| {
         (!held).then_some(starved.as_ref()).flatten().map(|st| {
             format!(
-                "the generator's CPU: {st}; a step that did not hold on a CPU the generator shares with its target                  tells nothing of the target alone (pin them apart: --cpus, and the server's own)"
+                "the generator's CPU: {st}; a step that did not hold on CPUs the generator shares tells nothing of \
+                 the target alone (pin them apart: --cpus, and the server's own)"
             )
         })
     });

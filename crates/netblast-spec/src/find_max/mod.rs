@@ -216,9 +216,9 @@ impl FindMax {
                 )
             }
             (Ending::Generator, r) => format!(
-                "the generator was the limit, not the target{}{beyond}: {}",
-                r.map(|r| format!(": held {}{with}, but", ax.fmt(r))).unwrap_or_default(),
-                "netblast could not offer more; no capacity of the target was found above it"
+                "the generator was the limit, not the target: {}{}; the target's capacity was not reached",
+                r.map(|r| format!("held {}{with}", ax.fmt(r))).unwrap_or_else(|| "nothing held".into()),
+                beyond
             ),
             (Ending::Interrupted, r) => format!(
                 "interrupted after {} steps: {}{}",

@@ -160,8 +160,21 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
     };
     let per_flow = rate / f64::from(w.streams.max(1));
     let sender_load = if w.way == Way::Up { r.summary.load.client.as_ref() } else { r.summary.load.server.as_ref() };
-    let busy_cpu = sender_load
-        .and_then(|l| l.cpus.iter().filter(|c| c.busy() >= CPU_BOUND).max_by(|a, b| a.busy().total_cmp(&b.busy())));
+    // The sender's own CPUs when its threads were pinned: another process's busy CPU is not
+    // the sender's limit.
+    let mine = sender_cpus(r.summary, w.way);
+    let busy_cpu = sender_load.and_then(|l| {
+        let c = l
+            .cpus
+            .iter()
+            .filter(|c| c.busy() >= CPU_BOUND && (mine.is_empty() || mine.contains(&c.cpu)))
+            .max_by(|a, b| a.busy().total_cmp(&b.busy()))?;
+        Some(if mine.is_empty() {
+            format!("{} (not pinned: a CPU of its host)", cpu_words(c))
+        } else {
+            format!("{}{}", cpu_words(c), who_ran(l, c))
+        })
+    });
     let (cpu_clock, decided) = asked_or_cpu(limit, &shares, wanted, per_flow, busy_cpu.is_some());
     if let Some(d) = decided {
         (limit, share) = d;
@@ -260,7 +273,7 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
         Limit::SenderCpu => format!(
             "CPU limited: the sender's {}{flight}; its kernel clocks read {cpu_clock} {} of the time ({}), \
              which a sender that cannot go faster shows too",
-            busy_cpu.map(cpu_words).unwrap_or_default(),
+            busy_cpu.clone().unwrap_or_default(),
             pct(share),
             if cpu_clock == "busy sending" {
                 "congestion window or path"
@@ -270,9 +283,9 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
         ),
         Limit::Application => {
             let side = if w.way == Way::Up { r.summary.load.client.as_ref() } else { r.summary.load.server.as_ref() };
-            let why = match (wanted, side.and_then(|l| saturated(l).into_iter().next())) {
+            let why = match (wanted, side.and_then(|l| side_cpu(l, &sender_cpus(r.summary, w.way)))) {
                 (Some(b), _) => format!("held at -b {}", fmt_bits_per_s(b)),
-                (None, Some(c)) => format!("the sender's {}", cpu_words(c)),
+                (None, Some(c)) => format!("the sender's {c}"),
                 (None, None) if side.is_some() => "the generator: no CPU of the sending host was saturated".into(),
                 (None, None) => "the generator (the sending host's CPU load was not measured)".into(),
             };
@@ -328,6 +341,91 @@ pub fn saturated(load: &crate::result::HostLoad) -> Vec<&crate::result::CpuLoad>
 pub fn cpu_words(c: &crate::result::CpuLoad) -> String {
     let (state, share) = c.mostly();
     format!("CPU {} at {:.0}% busy, {:.0}% in {state}", c.cpu, c.busy() * 100.0, share * 100.0)
+}
+
+/// The busiest saturated CPU of a side's host that the side's threads of this test ran on, in
+/// words with who ran there: `cpus` are the CPUs they were pinned to (the client's worker
+/// threads, the server's streams); empty when they were not pinned, and then any saturated CPU
+/// of the host is named as such, never as theirs. `None` when none was saturated.
+pub fn side_cpu(load: &crate::result::HostLoad, cpus: &[u32]) -> Option<String> {
+    if cpus.is_empty() {
+        let c = saturated(load).into_iter().next()?;
+        return Some(format!(
+            "{} (its threads were not pinned: a CPU of its host, not known to be theirs)",
+            cpu_words(c)
+        ));
+    }
+    let c = saturated(load).into_iter().find(|c| cpus.contains(&c.cpu))?;
+    Some(format!("{}{}", cpu_words(c), who_ran(load, c)))
+}
+
+/// Who of netblast's worker threads ran on `c`, and whether another process took most of it:
+/// ` (netblast's worker 1 ran 12% of it; another process took the rest)`; empty when no thread
+/// record names it.
+pub fn who_ran(load: &crate::result::HostLoad, c: &crate::result::CpuLoad) -> String {
+    let on: Vec<&crate::result::ThreadCpu> = load.threads.iter().filter(|t| t.cpu == Some(c.cpu)).collect();
+    if on.is_empty() {
+        return String::new();
+    }
+    let took: f64 = on.iter().map(|t| t.busy()).sum();
+    let names: Vec<String> = on.iter().map(|t| format!("{} {:.0}%", t.name, t.busy() * 100.0)).collect();
+    let rest = if took < 0.5 * c.busy() { "; another process took the rest" } else { "" };
+    format!(" (netblast's {} of it{rest})", names.join(", "))
+}
+
+/// The client's worker thread that ran 90% of its time or more (the busiest), in words:
+/// `the client's worker 0 on CPU 0 ran 97% of the time`; `None` when none did, or when the
+/// result has no thread records.
+pub fn saturated_worker(r: &RunResult) -> Option<String> {
+    let l = r.summary.load.client.as_ref()?;
+    let t = l.threads.iter().filter(|t| t.busy() >= SATURATED).max_by(|a, b| a.busy().total_cmp(&b.busy()))?;
+    let on = t.cpu.map(|c| format!(" on CPU {c}")).unwrap_or_default();
+    Some(format!("the client's {}{on} ran {:.0}% of the time", t.name, t.busy() * 100.0))
+}
+
+/// The CPUs the client's threads of `r` were pinned to: its worker threads' (as recorded), else
+/// its streams' workers', else the plan's.
+pub fn client_cpus(r: &RunResult) -> Vec<u32> {
+    let mut v: Vec<u32> = match r.summary.load.client.as_ref().filter(|l| !l.threads.is_empty()) {
+        Some(l) => l.threads.iter().filter_map(|t| t.cpu).collect(),
+        None if !r.streams.is_empty() => r.streams.iter().map(|s| s.client_cpu as u32).collect(),
+        None => r.plan.client_cpus.iter().map(|&c| c as u32).collect(),
+    };
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The saturated CPU of `way`'s sending side (the client for `Up`, the server for `Down`)
+/// that its threads of `r` ran on, in words ([`side_cpu`]).
+pub fn sender_cpu(r: &RunResult, way: Way) -> Option<String> {
+    match way {
+        Way::Up => side_cpu(r.summary.load.client.as_ref()?, &client_cpus(r)),
+        Way::Down => side_cpu(r.summary.load.server.as_ref()?, &server_cpus(r)),
+    }
+}
+
+/// The CPUs the server pinned `r`'s streams to (any way); empty when it did not pin them.
+pub fn server_cpus(r: &RunResult) -> Vec<u32> {
+    let mut v: Vec<u32> = r.summary.streams.iter().filter_map(|x| x.server_cpu).map(|c| c as u32).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The CPUs the sending end of `way`'s streams was pinned to, from their totals (client
+/// workers for `Up`, the server's for `Down`); empty when not pinned or not known.
+fn sender_cpus(s: &Summary, way: Way) -> Vec<u32> {
+    let mut v: Vec<u32> = s
+        .streams
+        .iter()
+        .filter(|x| x.way == way)
+        .filter_map(|x| if way == Way::Up { x.client_cpu } else { x.server_cpu })
+        .map(|c| c as u32)
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// The share of time with nothing queued past which a small fixed send buffer is the limit.

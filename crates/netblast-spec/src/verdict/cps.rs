@@ -1,9 +1,8 @@
 //! cps' verdicts: local ports running out, and a rate asked and not reached with its cause.
 
 use super::pct;
-use crate::diagnose::{cpu_words, saturated};
-use crate::profile::{CloseMode, Workload};
-use crate::result::{HostLoad, MsgTotals, RunResult};
+use crate::profile::{CloseMode, Way, Workload};
+use crate::result::{MsgTotals, RunResult};
 use crate::units::{fmt_ns, fmt_per_s};
 
 /// The local ports one source address has for one destination by default
@@ -91,7 +90,7 @@ pub fn cps_shortfall(r: &RunResult) -> Vec<String> {
         let syn = conns.syn_retransmits.unwrap_or(0);
         let behind = conns.behind as f64 / tried.max(1) as f64;
         let cycle_ns = w.sender.seconds * f64::from(w.streams.max(1)) / tried.max(1) as f64 * 1e9;
-        let busy = |load: Option<&HostLoad>| load.and_then(|l| saturated(l).into_iter().next()).map(cpu_words);
+        let busy = |way: Way| crate::diagnose::sender_cpu(r, way);
         // A connection whose SYNs went unanswered until its timeout fails as timed out: with SYNs
         // retransmitted and no other kind of failure, the timeouts are the same SYN loss.
         let syn_seen = syn as f64 > 0.001 * tried as f64;
@@ -124,7 +123,7 @@ pub fn cps_shortfall(r: &RunResult) -> Vec<String> {
                 pct(behind),
                 fmt_ns(cycle_ns)
             );
-            match (busy(r.summary.load.client.as_ref()), busy(r.summary.load.server.as_ref())) {
+            match (busy(Way::Up), busy(Way::Down)) {
                 (Some(cpu), _) => format!("{pace}, with the client's {cpu}: the client's CPU sets the rate"),
                 (None, Some(cpu)) => format!("{pace}, with the server's {cpu}: the server's CPU sets the rate"),
                 (None, None) => format!("{pace}, and no CPU saturated: more flows (-P) reach more"),
@@ -144,7 +143,7 @@ pub fn cps_shortfall(r: &RunResult) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::result::CpuLoad;
+    use crate::result::{CpuLoad, HostLoad};
 
     #[test]
     fn port_exhaustion_is_explained_with_its_fix() {

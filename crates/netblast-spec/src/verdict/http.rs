@@ -1,7 +1,7 @@
 //! An HTTP test's verdict: its failed share, then its pool, server or rate.
 
 use super::pct;
-use crate::diagnose::{cpu_words, saturated};
+use crate::diagnose::{client_cpus, side_cpu};
 use crate::profile::Workload;
 use crate::result::{HttpSummary, RunResult};
 use crate::units::{fmt_ns, fmt_per_s};
@@ -22,14 +22,17 @@ pub fn http(r: &RunResult, h: &HttpSummary) -> Option<String> {
         format!("{conns:.0} connections")
     };
     let mean_s = h.latency.mean_ns / 1e9;
-    let cpu = r
-        .summary
-        .load
-        .client
-        .as_ref()
-        .and_then(|l| saturated(l).into_iter().next())
-        .map(|c| format!("; the client's {}", cpu_words(c)))
-        .unwrap_or_default();
+    // A worker thread that ran nearly all the time is the client's own limit; a saturated CPU it
+    // ran on but shared is named with who took it.
+    let worker = crate::diagnose::saturated_worker(r);
+    let shared = r.summary.load.client.as_ref().and_then(|l| side_cpu(l, &client_cpus(r)));
+    let own = worker.is_some()
+        || (shared.is_some() && !r.summary.load.client.as_ref().is_some_and(|l| !l.threads.is_empty()));
+    let cpu = match (&worker, &shared) {
+        (Some(w), _) => format!("; {w}"),
+        (None, Some(c)) => format!("; the client's {c}"),
+        (None, None) => String::new(),
+    };
     let failures = http_failures(h, &w.expected());
     if h.completed == 0 {
         return Some(format!(
@@ -53,6 +56,19 @@ pub fn http(r: &RunResult, h: &HttpSummary) -> Option<String> {
         let late = h.late as f64 / h.sent.max(1) as f64;
         // Lanes the rate needs in flight at the measured latency (Little's law).
         let needed = (target * mean_s).ceil();
+        // The server answering slower than the rate, with the client's own threads not
+        // saturated, is the server's limit: its lanes ran out because its answers slowed.
+        if h.responses_per_s < target * 0.95 && late >= 0.01 && worker.is_none() {
+            return Some(format!(
+                "{lead}{head}the server is slower than the offered rate: {} answered of {} offered (p99 {}); the pool \
+                 ran out as its answers slowed ({} of {} requests waited for a free connection){cpu}",
+                fmt_per_s(h.responses_per_s),
+                fmt_per_s(target),
+                fmt_ns(h.latency.p99_ns as f64),
+                h.late,
+                h.sent
+            ));
+        }
         if late >= 0.01 {
             return Some(format!(
                 "{lead}{head}connection pool exhausted: {} of {} requests ({}) waited for a free connection; at {} \
@@ -83,8 +99,14 @@ pub fn http(r: &RunResult, h: &HttpSummary) -> Option<String> {
     let bound = if mean_s > 0.0 { lanes / mean_s } else { 0.0 };
     let limit = if cpu.is_empty() {
         "the time per response (the server's, and the path's) is the limit; more lanes ask more of it".to_string()
-    } else {
+    } else if own {
         format!("the client's CPU is the limit, not the server{cpu}")
+    } else {
+        format!(
+            "the CPUs the client ran on were saturated but not by the client alone{cpu}: the host's CPU is the limit, \
+             shared by the client ({:.2} CPUs) and whatever else runs there (the server, if it is on this host)",
+            r.summary.cpu.client.cpus_used()
+        )
     };
     let ok = if lead.is_empty() { String::new() } else { format!(" ({} succeeded)", fmt_per_s(ok_per_s)) };
     Some(format!(

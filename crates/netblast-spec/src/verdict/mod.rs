@@ -37,20 +37,40 @@ pub(crate) fn receiver_load(r: &RunResult, way: Way) -> Option<&HostLoad> {
 }
 
 /// Each host's saturated CPUs and dropping interfaces; one host when client and server share
-/// it (the same host name, both read).
+/// it (the same host name, both read). A saturated CPU is named with the test's threads that
+/// ran on it; where every thread of the test on a host was pinned, a saturated CPU none of them
+/// ran on is another process's and said so, not a limit of this test.
 pub fn hosts(r: &RunResult) -> Vec<String> {
     let same = r.server.as_ref().is_some_and(|s| s.hostname == r.client.hostname && !s.hostname.is_empty());
+    // The CPUs this test's threads were pinned to on each host; `None`: some were not pinned.
+    let client = Some(crate::diagnose::client_cpus(r)).filter(|v| !v.is_empty());
+    let server = Some(crate::diagnose::server_cpus(r)).filter(|v| !v.is_empty());
+    let here = match (&client, &server) {
+        (Some(c), Some(s)) if same => Some(c.iter().chain(s).copied().collect::<Vec<u32>>()),
+        (Some(c), None) if same && r.summary.streams.is_empty() => Some(c.clone()),
+        (_, _) if same => None,
+        (c, _) => c.clone(),
+    };
     let sides = [
-        (if same { "this host (client and server)" } else { "the client" }, r.summary.load.client.as_ref()),
-        ("the server", if same { None } else { r.summary.load.server.as_ref() }),
+        (if same { "this host (client and server)" } else { "the client" }, r.summary.load.client.as_ref(), here),
+        ("the server", if same { None } else { r.summary.load.server.as_ref() }, server),
     ];
     let mut v = Vec::new();
-    for (who, load) in sides {
+    for (who, load, mine) in sides {
         let Some(l) = load else { continue };
-        let busy = saturated(l);
-        if !busy.is_empty() {
-            let cpus: Vec<String> = busy.iter().map(|c| cpu_words(c)).collect();
+        let (ours, others): (Vec<_>, Vec<_>) =
+            saturated(l).into_iter().partition(|c| mine.as_ref().is_none_or(|m| m.contains(&c.cpu)));
+        if !ours.is_empty() {
+            let cpus: Vec<String> =
+                ours.iter().map(|c| format!("{}{}", cpu_words(c), crate::diagnose::who_ran(l, c))).collect();
             v.push(format!("CPU bound on {who}: {}", cpus.join("; ")));
+        }
+        if !others.is_empty() {
+            let cpus: Vec<String> = others.iter().map(|c| cpu_words(c)).collect();
+            v.push(format!(
+                "busy on {who}, but none of this test's threads ran there (another process): {}",
+                cpus.join("; ")
+            ));
         }
         let d = drops_words(l);
         if !d.is_empty() {

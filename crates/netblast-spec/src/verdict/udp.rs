@@ -1,7 +1,6 @@
 //! msgrate over UDP: where the lost datagrams went, and whether the senders held the rate.
 
 use super::{drops_words, pct, receiver_load};
-use crate::diagnose::{cpu_words, saturated};
 use crate::profile::{Way, Workload};
 use crate::result::{MsgTotals, RunResult};
 use crate::units::{fmt_bytes, fmt_per_s};
@@ -58,11 +57,8 @@ pub fn udp(r: &RunResult) -> Vec<String> {
             if let Some(b) = m.bitrate {
                 let wanted = b.bits_per_s() * w.streams.max(1) as f64 / 8.0 / m.msg_bytes.0.max(1) as f64;
                 if t.sent_per_s < wanted * 0.95 {
-                    let cpu =
-                        if w.way == Way::Up { r.summary.load.client.as_ref() } else { r.summary.load.server.as_ref() };
-                    let why = cpu
-                        .and_then(|l| saturated(l).into_iter().next())
-                        .map(|c| format!(": the sender's {}", cpu_words(c)))
+                    let why = crate::diagnose::sender_cpu(r, w.way)
+                        .map(|c| format!(": the sender's {c}"))
                         .unwrap_or_default();
                     parts.push(format!(
                         "the senders sent {} of the {} asked{why}",

@@ -1,6 +1,7 @@
 //! An HTTP rate sweep (`http.steps`, the `http-sweep` profile) as one row per step: the
 //! offered rate, what was achieved, p50 and p99 of the step's requests, and the failures; the
-//! first step that missed its rate or whose latency turned is marked.
+//! first step that missed its rate or whose latency turned (its median doubled and rose by a
+//! millisecond over the lowest before it: a queue) is marked.
 //!
 //! A step's figures are its intervals' (an interval belongs to the step its middle falls in),
 //! its latency the sum of their histograms, so a step's p99 is exact, not an average of
@@ -11,8 +12,12 @@ use netblast_spec::RunResult;
 
 /// A step missed its rate when it achieved less than this share of the offered rate.
 pub const RATE_HELD: f64 = 0.95;
-/// A step's latency turned when its p99 is more than this many times the first step's.
+/// A step's latency turned when its median is more than this many times the lowest median of
+/// the steps before it ...
 pub const LATENCY_TURN: f64 = 2.0;
+/// ... and at least this much above it (ns): a queue forming, not a tail's noise (a sweep's
+/// first steps against nginx had p99s of 0.3-0.6 ms that doubled by chance).
+pub const QUEUE_NS: f64 = 1e6;
 
 /// One step of a sweep, measured.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,11 +83,12 @@ pub fn steps(r: &RunResult) -> Option<Vec<Step>> {
             turned: None,
         });
     }
-    let first_p99 = out.iter().find_map(|s| s.latency.as_ref().map(|l| l.p99_ns));
-    if let Some(i) = out.iter().position(|s| {
-        s.achieved < s.offered * RATE_HELD
-            || matches!((first_p99, &s.latency), (Some(f), Some(l)) if l.p99_ns as f64 > f as f64 * LATENCY_TURN)
-    }) {
+    let turned = |i: usize| {
+        let lowest = out[..i].iter().filter_map(|s| s.latency.as_ref().map(|l| l.p50_ns as f64)).reduce(f64::min);
+        matches!((lowest, &out[i].latency), (Some(f), Some(l))
+            if l.p50_ns as f64 > f * LATENCY_TURN && l.p50_ns as f64 > f + QUEUE_NS)
+    };
+    if let Some(i) = (0..out.len()).find(|&i| out[i].achieved < out[i].offered * RATE_HELD || turned(i)) {
         let s = &mut out[i];
         s.turned = Some(if s.achieved < s.offered * RATE_HELD { "rate" } else { "latency" });
     }
@@ -97,7 +103,10 @@ pub fn why(s: &Step) -> String {
             RATE_HELD * 100.0,
             s.achieved / s.offered.max(1e-9) * 100.0
         ),
-        Some(_) => format!("first step whose p99 is over {LATENCY_TURN}× the first step's"),
+        Some(_) => format!(
+            "first step whose median latency is over {LATENCY_TURN}× the lowest before it and {} above it: a queue",
+            netblast_spec::units::fmt_ns(QUEUE_NS)
+        ),
         None => String::new(),
     }
 }

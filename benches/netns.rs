@@ -102,6 +102,52 @@ impl NsPair {
         Ok(pair)
     }
 
+    /// `nbb{tag}a` and `nbb{tag}b` joined through a router, `nbb{tag}m`, that forwards between
+    /// them with nothing in the way: where a qdisc on the path goes ([`NsPair::toward_b`]). a is
+    /// 10.252.{tag}.1, b 10.253.{tag}.1.
+    pub fn routed(tag: u8) -> Result<NsPair, String> {
+        let pid = std::process::id() % 1000;
+        let (a, b, m) = (format!("nbb{pid}{tag}a"), format!("nbb{pid}{tag}b"), format!("nbb{pid}{tag}m"));
+        let pair = NsPair {
+            a: a.clone(),
+            b: b.clone(),
+            addr_b: std::net::Ipv4Addr::new(10, 253, tag, 1),
+            middle: Some(m.clone()),
+            line: None,
+        };
+        for ns in [&a, &b, &m] {
+            ip(&["netns", "add", ns])?;
+        }
+        for (ns, side, net) in [(&a, "ma", 252), (&b, "mb", 253)] {
+            let dev = format!("{ns}v");
+            ip(&["link", "add", &dev, "netns", ns, "type", "veth", "peer", "name", side, "netns", &m])?;
+            ip(&["-n", ns, "addr", "add", &format!("10.{net}.{tag}.1/24"), "dev", &dev])?;
+            ip(&["-n", &m, "addr", "add", &format!("10.{net}.{tag}.2/24"), "dev", side])?;
+            ip(&["-n", ns, "link", "set", "dev", &dev, "up"])?;
+            ip(&["-n", ns, "link", "set", "dev", "lo", "up"])?;
+            ip(&["-n", &m, "link", "set", "dev", side, "up"])?;
+            ip(&["-n", ns, "route", "add", "default", "via", &format!("10.{net}.{tag}.2")])?;
+        }
+        let st = Command::new("ip")
+            .args(["netns", "exec", &m, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
+            .status()
+            .map_err(|e| format!("sysctl: {e}"))?;
+        if !st.success() {
+            return Err(format!("forwarding in {m}"));
+        }
+        Ok(pair)
+    }
+
+    /// The middle namespace of a [`NsPair::routed`] or [`NsPair::delayed`] pair ("" without one).
+    pub fn middle(&self) -> &str {
+        self.middle.as_deref().unwrap_or("")
+    }
+
+    /// The router's interface toward b (of a [`NsPair::routed`] pair): what b receives leaves here.
+    pub fn toward_b(&self) -> &str {
+        "mb"
+    }
+
     /// Runs `nft SCRIPT` in namespace `ns`.
     pub fn nft(&self, ns: &str, script: &str) -> Result<String, String> {
         let out = Command::new("ip")

@@ -16,6 +16,7 @@ use netblast_spec::hist::{self, EncodedHistogram};
 use netblast_spec::units::Dur;
 use std::time::{Duration, Instant};
 
+mod truth_capacity;
 mod truth_checks;
 mod verdicts;
 
@@ -719,6 +720,11 @@ fn sections(server: &LocalServer, cpus: u32) -> bool {
                 truth::skip("truth.pacing.after_a_stall", "needs root (network namespaces, nftables)");
             } else if let Err(e) = truth_pacing_stall() {
                 fail("truth.pacing.after_a_stall", e);
+            }
+        }
+        if truth::section_wanted("truth.find_max") {
+            if let Err(e) = truth_capacity::truth_find_max(cpu_list.len()) {
+                fail("truth.find_max", e);
             }
         }
         if truth::section_wanted("truth.verdict") {

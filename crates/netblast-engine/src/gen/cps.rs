@@ -47,6 +47,9 @@ pub struct CpsConfig {
     /// Connections per second of this flow (its share of `section.rate`); `None`: as fast as
     /// it can.
     pub flow_rate: Option<f64>,
+    /// The flows sharing the rate: flow i starts i/flows of a gap late, so together they open
+    /// connections evenly, not in bursts of one per flow.
+    pub flows: u32,
     /// Socket options of each new connection.
     pub tcp: TcpSection,
     /// Where each connection leaves from.
@@ -67,6 +70,7 @@ pub fn spawn(end: &End<'_>, c: &CpsSection, conns: Vec<Conn>) -> io::Result<Vec<
     let cfg = std::sync::Arc::new(CpsConfig {
         section: c.clone(),
         flow_rate: c.rate.map(|r| r.per_second() / flows),
+        flows: flows as u32,
         tcp: end.profile.tcp.clone(),
         bind: ctx.bind.clone(),
         kernel_stats: ctx.probe.collects(),
@@ -117,7 +121,7 @@ pub fn run_worker(seat: Seat, flow: CpsFlow, cfg: &CpsConfig, ctx: &Ctx) {
         let outcome = match (&end, client) {
             (ListenerEnd::Dial(to), true) => {
                 m.conns = Some(ConnCounts::default());
-                let r = dial_loop(*to, cfg, m, flags, start, ends);
+                let r = dial_loop(*to, cfg, m, flags, (start, id), ends);
                 let _ = anchor.shutdown(std::net::Shutdown::Write);
                 r
             }
@@ -227,13 +231,17 @@ fn dial_loop(
     cfg: &CpsConfig,
     m: &mut Meter,
     flags: &RunFlags,
-    start: Instant,
+    (start, id): (Instant, u32),
     ends: Deadlines,
 ) -> Result<(), String> {
     let req = vec![0x11u8; cfg.section.req_bytes.to_usize().clamp(1, CHUNK)];
     let mut resp = vec![0u8; cfg.section.resp_bytes.to_usize().clamp(1, CHUNK)];
     let gap = cfg.flow_rate.map(|r| Duration::from_secs_f64(1.0 / r));
-    let mut next = start;
+    // The flows' schedules interleave: flow `id` of n opens its first connection id/n of a gap
+    // in (every flow at the same instants would send bursts of n SYNs, which a SYN rate limit
+    // or a small accept queue drops though the mean rate is well within it).
+    let phase = f64::from(id % cfg.flows.max(1)) / f64::from(cfg.flows.max(1));
+    let mut next = start + gap.map(|g| g.mul_f64(phase)).unwrap_or_default();
     let mut counts = ConnCounts { syn_retransmits: cfg.kernel_stats.then_some(0), ..Default::default() };
     // TCP_INFO of each connection for its SYN retransmissions, unless the kernel counts them.
     let read_info = cfg.kernel_stats && m.watch().is_none();

@@ -6,8 +6,9 @@
 //! receiving socket dropped datagrams; or when it sent less than 95% of the offered rate for a
 //! reason of its own: its schedule fell behind, or its lanes (HTTP connections, cps flows)
 //! were too few for the rate at the target's unloaded latency. Lanes that ran out because the
-//! target's latency grew (twice the lowest step's median or more) are the target's, as is a
-//! TCP flow the path held below its pace.
+//! target's latency grew (twice the lowest step's median or more) or because they waited on
+//! the target's failures (1% or more of connections or requests failed) are the target's, as
+//! is a TCP flow the path held below its pace.
 
 use super::{Axis, Step, StepOutcome};
 use crate::assert::Assertion;
@@ -267,10 +268,14 @@ fn generator_limit(
     if f.sent >= f.offered * HELD {
         return None;
     }
-    let grew = match (baseline_p50_ns, f.p50_ns) {
-        (Some(b), Some(p)) => p as f64 > b as f64 * LATENCY_GREW,
-        _ => true,
-    };
+    // Lanes held by the target's failures (connections timing out, requests without an
+    // answer) ran out because of the target, whatever the latency of what succeeded.
+    let failing = f.lost.unwrap_or(0.0) >= 0.01 || f.failed.unwrap_or(0.0) >= 0.01;
+    let grew = failing
+        || match (baseline_p50_ns, f.p50_ns) {
+            (Some(b), Some(p)) => p as f64 > b as f64 * LATENCY_GREW,
+            _ => true,
+        };
     let short = format!("sent {} of {} offered", axis.fmt(f.sent), axis.fmt(f.offered));
     let lanes = |what: &str| {
         format!(

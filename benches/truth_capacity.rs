@@ -1,0 +1,324 @@
+//! `truth.find_max.*`: the search (`run --find-max`) against capacities made on purpose, its
+//! answer held against the capacity each was made with: nginx `limit_req` at 2 000 r/s; UDP
+//! through a `tbf` of 200 Mbit/s (the rate less headers); HTTP responses of a known size through
+//! a `tbf` of 50 Mbit/s (the rate over the bytes each response puts on the wire, read from the
+//! veth's counter); cps against nftables `limit rate` on SYNs at 1 000/s; and a target faster
+//! than the generator on this host, whose answer must be the generator's. Namespaces, tbf and
+//! nftables need root; nginx must be installed.
+
+use netblast_benches::netns::{counters, inside, NsPair};
+use netblast_benches::truth::{self, Tolerance};
+use netblast_benches::{profile, secs, ServerIn};
+use netblast_probe::Probe;
+use netblast_spec::assert::Assertion;
+use netblast_spec::find_max::{Axis, LimitedBy, Search, Steps};
+use netblast_spec::profile::Workload;
+use netblast_spec::units::{BitRate, Dur, Rate};
+use netblast_spec::{Profile, RunResult};
+use std::time::Duration;
+
+/// A search of `base` against `target` over `low..high` on `axis`: the written result.
+fn search(axis: Axis, range: (f64, f64), asserts: &[&str], base: Profile, target: String) -> Result<RunResult, String> {
+    let assertions: Vec<Assertion> = asserts.iter().map(|a| Assertion::parse(a)).collect::<Result<_, _>>()?;
+    // Each step's judged span: the bench's run length, at least a second.
+    let step_s = secs().as_secs_f64().max(1.0);
+    let steps = Steps { axis, warmup_s: 1.0, step_s, assertions: &assertions, workload: &base.workload };
+    let mut search = Search::new(range.0, range.1, 0.05)?;
+    let probe = Probe::tcp_info();
+    let (runs, err) = steps.drive(
+        &mut search,
+        &mut |asked, secs| {
+            let mut p = base.clone();
+            match &mut p.workload {
+                Workload::Http(h) => h.rate = Some(Rate(asked)),
+                Workload::Cps(c) => c.rate = Some(Rate(asked)),
+                Workload::Msgrate(m) => m.bitrate = Some(BitRate(asked)),
+                Workload::Bulk(b) => b.bitrate = Some(BitRate(asked)),
+                Workload::Rr(_) => return Err("rr takes no rate".to_string()),
+            }
+            p.run.duration = Some(Dur(Duration::from_secs_f64(secs)));
+            p.validate("bench").map_err(|e| e.to_string())?;
+            netblast_engine::run::plan_and_run(p, "bench", &target, &probe, &Default::default())
+                .map_err(|e| e.to_string())
+        },
+        &|| false,
+        &mut |s| {
+            eprintln!(
+                "  find-max step {}: {:.0} offered, {:.0} taken: {:?}, {}",
+                s.n, s.offered, s.achieved, s.outcome, s.cause
+            )
+        },
+    );
+    if let Some(e) = err {
+        return Err(e);
+    }
+    steps.finish(&search, &runs, false).ok_or_else(|| "the search ran no step".to_string())
+}
+
+/// The answer of a search result and who limited it.
+fn answer(r: &RunResult) -> (f64, Option<LimitedBy>, String) {
+    let f = r.find_max.as_deref();
+    (
+        f.and_then(|f| f.rate).unwrap_or(f64::NAN),
+        f.and_then(|f| f.limited_by),
+        f.map(|f| f.sentence()).unwrap_or_default().chars().take(160).collect(),
+    )
+}
+
+/// `truth.find_max.nginx_limit_req` and `truth.find_max.generator` (no root).
+pub(crate) fn truth_find_max(cpus: usize) -> Result<(), String> {
+    if truth::wanted("truth.find_max.nginx_limit_req") {
+        nginx_limit_req()?;
+    }
+    if truth::wanted("truth.find_max.generator") {
+        generator(cpus)?;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        for name in ["truth.find_max.udp_tbf", "truth.find_max.http_tbf", "truth.find_max.cps_syn_limit"] {
+            truth::skip(name, "needs root (network namespaces, tbf, nftables)");
+        }
+        return Ok(());
+    }
+    if truth::wanted("truth.find_max.udp_tbf") {
+        udp_tbf()?;
+    }
+    if truth::wanted("truth.find_max.http_tbf") {
+        http_tbf()?;
+    }
+    if truth::wanted("truth.find_max.cps_syn_limit") {
+        cps_syn_limit()?;
+    }
+    Ok(())
+}
+
+/// A child process killed (and waited for) on drop.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn nginx_limit_req() -> Result<(), String> {
+    if std::process::Command::new("nginx").arg("-v").output().is_err() {
+        truth::skip("truth.find_max.nginx_limit_req", "nginx is not installed");
+        return Ok(());
+    }
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port());
+    let (p1, p2) = (free().map_err(|e| e.to_string())?, free().map_err(|e| e.to_string())?);
+    let dir = std::env::temp_dir().join(format!("nb-bench-nginx-{}", std::process::id()));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/nginx-local.sh");
+    let _nginx = Child(
+        std::process::Command::new(script)
+            .env("LIMIT_RATE", "2000r/s")
+            .arg(&dir)
+            .args([p1.to_string(), p2.to_string(), "1".to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("{script}: {e}"))?,
+    );
+    let t = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", p1)).is_err() {
+        if t.elapsed() > Duration::from_secs(10) {
+            return Err("nginx did not start".into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let base = profile("http-max", |p| {
+        if let Some(h) = p.workload.http_mut() {
+            h.urls = vec!["/limited".into()];
+            h.rate = Some(Rate(100.0));
+        }
+    })?;
+    let r = search(Axis::Rate, (100.0, 50_000.0), &["http.failed<=1%"], base, format!("127.0.0.1:{p1}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (rate, _, sentence) = answer(&r?);
+    truth::check(
+        "truth.find_max.nginx_limit_req",
+        rate,
+        2000.0,
+        "req/s",
+        Tolerance::Rel(0.05),
+        &format!("nginx limit_req 2000r/s burst 20, http.failed<=1%: {sentence}"),
+    );
+    Ok(())
+}
+
+fn generator(cpus: usize) -> Result<(), String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let web = netblast_agent::Background::http(l, None, Default::default(), cpus).map_err(|e| e.to_string())?;
+    let base = profile("http-max", |p| {
+        if let Some(h) = p.workload.http_mut() {
+            h.rate = Some(Rate(100.0));
+        }
+    })?;
+    let r = search(Axis::Rate, (5_000.0, 20_000_000.0), &["http.failed<=1%"], base, web.addr().to_string())?;
+    let (_, by, sentence) = answer(&r);
+    truth::check(
+        "truth.find_max.generator",
+        f64::from(u8::from(by == Some(LimitedBy::Generator))),
+        1.0,
+        "",
+        Tolerance::Abs(0.0),
+        &format!(
+            "netblast's own responder on this host, beyond what the host can offer: the generator named: {sentence}"
+        ),
+    );
+    Ok(())
+}
+
+/// `tc ARGS` in namespace `ns`.
+fn tc(ns: &str, args: &str) -> Result<(), String> {
+    let st = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "tc"])
+        .args(args.split_whitespace())
+        .status()
+        .map_err(|e| format!("tc: {e}"))?;
+    st.success().then_some(()).ok_or_else(|| format!("tc {args} failed in {ns}"))
+}
+
+fn udp_tbf() -> Result<(), String> {
+    // The bottleneck on a router between the two (on the sender's own interface a full queue
+    // holds the sending socket back instead of dropping).
+    let ns = NsPair::routed(41)?;
+    tc(ns.middle(), &format!("qdisc add dev {} root tbf rate 200mbit burst 32kb latency 20ms", ns.toward_b()))?;
+    let server = ServerIn::start(&ns.b)?;
+    let target = format!("{}:{}", ns.addr_b, server.port);
+    let base = profile("udp-1g", |p| {
+        if let Some(m) = p.workload.msgrate_mut() {
+            m.bitrate = Some(BitRate(10e6));
+            m.msg_bytes = netblast_spec::units::ByteSize(1400);
+        }
+    })?;
+    let r = inside(&ns.a, move || search(Axis::Bitrate, (50e6, 800e6), &["lost<=0.1%"], base, target))??;
+    let (rate, _, sentence) = answer(&r);
+    // tbf counts each datagram's frame: 1400 bytes of payload, 8 UDP, 20 IPv4, 14 Ethernet.
+    let payload = 200e6 * 1400.0 / 1442.0;
+    truth::check(
+        "truth.find_max.udp_tbf",
+        rate,
+        payload,
+        "bit/s",
+        Tolerance::Rel(0.05),
+        &format!("UDP 1400 B through tbf 200mbit, lost<=0.1%: the rate less headers: {sentence}"),
+    );
+    Ok(())
+}
+
+/// An HTTP responder in namespace `ns` until dropped: its port.
+struct HttpIn {
+    port: u16,
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Result<(), String>>>,
+}
+
+impl HttpIn {
+    fn start(ns: &str) -> Result<HttpIn, String> {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (port_tx, port_rx) = std::sync::mpsc::channel();
+        let ns = ns.to_string();
+        let thread = std::thread::spawn(move || {
+            inside(&ns, move || {
+                // A namespace this bench made: its peer is not on loopback.
+                let cfg = netblast_agent::http::ResponderConfig {
+                    peers: netblast_agent::http::Peers::Any,
+                    ..Default::default()
+                };
+                let web = std::net::TcpListener::bind("0.0.0.0:0")
+                    .map_err(|e| e.to_string())
+                    .and_then(|l| netblast_agent::Background::http(l, None, cfg, 2).map_err(|e| e.to_string()));
+                let _ = port_tx.send(web.as_ref().map(|w| w.addr().port()).map_err(|e| e.clone()));
+                let _ = rx.recv();
+                drop(web);
+            })
+        });
+        let mut h = HttpIn { port: 0, stop: Some(tx), thread: Some(thread) };
+        h.port = port_rx.recv().map_err(|_| "the responder thread ended".to_string())??;
+        Ok(h)
+    }
+}
+
+impl Drop for HttpIn {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn http_tbf() -> Result<(), String> {
+    let ns = NsPair::create(42)?;
+    let web = HttpIn::start(&ns.b)?;
+    let target = format!("{}:{}", ns.addr_b, web.port);
+    let dev = format!("{}v", ns.b);
+    let base = profile("http-max", |p| {
+        if let Some(h) = p.workload.http_mut() {
+            h.urls = vec!["/?size=16384".into()];
+            h.rate = Some(Rate(100.0));
+        }
+    })?;
+    // The bytes a response puts on the wire from the server's side: its veth's counter over a
+    // short run at a low rate, per response.
+    let mut cal = base.clone();
+    cal.run.duration = Some(Dur(Duration::from_secs(2)));
+    let (t2, d2) = (target.clone(), dev.clone());
+    let per_response = inside(&ns.b, move || counters(&d2))??;
+    let r = inside(&ns.a, move || {
+        netblast_engine::run::plan_and_run(cal, "bench", &t2, &Probe::tcp_info(), &Default::default())
+            .map_err(|e| e.to_string())
+    })??;
+    let (d3, before) = (dev.clone(), per_response.2);
+    let after = inside(&ns.b, move || counters(&d3))??.2;
+    let responses = r.summary.http.as_ref().map(|h| h.succeeded).unwrap_or(0);
+    if responses == 0 {
+        return Err("the calibration run got no response".into());
+    }
+    let bytes = (after - before) as f64 / responses as f64;
+    tc(&ns.b, &format!("qdisc add dev {dev} root tbf rate 50mbit burst 64kb latency 100ms"))?;
+    let r = inside(&ns.a, move || search(Axis::Rate, (20.0, 5_000.0), &["p99<=50ms"], base, target))??;
+    let (rate, _, sentence) = answer(&r);
+    truth::check(
+        "truth.find_max.http_tbf",
+        rate,
+        50e6 / 8.0 / bytes,
+        "resp/s",
+        Tolerance::Rel(0.05),
+        &format!("16 KiB responses ({bytes:.0} B each on the wire) through tbf 50mbit, p99<=50ms: {sentence}"),
+    );
+    Ok(())
+}
+
+fn cps_syn_limit() -> Result<(), String> {
+    let ns = NsPair::create(43)?;
+    ns.nft(&ns.b, "add table inet nbbcap")?;
+    ns.nft(&ns.b, "add chain inet nbbcap input { type filter hook input priority 0 ; }")?;
+    ns.nft(
+        &ns.b,
+        "add rule inet nbbcap input tcp flags & (syn | ack) == syn limit rate over 1000/second burst 20 packets drop",
+    )?;
+    let server = ServerIn::start(&ns.b)?;
+    let target = format!("{}:{}", ns.addr_b, server.port);
+    let base = profile("cps", |p| {
+        if let Workload::Cps(c) = &mut p.workload {
+            c.rate = Some(Rate(100.0));
+            c.flows = Some(32);
+            c.timeout = Some(Dur(Duration::from_millis(200)));
+        }
+    })?;
+    let r = inside(&ns.a, move || search(Axis::Rate, (100.0, 20_000.0), &["lost<=1%"], base, target))??;
+    let (rate, _, sentence) = answer(&r);
+    truth::check(
+        "truth.find_max.cps_syn_limit",
+        rate,
+        1000.0,
+        "conn/s",
+        Tolerance::Rel(0.05),
+        &format!("nftables limit rate 1000/second on SYNs, a 200 ms connect timeout, lost<=1%: {sentence}"),
+    );
+    Ok(())
+}

@@ -16,6 +16,7 @@ use netblast_spec::hist::{self, EncodedHistogram};
 use netblast_spec::units::Dur;
 use std::time::{Duration, Instant};
 
+mod truth_attribution;
 mod truth_capacity;
 mod truth_checks;
 mod verdicts;
@@ -720,6 +721,11 @@ fn sections(server: &LocalServer, cpus: u32) -> bool {
                 truth::skip("truth.pacing.after_a_stall", "needs root (network namespaces, nftables)");
             } else if let Err(e) = truth_pacing_stall() {
                 fail("truth.pacing.after_a_stall", e);
+            }
+        }
+        if truth::section_wanted("truth.attribution") {
+            if let Err(e) = truth_attribution::truth_attribution(server, cpu_list.len()) {
+                fail("truth.attribution", e);
             }
         }
         if truth::section_wanted("truth.find_max") {

@@ -96,7 +96,18 @@ pub(crate) fn truth_find_max(cpus: usize) -> Result<(), String> {
 struct Child(std::process::Child);
 
 impl Drop for Child {
+    /// SIGTERM first, so that nginx's master stops its workers (a killed master leaves them
+    /// running); SIGKILL after 5 s.
     fn drop(&mut self) {
+        // SAFETY: kill with our child's pid and a valid signal.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let t = std::time::Instant::now();
+        while t.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

@@ -723,15 +723,8 @@ fn sections(server: &LocalServer, cpus: u32) -> bool {
                 fail("truth.pacing.after_a_stall", e);
             }
         }
-        if truth::section_wanted("truth.attribution") {
-            if let Err(e) = truth_attribution::truth_attribution(server, cpu_list.len()) {
-                fail("truth.attribution", e);
-            }
-        }
-        if truth::section_wanted("truth.find_max") {
-            if let Err(e) = truth_capacity::truth_find_max(cpu_list.len()) {
-                fail("truth.find_max", e);
-            }
+        if let Err(e) = truth_capacity::truth_find_max(server, cpu_list.len()) {
+            fail("truth.find_max, truth.attribution", e);
         }
         if truth::section_wanted("truth.verdict") {
             if let Err(e) = verdicts::truth_verdicts(server) {

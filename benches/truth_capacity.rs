@@ -65,8 +65,15 @@ fn answer(r: &RunResult) -> (f64, Option<LimitedBy>, String) {
     )
 }
 
-/// `truth.find_max.nginx_limit_req` and `truth.find_max.generator` (no root).
-pub(crate) fn truth_find_max(cpus: usize) -> Result<(), String> {
+/// `truth.attribution.*` (below), then `truth.find_max.*`: nginx's and the generator's (no
+/// root), the namespaces' (root).
+pub(crate) fn truth_find_max(server: &netblast_benches::LocalServer, cpus: usize) -> Result<(), String> {
+    if truth::section_wanted("truth.attribution") {
+        crate::truth_attribution::truth_attribution(server, cpus)?;
+    }
+    if !truth::section_wanted("truth.find_max") {
+        return Ok(());
+    }
     if truth::wanted("truth.find_max.nginx_limit_req") {
         nginx_limit_req()?;
     }

@@ -500,7 +500,7 @@ pub fn headline(r: &RunResult) -> Vec<Figure> {
     let answer = r.find_max.as_deref().and_then(|f| {
         let value = f.rate?;
         let by = match f.limited_by {
-            Some(crate::find_max::LimitedBy::Generator) => " (the generator's limit)",
+            Some(crate::result::LimitedBy::Generator) => " (the generator's limit)",
             _ => "",
         };
         Some(Figure {

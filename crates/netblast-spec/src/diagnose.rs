@@ -159,22 +159,7 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
         _ => None,
     };
     let per_flow = rate / f64::from(w.streams.max(1));
-    let sender_load = if w.way == Way::Up { r.summary.load.client.as_ref() } else { r.summary.load.server.as_ref() };
-    // The sender's own CPUs when its threads were pinned: another process's busy CPU is not
-    // the sender's limit.
-    let mine = sender_cpus(r.summary, w.way);
-    let busy_cpu = sender_load.and_then(|l| {
-        let c = l
-            .cpus
-            .iter()
-            .filter(|c| c.busy() >= CPU_BOUND && (mine.is_empty() || mine.contains(&c.cpu)))
-            .max_by(|a, b| a.busy().total_cmp(&b.busy()))?;
-        Some(if mine.is_empty() {
-            format!("{} (not pinned: a CPU of its host)", cpu_words(c))
-        } else {
-            format!("{}{}", cpu_words(c), who_ran(l, c))
-        })
-    });
+    let busy_cpu = sender_busy_cpu(r.summary, w.way);
     let (cpu_clock, decided) = asked_or_cpu(limit, &shares, wanted, per_flow, busy_cpu.is_some());
     if let Some(d) = decided {
         (limit, share) = d;
@@ -293,6 +278,24 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
         }
     };
     Some(Diagnosis { way: w.way, shares, limit, share, verdict })
+}
+
+/// The sending side's CPU at [`CPU_BOUND`] or more, in words: the busiest of those its
+/// streams were pinned to (another process's busy CPU is not the sender's limit), or, where
+/// they were not pinned, the host's busiest, said so.
+fn sender_busy_cpu(s: &Summary, way: Way) -> Option<String> {
+    let load = if way == Way::Up { s.load.client.as_ref() } else { s.load.server.as_ref() }?;
+    let mine = sender_cpus(s, way);
+    let c = load
+        .cpus
+        .iter()
+        .filter(|c| c.busy() >= CPU_BOUND && (mine.is_empty() || mine.contains(&c.cpu)))
+        .max_by(|a, b| a.busy().total_cmp(&b.busy()))?;
+    Some(if mine.is_empty() {
+        format!("{} (not pinned: a CPU of its host)", cpu_words(c))
+    } else {
+        format!("{}{}", cpu_words(c), who_ran(load, c))
+    })
 }
 
 /// What the clocks cannot tell apart, decided by what the run asked and saw: a rate asked and

@@ -6,10 +6,8 @@ pub use crate::outcome::{AppError, Outcome};
 use crate::status::{print_stdout, Status};
 use anyhow::Context;
 use netblast_engine::exec::worker::RunFlags;
-use netblast_engine::run::Request;
 use netblast_probe::Probe;
 use netblast_report::{json, text};
-use netblast_spec::result::Binding;
 use netblast_spec::Profile;
 use std::path::Path;
 
@@ -34,54 +32,6 @@ pub fn dispatch(cli: Cli) -> Result<Outcome, AppError> {
     }
 }
 
-/// The request `run`'s flags make with `overrides` (theirs, or a search step's): the profile
-/// they name with the overrides, the target, the start instant, the binding.
-pub(crate) fn request(a: &RunArgs, overrides: &netblast_spec::profile::Overrides) -> Result<Request, AppError> {
-    let given = with_port(a.target.as_ref().or(a.host.as_ref()), a.port).map_err(AppError::input)?;
-    let (profile, origin) = overrides.profile(a.test.profile.as_deref(), given.as_deref()).map_err(AppError::input)?;
-    let http = profile.workload.is_http();
-    let target = match &given {
-        // A URL target is requested as a --url; the peer comes from it.
-        Some(t) if http && netblast_spec::profile::is_url(t) => String::new(),
-        Some(t) => t.clone(),
-        None if http => String::new(),
-        None => {
-            return Err(AppError::input(anyhow::anyhow!(
-                "a server is required: `netblast run HOST` or --target HOST[:PORT] (where does `netblast serve` run?)"
-            )))
-        }
-    };
-    let start_at_unix_ns = match &a.start_at {
-        Some(at) => Some(
-            netblast_spec::units::parse_instant(at, netblast_engine::exec::clock::now_unix_ns())
-                .map_err(|e| AppError::input(anyhow::anyhow!("--start-at: {e}")))?,
-        ),
-        None => None,
-    };
-    let bind = Binding { addr: a.bind, device: a.bind_dev.clone() };
-    Ok(Request { profile, origin, target, cpus_from_flag: overrides.cpus.is_some(), start_at_unix_ns, bind })
-}
-
-/// The target with `-p PORT` put in: a host without a port takes it; a URL or a target whose
-/// port is another is refused, naming both.
-fn with_port(target: Option<&String>, port: Option<u16>) -> anyhow::Result<Option<String>> {
-    let (t, p) = match (target, port) {
-        (Some(t), Some(p)) => (t, p),
-        (None, Some(p)) => anyhow::bail!("-p {p} needs a server: `netblast run HOST -p {p}`"),
-        (t, None) => return Ok(t.cloned()),
-    };
-    if netblast_spec::profile::is_url(t) {
-        anyhow::bail!("-p {p} is the data port; an HTTP URL carries its own port ({t})");
-    }
-    match netblast_spec::plan::split_host_port(t) {
-        Some((_, Some(q))) if q != p => anyhow::bail!("the target {t} names port {q} and -p names {p}: give one"),
-        Some((_, Some(_))) => Ok(Some(t.clone())),
-        Some((host, None)) if host.contains(':') => Ok(Some(format!("[{host}]:{p}"))),
-        Some((host, None)) => Ok(Some(format!("{host}:{p}"))),
-        None => anyhow::bail!("cannot read the target {t:?}: HOST, HOST:PORT or [IPv6]:PORT"),
-    }
-}
-
 fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     if let Some(resolution) = a.find_max {
         return crate::find_max::run(a, resolution);
@@ -89,7 +39,8 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     let token = crate::cli::load_token(a.token_file.as_deref())?;
     let sinks = Sinks { output: a.output.clone(), json: a.json, hlog: a.hlog.clone(), header: a.quiet && !a.json };
     sinks.check()?;
-    let resolved = netblast_engine::run::resolve(request(a, &a.test.overrides)?).map_err(AppError::client)?;
+    let resolved =
+        netblast_engine::run::resolve(crate::cli::request(a, &a.test.overrides)?).map_err(AppError::client)?;
     let human = !a.json && !a.quiet;
     // A person reading the live header sees them there, among the plan's notes: once.
     for w in resolved.warnings.iter().filter(|_| !human) {

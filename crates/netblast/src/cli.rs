@@ -407,17 +407,6 @@ pub fn iperf3_hint(args: &[String]) -> Option<String> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_command_line_is_consistent() {
-        use clap::CommandFactory;
-        Cli::command().debug_assert();
-    }
-}
-
 /// A share written as a percentage (`5%`, `2.5%`) or a fraction (`0.05`).
 fn parse_share(s: &str) -> Result<f64, String> {
     let v = match s.strip_suffix('%') {
@@ -429,4 +418,73 @@ fn parse_share(s: &str) -> Result<f64, String> {
         return Err(format!("{s} is outside 0.1%..100%"));
     }
     Ok(v)
+}
+
+/// The request `run`'s flags make with `overrides` (theirs, or a search step's): the profile
+/// they name with the overrides, the target, the start instant, the binding.
+pub fn request(
+    a: &RunArgs,
+    overrides: &netblast_spec::profile::Overrides,
+) -> Result<netblast_engine::run::Request, AppError> {
+    let given = with_port(a.target.as_ref().or(a.host.as_ref()), a.port).map_err(AppError::input)?;
+    let (profile, origin) = overrides.profile(a.test.profile.as_deref(), given.as_deref()).map_err(AppError::input)?;
+    let http = profile.workload.is_http();
+    let target = match &given {
+        // A URL target is requested as a --url; the peer comes from it.
+        Some(t) if http && netblast_spec::profile::is_url(t) => String::new(),
+        Some(t) => t.clone(),
+        None if http => String::new(),
+        None => {
+            return Err(AppError::input(anyhow::anyhow!(
+                "a server is required: `netblast run HOST` or --target HOST[:PORT] (where does `netblast serve` run?)"
+            )))
+        }
+    };
+    let start_at_unix_ns = match &a.start_at {
+        Some(at) => Some(
+            netblast_spec::units::parse_instant(at, netblast_engine::exec::clock::now_unix_ns())
+                .map_err(|e| AppError::input(anyhow::anyhow!("--start-at: {e}")))?,
+        ),
+        None => None,
+    };
+    let bind = netblast_spec::result::Binding { addr: a.bind, device: a.bind_dev.clone() };
+    Ok(netblast_engine::run::Request {
+        profile,
+        origin,
+        target,
+        cpus_from_flag: overrides.cpus.is_some(),
+        start_at_unix_ns,
+        bind,
+    })
+}
+
+/// The target with `-p PORT` put in: a host without a port takes it; a URL or a target whose
+/// port is another is refused, naming both.
+fn with_port(target: Option<&String>, port: Option<u16>) -> anyhow::Result<Option<String>> {
+    let (t, p) = match (target, port) {
+        (Some(t), Some(p)) => (t, p),
+        (None, Some(p)) => anyhow::bail!("-p {p} needs a server: `netblast run HOST -p {p}`"),
+        (t, None) => return Ok(t.cloned()),
+    };
+    if netblast_spec::profile::is_url(t) {
+        anyhow::bail!("-p {p} is the data port; an HTTP URL carries its own port ({t})");
+    }
+    match netblast_spec::plan::split_host_port(t) {
+        Some((_, Some(q))) if q != p => anyhow::bail!("the target {t} names port {q} and -p names {p}: give one"),
+        Some((_, Some(_))) => Ok(Some(t.clone())),
+        Some((host, None)) if host.contains(':') => Ok(Some(format!("[{host}]:{p}"))),
+        Some((host, None)) => Ok(Some(format!("{host}:{p}"))),
+        None => anyhow::bail!("cannot read the target {t:?}: HOST, HOST:PORT or [IPv6]:PORT"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
 }

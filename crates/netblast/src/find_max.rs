@@ -83,7 +83,7 @@ pub fn run(a: &RunArgs, resolution: f64) -> Result<Outcome, AppError> {
     sinks.check()?;
     let step_s = o.shared.duration.map(|d| d.get()).unwrap_or(DEFAULT_STEP).as_secs_f64();
     // The first step's plan checks every flag before anything is sent, and names the interval.
-    let first = netblast_engine::run::resolve(crate::app::request(a, &step_overrides(o, axis, low, step_s))?)
+    let first = netblast_engine::run::resolve(crate::cli::request(a, &step_overrides(o, axis, low, step_s))?)
         .map_err(AppError::client)?;
     let interval = first.plan.profile.run.interval().as_secs_f64().max(1e-3);
     // The warm-up: a whole number of intervals, at least one second.
@@ -146,7 +146,7 @@ impl Runner<'_> {
     /// One step's run at `asked`, `secs` long.
     fn one(&self, asked: f64, secs: f64) -> Result<RunResult, AppError> {
         let ov = step_overrides(&self.a.test.overrides, self.axis, asked, secs);
-        let resolved = netblast_engine::run::resolve(crate::app::request(self.a, &ov)?).map_err(AppError::client)?;
+        let resolved = netblast_engine::run::resolve(crate::cli::request(self.a, &ov)?).map_err(AppError::client)?;
         let opts = netblast_engine::exec::api::RunOptions { token: self.token.clone(), ..Default::default() };
         netblast_engine::run::run(&resolved.plan, resolved.peer, &self.probe, &self.flags, &opts, &mut |_| {})
             .map_err(AppError::client)

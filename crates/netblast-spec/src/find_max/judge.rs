@@ -90,7 +90,7 @@ pub fn window(r: &RunResult, from_s: f64) -> Result<RunResult, String> {
         h.version = all.version.clone();
         h.tls = all.tls;
         h.target_rate = all.target_rate;
-        h.connections = all.connections.clone();
+        h.connections = all.connections;
         h.tcp = all.tcp.clone();
     }
     s.cpu = r.summary.cpu;

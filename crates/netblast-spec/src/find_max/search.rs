@@ -174,7 +174,7 @@ mod tests {
         assert_eq!(&ran[..6], &[100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0]);
         assert_eq!(a.ending, Ending::Found);
         let r = a.rate.unwrap();
-        assert!(r <= 2000.0 && r >= 2000.0 / 1.05, "{r}");
+        assert!((2000.0 / 1.05..=2000.0).contains(&r), "{r}");
         let f = a.failed_at.unwrap();
         assert!(f > 2000.0 && f <= r * 1.05 + 1e-9, "{r} {f}");
         // The answer was run twice, both held.

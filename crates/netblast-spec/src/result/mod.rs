@@ -10,12 +10,14 @@ use serde::{Deserialize, Serialize};
 mod host;
 mod http;
 mod interval;
+mod search;
 mod tcp;
 mod way;
 
 pub use host::*;
 pub use http::*;
 pub use interval::*;
+pub use search::*;
 pub use tcp::*;
 pub use way::*;
 
@@ -313,7 +315,7 @@ pub struct RunResult {
     /// `run --find-max`: the search's steps and its answer; the rest of the result is the run
     /// of the answer (the highest rate that held, else the last step).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub find_max: Option<Box<crate::find_max::FindMax>>,
+    pub find_max: Option<Box<FindMax>>,
 }
 
 impl RunResult {

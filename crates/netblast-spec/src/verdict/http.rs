@@ -26,8 +26,8 @@ pub fn http(r: &RunResult, h: &HttpSummary) -> Option<String> {
     // ran on but shared is named with who took it.
     let worker = crate::diagnose::saturated_worker(r);
     let shared = r.summary.load.client.as_ref().and_then(|l| side_cpu(l, &client_cpus(r)));
-    let own = worker.is_some()
-        || (shared.is_some() && !r.summary.load.client.as_ref().is_some_and(|l| !l.threads.is_empty()));
+    let own =
+        worker.is_some() || (shared.is_some() && r.summary.load.client.as_ref().is_none_or(|l| l.threads.is_empty()));
     let cpu = match (&worker, &shared) {
         (Some(w), _) => format!("; {w}"),
         (None, Some(c)) => format!("; the client's {c}"),

@@ -66,7 +66,7 @@ pub fn hosts(r: &RunResult) -> Vec<String> {
             v.push(format!("CPU bound on {who}: {}", cpus.join("; ")));
         }
         if !others.is_empty() {
-            let cpus: Vec<String> = others.iter().map(|c| cpu_words(c)).collect();
+            let cpus: Vec<String> = others.iter().map(cpu_words).collect();
             v.push(format!(
                 "busy on {who}, but none of this test's threads ran there (another process): {}",
                 cpus.join("; ")

@@ -2,7 +2,9 @@
 //!
 //! The attribution comes first, because a search is only as good as it: a step is the
 //! generator's (never the target's capacity) when one of netblast's own worker threads ran
-//! 90% of its time or more; when its cps flows found no free local port; when its own UDP
+//! 90% of its time or more; when a CPU a worker was pinned to had nothing to spare and the step
+//! did not hold, unless the target itself said no (a status outside the expected set, connections
+//! refused or reset, datagrams lost on the path); when its cps flows found no free local port; when its own UDP
 //! receiving socket dropped datagrams; or when it sent less than 95% of the offered rate for a
 //! reason of its own: its schedule fell behind, or its lanes (HTTP connections, cps flows)
 //! were too few for the rate at the target's unloaded latency. Lanes that ran out because the
@@ -187,9 +189,10 @@ pub fn judge(
     let generator = generator.or_else(|| generator_limit(&w, axis, &f, baseline_p50_ns, starved.as_deref()));
     let held = f.achieved >= f.offered * HELD && !thresholds.iter().any(|v| !v.pass) && r.complete;
     // A step that did not hold on CPUs the generator shared and had no room on says nothing of
-    // the target alone.
+    // the target alone, unless the target itself said no (a starved generator slows, it does
+    // not make a server answer 503 or a path lose datagrams).
     let generator = generator.or_else(|| {
-        (!held).then_some(starved.as_ref()).flatten().map(|st| {
+        (!held && !answered_no(&w, &f)).then_some(starved.as_ref()).flatten().map(|st| {
             format!(
                 "the generator's CPU: {st}; a step that did not hold on CPUs the generator shares tells nothing of \
                  the target alone (pin them apart: --cpus, and the server's own)"
@@ -304,6 +307,28 @@ fn generator_limit(
         Some(st) => format!("the generator's schedule: {short}; {st}"),
         None => format!("the generator's schedule: {short} (it could not keep its send schedule)"),
     })
+}
+
+/// Whether the target itself said no to 1% or more of the step: HTTP answers with a status
+/// outside the expected set, cps connections refused or reset, UDP datagrams lost with none
+/// dropped by netblast's own receiving socket.
+fn answered_no(w: &RunResult, f: &Figures) -> bool {
+    let s = &w.summary;
+    if let (Some(h), Some(failed)) = (&s.http, f.failed) {
+        let expected = w.plan.profile.workload.http().map(|x| x.expected());
+        let refused: u64 = h
+            .status_codes
+            .iter()
+            .filter(|(code, _)| code.parse::<u16>().is_ok_and(|c| expected.as_ref().is_none_or(|e| !e.contains(c))))
+            .map(|(_, n)| n)
+            .sum();
+        return failed >= 0.01 && refused as f64 >= 0.01 * h.sent.max(1) as f64;
+    }
+    let Some(lost) = f.lost.filter(|l| *l >= 0.01) else { return false };
+    let conns = s.ways.iter().filter_map(|x| x.msgs?.conns).fold(0, |a, c| a + c.refused + c.reset);
+    let drops: u64 = s.ways.iter().filter_map(|x| x.msgs?.udp?.kernel_drops).sum();
+    let udp = s.ways.iter().any(|x| x.msgs.is_some_and(|m| m.udp.is_some()));
+    conns as f64 >= 0.01 * f.operations.max(1) as f64 || (udp && drops == 0 && lost > 0.0)
 }
 
 /// Why the target did not hold: its answers, loss, failed connections, latency, or the rate it

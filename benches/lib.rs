@@ -107,3 +107,60 @@ pub fn secs() -> std::time::Duration {
     let s: f64 = std::env::var("NETBLAST_BENCH_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(3.0);
     std::time::Duration::from_secs_f64(s)
 }
+
+/// A child process stopped on drop: SIGTERM first, so that nginx's master stops its workers (a
+/// killed master leaves them running), SIGKILL after 5 s.
+pub struct Stopped(pub std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        // SAFETY: kill with our child's pid and a valid signal.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let t = std::time::Instant::now();
+        while t.elapsed() < std::time::Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A local nginx (scripts/nginx-local.sh, one worker) on free loopback ports, its `/limited`
+/// behind `limit_req` at `limit` (`2000r/s`), pinned to `cpu` if given (taskset): the process,
+/// its HTTP port and its directory (removed on drop of the returned guard's owner by the
+/// caller).
+pub fn nginx(limit: &str, cpu: Option<usize>) -> Result<(Stopped, u16, std::path::PathBuf), String> {
+    use std::process::{Command, Stdio};
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port());
+    let (p1, p2) = (free().map_err(|e| e.to_string())?, free().map_err(|e| e.to_string())?);
+    let dir = std::env::temp_dir().join(format!("nb-bench-nginx-{}-{p1}", std::process::id()));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/nginx-local.sh");
+    let mut c = match cpu {
+        Some(n) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", &n.to_string(), script]);
+            c
+        }
+        None => Command::new(script),
+    };
+    let child = c
+        .env("LIMIT_RATE", limit)
+        .arg(&dir)
+        .args([p1.to_string(), p2.to_string(), "1".to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("{script}: {e}"))?;
+    let child = Stopped(child);
+    let t = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", p1)).is_err() {
+        if t.elapsed() > std::time::Duration::from_secs(10) {
+            return Err("nginx did not start".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Ok((child, p1, dir))
+}

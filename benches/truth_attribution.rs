@@ -14,74 +14,22 @@
 //! Each needs two CPUs; nginx and `taskset` for the nginx ones.
 
 use netblast_benches::truth::{self, Tolerance};
-use netblast_benches::{profile, run, LocalServer};
+use netblast_benches::{nginx, profile, run, LocalServer, Stopped};
 use netblast_spec::profile::HttpVersion;
 use netblast_spec::units::{CpuList, Dur, Rate};
 use netblast_spec::RunResult;
 use std::process::{Command, Stdio};
+
 use std::time::Duration;
 
-/// A child process killed (and waited for) on drop.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    /// SIGTERM first, so that nginx's master stops its workers (a killed master leaves them
-    /// running); SIGKILL after 5 s.
-    fn drop(&mut self) {
-        // SAFETY: kill with our child's pid and a valid signal.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let t = std::time::Instant::now();
-        while t.elapsed() < Duration::from_secs(5) {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// A shell busy loop pinned to `cpu`, bounded to 60 s.
-fn busy_loop(cpu: usize) -> Result<Child, String> {
+fn busy_loop(cpu: usize) -> Result<Stopped, String> {
     Command::new("taskset")
         .args(["-c", &cpu.to_string(), "timeout", "60", "sh", "-c", "while :; do :; done"])
         .stdout(Stdio::null())
         .spawn()
-        .map(Child)
+        .map(Stopped)
         .map_err(|e| format!("taskset: {e}"))
-}
-
-/// nginx (one worker) from scripts/nginx-local.sh, pinned to `cpu` if given: its HTTP port.
-fn nginx(cpu: Option<usize>) -> Result<(Child, u16, std::path::PathBuf), String> {
-    let free = || std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port());
-    let (p1, p2) = (free().map_err(|e| e.to_string())?, free().map_err(|e| e.to_string())?);
-    let dir = std::env::temp_dir().join(format!("nb-bench-nginx-attr-{}", std::process::id()));
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/nginx-local.sh");
-    let mut c = match cpu {
-        Some(n) => {
-            let mut c = Command::new("taskset");
-            c.args(["-c", &n.to_string(), script]);
-            c
-        }
-        None => Command::new(script),
-    };
-    let child = c
-        .arg(&dir)
-        .args([p1.to_string(), p2.to_string(), "1".to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("{script}: {e}"))?;
-    let child = Child(child);
-    let t = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", p1)).is_err() {
-        if t.elapsed() > Duration::from_secs(10) {
-            return Err("nginx did not start".into());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Ok((child, p1, dir))
 }
 
 /// Every verdict line of `r` a person reads: the TCP ways', the kind's own, the hosts'.
@@ -184,7 +132,7 @@ fn http2_shared(cpus: usize) -> Result<(), String> {
 }
 
 fn nginx_pinned() -> Result<(), String> {
-    let (_nginx, port, dir) = nginx(Some(1))?;
+    let (_nginx, port, dir) = nginx("2000r/s", Some(1))?;
     let p = profile("http-max", |p| {
         p.run.duration = Some(Dur(Duration::from_secs(2)));
         p.run.cpus = Some(CpuList(vec![0]));
@@ -220,7 +168,7 @@ fn nginx_pinned() -> Result<(), String> {
 }
 
 fn sweep_knee() -> Result<(), String> {
-    let (_nginx, port, dir) = nginx(None)?;
+    let (_nginx, port, dir) = nginx("2000r/s", None)?;
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().map_err(|e| format!("{e}"))?;
     let closed = profile("http-max", |p| p.run.duration = Some(Dur(Duration::from_secs(2))))?;
     let capacity = run(addr, closed).map(|r| r.summary.http.map(|h| h.responses_per_s).unwrap_or(0.0));

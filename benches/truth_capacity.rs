@@ -99,53 +99,12 @@ pub(crate) fn truth_find_max(server: &netblast_benches::LocalServer, cpus: usize
     Ok(())
 }
 
-/// A child process killed (and waited for) on drop.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    /// SIGTERM first, so that nginx's master stops its workers (a killed master leaves them
-    /// running); SIGKILL after 5 s.
-    fn drop(&mut self) {
-        // SAFETY: kill with our child's pid and a valid signal.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let t = std::time::Instant::now();
-        while t.elapsed() < Duration::from_secs(5) {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn nginx_limit_req() -> Result<(), String> {
     if std::process::Command::new("nginx").arg("-v").output().is_err() {
         truth::skip("truth.find_max.nginx_limit_req", "nginx is not installed");
         return Ok(());
     }
-    let free = || std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port());
-    let (p1, p2) = (free().map_err(|e| e.to_string())?, free().map_err(|e| e.to_string())?);
-    let dir = std::env::temp_dir().join(format!("nb-bench-nginx-{}", std::process::id()));
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/nginx-local.sh");
-    let _nginx = Child(
-        std::process::Command::new(script)
-            .env("LIMIT_RATE", "2000r/s")
-            .arg(&dir)
-            .args([p1.to_string(), p2.to_string(), "1".to_string()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .map_err(|e| format!("{script}: {e}"))?,
-    );
-    let t = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", p1)).is_err() {
-        if t.elapsed() > Duration::from_secs(10) {
-            return Err("nginx did not start".into());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (_nginx, p1, dir) = netblast_benches::nginx("2000r/s", None)?;
     let base = profile("http-max", |p| {
         if let Some(h) = p.workload.http_mut() {
             h.urls = vec!["/limited".into()];

@@ -40,7 +40,7 @@ fn range(o: &Overrides) -> Result<(Axis, f64, f64), AppError> {
 fn step_overrides(o: &Overrides, axis: Axis, asked: f64, secs: f64) -> Overrides {
     let mut s = o.clone();
     match axis {
-        Axis::Rate => s.shared.rate = Some(format!("{asked:.3}")),
+        Axis::Rate => s.shared.rate = Some(format!("{asked}")),
         Axis::Bitrate => s.shared.bitrate = Some(BitRateArg::one(BitRate(asked))),
     }
     s.shared.duration = Some(netblast_spec::units::Dur(Duration::from_secs_f64(secs)));

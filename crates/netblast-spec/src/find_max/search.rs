@@ -80,7 +80,7 @@ impl Search {
             // Climbing: double, the last step at the top.
             (Some(lo), None) if lo < self.high => return Some(((lo * 2.0).min(self.high), false)),
             (Some(lo), None) => lo,
-            (Some(lo), Some(hi)) if hi > lo * (1.0 + self.resolution) => return Some(((lo * hi).sqrt(), false)),
+            (Some(lo), Some(hi)) if hi > lo * (1.0 + self.resolution) => return Some((midpoint(lo, hi), false)),
             (Some(lo), Some(_)) => lo,
         };
         let runs = self.steps.iter().filter(|s| s.asked == lo).count();
@@ -121,6 +121,19 @@ impl Search {
             failing: at.map(Step::failing),
             cause: at.map(|s| s.cause.clone()),
         }
+    }
+}
+
+/// The geometric midpoint of `lo` and `hi` to four significant digits (a rate a person can
+/// read and type again: 1 987/s, not 1 986.972/s), kept strictly between them.
+fn midpoint(lo: f64, hi: f64) -> f64 {
+    let m = (lo * hi).sqrt();
+    let unit = 10f64.powf(m.log10().floor() - 3.0);
+    let r = (m / unit).round() * unit;
+    if r > lo && r < hi {
+        r
+    } else {
+        m
     }
 }
 
@@ -236,6 +249,8 @@ mod tests {
         let (_, a) = against(2000.0, 100.0, 50_000.0, &[800.0]);
         assert!(a.rate.unwrap() < 800.0, "{:?}", a.rate);
         assert!(Search::new(0.0, 10.0, 0.05).is_err());
+        assert_eq!(midpoint(1600.0, 3200.0), 2263.0);
+        assert_eq!(midpoint(1.0, 1.1), 1.049);
         assert!(Search::new(10.0, 10.0, 0.05).is_err());
     }
 }

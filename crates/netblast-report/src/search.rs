@@ -3,6 +3,7 @@
 //! target took, and its latency, the knee (the answer) marked.
 
 use crate::chart::{Plot, Series, Shape, Unit, XAxis};
+use crate::markup::esc;
 use netblast_spec::find_max::{Axis, StepOutcome};
 use netblast_spec::units::fmt_ns;
 use netblast_spec::RunResult;
@@ -40,23 +41,29 @@ pub fn lines(s: &mut String, r: &RunResult) {
     let _ =
         writeln!(s, "  step       offered         took     seconds        p50        p99   failed     lost  outcome");
     for st in &f.steps {
-        let _ = writeln!(
-            s,
-            "  {:>3}{} {:>13} {:>12} {:>11.1} {:>10} {:>10} {:>8} {:>8}  {}: {}",
-            st.n,
-            if st.repeat { "r" } else { " " },
-            ax.fmt(st.offered),
-            ax.fmt(st.achieved),
-            st.seconds,
-            ns(st.p50_ns),
-            ns(st.p99_ns),
-            share(st.failed),
-            share(st.lost),
-            outcome(st.outcome),
-            st.cause
-        );
+        let _ = writeln!(s, "  {}", step_line(ax, st));
     }
     let _ = writeln!(s, "Answer: {}", f.sentence());
+}
+
+/// One step in a line: its number (`r` for a repeat), offered and taken rates, judged seconds,
+/// p50, p99, failed and lost shares, and its outcome with the cause; what the report's table
+/// and `run --find-max`'s live lines print.
+pub fn step_line(ax: Axis, st: &netblast_spec::find_max::Step) -> String {
+    format!(
+        "{:>3}{} {:>13} {:>12} {:>11.1} {:>10} {:>10} {:>8} {:>8}  {}: {}",
+        st.n,
+        if st.repeat { "r" } else { " " },
+        ax.fmt(st.offered),
+        ax.fmt(st.achieved),
+        st.seconds,
+        ns(st.p50_ns),
+        ns(st.p99_ns),
+        share(st.failed),
+        share(st.lost),
+        outcome(st.outcome),
+        st.cause
+    )
 }
 
 /// The HTML table of the steps, with the answer above it.
@@ -92,18 +99,11 @@ pub fn table(out: &mut String, r: &RunResult) {
     out.push_str("</table>\n");
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
-}
-
 /// The search's two charts against the offered rate: what the target took (and the offered
 /// rate itself, dashed), and the latency of each step; the answer marked as a vertical line.
 pub fn plots(r: &RunResult) -> Vec<Plot> {
     let Some(f) = r.find_max.as_deref() else { return Vec::new() };
-    let unit = match f.axis {
-        Axis::Rate => Unit::PerSecond("operations"),
-        Axis::Bitrate => Unit::Bits,
-    };
+    let unit = unit_of(f.axis);
     // One point per rate: the last run of it.
     let mut steps: Vec<_> = f.steps.iter().collect();
     steps.sort_by(|a, b| a.offered.total_cmp(&b.offered));

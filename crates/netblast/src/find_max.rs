@@ -7,7 +7,7 @@ use crate::outcome::{AppError, Outcome};
 use crate::status::print_stdout;
 use netblast_engine::exec::worker::RunFlags;
 use netblast_probe::Probe;
-use netblast_spec::find_max::{self, Axis, Ending, Search, Step};
+use netblast_spec::find_max::{self, Axis, Ending, Search};
 use netblast_spec::profile::{parse_rate_range, Overrides};
 use netblast_spec::units::{BitRate, BitRateArg};
 use netblast_spec::RunResult;
@@ -45,29 +45,6 @@ fn step_overrides(o: &Overrides, axis: Axis, asked: f64, secs: f64) -> Overrides
     }
     s.shared.duration = Some(netblast_spec::units::Dur(Duration::from_secs_f64(secs)));
     s
-}
-
-/// One step's line: `step 3  offered 400 /s  took 400 /s  p50 1.2 ms  p99 3.4 ms  held`.
-fn step_line(axis: Axis, s: &Step) -> String {
-    let ns = |v: Option<u64>| v.map(|v| netblast_spec::units::fmt_ns(v as f64)).unwrap_or_else(|| "-".into());
-    let share = |v: Option<f64>| v.map(|v| format!("{:.2}%", v * 100.0)).unwrap_or_else(|| "-".into());
-    format!(
-        "step {:>2}{} offered {:>12}  took {:>12}  p50 {:>9}  p99 {:>9}  failed {:>6}  lost {:>6}  {}: {}\n",
-        s.n,
-        if s.repeat { "r" } else { " " },
-        axis.fmt(s.offered),
-        axis.fmt(s.achieved),
-        ns(s.p50_ns),
-        ns(s.p99_ns),
-        share(s.failed),
-        share(s.lost),
-        match s.outcome {
-            find_max::StepOutcome::Held => "held",
-            find_max::StepOutcome::Failed => "FAILED",
-            find_max::StepOutcome::Generator => "GENERATOR",
-        },
-        s.cause
-    )
 }
 
 /// Runs the search `a` asks for, `resolution` its stopping width (0.05: 5%).
@@ -110,7 +87,7 @@ pub fn run(a: &RunArgs, resolution: f64) -> Result<Outcome, AppError> {
     let (runs, failure) =
         steps.drive(&mut search, &mut |asked, secs| runner.one(asked, secs), &|| flags.interrupted(), &mut |s| {
             if human {
-                print_stdout(&step_line(axis, s));
+                print_stdout(&format!("step {}\n", netblast_report::search::step_line(axis, s)));
             }
         });
     if let Some(h) = sig {

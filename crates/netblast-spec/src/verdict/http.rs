@@ -6,6 +6,13 @@ use crate::profile::Workload;
 use crate::result::{HttpSummary, RunResult};
 use crate::units::{fmt_ns, fmt_per_s};
 
+/// How many times its fastest answer a server's answers may take before a pool that ran out is
+/// said to have run out because the server slowed: one request alone on a lane takes up to about
+/// three times the fastest (57 µs against 19 µs from netblast's responder, 97 µs against 30 µs
+/// from nginx, on loopback); a queue at the server takes many more (1.2 ms against 145 µs from
+/// nginx at 50 lanes it could not serve).
+const SLOWED: f64 = 3.0;
+
 /// An HTTP test: first, when a share of its requests failed (a status outside the expected
 /// set, or no response), that share and its causes, since failed answers are not throughput;
 /// then, open loop, whether the pool kept up with the schedule and the server with the rate;
@@ -57,8 +64,11 @@ pub fn http(r: &RunResult, h: &HttpSummary) -> Option<String> {
         // Lanes the rate needs in flight at the measured latency (Little's law).
         let needed = (target * mean_s).ceil();
         // The server answering slower than the rate, with the client's own threads not
-        // saturated, is the server's limit: its lanes ran out because its answers slowed.
-        if h.responses_per_s < target * 0.95 && late >= 0.01 && worker.is_none() {
+        // saturated and lanes enough for the rate at a few times its fastest answer, is the
+        // server's limit: its lanes ran out because its answers slowed. Lanes too few for the
+        // rate even then are the pool's limit, whatever the server could do with more.
+        let room = h.phases.ttfb.as_ref().is_some_and(|t| lanes >= target * SLOWED * t.summary.min_ns as f64 / 1e9);
+        if h.responses_per_s < target * 0.95 && late >= 0.01 && worker.is_none() && room {
             return Some(format!(
                 "{lead}{head}the server is slower than the offered rate: {} answered of {} offered (p99 {}); the pool \
                  ran out as its answers slowed ({} of {} requests waited for a free connection){cpu}",

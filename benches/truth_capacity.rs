@@ -44,7 +44,8 @@ fn search(axis: Axis, range: (f64, f64), asserts: &[&str], base: Profile, target
                 .map_err(|e| e.to_string())
         },
         &|| false,
-        &mut |s| {
+        &mut |search, _| {
+            let Some(s) = search.steps().last() else { return };
             eprintln!(
                 "  find-max step {}: {:.0} offered, {:.0} taken: {:?}, {}",
                 s.n, s.offered, s.achieved, s.outcome, s.cause

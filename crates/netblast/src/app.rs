@@ -222,6 +222,9 @@ fn serve(a: ServeArgs) -> Result<Outcome, AppError> {
 }
 
 fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
+    if let Some(resolution) = a.find_max {
+        return crate::find_max::fleet(a, resolution);
+    }
     let human = !a.json && !a.quiet;
     let sinks = Sinks { output: a.output.clone(), json: a.json, hlog: None, header: a.quiet && !a.json };
     sinks.check()?;

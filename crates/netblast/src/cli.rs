@@ -127,7 +127,7 @@ pub struct ServeArgs {
 }
 
 /// The profile and the flags that change it (shared by `run` and `fleet`).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct ProfileArgs {
     /// Built-in profile name or path to a TOML profile (default: bulk-1flow; http-max when
     /// a --url or an http:// or https:// target is given).
@@ -205,13 +205,19 @@ pub struct RunArgs {
 }
 
 /// `netblast fleet`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct FleetArgs {
     /// A threshold on the result, e.g. 'throughput>=9Gbit/s', 'p99<5ms', 'errors==0',
     /// 'retransmits<0.1%' (repeatable; grammar in docs/metrics.md). Each is printed pass or
     /// FAIL; any failure exits 4.
     #[arg(long = "assert", value_name = "EXPR", value_parser = parse_assertion)]
     pub assert: Vec<netblast_spec::assert::Assertion>,
+    /// Find the highest rate at which every --assert holds, each step a whole fleet with every
+    /// client at the step's --rate or -b (as the fleet runs the profile), judged on the fleet's
+    /// merged figures: the range of --rate LOW..HIGH or -b LOW..HIGH, to this resolution
+    /// (default 5%). The method is in docs/metrics.md.
+    #[arg(long, value_name = "RESOLUTION", num_args = 0..=1, default_missing_value = "5%", value_parser = parse_share)]
+    pub find_max: Option<f64>,
     /// Client agents (they originate the tests): HOST or HOST:PORT, comma separated; @FILE;
     /// dns:NAME or dns:NAME:PORT (every address the name has); registered:GROUP:N (wait for N
     /// agents of GROUP).

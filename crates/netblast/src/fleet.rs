@@ -102,6 +102,17 @@ pub fn run(
     human: bool,
     status: &mut Status,
 ) -> Result<(RunResult, Option<Endpoint>), AppError> {
+    run_until(a, cfg, human, status, crate::signals::shutdown_signal())
+}
+
+/// [`run`], the fleet cancelled (what was measured kept) when `shutdown` completes.
+pub fn run_until(
+    a: &FleetArgs,
+    cfg: FleetConfig,
+    human: bool,
+    status: &mut Status,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(RunResult, Option<Endpoint>), AppError> {
     // One session per agent, and a registration may come and go before it is needed.
     netblast_engine::os::sys::ensure_fds(cfg.agent_count() as u64 * 2 + 256)
         .map_err(|e| AppError::run(anyhow::anyhow!(e)))?;
@@ -152,12 +163,10 @@ pub fn run(
             Some(Shown::Starting(l)) => status.started(&l),
             Some(Shown::Interval { line, interval, failed }) => status.fleet_interval(&line, &interval, failed),
         };
-        let result = netblast_coord::run(cfg, listener, crate::signals::shutdown_signal(), &mut on_event)
-            .await
-            .map_err(|e| match e {
-                FleetError::Config(_) => AppError::input(e),
-                _ => AppError::run(e),
-            });
+        let result = netblast_coord::run(cfg, listener, shutdown, &mut on_event).await.map_err(|e| match e {
+            FleetError::Config(_) => AppError::input(e),
+            _ => AppError::run(e),
+        });
         if let Some(m) = served {
             m.finished();
         }

@@ -6,6 +6,7 @@
 mod browser;
 mod fleet;
 mod fleet_hostile;
+mod fleet_search;
 // Shared with the integration binary; this one uses part of it.
 #[allow(dead_code)]
 mod util;

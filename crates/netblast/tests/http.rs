@@ -402,58 +402,8 @@ fn refused_connections_are_counted_not_hung() {
 }
 
 /// A local nginx from scripts/nginx-local.sh on free ports: (process, http, https).
-fn nginx() -> Option<(KillOnDrop, u16, u16, tempdir::Dir)> {
-    nginx_limited("2000r/s")
-}
-
-/// As [`nginx`], its `/limited` behind limit_req at `rate` (`1000r/s`).
-pub(crate) fn nginx_limited(rate: &str) -> Option<(KillOnDrop, u16, u16, tempdir::Dir)> {
-    util::lane();
-    if std::process::Command::new("nginx").arg("-v").output().is_err() {
-        eprintln!("SKIP nginx tests: nginx is not installed");
-        return None;
-    }
-    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let (p1, p2) = (free(), free());
-    let dir = tempdir::Dir::new("nb-nginx");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/nginx-local.sh");
-    let child = std::process::Command::new(script)
-        .env("LIMIT_RATE", rate)
-        .arg(dir.path())
-        .args([p1.to_string(), p2.to_string(), "1".to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let guard = KillOnDrop(child);
-    let t = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", p1)).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(10), "nginx did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Some((guard, p1, p2, dir))
-}
-
-pub(crate) mod tempdir {
-    /// A directory removed on drop.
-    pub struct Dir(std::path::PathBuf);
-    impl Dir {
-        pub fn new(prefix: &str) -> Dir {
-            let p =
-                std::env::temp_dir().join(format!("{prefix}-{}-{:?}", std::process::id(), std::thread::current().id()));
-            let _ = std::fs::remove_dir_all(&p);
-            std::fs::create_dir_all(&p).unwrap();
-            Dir(p)
-        }
-        pub fn path(&self) -> &std::path::Path {
-            &self.0
-        }
-    }
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+fn nginx() -> Option<(KillOnDrop, u16, u16, util::tempdir::Dir)> {
+    util::nginx_limited("2000r/s")
 }
 
 #[test]

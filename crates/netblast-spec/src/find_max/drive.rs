@@ -2,7 +2,7 @@
 //! the runtime: `netblast run`, the self-check), judged and recorded; the result the search is
 //! written as.
 
-use super::{judge, step_seconds, Axis, Ending, FindMax, Search, Step};
+use super::{judge, step_seconds, Axis, Ending, FindMax, Search};
 use crate::assert::Assertion;
 use crate::profile::Workload;
 use crate::result::RunResult;
@@ -38,14 +38,15 @@ impl Steps<'_> {
     }
 
     /// Runs `search` to its end: each step `run(asked, seconds)` (the step's whole length, its
-    /// warm-up in it), judged and recorded, `each` told of it; until the search ends or `stop`
-    /// says so. Every run, and the error that ended the search early, if one did.
+    /// warm-up in it), judged and recorded, then `each` called with the search and its runs so
+    /// far (its last step the one just run); until the search ends or `stop` says so. Every
+    /// run, and the error that ended the search early, if one did.
     pub fn drive<E>(
         &self,
         search: &mut Search,
         run: &mut dyn FnMut(f64, f64) -> Result<RunResult, E>,
         stop: &dyn Fn() -> bool,
-        each: &mut dyn FnMut(&Step),
+        each: &mut dyn FnMut(&Search, &[RunResult]),
     ) -> (Vec<RunResult>, Option<E>) {
         let mut runs: Vec<RunResult> = Vec::new();
         let mut baseline = None;
@@ -68,9 +69,7 @@ impl Steps<'_> {
             baseline = baseline.or(step.p50_ns);
             runs.push(r);
             search.record(step);
-            if let Some(s) = search.steps().last() {
-                each(s);
-            }
+            each(search, &runs);
         }
         (runs, None)
     }

@@ -101,6 +101,15 @@ pub fn window(r: &RunResult, from_s: f64) -> Result<RunResult, String> {
     Ok(RunResult { intervals: kept, summary: s, ..r.clone() })
 }
 
+/// The rate offered in all at `asked`: a single run's `asked`; a fleet's, each test's rate
+/// summed (every client runs the profile at `asked`, or its share of it against each server).
+fn offered_in_all(r: &RunResult, asked: f64) -> f64 {
+    if r.parts.is_empty() {
+        return asked;
+    }
+    r.parts.iter().map(|p| p.profile.as_ref().unwrap_or(&r.plan.profile).workload.rate().unwrap_or(asked)).sum()
+}
+
 /// What a step offered, sent and got, in the axis' unit, and its operations.
 struct Figures {
     offered: f64,
@@ -120,7 +129,7 @@ fn figures(w: &RunResult, axis: Axis, asked: f64) -> Figures {
         let (p50_ns, p99_ns) = lat(Some(&h.latency));
         let failed = (h.sent > 0).then(|| h.sent.saturating_sub(h.succeeded) as f64 / h.sent as f64);
         return Figures {
-            offered: asked,
+            offered: offered_in_all(w, asked),
             sent: h.sent_per_s,
             achieved: h.responses_per_s,
             operations: h.sent,
@@ -140,7 +149,7 @@ fn figures(w: &RunResult, axis: Axis, asked: f64) -> Figures {
             // cps: `sent` counts the connections completed, `lost` those that failed.
             let tried = done + lost_n;
             Figures {
-                offered: asked,
+                offered: offered_in_all(w, asked),
                 sent: tried as f64 / secs,
                 achieved: done as f64 / secs,
                 operations: tried,
@@ -184,7 +193,7 @@ pub fn judge(
     let f = figures(&w, axis, asked);
     let all = crate::assert::with_defaults(assertions, &w);
     let (thresholds, _) = crate::assert::check_all(&all, &w);
-    let (saturated, starved) = cpu_of_workers(w.summary.load.client.as_ref());
+    let (saturated, starved) = cpu_of_workers(&w);
     let generator = saturated.map(|s| format!("the generator's CPU: {s}"));
     let generator = generator.or_else(|| generator_limit(&w, axis, &f, baseline_p50_ns, starved.as_deref()));
     let held = f.achieved >= f.offered * HELD && !thresholds.iter().any(|v| !v.pass) && r.complete;
@@ -225,22 +234,40 @@ pub fn judge(
     Judged { step, window: w }
 }
 
-/// The worker thread of this run that was saturated, or that ran on a CPU with nothing to spare
-/// (with how much of it the worker itself took), in words.
-fn cpu_of_workers(load: Option<&HostLoad>) -> (Option<String>, Option<String>) {
-    let Some(l) = load else { return (None, None) };
-    let saturated =
-        l.threads.iter().filter(|t| t.busy() >= THREAD_SATURATED).max_by(|a, b| a.busy().total_cmp(&b.busy()));
+/// The generator's loads: the run's own client, or each client agent's of a fleet (named by
+/// its address).
+fn client_loads(r: &RunResult) -> Vec<(String, &HostLoad)> {
+    let own = r.summary.load.client.as_ref().map(|l| (String::new(), l));
+    let parts =
+        r.parts.iter().filter_map(|p| Some((format!("agent {}: ", p.agent.address), p.summary.load.client.as_ref()?)));
+    own.into_iter().chain(parts).collect()
+}
+
+/// The worker thread of this run (of any of a fleet's client agents) that was saturated, or
+/// that ran on a CPU with nothing to spare (with how much of it the worker itself took), in
+/// words.
+fn cpu_of_workers(r: &RunResult) -> (Option<String>, Option<String>) {
+    let loads = client_loads(r);
     let on =
         |t: &crate::result::ThreadCpu| t.cpu.map(|c| format!(" on CPU {c}")).unwrap_or_else(|| " (unpinned)".into());
-    let sat = saturated.map(|t| format!("netblast's {}{} ran {:.0}% of the time", t.name, on(t), t.busy() * 100.0));
-    let full: Vec<String> = l
-        .threads
+    let sat = loads
         .iter()
-        .filter_map(|t| Some((t, l.cpu(t.cpu?)?)))
-        .filter(|(t, c)| c.busy() >= CPU_FULL && t.busy() < THREAD_SATURATED)
-        .map(|(t, c)| {
-            format!("CPU {} {:.0}% busy, netblast's {} {:.0}% of it", c.cpu, c.busy() * 100.0, t.name, t.busy() * 100.0)
+        .flat_map(|(who, l)| l.threads.iter().map(move |t| (who, t)))
+        .filter(|(_, t)| t.busy() >= THREAD_SATURATED)
+        .max_by(|a, b| a.1.busy().total_cmp(&b.1.busy()))
+        .map(|(who, t)| format!("{who}netblast's {}{} ran {:.0}% of the time", t.name, on(t), t.busy() * 100.0));
+    let full: Vec<String> = loads
+        .iter()
+        .flat_map(|(who, l)| l.threads.iter().filter_map(move |t| Some((who, t, l.cpu(t.cpu?)?))))
+        .filter(|(_, t, c)| c.busy() >= CPU_FULL && t.busy() < THREAD_SATURATED)
+        .map(|(who, t, c)| {
+            format!(
+                "{who}CPU {} {:.0}% busy, netblast's {} {:.0}% of it",
+                c.cpu,
+                c.busy() * 100.0,
+                t.name,
+                t.busy() * 100.0
+            )
         })
         .collect();
     let starved = (!full.is_empty())

@@ -128,8 +128,16 @@ impl Search {
 /// read and type again: 1 987/s, not 1 986.972/s), kept strictly between them.
 fn midpoint(lo: f64, hi: f64) -> f64 {
     let m = (lo * hi).sqrt();
-    let unit = 10f64.powf(m.log10().floor() - 3.0);
-    let r = (m / unit).round() * unit;
+    // Decimals kept: dividing by an exact power of ten gives the double nearest the decimal
+    // (475.7, not 475.7000000000001).
+    let decimals = 3 - m.log10().floor() as i32;
+    let r = if decimals > 0 {
+        let p = 10f64.powi(decimals);
+        (m * p).round() / p
+    } else {
+        let p = 10f64.powi(-decimals);
+        (m / p).round() * p
+    };
     if r > lo && r < hi {
         r
     } else {
@@ -251,6 +259,7 @@ mod tests {
         assert!(Search::new(0.0, 10.0, 0.05).is_err());
         assert_eq!(midpoint(1600.0, 3200.0), 2263.0);
         assert_eq!(midpoint(1.0, 1.1), 1.049);
+        assert_eq!(midpoint(400.0, 565.7).to_string(), "475.7", "the decimal itself, not its neighbour");
         assert!(Search::new(10.0, 10.0, 0.05).is_err());
     }
 }

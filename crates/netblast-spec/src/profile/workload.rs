@@ -281,6 +281,16 @@ impl Workload {
         }
     }
 
+    /// The constant open-loop rate in operations per second (an http test's `rate`, a cps
+    /// test's), when one is set: what `--rate` sets.
+    pub fn rate(&self) -> Option<f64> {
+        match self {
+            Workload::Http(h) => h.rate.map(|r| r.per_second()),
+            Workload::Cps(c) => c.rate.map(|r| r.per_second()),
+            _ => None,
+        }
+    }
+
     /// The http parameters, when this is an http test.
     pub fn http(&self) -> Option<&HttpSection> {
         match self {

@@ -140,7 +140,8 @@ pub struct FindMax {
     pub axis: Axis,
     /// The unit of `rate` and of every step's rates (`1/s`, `bit/s`).
     pub unit: String,
-    /// The range asked, in the flag's own terms (`--rate` in all, `-b` per flow).
+    /// The range asked, in the flag's own terms (`--rate` in all for a run, per client test
+    /// for a fleet; `-b` per flow).
     pub range: [f64; 2],
     /// The resolution: the search stops when the lowest rate that failed is within this share
     /// above the highest that held.

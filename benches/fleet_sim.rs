@@ -1,14 +1,15 @@
 //! A fleet of simulated agents against the real coordinator: each agent is one real TCP
 //! connection on loopback that registers (handshake, hello, clock replies), takes its order
 //! and streams one interval frame per interval (eight streams with kernel TCP statistics and a
-//! latency histogram: a mid-sized real frame), as `serve --register` agents do. The
-//! coordinator runs on a thread of its own (a current-thread runtime), so its CPU time is read
-//! from that thread alone.
+//! latency histogram: a mid-sized real frame), as `serve --register` agents do, then sends a
+//! final result of its own (a real run's, under a test id of its own). The coordinator runs on
+//! a thread of its own (a current-thread runtime), so its CPU time is read from that thread
+//! alone.
 
 use netblast_spec::fleet::{AgentHello, AgentMsg, CoordMsg};
 use netblast_spec::hist::{self, Distribution};
 use netblast_spec::profile::Way;
-use netblast_spec::result::{AgentInfo, HostInfo, Interval, StreamInterval, TcpStats, WayInterval};
+use netblast_spec::result::{AgentInfo, HostInfo, Interval, RunResult, StreamInterval, TcpStats, WayInterval};
 use netblast_wire::auth::Token;
 use netblast_wire::wire::{self, nonblocking, ClientHandshake, Header, Role, TestId};
 use std::net::SocketAddr;
@@ -33,6 +34,11 @@ pub struct FleetSim {
     pub rss_growth: i64,
     /// Seconds from the first connection until every agent was registered and ordered.
     pub setup_s: f64,
+    /// Seconds from the last final result sent to the fleet's merged result.
+    pub fold_s: f64,
+    /// The coordinator thread's CPU seconds from the first final result sent to the merged
+    /// result: taking every final and merging them.
+    pub fold_cpu_s: f64,
 }
 
 fn interval_template() -> Interval {
@@ -95,11 +101,14 @@ fn now_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }
 
-/// Frames and bytes the agents sent, and when the first interval frame went.
+/// Frames and bytes the agents sent, and when the first and the last final result went (ns
+/// after the Unix epoch).
 #[derive(Default)]
 struct Counters {
     frames: std::sync::atomic::AtomicU64,
     bytes: std::sync::atomic::AtomicU64,
+    first_final_ns: std::sync::atomic::AtomicU64,
+    last_final_ns: std::sync::atomic::AtomicU64,
 }
 
 fn rss_bytes() -> i64 {
@@ -108,13 +117,20 @@ fn rss_bytes() -> i64 {
     pages * 4096
 }
 
+/// What every simulated agent sends: an interval frame's template, and a final result's.
+struct Templates {
+    interval: Interval,
+    result: RunResult,
+}
+
 /// One simulated agent: register, answer clocks, stream an interval per interval from the
-/// start instant until the bound, then say the test failed (the simulation has no result).
+/// start instant until the bound, then send the final result under a test id of its own,
+/// started at the order's instant.
 async fn agent(
     coord: SocketAddr,
     token: Token,
     n: usize,
-    template: Arc<Interval>,
+    template: Arc<Templates>,
     counter: Arc<Counters>,
 ) -> Result<(), String> {
     use std::sync::atomic::Ordering::Relaxed;
@@ -160,7 +176,7 @@ async fn agent(
     let ticks = (bound.as_secs_f64() / interval.as_secs_f64()).round() as u32;
     for k in 0..ticks {
         tokio::time::sleep_until(t0 + interval * (k + 1)).await;
-        let mut iv = (*template).clone();
+        let mut iv = template.interval.clone();
         iv.index = k;
         iv.start_s = k as f64 * interval.as_secs_f64();
         iv.end_s = iv.start_s + interval.as_secs_f64();
@@ -169,13 +185,23 @@ async fn agent(
         counter.frames.fetch_add(1, Relaxed);
         counter.bytes.fetch_add(frame.len() as u64, Relaxed);
     }
-    let end = AgentMsg::Failed { id, error: "the simulation has no result to send".into() };
-    let _ = nonblocking::write_frame(&mut s, &end).await;
+    let mut result = template.result.clone();
+    result.test_id = format!("sim-{n}-{id}");
+    result.start_unix_ns = Some(start_ns);
+    result.actual_start_unix_ns = Some(start_ns);
+    result.clock = Some(order.clock);
+    nonblocking::write_frame(&mut s, &AgentMsg::Final { id, result: Box::new(result) })
+        .await
+        .map_err(|e| e.to_string())?;
+    let sent = now_ns();
+    let _ = counter.first_final_ns.compare_exchange(0, sent, Relaxed, Relaxed);
+    counter.last_final_ns.fetch_max(sent, Relaxed);
     Ok(())
 }
 
-/// Runs `agents` simulated agents for `secs` of streaming against the real coordinator.
-pub fn run(agents: usize, secs: u64) -> Result<FleetSim, String> {
+/// Runs `agents` simulated agents for `secs` of streaming against the real coordinator, each
+/// ending with `result` (a real run's) as its final result under a test id of its own.
+pub fn run(agents: usize, secs: u64, result: &RunResult) -> Result<FleetSim, String> {
     use std::sync::atomic::Ordering::Relaxed;
     netblast_engine::os::sys::ensure_fds(agents as u64 * 2 + 256)?;
     let token = Token::new("a-token-for-the-fleet-simulation").map_err(|e| e.to_string())?;
@@ -207,10 +233,13 @@ pub fn run(agents: usize, secs: u64) -> Result<FleetSim, String> {
             // SAFETY: gettid has no preconditions.
             let _ = tid_tx.send(unsafe { libc::gettid() });
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-            rt.block_on(async move {
+            let merged = rt.block_on(async move {
                 let l = tokio::net::TcpListener::from_std(listener).expect("listener");
-                let _ = netblast_coord::run(cfg, Some(l), std::future::pending(), &mut |_| {}).await;
+                netblast_coord::run(cfg, Some(l), std::future::pending(), &mut |_| {}).await
             });
+            // SAFETY: gettid has no preconditions.
+            let cpu = thread_cpu_s(unsafe { libc::gettid() });
+            (merged, now_ns(), cpu)
         })
         .map_err(|e| e.to_string())?;
     let tid = tid_rx.recv().map_err(|e| e.to_string())?;
@@ -220,7 +249,7 @@ pub fn run(agents: usize, secs: u64) -> Result<FleetSim, String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let template = Arc::new(interval_template());
+    let template = Arc::new(Templates { interval: interval_template(), result: result.clone() });
     let counter = Arc::new(Counters::default());
     let t_setup = Instant::now();
     let mut handles = Vec::with_capacity(agents);
@@ -242,19 +271,38 @@ pub fn run(agents: usize, secs: u64) -> Result<FleetSim, String> {
     std::thread::sleep(window);
     let window_s = t.elapsed().as_secs_f64();
     let (cpu1, rss1, f1, b1) = sample();
-    let mut failed = 0;
+    // The finals: the coordinator thread's CPU from the first final result sent (read while it
+    // lives) to the merged result (read by itself at the end).
+    let mut cpu_at_first = cpu1;
+    while counter.first_final_ns.load(Relaxed) == 0 && Instant::now() < deadline + Duration::from_secs(secs) {
+        cpu_at_first = thread_cpu_s(tid);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut failed = Vec::new();
     for h in handles {
-        if !matches!(sim.block_on(h), Ok(Ok(()))) {
-            failed += 1;
+        match sim.block_on(h) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failed.push(e),
+            Err(e) => failed.push(e.to_string()),
         }
     }
-    let _ = coordinator.join();
+    let (merged, done_ns, cpu_end) = coordinator.join().map_err(|_| "the coordinator panicked".to_string())?;
+    let merged = merged.map_err(|e| format!("the coordinator: {e}"))?;
     if let Some(l) = log {
         let _ = std::fs::remove_file(l);
     }
-    if failed > 0 {
-        return Err(format!("{failed} of {agents} simulated agents failed"));
+    if let Some(e) = failed.first() {
+        return Err(format!("{} of {agents} simulated agents failed, e.g. {e}", failed.len()));
     }
+    if merged.parts.len() != agents {
+        let why: Vec<&str> = merged.errors.iter().take(3).map(|e| e.message.as_str()).collect();
+        return Err(format!(
+            "the fleet's result holds {} of {agents} agents' results: {}",
+            merged.parts.len(),
+            why.join("; ")
+        ));
+    }
+    let last_final_ns = counter.last_final_ns.load(Relaxed);
     Ok(FleetSim {
         agents,
         frames: f1 - f0,
@@ -263,5 +311,7 @@ pub fn run(agents: usize, secs: u64) -> Result<FleetSim, String> {
         coordinator_cpus: (cpu1 - cpu0) / window_s,
         rss_growth: rss1 - rss0,
         setup_s,
+        fold_s: done_ns.saturating_sub(last_final_ns) as f64 / 1e9,
+        fold_cpu_s: cpu_end - cpu_at_first,
     })
 }

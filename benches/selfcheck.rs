@@ -14,8 +14,9 @@ use netblast_benches::truth::{self};
 use netblast_benches::{figure, profile, run, run_with, secs, LocalServer};
 use netblast_spec::hist::{self, EncodedHistogram};
 use netblast_spec::units::Dur;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+mod fleet_scale;
 mod truth_attribution;
 mod truth_capacity;
 mod truth_checks;
@@ -402,60 +403,6 @@ fn histogram_merge() {
     figure("hist.encoded_bytes", bytes as f64 / 16.0, "bytes", "V2+DEFLATE+base64 size of one histogram");
 }
 
-/// The fleet coordinator against simulated agents (`NETBLAST_BENCH_FLEET_AGENTS`, default
-/// 1000): its CPU while every agent streams an interval frame per second.
-fn fleet_scale(server: &LocalServer) -> Result<(), String> {
-    // The coordinator's last step: folding each agent's final result into the fleet's.
-    let p = profile("latency", |p| {
-        p.run.duration = Some(Dur(Duration::from_secs(3)));
-    })?;
-    let one = run(server.addr, p)?;
-    let folds = 50;
-    let t = Instant::now();
-    let mut acc = netblast_spec::merge::merge(&[("0", &one)]).map_err(|e| e.to_string())?;
-    for _ in 1..folds {
-        acc = netblast_spec::merge::merge(&[("acc", &acc), ("next", &one)]).map_err(|e| e.to_string())?;
-    }
-    figure(
-        "fleet.merge_per_result_ms",
-        t.elapsed().as_secs_f64() / folds as f64 * 1e3,
-        "ms",
-        &format!("fold one agent's final result ({} intervals, rr) into the fleet's", one.intervals.len()),
-    );
-    let agents: usize = std::env::var("NETBLAST_BENCH_FLEET_AGENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
-    let secs = secs().as_secs().max(12);
-    let r = netblast_benches::fleet_sim::run(agents, secs)?;
-    figure(
-        &format!("fleet.coordinator_cpu_{agents}_agents"),
-        r.coordinator_cpus * 100.0,
-        "% of a CPU",
-        &format!(
-            "{:.0} interval frames/s ({:.1} MB/s) streamed by {agents} agents, logged and counted; target < 10%",
-            r.frames as f64 / r.window_s,
-            r.frame_bytes as f64 / r.window_s / 1e6
-        ),
-    );
-    figure(
-        "fleet.coordinator_cpu_per_frame",
-        r.coordinator_cpus * r.window_s / r.frames.max(1) as f64 * 1e6,
-        "us",
-        "coordinator CPU per interval frame (read, decode, log, live totals)",
-    );
-    figure(
-        "fleet.rss_growth_while_streaming",
-        r.rss_growth as f64 / 1e6,
-        "MB",
-        &format!("process memory growth over {:.0} s of streaming (bounded: near 0)", r.window_s),
-    );
-    figure(
-        "fleet.setup_s",
-        r.setup_s,
-        "s",
-        &format!("{agents} registrations, 16 clock exchanges each, orders, 2 s lead"),
-    );
-    Ok(())
-}
-
 /// `anchor.*`: the same-run ratios of netblast against the anchor tools that are installed,
 /// from the comparison scripts themselves (short: 2 interleaved rounds of 2 s each).
 fn anchors() {
@@ -788,7 +735,7 @@ fn sections(server: &LocalServer, cpus: u32) -> bool {
         histogram_merge();
     }
     if truth::section_wanted("fleet") {
-        if let Err(e) = fleet_scale(server) {
+        if let Err(e) = fleet_scale::fleet_scale(server) {
             fail("fleet", e);
         }
     }

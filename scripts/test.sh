@@ -2,7 +2,8 @@
 # The test suite: formatting, the code's shape, the deployment files against their tools, lints
 # and docs, then every crate's unit and integration tests, then the
 # `azure` feature (Azure discovery against a fake Resource Manager on loopback), then the truth
-# checks of `cargo bench` (short runs).
+# checks and fleet figures of `cargo bench` (short runs). Every command README.md and docs/*.md
+# show runs in `cargo test` (crates/netblast/tests/doc_commands.rs).
 # Tests that need root (eBPF, network namespaces) print SKIP with the reason when not root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,5 +26,7 @@ if cargo tree -p netblast --locked -e normal | grep -q 'azure_'; then
 fi
 cargo test --workspace --locked
 cargo test -p netblast --features azure --locked --test fleet azure
-# The truth checks of `cargo bench`: a change that breaks a measurement fails here.
-NETBLAST_BENCH_SECS=1 cargo bench -p netblast-benches --locked --bench selfcheck -- truth.
+# The truth checks of `cargo bench`: a change that breaks a measurement fails here; and the
+# fleet coordinator against 240 and 1 000 simulated agents (`cargo bench -- fleet`, as README
+# shows it), whose figures are printed and whose failure to run fails the suite.
+NETBLAST_BENCH_SECS=1 cargo bench -p netblast-benches --locked --bench selfcheck -- truth. fleet

@@ -10,6 +10,7 @@ use crate::session::{now_ns, Event};
 use netblast_spec::fleet::{AgentMsg, CoordMsg, FleetInterval, LogAgent, LogHeader, LogRecord, LogTest, Order};
 use netblast_spec::merge;
 use netblast_spec::result::{AgentInfo, AgentStatus, Interval, RunError, RunResult};
+use netblast_spec::sums::Totals;
 use netblast_wire::gather::Gather;
 use std::collections::HashMap;
 use std::future::Future;
@@ -97,7 +98,12 @@ pub struct Collect<'a> {
     t0: u64,
     log: Option<Log>,
     gather: Gather<LiveAcc>,
-    merged: Option<RunResult>,
+    /// The final results taken (test, its name in the merge, the result), merged once at the
+    /// end: each fold costs one result's checks, not a walk of the fleet's so far.
+    finals: Vec<(usize, String, RunResult)>,
+    /// The running totals the finals were checked against (a test taken twice, a counter past
+    /// `u64`).
+    totals: Totals,
     /// Test → its index in the merged result's parts.
     part_of: HashMap<usize, u32>,
     errors: Vec<RunError>,
@@ -156,7 +162,8 @@ impl<'a> Collect<'a> {
             tests,
             t0,
             log,
-            merged: None,
+            finals: Vec::new(),
+            totals: Totals::default(),
             part_of: HashMap::new(),
             errors: Vec::new(),
             failed_at: HashMap::new(),
@@ -278,7 +285,7 @@ impl<'a> Collect<'a> {
                 (self.roster.live)(FleetEvent::TestInterval { agent: address, interval: &interval });
                 self.gather.part(id, interval.index).add(agent, &interval);
             }
-            AgentMsg::Final { result, .. } => self.fold(id, agent, &result),
+            AgentMsg::Final { result, .. } => self.fold(id, agent, *result),
             AgentMsg::Failed { error, .. } => self.end_test(id, TestState::Failed(error)),
             _ => {}
         }
@@ -312,21 +319,50 @@ impl<'a> Collect<'a> {
         self.gather.done(id);
     }
 
-    /// Folds test `id`'s final result into the fleet's.
-    fn fold(&mut self, id: usize, agent: usize, result: &RunResult) {
+    /// Takes test `id`'s final result for the fleet's: one test's run, checked against the
+    /// running totals of those taken before it.
+    fn fold(&mut self, id: usize, agent: usize, result: RunResult) {
         let label = format!("test {id} ({})", self.roster.agents[agent].address);
-        let next = match &self.merged {
-            None => merge::merge(&[(label.as_str(), result)]),
-            Some(m) => merge::merge(&[("fleet", m), (label.as_str(), result)]),
-        };
-        match next {
-            Ok(m) => {
-                self.part_of.insert(id, m.parts.len() as u32 - 1);
-                self.merged = Some(m);
+        if !result.parts.is_empty() {
+            let why = "its result holds merged parts: a test's result is one run".to_string();
+            return self.end_test(id, TestState::Failed(why));
+        }
+        match self.totals.add(&label, &result) {
+            Ok(()) => {
+                self.finals.push((id, label, result));
                 self.end_test(id, TestState::Done);
             }
             Err(e) => self.end_test(id, TestState::Failed(format!("its result cannot be merged: {e}"))),
         }
+    }
+
+    /// Every final result taken, merged in one pass. One the merge refuses (its kind, interval,
+    /// clock grid or histograms disagree with the others') is left out, its test failed with
+    /// why, and the rest merged again; `None` when none is left.
+    fn merge_finals(&mut self) -> Option<RunResult> {
+        while !self.finals.is_empty() {
+            let inputs: Vec<(&str, &RunResult)> = self.finals.iter().map(|(_, l, r)| (l.as_str(), r)).collect();
+            let e = match merge::merge(&inputs) {
+                Ok(m) => {
+                    // Each final is one run: its part sits at its place among the inputs.
+                    self.part_of = self.finals.iter().enumerate().map(|(k, (id, _, _))| (*id, k as u32)).collect();
+                    return Some(m);
+                }
+                Err(e) => e,
+            };
+            let odd = e.input().and_then(|n| self.finals.iter().position(|(_, l, _)| l == n));
+            let Some(k) = odd else {
+                self.errors.push(RunError {
+                    at_s: self.since_t0(),
+                    source: "coordinator".into(),
+                    message: format!("the final results cannot be merged: {e}"),
+                });
+                return None;
+            };
+            let (id, _, _) = self.finals.remove(k);
+            self.end_test(id, TestState::Failed(format!("its result cannot be merged: {e}")));
+        }
+        None
     }
 
     /// The agents that stalled while their tests run (no report for three intervals, at least
@@ -498,9 +534,10 @@ impl<'a> Collect<'a> {
     /// Phase 5: the fleet's result, the merge of every final result with every agent's
     /// status; complete only when nothing failed. No final result at all is an error.
     pub fn result(mut self) -> Result<RunResult, FleetError> {
+        let merged = self.merge_finals();
         let mut errors = std::mem::take(&mut self.errors);
         errors.extend(self.failures());
-        let Some(mut result) = self.merged.take() else {
+        let Some(mut result) = merged else {
             return Err(FleetError::NoAgents(
                 errors.iter().map(|e| format!("{}: {}", e.source, e.message)).collect::<Vec<_>>().join("; "),
             ));

@@ -51,30 +51,52 @@ fn tests_of(r: &RunResult) -> Vec<&str> {
 
 /// Checks `inputs` (name, result) before they are added.
 pub fn check(inputs: &[(&str, &RunResult)]) -> Result<(), SumError> {
-    let mut seen: HashMap<&str, &str> = HashMap::new();
-    for (name, r) in inputs {
-        for id in tests_of(r) {
-            if id.is_empty() {
-                continue;
-            }
-            if let Some(first) = seen.insert(id, name) {
+    let mut totals = Totals::default();
+    inputs.iter().try_for_each(|(name, r)| totals.add(name, r))
+}
+
+/// The running totals of the results taken so far: each new one is checked against them alone,
+/// so taking n results one at a time costs what checking them once does (a fleet's
+/// coordinator takes its agents' final results so).
+#[derive(Debug, Default)]
+pub struct Totals {
+    /// Test id → the input that holds it.
+    seen: HashMap<String, String>,
+    /// Field path → its total.
+    totals: HashMap<String, u128>,
+}
+
+impl Totals {
+    /// Takes `r` (named `name` in errors) when no test of it was taken before and no counter's
+    /// total would pass what a `u64` holds; else nothing is taken and the error says why.
+    pub fn add(&mut self, name: &str, r: &RunResult) -> Result<(), SumError> {
+        let ids: Vec<&str> = tests_of(r).into_iter().filter(|id| !id.is_empty()).collect();
+        let mut own = std::collections::HashSet::new();
+        for id in &ids {
+            if let Some(first) = self.seen.get(*id).map(String::as_str).or(own.get(id).map(|_| name)) {
                 return Err(SumError::Twice { a: first.to_string(), b: name.to_string(), test_id: id.to_string() });
             }
+            own.insert(*id);
         }
-    }
-    let mut totals: HashMap<String, u128> = HashMap::new();
-    for (name, r) in inputs {
+        // This result's own sums first, then each against the totals: nothing is added when
+        // any passes.
+        let mut mine: HashMap<String, u128> = HashMap::new();
         let v = serde_json::to_value(r).unwrap_or_default();
-        let mut path = String::new();
-        walk(&v, &mut path, &mut |field, n| {
-            let t = totals.entry(field.to_string()).or_default();
-            *t += u128::from(n);
-            (*t <= u128::from(u64::MAX))
-                .then_some(())
-                .ok_or_else(|| SumError::Overflow { input: name.to_string(), field: field.to_string() })
+        walk(&v, &mut String::new(), &mut |field, n| {
+            *mine.entry(field.to_string()).or_default() += u128::from(n);
+            Ok(())
         })?;
+        if let Some((field, _)) =
+            mine.iter().find(|(f, n)| self.totals.get(*f).copied().unwrap_or(0) + **n > u128::from(u64::MAX))
+        {
+            return Err(SumError::Overflow { input: name.to_string(), field: field.clone() });
+        }
+        for (f, n) in mine {
+            *self.totals.entry(f).or_default() += n;
+        }
+        self.seen.extend(ids.into_iter().map(|id| (id.to_string(), name.to_string())));
+        Ok(())
     }
-    Ok(())
 }
 
 /// Calls `f` with every unsigned integer in `v` and its path (arrays add no index). Instants

@@ -76,6 +76,22 @@ pub enum MergeError {
     },
 }
 
+impl MergeError {
+    /// The input to leave out for the rest to merge: the one named as the odd one (the later of
+    /// two that disagree, the one off the grid, the one that overflows or repeats a test);
+    /// `None` when no input is (nothing to merge).
+    pub fn input(&self) -> Option<&str> {
+        use crate::sums::SumError;
+        match self {
+            MergeError::Empty => None,
+            MergeError::Schema { input, .. } | MergeError::Unaligned { input, .. } => Some(input),
+            MergeError::Kind { b, .. } | MergeError::Interval { b, .. } | MergeError::Histogram { b, .. } => Some(b),
+            MergeError::Sums(SumError::Overflow { input, .. }) => Some(input),
+            MergeError::Sums(SumError::Twice { b, .. }) => Some(b),
+        }
+    }
+}
+
 /// One input: a name for messages (a file path, an agent address) and the result.
 pub type Input<'a> = (&'a str, &'a RunResult);
 

@@ -692,6 +692,32 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn totals_taken_one_at_a_time_refuse_what_a_merge_refuses_and_keep_nothing_refused() {
+        use crate::sums::{SumError, Totals};
+        let a = build(&one(&[(0, 5)]), T0, "a");
+        let b = build(&one(&[(0, 7)]), T0, "b");
+        let mut big = build(&one(&[(0, 7)]), T0, "big");
+        big.summary.ways[0].sender.bytes = u64::MAX;
+        let mut t = Totals::default();
+        t.add("a", &a).unwrap();
+        let twice = t.add("again", &a).unwrap_err();
+        assert_eq!(twice, SumError::Twice { a: "a".into(), b: "again".into(), test_id: a.test_id.clone() });
+        let over = t.add("big", &big).unwrap_err();
+        assert!(
+            matches!(&over, SumError::Overflow { input, field } if input == "big" && field == "summary.ways.sender.bytes")
+        );
+        // Neither refusal was taken: b still fits, and is taken.
+        t.add("b", &b).unwrap();
+        // The merge names the same input to leave out.
+        assert_eq!(merge(&[("a", &a), ("big", &big)]).unwrap_err().input(), Some("big"));
+        assert_eq!(merge(&[("a", &a), ("again", &a)]).unwrap_err().input(), Some("again"));
+        let mut slow = build(&one(&[(0, 7)]), T0, "slow");
+        slow.plan.profile.run.interval = Some("2s".parse().unwrap());
+        assert_eq!(merge(&[("a", &a), ("slow", &slow)]).unwrap_err().input(), Some("slow"));
+        assert_eq!(MergeError::Empty.input(), None);
+    }
+
+    #[test]
     fn a_figure_one_input_lacks_is_unknown_in_the_merge() {
         let a = build(&one(&[(0, 5)]), T0, "a");
         let mut b = build(&one(&[(0, 7)]), T0, "b");

@@ -32,6 +32,7 @@ pub mod omit;
 pub mod plan;
 pub mod profile;
 pub mod result;
+pub mod stats;
 pub mod sums;
 pub mod units;
 pub mod upgrade;

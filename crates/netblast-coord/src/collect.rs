@@ -327,6 +327,19 @@ impl<'a> Collect<'a> {
             let why = "its result holds merged parts: a test's result is one run".to_string();
             return self.end_test(id, TestState::Failed(why));
         }
+        // Every test started at T0: a final that says otherwise would set the merge's grid for
+        // every other (the earliest start is its reference), so it is refused here, within
+        // the agent's clock error as the coordinator measured it.
+        let measured = self.roster.agents[agent].clock.unwrap_or_default();
+        let start = result.start_unix_ns.map(|s| result.clock.unwrap_or_default().to_reference(s));
+        let off = start.map(|s| (s - self.t0 as i128).unsigned_abs());
+        if off.is_none_or(|o| o > u128::from(measured.error_ns) + u128::from(merge::ALIGN_SLACK_NS)) {
+            let why = match off {
+                Some(o) => format!("its result says it started {:.3} ms from the fleet's common start", o as f64 / 1e6),
+                None => "its result says no start instant".to_string(),
+            };
+            return self.end_test(id, TestState::Failed(why));
+        }
         match self.totals.add(&label, &result) {
             Ok(()) => {
                 self.finals.push((id, label, result));

@@ -21,6 +21,9 @@ enum Lie {
     Clock,
     /// After the agent's first interval, this many more with indices far past the test's end.
     IntervalFlood(u32),
+    /// The final result says the test started 1.5 s and 123 µs before the common start: off
+    /// the fleet's interval grid, and the earliest.
+    EarlyStart,
 }
 
 /// A hostile agent on loopback; stops (and drops its connections) when dropped.
@@ -96,6 +99,10 @@ async fn relay(mut coord: tokio::net::TcpStream, agent: SocketAddr, token: Token
                     out.push(AgentMsg::Interval { id, interval: forged });
                 }
                 out.insert(0, AgentMsg::Interval { id, interval });
+            }
+            (Lie::EarlyStart, AgentMsg::Final { id, mut result }) => {
+                result.start_unix_ns = result.start_unix_ns.map(|s| s - 1_500_123_000);
+                out.push(AgentMsg::Final { id, result })
             }
             (_, msg) => out.push(msg),
         }
@@ -173,6 +180,35 @@ fn an_agent_whose_clock_answers_are_impossible_is_dropped_by_name_and_the_others
     );
     assert_eq!(r.parts.len(), 1, "the honest client's test is measured: {:?}", r.errors);
     assert!(r.parts[0].summary.ways[0].sender.bytes > 0);
+    assert_eq!(r.parts[0].peer, addrs[2].to_string());
+    drop(liar);
+    let _ = std::fs::remove_file(&out_file);
+    let _ = std::fs::remove_file(netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl"));
+    let _ = std::fs::remove_file(token);
+}
+
+#[test]
+fn a_final_result_off_the_common_start_is_refused_and_sets_no_grid_for_the_others() {
+    // The merge takes the earliest start as its grid: a final 1.5 s and 123 µs early, off the
+    // grid, made every honest final "started off the interval grid" and left the liar alone.
+    let _one = super::fleet::one_fleet();
+    let secret = "a-token-for-the-early-start";
+    let token = util::token_file("early-start", secret);
+    let (addrs, _agents) = agents(&token, 4);
+    let liar = Relay::start(addrs[1], Token::new(secret).unwrap(), Lie::EarlyStart);
+    let out_file = std::env::temp_dir().join(format!("nb-fleet-early-{}.json", std::process::id()));
+    let (out, _) = fleet_with_liar(&token, &addrs, &liar, "2", &out_file);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let r: RunResult = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
+    let named = r.agents.iter().find(|a| a.agent.address == liar.addr.to_string()).expect("the liar is listed");
+    assert_eq!(named.status, "failed", "{:?}", r.agents);
+    assert!(
+        named.why.as_deref().is_some_and(|w| w.contains("1500.123 ms from the fleet's common start")),
+        "{:?}",
+        named.why
+    );
+    assert_eq!(r.parts.len(), 1, "the honest client's test is merged: {:?}", r.errors);
     assert_eq!(r.parts[0].peer, addrs[2].to_string());
     drop(liar);
     let _ = std::fs::remove_file(&out_file);

@@ -163,10 +163,7 @@ pub fn read_partial(text: &str) -> Result<RunResult, String> {
     let start = start.ok_or("not a partial log: no start record first")?;
     let mut summary = netblast_spec::merge::summary_of_intervals(&intervals).map_err(|e| e.to_string())?;
     if let (Some(h), Some(x)) = (summary.http.as_mut(), start.plan.profile.workload.http()) {
-        let expected = x.expected();
-        h.set_succeeded(
-            h.status_codes.iter().filter(|(k, _)| k.parse().is_ok_and(|c| expected.contains(c))).map(|(_, n)| n).sum(),
-        );
+        h.count_succeeded(&x.expected());
         h.mode = if x.rate.is_some() || !x.steps.is_empty() { "open_loop" } else { "closed_loop" }.into();
         h.version = format!("{:?}", x.version).to_lowercase();
     }

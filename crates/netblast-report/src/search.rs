@@ -50,20 +50,28 @@ pub fn lines(s: &mut String, r: &RunResult) {
 /// p50, p99, failed and lost shares, and its outcome with the cause; what the report's table
 /// and `run --find-max`'s live lines print.
 pub fn step_line(ax: Axis, st: &netblast_spec::find_max::Step) -> String {
+    let [offered, took, secs, p50, p99, failed, lost] = figures(ax, st);
     format!(
-        "{:>3}{} {:>13} {:>12} {:>11.1} {:>10} {:>10} {:>8} {:>8}  {}: {}",
+        "{:>3}{} {offered:>13} {took:>12} {secs:>11} {p50:>10} {p99:>10} {failed:>8} {lost:>8}  {}: {}",
         st.n,
         if st.repeat { "r" } else { " " },
+        outcome(st.outcome),
+        st.cause
+    )
+}
+
+/// A step's figures as the text and the page show them: offered, taken, judged seconds, p50,
+/// p99, failed and lost shares.
+fn figures(ax: Axis, st: &netblast_spec::find_max::Step) -> [String; 7] {
+    [
         ax.fmt(st.offered),
         ax.fmt(st.achieved),
-        st.seconds,
+        format!("{:.1}", st.seconds),
         ns(st.p50_ns),
         ns(st.p99_ns),
         share(st.failed),
         share(st.lost),
-        outcome(st.outcome),
-        st.cause
-    )
+    ]
 }
 
 /// The HTML table of the steps, with the answer above it.
@@ -78,20 +86,13 @@ pub fn table(out: &mut String, r: &RunResult) {
         esc(&f.sentence())
     );
     for st in &f.steps {
+        let cells: String = figures(ax, st).iter().map(|c| format!("<td>{c}</td>")).collect();
         let _ = write!(
             out,
-            "<tr{}><td>{}{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td class=\"l\">{}: {}</td></tr>",
+            "<tr{}><td>{}{}</td>{cells}<td class=\"l\">{}: {}</td></tr>",
             if st.outcome == StepOutcome::Held { "" } else { " class=\"turn\"" },
             st.n,
             if st.repeat { " (repeat)" } else { "" },
-            ax.fmt(st.offered),
-            ax.fmt(st.achieved),
-            st.seconds,
-            ns(st.p50_ns),
-            ns(st.p99_ns),
-            share(st.failed),
-            share(st.lost),
             outcome(st.outcome),
             esc(&st.cause)
         );

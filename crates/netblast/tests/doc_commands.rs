@@ -340,7 +340,7 @@ fn run_one(peers: &Peers, text: &str) -> Result<(), String> {
             ));
         }
     }
-    let said = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let said = util::said(&o);
     let allowed: &[i32] = if text.contains("--assert") { &[0, 4] } else { &[0] };
     if !o.status.code().is_some_and(|c| allowed.contains(&c)) || said.contains("panicked") {
         let tail: String =
@@ -363,7 +363,7 @@ fn demo() -> Result<(), String> {
     let child =
         Command::new("./scripts/demo.sh").current_dir(&root).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
     let o = util::wait_output(child.map_err(|e| e.to_string())?, Duration::from_secs(600));
-    let said = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let said = util::said(&o);
     match (o.status.code(), said.contains("verdict:")) {
         (Some(0), true) => Ok(()),
         _ => Err(format!("exit {:?}, said: {said}", o.status.code())),

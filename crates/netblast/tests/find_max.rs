@@ -4,15 +4,6 @@
 //! the fleet binary (`fleet_search.rs`).
 
 use crate::util::{self, nginx_limited, run_cmd};
-use std::process::Output;
-
-fn json(path: &std::path::Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
 
 fn out_file(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("nb-findmax-{name}-{}.json", std::process::id()))
@@ -28,9 +19,9 @@ fn finds_nginx_limit_req_within_five_percent_and_renders_it() {
         .arg(&file)
         .output()
         .unwrap();
-    let t = text(&o);
+    let t = util::said(&o);
     assert_eq!(o.status.code(), Some(0), "{t}");
-    let r = json(&file);
+    let r = util::json_file(&file);
     let f = &r["find_max"];
     let rate = f["rate"].as_f64().unwrap();
     assert!((950.0..=1050.0).contains(&rate), "answer {rate}: {t}");
@@ -52,15 +43,15 @@ fn finds_nginx_limit_req_within_five_percent_and_renders_it() {
     assert!(last.starts_with("Answer: holds ") && last.contains("http.failed<=1%"), "{t}");
     // report renders it again, the HTML page draws it against the offered rate.
     let rep = util::bin().arg("report").arg(&file).output().unwrap();
-    assert!(text(&rep).contains("Answer: holds "), "{}", text(&rep));
+    assert!(util::said(&rep).contains("Answer: holds "), "{}", util::said(&rep));
     let page = file.with_extension("html");
     let h = util::bin().arg("report").arg(&file).arg("--html").arg(&page).output().unwrap();
-    assert_eq!(h.status.code(), Some(0), "{}", text(&h));
+    assert_eq!(h.status.code(), Some(0), "{}", util::said(&h));
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("id=\"find-max\"") && html.contains("offered (") && html.contains("the answer"), "page");
     // Two searches side by side: each answer and the change.
     let cmp = util::bin().arg("report").arg(&file).arg(&file).arg("--compare").output().unwrap();
-    assert!(text(&cmp).contains("highest rate held"), "{}", text(&cmp));
+    assert!(util::said(&cmp).contains("highest rate held"), "{}", util::said(&cmp));
     for p in [&file, &page] {
         let _ = std::fs::remove_file(p);
     }
@@ -75,14 +66,14 @@ fn the_ends_of_the_range_are_answers_with_their_exit_status() {
         .args(["--url", &url, "--rate", "4k..8k", "--find-max", "-t", "1s", "--assert", "http.failed<=1%", "-J"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(4), "{}", util::said(&o));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(r["find_max"]["ending"], "bottom_failed");
     assert_eq!(r["find_max"]["steps"].as_array().unwrap().len(), 1);
     assert!(r["find_max"].get("rate").is_none());
     // The top of the range holds: exit 0, the answer is the top, no limit named.
     let o = run_cmd().args(["--url", &url, "--rate", "100..300", "--find-max", "-t", "1s", "-J"]).output().unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", util::said(&o));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(r["find_max"]["ending"], "top_held");
     assert_eq!(r["find_max"]["rate"].as_f64(), Some(300.0));
@@ -104,21 +95,21 @@ fn an_interrupted_search_keeps_its_finished_steps() {
     // Two steps of about 2-3 s each, then Ctrl-C in the third.
     std::thread::sleep(std::time::Duration::from_secs(6));
     // Before the signal, the search so far is already on disk: a kill now would lose no step.
-    let kept = json(&file);
+    let kept = util::json_file(&file);
     assert_eq!(kept["find_max"]["ending"], "interrupted", "{kept}");
     let kept_steps = kept["find_max"]["steps"].as_array().map(Vec::len).unwrap_or(0);
     assert!(kept_steps >= 1, "{kept}");
     // SAFETY: kill with a valid pid and signal.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let o = child.wait_with_output().unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let r = json(&file);
+    assert_eq!(o.status.code(), Some(1), "{}", util::said(&o));
+    let r = util::json_file(&file);
     let f = &r["find_max"];
     assert_eq!(f["ending"], "interrupted", "{f}");
     let steps = f["steps"].as_array().unwrap();
     assert!(steps.len() >= kept_steps, "{f}");
     assert!(steps.iter().all(|s| s["outcome"] == "held"), "{f}");
-    assert!(text(&o).contains("interrupted after"), "{}", text(&o));
+    assert!(util::said(&o).contains("interrupted after"), "{}", util::said(&o));
     let _ = std::fs::remove_file(&file);
 }
 
@@ -126,20 +117,20 @@ fn an_interrupted_search_keeps_its_finished_steps() {
 fn bad_search_flags_are_refused_naming_them() {
     let o = run_cmd().args(["--url", "http://127.0.0.1:9/", "--find-max", "--rate", "1000"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).contains("--rate LOW..HIGH"), "{}", text(&o));
+    assert!(util::said(&o).contains("--rate LOW..HIGH"), "{}", util::said(&o));
     let o = run_cmd().args(["--url", "http://127.0.0.1:9/", "--find-max", "--rate", "5k..1k"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).contains("high end"), "{}", text(&o));
+    assert!(util::said(&o).contains("high end"), "{}", util::said(&o));
     let o = run_cmd().args(["127.0.0.1", "-u", "-b", "10M..20M"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).contains("which --find-max searches"), "{}", text(&o));
+    assert!(util::said(&o).contains("which --find-max searches"), "{}", util::said(&o));
     let o = run_cmd().args(["127.0.0.1", "--find-max", "0%", "-u", "-b", "10M..20M"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).contains("outside 0.1%..100%"), "{}", text(&o));
+    assert!(util::said(&o).contains("outside 0.1%..100%"), "{}", util::said(&o));
     let o = run_cmd()
         .args(["--url", "http://127.0.0.1:9/", "--find-max", "--rate", "1k..2k", "--ramp", "5s"])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).contains("--ramp does not apply"), "{}", text(&o));
+    assert!(util::said(&o).contains("--ramp does not apply"), "{}", util::said(&o));
 }

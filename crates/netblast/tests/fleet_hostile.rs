@@ -156,101 +156,115 @@ fn forged_in_log(log: &std::path::Path) -> usize {
         .count()
 }
 
+/// A fleet of an honest client and a liar telling `lie`, run for `secs`, with what it printed
+/// and its result; its files and processes go when it is dropped.
+struct LiarFleet {
+    code: Option<i32>,
+    text: String,
+    took: Duration,
+    result: RunResult,
+    log: std::path::PathBuf,
+    liar: String,
+    /// The server the honest client tested against.
+    honest_peer: String,
+    out_file: std::path::PathBuf,
+    token: std::path::PathBuf,
+    _relay: Relay,
+    _agents: Vec<KillOnDrop>,
+    _one_at_a_time: std::sync::MutexGuard<'static, ()>,
+}
+
+impl LiarFleet {
+    fn run(name: &str, lie: Lie, secs: &str) -> LiarFleet {
+        let one = super::fleet::one_fleet();
+        let secret = format!("a-token-for-the-{name}");
+        let token = util::token_file(name, &secret);
+        let (addrs, agents) = agents(&token, 4);
+        let liar = Relay::start(addrs[1], Token::new(&secret).unwrap(), lie);
+        let out_file = std::env::temp_dir().join(format!("nb-fleet-{name}-{}.json", std::process::id()));
+        let (out, took) = fleet_with_liar(&token, &addrs, &liar, secs, &out_file);
+        let text = util::said(&out);
+        let result = serde_json::from_slice(&std::fs::read(&out_file).unwrap_or_default())
+            .unwrap_or_else(|e| panic!("no result ({e}): {text}"));
+        LiarFleet {
+            code: out.status.code(),
+            text,
+            took,
+            result,
+            log: netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl"),
+            liar: liar.addr.to_string(),
+            honest_peer: addrs[2].to_string(),
+            out_file,
+            token,
+            _relay: liar,
+            _agents: agents,
+            _one_at_a_time: one,
+        }
+    }
+
+    /// Why the fleet says the liar failed.
+    fn liar_why(&self) -> String {
+        let named = self.result.agents.iter().find(|a| a.agent.address == self.liar).expect("the liar is listed");
+        assert_eq!(named.status, "failed", "{:?}", self.result.agents);
+        named.why.clone().unwrap_or_default()
+    }
+}
+
+impl Drop for LiarFleet {
+    fn drop(&mut self) {
+        for f in [&self.out_file, &self.log, &self.token] {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
 #[test]
 fn an_agent_whose_clock_answers_are_impossible_is_dropped_by_name_and_the_others_run() {
-    let _one = super::fleet::one_fleet();
-    let secret = "a-token-for-the-lying-clock";
-    let token = util::token_file("lying-clock", secret);
-    let (addrs, _agents) = agents(&token, 4);
-    let liar = Relay::start(addrs[1], Token::new(secret).unwrap(), Lie::Clock);
-    let out_file = std::env::temp_dir().join(format!("nb-fleet-clock-{}.json", std::process::id()));
-    let (out, took) = fleet_with_liar(&token, &addrs, &liar, "2", &out_file);
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let f = LiarFleet::run("lying-clock", Lie::Clock, "2");
     // Before: the start lead was 4 × the worst clock error, unbounded; this answer put T0 in
     // 2027, every agent refused it and the fleet exited 1 with nothing measured.
-    assert_eq!(out.status.code(), Some(3), "{text}");
-    assert!(took < Duration::from_secs(30), "took {took:?}: {text}");
-    let r: RunResult = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
-    let named = r.agents.iter().find(|a| a.agent.address == liar.addr.to_string()).expect("the liar is listed");
-    assert_eq!(named.status, "failed", "{:?}", r.agents);
-    assert!(
-        named.why.as_deref().is_some_and(|w| w.contains("clock answer") && w.contains("impossible")),
-        "{:?}",
-        named.why
-    );
+    assert_eq!(f.code, Some(3), "{}", f.text);
+    assert!(f.took < Duration::from_secs(30), "took {:?}: {}", f.took, f.text);
+    let why = f.liar_why();
+    assert!(why.contains("clock answer") && why.contains("impossible"), "{why}");
+    let r = &f.result;
     assert_eq!(r.parts.len(), 1, "the honest client's test is measured: {:?}", r.errors);
     assert!(r.parts[0].summary.ways[0].sender.bytes > 0);
-    assert_eq!(r.parts[0].peer, addrs[2].to_string());
-    drop(liar);
-    let _ = std::fs::remove_file(&out_file);
-    let _ = std::fs::remove_file(netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl"));
-    let _ = std::fs::remove_file(token);
+    assert_eq!(r.parts[0].peer, f.honest_peer);
 }
 
 #[test]
 fn a_final_result_off_the_common_start_is_refused_and_sets_no_grid_for_the_others() {
     // The merge takes the earliest start as its grid: a final 1.5 s and 123 µs early, off the
     // grid, made every honest final "started off the interval grid" and left the liar alone.
-    let _one = super::fleet::one_fleet();
-    let secret = "a-token-for-the-early-start";
-    let token = util::token_file("early-start", secret);
-    let (addrs, _agents) = agents(&token, 4);
-    let liar = Relay::start(addrs[1], Token::new(secret).unwrap(), Lie::EarlyStart);
-    let out_file = std::env::temp_dir().join(format!("nb-fleet-early-{}.json", std::process::id()));
-    let (out, _) = fleet_with_liar(&token, &addrs, &liar, "2", &out_file);
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(3), "{text}");
-    let r: RunResult = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
-    let named = r.agents.iter().find(|a| a.agent.address == liar.addr.to_string()).expect("the liar is listed");
-    assert_eq!(named.status, "failed", "{:?}", r.agents);
-    assert!(
-        named.why.as_deref().is_some_and(|w| w.contains("1500.123 ms from the fleet's common start")),
-        "{:?}",
-        named.why
-    );
-    assert_eq!(r.parts.len(), 1, "the honest client's test is merged: {:?}", r.errors);
-    assert_eq!(r.parts[0].peer, addrs[2].to_string());
-    drop(liar);
-    let _ = std::fs::remove_file(&out_file);
-    let _ = std::fs::remove_file(netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl"));
-    let _ = std::fs::remove_file(token);
+    let f = LiarFleet::run("early-start", Lie::EarlyStart, "2");
+    assert_eq!(f.code, Some(3), "{}", f.text);
+    let why = f.liar_why();
+    assert!(why.contains("1500.123 ms from the fleet's common start"), "{why}");
+    assert_eq!(f.result.parts.len(), 1, "the honest client's test is merged: {:?}", f.result.errors);
+    assert_eq!(f.result.parts[0].peer, f.honest_peer);
 }
 
 #[test]
 fn an_agent_that_floods_intervals_past_its_test_is_refused_by_name_and_the_log_stays_small() {
-    let _one = super::fleet::one_fleet();
-    let secret = "a-token-for-the-interval-flood";
-    let token = util::token_file("interval-flood", secret);
-    let (addrs, _agents) = agents(&token, 4);
-    let flood = 20_000;
-    let liar = Relay::start(addrs[1], Token::new(secret).unwrap(), Lie::IntervalFlood(flood));
-    let out_file = std::env::temp_dir().join(format!("nb-fleet-flood-{}.json", std::process::id()));
-    let log = netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl");
-    let (out, took) = fleet_with_liar(&token, &addrs, &liar, "3", &out_file);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let text = format!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(3), "{text}");
-    assert!(took < Duration::from_secs(30), "took {took:?}");
-    let r: RunResult = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
+    let f = LiarFleet::run("interval-flood", Lie::IntervalFlood(20_000), "3");
+    assert_eq!(f.code, Some(3), "{}", f.text);
+    assert!(f.took < Duration::from_secs(30), "took {:?}", f.took);
+    let r = &f.result;
     // The liar's test is failed with the agent and the bound named; the honest test stands.
-    let liar_name = liar.addr.to_string();
-    let failed = r.errors.iter().find(|e| e.source.contains(&liar_name)).unwrap_or_else(|| panic!("{:?}", r.errors));
+    let failed = r.errors.iter().find(|e| e.source.contains(&f.liar)).unwrap_or_else(|| panic!("{:?}", r.errors));
     assert!(
         failed.message.contains("sent interval 1000 of a test of") && failed.message.contains("refused"),
         "{failed:?}"
     );
     assert_eq!(r.parts.len(), 1, "{:?}", r.errors);
-    assert_eq!(r.parts[0].peer, addrs[2].to_string());
+    assert_eq!(r.parts[0].peer, f.honest_peer);
     assert!(r.intervals.iter().all(|i| i.index < 10), "{} intervals", r.intervals.len());
     // Before: a 3 s test's frame log grew to 724 MB and the live output to 950 412 lines.
-    let log_len = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+    let log_len = std::fs::metadata(&f.log).map(|m| m.len()).unwrap_or(0);
     assert!(log_len < 2_000_000, "fleet log of {log_len} bytes");
-    assert_eq!(forged_in_log(&log), 0, "refused frames are not logged");
-    assert!(text.lines().count() < 200, "{} lines of output", text.lines().count());
-    drop(liar);
-    let _ = std::fs::remove_file(&out_file);
-    let _ = std::fs::remove_file(log);
-    let _ = std::fs::remove_file(token);
+    assert_eq!(forged_in_log(&f.log), 0, "refused frames are not logged");
+    assert!(f.text.lines().count() < 200, "{} lines of output", f.text.lines().count());
 }
 
 /// Orders running on one agent (its threads are a proxy the audit used: 306 for 100 orders).
@@ -307,7 +321,7 @@ fn one_coordinator_listing_an_agent_a_hundred_times_runs_at_most_its_order_cap()
         .output()
         .unwrap();
     let out = util::wait_output(child, Duration::from_secs(60));
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = util::said(&out);
     assert!(good.status.success(), "the good client: {}", String::from_utf8_lossy(&good.stderr));
     assert_eq!(out.status.code(), Some(3), "{text}");
     let r: RunResult = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();

@@ -3,14 +3,6 @@
 
 use crate::util::{self, nginx_limited};
 
-fn json(path: &std::path::Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
-fn text(o: &std::process::Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
 #[test]
 fn a_fleet_search_finds_what_its_clients_hold_together() {
     let Some((_nginx, port, _, _dir)) = nginx_limited("1000r/s") else { return };
@@ -29,9 +21,9 @@ fn a_fleet_search_finds_what_its_clients_hold_together() {
         .arg(&file)
         .output()
         .unwrap();
-    let t = text(&o);
+    let t = util::said(&o);
     assert_eq!(o.status.code(), Some(0), "{t}");
-    let r = json(&file);
+    let r = util::json_file(&file);
     let f = &r["find_max"];
     // Two clients at the step's rate each: nginx's 1000/s is what they hold together.
     let rate = f["rate"].as_f64().unwrap();
@@ -53,8 +45,8 @@ fn a_fleet_search_finds_what_its_clients_hold_together() {
         .args(["--clients", &a, "--url", &url, "--rate", "100..10k", "--find-max", "--metrics", "127.0.0.1:0"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("--metrics"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", util::said(&o));
+    assert!(util::said(&o).contains("--metrics"), "{}", util::said(&o));
     let _ = std::fs::remove_file(&file);
     let _ = std::fs::remove_file(&token);
 }

@@ -85,6 +85,16 @@ pub fn token_file(name: &str, token: &str) -> std::path::PathBuf {
     p
 }
 
+/// What a finished command printed: its stdout, then its stderr.
+pub fn said(o: &std::process::Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// A JSON file read back.
+pub fn json_file(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
 /// The netblast binary.
 pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_netblast"))

@@ -77,15 +77,8 @@ pub fn window(r: &RunResult, from_s: f64) -> Result<RunResult, String> {
         }
     }
     if let (Some(h), Some(all)) = (s.http.as_mut(), r.summary.http.as_ref()) {
-        let expected = r.plan.profile.workload.http().map(|x| x.expected());
-        if let Some(expected) = expected {
-            h.set_succeeded(
-                h.status_codes
-                    .iter()
-                    .filter(|(k, _)| k.parse().is_ok_and(|c| expected.contains(c)))
-                    .map(|(_, n)| n)
-                    .sum(),
-            );
+        if let Some(x) = r.plan.profile.workload.http() {
+            h.count_succeeded(&x.expected());
         }
         h.errors = all.errors.clone();
         h.mode = all.mode.clone();
@@ -341,15 +334,8 @@ fn generator_limit(
 /// dropped by netblast's own receiving socket.
 fn answered_no(w: &RunResult, f: &Figures) -> bool {
     let s = &w.summary;
-    if let (Some(h), Some(failed)) = (&s.http, f.failed) {
-        let expected = w.plan.profile.workload.http().map(|x| x.expected());
-        let refused: u64 = h
-            .status_codes
-            .iter()
-            .filter(|(code, _)| code.parse::<u16>().is_ok_and(|c| expected.as_ref().is_none_or(|e| !e.contains(c))))
-            .map(|(_, n)| n)
-            .sum();
-        return failed >= 0.01 && refused as f64 >= 0.01 * h.sent.max(1) as f64;
+    if let (Some(h), Some(failed), Some(x)) = (&s.http, f.failed, w.plan.profile.workload.http()) {
+        return failed >= 0.01 && h.unexpected(&x.expected()) as f64 >= 0.01 * h.sent.max(1) as f64;
     }
     let Some(lost) = f.lost.filter(|l| *l >= 0.01) else { return false };
     let conns = s.ways.iter().filter_map(|x| x.msgs?.conns).fold(0, |a, c| a + c.refused + c.reset);
@@ -366,19 +352,9 @@ fn target_cause(w: &RunResult, axis: Axis, f: &Figures) -> String {
         let why = w.errors.first().map(|e| e.message.clone()).unwrap_or_default();
         return format!("the run did not complete: {why}");
     }
-    if let (Some(h), Some(share)) = (&s.http, f.failed.filter(|x| *x > 0.0)) {
-        let expected = w.plan.profile.workload.http().map(|x| x.expected());
-        let mut causes: Vec<String> = h
-            .status_codes
-            .iter()
-            .filter(|(code, _)| code.parse::<u16>().is_ok_and(|c| expected.as_ref().is_none_or(|e| !e.contains(c))))
-            .map(|(code, n)| format!("[{code}] {n}"))
-            .collect();
-        causes.extend(h.errors.iter().map(|e| format!("{} {}", e.kind, e.count)));
-        if causes.is_empty() {
-            causes.push("no response".into());
-        }
-        return format!("the server's answers: {:.1}% of requests failed ({})", share * 100.0, causes.join(", "));
+    if let (Some(h), Some(share), Some(x)) = (&s.http, f.failed.filter(|x| *x > 0.0), w.plan.profile.workload.http()) {
+        let causes = h.failure_causes(&x.expected()).join(", ");
+        return format!("the server's answers: {:.1}% of requests failed ({causes})", share * 100.0);
     }
     let conns = s.ways.iter().filter_map(|x| x.msgs?.conns).reduce(|mut a, c| {
         a.add(&c);

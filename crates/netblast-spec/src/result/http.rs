@@ -3,6 +3,7 @@
 
 use super::way::{per_second, retransmit_rate};
 use crate::hist::Distribution;
+use crate::profile::StatusSet;
 use serde::{Deserialize, Serialize};
 
 /// One class of HTTP failure.
@@ -195,11 +196,37 @@ impl HttpSummary {
 }
 
 impl HttpSummary {
-    /// Sets the responses counted as successes (a partial log read back counts them from its
-    /// status codes), and the success ratio with them.
-    pub fn set_succeeded(&mut self, succeeded: u64) {
-        self.succeeded = succeeded;
-        self.success_ratio = success_ratio(succeeded, self.sent);
+    /// Counts the successes again from the status codes, those in `expected` (a result rebuilt
+    /// from its intervals: a partial log read back, a step less its warm-up), and the success
+    /// ratio with them.
+    pub fn count_succeeded(&mut self, expected: &StatusSet) {
+        self.succeeded = self.statuses(expected, true).map(|(_, n)| n).sum();
+        self.success_ratio = success_ratio(self.succeeded, self.sent);
+    }
+
+    /// Responses with a status outside `expected`.
+    pub fn unexpected(&self, expected: &StatusSet) -> u64 {
+        self.statuses(expected, false).map(|(_, n)| n).sum()
+    }
+
+    /// Why requests failed: each status outside `expected` with its count (`[503] 3998`), then
+    /// each class of failure without a response (`timeout 3`); `no response` when neither.
+    pub fn failure_causes(&self, expected: &StatusSet) -> Vec<String> {
+        let mut causes: Vec<String> = self.statuses(expected, false).map(|(code, n)| format!("[{code}] {n}")).collect();
+        causes.extend(self.errors.iter().map(|e| format!("{} {}", e.kind, e.count)));
+        if causes.is_empty() {
+            causes.push("no response".into());
+        }
+        causes
+    }
+
+    /// The status codes in `expected` (`inside`) or outside it, with their counts; a code that
+    /// is not a number is in neither.
+    fn statuses<'a>(&'a self, expected: &'a StatusSet, inside: bool) -> impl Iterator<Item = (&'a str, u64)> + 'a {
+        self.status_codes
+            .iter()
+            .filter(move |(code, _)| code.parse::<u16>().is_ok_and(|c| expected.contains(c) == inside))
+            .map(|(code, n)| (code.as_str(), *n))
     }
 }
 

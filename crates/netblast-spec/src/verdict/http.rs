@@ -137,17 +137,10 @@ fn http_failures(h: &HttpSummary, expected: &crate::profile::StatusSet) -> Optio
     if failed == 0 || share < 0.01 {
         return None;
     }
-    let mut causes: Vec<String> = h
-        .status_codes
-        .iter()
-        .filter(|(code, _)| code.parse::<u16>().is_ok_and(|c| !expected.contains(c)))
-        .map(|(code, n)| format!("[{code}] {n}"))
-        .collect();
-    causes.extend(h.errors.iter().map(|e| format!("{} {}", e.kind, e.count)));
     Some(format!(
         " ({failed} of {}, {}: {}; expected status {expected})",
         h.sent,
         pct(share),
-        if causes.is_empty() { "no response".to_string() } else { causes.join(", ") }
+        h.failure_causes(expected).join(", ")
     ))
 }

@@ -164,6 +164,8 @@ pub fn run(a: &RunArgs, resolution: f64) -> Result<Outcome, AppError> {
     let outcome = ask.search(&first.plan.profile, &first.plan.aimed_at(), &flags, &mut |asked, secs| {
         let ov = step_overrides(o, ask.axis, asked, secs);
         let resolved = netblast_engine::run::resolve(crate::cli::request(a, &ov)?).map_err(AppError::client)?;
+        // The step before aborted its workers as it ended.
+        flags.rearm();
         netblast_engine::run::run(&resolved.plan, resolved.peer, &probe, &flags, &opts, &mut |_| {})
             .map_err(AppError::client)
     });
@@ -247,7 +249,7 @@ pub fn fleet(a: &FleetArgs, resolution: f64) -> Result<Outcome, AppError> {
 }
 
 /// Completes once `flags` says the search was interrupted (the signal watcher sets it).
-async fn stopped(flags: Arc<RunFlags>) {
+pub(crate) async fn stopped(flags: Arc<RunFlags>) {
     while !flags.interrupted() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

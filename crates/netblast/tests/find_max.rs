@@ -81,6 +81,30 @@ fn the_ends_of_the_range_are_answers_with_their_exit_status() {
 }
 
 #[test]
+fn every_step_of_a_udp_search_sends() {
+    // Each step is a whole run on the same flags: a run aborts its workers as it ends, and the
+    // next step once started already stopped (0 bit/s, blamed on the generator) until the
+    // flags were rearmed between steps.
+    let (mut server, addr) = util::spawn_server();
+    let o = run_cmd()
+        .arg(addr.to_string())
+        .args(["-u", "-b", "10M..40M", "--find-max", "30%", "-t", "1s", "--assert", "lost<=50%", "-J"])
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    assert_eq!(o.status.code(), Some(0), "{}", util::said(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let f = &r["find_max"];
+    assert_eq!(f["ending"], "top_held", "{f}");
+    let steps = f["steps"].as_array().unwrap();
+    assert!(steps.len() >= 3, "{f}");
+    for s in steps {
+        let (offered, achieved) = (s["offered"].as_f64().unwrap(), s["achieved"].as_f64().unwrap());
+        assert!(achieved > offered * 0.9, "a step sent {achieved} of {offered}: {f}");
+    }
+}
+
+#[test]
 fn an_interrupted_search_keeps_its_finished_steps() {
     let Some((_nginx, port, _, _dir)) = nginx_limited("1000r/s") else { return };
     let url = format!("http://127.0.0.1:{port}/limited");

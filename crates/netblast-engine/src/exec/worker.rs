@@ -45,6 +45,18 @@ impl RunFlags {
         self.stop();
     }
 
+    /// Clears the stop and abort a finished run leaves (every run aborts its workers as it
+    /// winds down), so the same flags serve the next run of a sequence: a search's steps, a
+    /// campaign's runs. An interruption stays: the next run stops at once.
+    pub fn rearm(&self) {
+        self.stop.store(false, Ordering::Relaxed);
+        self.abort.store(false, Ordering::Relaxed);
+        // A Ctrl-C that came while clearing is not lost.
+        if self.interrupted() {
+            self.stop();
+        }
+    }
+
     /// Whether the user interrupted the run.
     pub fn interrupted(&self) -> bool {
         self.interrupted.load(Ordering::Relaxed)

@@ -45,7 +45,7 @@ pub enum Unit {
 
 impl Unit {
     /// The factor and name the axis of a plot whose largest absolute value is `max` uses.
-    fn scale(self, max: f64) -> (f64, String) {
+    pub(crate) fn scale(self, max: f64) -> (f64, String) {
         let pick = |steps: &[(f64, &str)]| -> (f64, String) {
             let mut p = steps[0];
             for &s in steps {

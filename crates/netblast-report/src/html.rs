@@ -49,7 +49,8 @@ up=th.dataset.up!='1';th.dataset.up=up?'1':'0';rows.sort(function(a,b){var x=a.c
 y=b.children[i].dataset.v||b.children[i].textContent,nx=parseFloat(x),ny=parseFloat(y);\
 var c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:x.localeCompare(y);return up?c:-c;});rows.forEach(function(r){t.appendChild(r);});};});";
 
-fn page(title: &str, body: &str) -> String {
+/// A whole page: `title` as its heading, `body` under it, the shared style and script.
+pub(crate) fn page(title: &str, body: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" \
          content=\"width=device-width\"><title>{t}</title>\n<style>{CSS}</style></head><body>\n<h1>{t}</h1>\n{body}\

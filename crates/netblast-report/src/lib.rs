@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //! - [`text`]: the human report (iperf3-like interval lines and summary).
+//! - [`campaign`]: a campaign's summary as text, CSV and one HTML page with error bars.
 //! - [`fleet`]: a fleet's frame log, rendered (what a coordinator that died leaves).
 //! - [`json`]: the machine-readable document, and writing it to a file atomically.
 //! - [`csv`], [`hlog`], [`html`]: per-interval, per-stream and per-test rows, HdrHistogram
@@ -12,6 +13,7 @@
 
 #![warn(missing_docs)]
 
+pub mod campaign;
 pub mod chart;
 pub mod csv;
 pub mod figures;

@@ -466,6 +466,49 @@ pub struct Figure {
     pub higher_is_better: bool,
 }
 
+/// What a headline figure's value is counted in (a campaign's summary says it beside each
+/// figure, for the charts and tables rendered from it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FigureUnit {
+    /// Bits per second.
+    BitsPerSecond,
+    /// Nanoseconds.
+    Nanoseconds,
+    /// A count per second.
+    PerSecond,
+    /// A count.
+    Count,
+    /// A fraction (0.01 is 1%).
+    Share,
+}
+
+impl FigureUnit {
+    /// The unit of the headline figure `name` ([`headline`]'s names), `None` for another name.
+    pub fn of(name: &str) -> Option<FigureUnit> {
+        let (_, text, _) = HEADLINE.iter().find(|(n, _, _)| *n == name)?;
+        let a = Assertion::parse(text).ok()?;
+        Some(match (a.metric.dim(), a.percent) {
+            (_, true) => FigureUnit::Share,
+            (Dim::BitRate, _) => FigureUnit::BitsPerSecond,
+            (Dim::Time, _) => FigureUnit::Nanoseconds,
+            _ if matches!(a.metric, Metric::Rps | Metric::RpsOk | Metric::Msgs) => FigureUnit::PerSecond,
+            _ => FigureUnit::Count,
+        })
+    }
+
+    /// A value in this unit, formatted as the report formats it everywhere.
+    pub fn show(self, v: f64) -> String {
+        match self {
+            FigureUnit::BitsPerSecond => crate::units::fmt_bits_per_s(v),
+            FigureUnit::Nanoseconds => crate::units::fmt_ns(v),
+            FigureUnit::PerSecond => crate::units::fmt_per_s(v),
+            FigureUnit::Count => crate::units::sig3(v),
+            FigureUnit::Share => format!("{}%", crate::units::sig3(v * 100.0)),
+        }
+    }
+}
+
 /// The metrics [`headline`] looks up, in order: name, assertion text, higher is better.
 const HEADLINE: [(&str, &str, bool); 21] = [
     ("throughput", "throughput>=0bit/s", true),

@@ -9,6 +9,8 @@
 //!   their validation.
 //! - [`plan`]: a profile and a target resolved into a plan; the streams of a plan.
 //! - [`result`]: the versioned [`result::RunResult`] and the resolved [`result::Plan`].
+//! - [`campaign`]: a campaign file (a matrix of settings × repeats), its cells and runs' order,
+//!   and its summary: medians and confidence intervals per cell, changes with theirs.
 //! - [`merge`]: results of concurrent tests merged into one, exactly.
 //! - [`diagnose`]: what limited a TCP flow (window, buffer, congestion, the application), and
 //!   the fix.
@@ -22,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod assert;
+pub mod campaign;
 pub mod diagnose;
 pub mod error;
 pub mod find_max;

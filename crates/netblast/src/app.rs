@@ -25,6 +25,7 @@ pub fn dispatch(cli: Cli) -> Result<Outcome, AppError> {
         Command::Report(a) => report(&a),
         Command::Merge(a) => merge(&a),
         Command::Fleet(a) => fleet(&a),
+        Command::Campaign(a) => crate::campaign::run(&a),
         Command::Doctor => {
             print_stdout(&netblast_engine::os::doctor::doctor());
             Ok(Outcome::Complete)

@@ -34,6 +34,9 @@ pub enum Command {
     Merge(MergeArgs),
     /// Run one profile on many agents (`netblast serve` elsewhere) at once, merged exactly.
     Fleet(Box<FleetArgs>),
+    /// Run a campaign: a matrix of settings × repeats from a file, each run's result kept in a
+    /// directory as it ends, one summary with medians and confidence intervals (resumable).
+    Campaign(CampaignArgs),
     /// Say what this host supports: privilege, BTF, cgroup v2, eBPF probe, CPUs, fd limit.
     Doctor,
 }
@@ -272,6 +275,39 @@ pub struct FleetArgs {
     /// the start); `netblast report FILE` renders it.
     #[arg(long, value_name = "FILE")]
     pub frames: Option<PathBuf>,
+}
+
+/// `netblast campaign`.
+#[derive(Debug, Args)]
+pub struct CampaignArgs {
+    /// The campaign file (TOML: a base profile, `[set]`, `[axes]`, repeats; docs/profiles.md).
+    pub file: PathBuf,
+    /// The directory the runs go to: DIR/runs/CELL-rN.json as each ends, then
+    /// DIR/summary.json, .csv and .html. The same command on the same DIR runs only what is
+    /// missing (and what failed).
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output: PathBuf,
+    /// The server of every cell, in place of the file's `target` (a run campaign; a fleet's
+    /// servers are in its `[fleet]`).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Only resume: DIR must hold this campaign already.
+    #[arg(long)]
+    pub resume: bool,
+    /// An earlier campaign's directory: each cell's change from the cell of the same settings
+    /// there, with its interval.
+    #[arg(long, value_name = "DIR")]
+    pub baseline: Option<PathBuf>,
+    /// Print each cell's command line and run nothing (every cell is checked as a run would
+    /// be).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the summary as JSON instead of the text.
+    #[arg(long, short = 'J')]
+    pub json: bool,
+    /// No line per run: only the summary.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 /// `netblast report`.

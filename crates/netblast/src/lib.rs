@@ -8,6 +8,8 @@
 //!   without some of its agents, 4 an `--assert` failed).
 //! - [`out`]: what a command writes: results, verdicts, live lines and the partial log.
 //! - [`fleet`]: `netblast fleet` wired to the coordinator's runtime and live output.
+//! - [`campaign`]: `netblast campaign`: a matrix of settings × repeats run cell by cell, each
+//!   result kept as it ends, one summary made from the files.
 //! - [`find_max`]: `run --find-max`: the search's steps run, one result with every step.
 //! - [`outcome`]: how a command ended, and the exit code it maps to.
 //! - [`signals`]: SIGINT/SIGTERM for runs, servers and coordinators.
@@ -16,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod campaign;
 pub mod cli;
 pub mod find_max;
 pub mod fleet;

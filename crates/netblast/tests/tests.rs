@@ -2,6 +2,7 @@
 //!
 //! - `util`: in-process servers on ephemeral ports, in-process runs, the real binary.
 //! - `architecture`: docs/architecture.md's crate graph against the manifests.
+//! - `campaign`: `netblast campaign`: a matrix run, killed and resumed, bad files, a baseline.
 //! - `bulk`: TCP bulk streams end to end (accounting, directions, concurrency, failures).
 //! - `cli`: the command line: bad input gets a clear error and exit status 2.
 //! - `cps`: new connections per second: counts, rate, failures by cause.
@@ -23,6 +24,7 @@
 mod architecture;
 mod browser;
 mod bulk;
+mod campaign;
 mod cli;
 mod cps;
 mod find_max;

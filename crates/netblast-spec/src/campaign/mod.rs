@@ -1,0 +1,475 @@
+//! Campaigns: a matrix of settings × repeats, as a campaign file states it. This module reads
+//! the file ([`Campaign::parse`]), expands its axes into cells ([`Campaign::cells`]) and puts
+//! the runs in order ([`Campaign::schedule`]); [`summary`] turns the runs' results into one
+//! summary per cell with medians and confidence intervals. Running them is the binary's.
+//!
+//! A setting is named as a flag's long name (`flows`, `block`, `congestion`, `rate`,
+//! `target`, `label`…), with `direction` (`up`, `down`, `bidir`) standing for `-R` and
+//! `--bidir`: what each maps to is the command line's to say, so a key no flag has is refused
+//! there, naming it.
+
+pub mod summary;
+
+use crate::error::SpecError;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The most cells a campaign may expand to: a matrix past it is a typo, not a plan.
+pub const MAX_CELLS: usize = 10_000;
+/// The most repeats of a cell.
+pub const MAX_REPEATS: u32 = 1_000;
+
+/// Keys a campaign keeps for itself: where results go and how they print is the campaign's.
+const OWNED: [(&str, &str); 9] = [
+    ("output", "each run's result goes to the campaign's directory (-o DIR)"),
+    ("json", "the campaign writes each run's JSON itself"),
+    ("quiet", "the campaign prints one line per run"),
+    ("hlog", "a campaign keeps each run's histograms in its result"),
+    ("find-max", "a campaign runs each cell at its settings; a search is `run --find-max`"),
+    ("start-at", "a campaign starts each run when the last one ended"),
+    ("frames", "a fleet cell's frames are logged beside its result"),
+    ("host", "give the server as `target`"),
+    ("metrics", "a campaign runs one fleet per run: scrape the agents (serve --metrics)"),
+];
+
+/// One value of a setting: what a flag takes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Scalar {
+    /// `true` sets a switch (`nodelay = true`: `--nodelay`); `false` leaves it off.
+    Bool(bool),
+    /// A whole number.
+    Int(i64),
+    /// A number with a fraction.
+    Float(f64),
+    /// Anything else, as the flag reads it (`"64K"`, `"bbr"`, `"2s"`).
+    Str(String),
+}
+
+impl std::fmt::Display for Scalar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scalar::Bool(b) => write!(f, "{b}"),
+            Scalar::Int(i) => write!(f, "{i}"),
+            Scalar::Float(x) => write!(f, "{x}"),
+            Scalar::Str(s) => f.write_str(s),
+        }
+    }
+}
+
+/// A fixed setting: one value, or several for a flag given more than once (`assert`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Setting {
+    /// The flag's long name (`flows`; `_` in the file reads as `-`).
+    pub key: String,
+    /// Its values, in order.
+    pub values: Vec<Scalar>,
+}
+
+/// One axis of the matrix: a setting and the values it takes, in the file's order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Axis {
+    /// The flag's long name.
+    pub name: String,
+    /// Its values.
+    pub values: Vec<Scalar>,
+}
+
+/// In which order the runs go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Round by round (every cell's first run, then every cell's second…), the cells shuffled
+    /// anew in each round: drift on the host spreads over every cell instead of landing on one.
+    Shuffled,
+    /// Cell by cell, each cell's repeats one after another.
+    Grouped,
+}
+
+/// A campaign as its file states it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Campaign {
+    /// The base profile (a built-in name or a file), `None`: the command line's default.
+    pub profile: Option<String>,
+    /// The server every cell aims at, unless an axis or the command line says.
+    pub target: Option<String>,
+    /// Runs per cell.
+    pub repeats: u32,
+    /// The runs' order.
+    pub order: Order,
+    /// The shuffle's seed: the same file runs in the same order.
+    pub seed: u64,
+    /// Settings every cell has (`[set]`).
+    pub set: Vec<Setting>,
+    /// The matrix (`[axes]`), the first axis outermost.
+    pub axes: Vec<Axis>,
+    /// `[fleet]`: each run a fleet with these settings (`clients`, `servers`, `pairing`…);
+    /// `None`: each run one test from this host.
+    pub fleet: Option<Vec<Setting>>,
+}
+
+/// One combination of the axes' values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    /// 1-based, in the matrix's order.
+    pub index: usize,
+    /// `c001`: the cell's runs are `runs/c001-r1.json`, …
+    pub id: String,
+    /// Each axis's value, in the axes' order.
+    pub settings: Vec<(String, Scalar)>,
+}
+
+impl Cell {
+    /// `flows=2 block=64K`, or `(no axes)` for a campaign of repeats alone.
+    pub fn name(&self) -> String {
+        if self.settings.is_empty() {
+            return "(no axes)".into();
+        }
+        self.settings.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+    }
+
+    /// The value this cell gives `axis`.
+    pub fn get(&self, axis: &str) -> Option<&Scalar> {
+        self.settings.iter().find(|(k, _)| k == axis).map(|(_, v)| v)
+    }
+}
+
+/// One run of the campaign: a cell's repeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RunId {
+    /// The cell's index (1-based).
+    pub cell: usize,
+    /// The repeat (1-based).
+    pub repeat: u32,
+}
+
+impl RunId {
+    /// Its result's file name in `runs/`: `c003-r2.json`.
+    pub fn file_name(&self, cells: &[Cell]) -> String {
+        format!("{}-r{}.json", cells[self.cell - 1].id, self.repeat)
+    }
+}
+
+/// The file as written: every key checked, unknown ones refused by name.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    profile: Option<String>,
+    target: Option<String>,
+    repeats: Option<u32>,
+    order: Option<Order>,
+    seed: Option<u64>,
+    set: Option<BTreeMap<toml::Spanned<String>, toml::Value>>,
+    axes: Option<BTreeMap<toml::Spanned<String>, toml::Value>>,
+    fleet: Option<BTreeMap<toml::Spanned<String>, toml::Value>>,
+}
+
+impl Campaign {
+    /// Reads a campaign file's text; `origin` (its path) names it in errors, with the key at
+    /// fault.
+    pub fn parse(text: &str, origin: &str) -> Result<Campaign, SpecError> {
+        let raw: Raw =
+            toml::from_str(text).map_err(|e| SpecError::Parse { origin: origin.into(), message: e.to_string() })?;
+        let bad = |field: String, message: String| SpecError::Invalid { origin: origin.into(), field, message };
+        let repeats = raw.repeats.unwrap_or(3);
+        if !(1..=MAX_REPEATS).contains(&repeats) {
+            return Err(bad("repeats".into(), format!("{repeats}: from 1 to {MAX_REPEATS}")));
+        }
+        let set = settings("set", raw.set, origin)?
+            .into_iter()
+            .map(|(key, values)| Setting { key, values })
+            .collect::<Vec<_>>();
+        let mut axes = Vec::new();
+        for (name, values) in settings("axes", raw.axes, origin)? {
+            let field = format!("axes.{name}");
+            if values.is_empty() {
+                return Err(bad(field, "has no values: give at least one".into()));
+            }
+            if let Some(dup) = values.iter().enumerate().find(|(i, v)| values[..*i].contains(v)).map(|(_, v)| v) {
+                return Err(bad(field, format!("{dup} is given twice: each value is one cell")));
+            }
+            if set.iter().any(|s| s.key == name) {
+                return Err(bad(field, format!("{name} is in [set] too: a setting is fixed or an axis")));
+            }
+            axes.push(Axis { name, values });
+        }
+        let fleet = match raw.fleet {
+            Some(t) => {
+                let f: Vec<Setting> = settings("fleet", Some(t), origin)?
+                    .into_iter()
+                    .map(|(key, values)| Setting { key, values })
+                    .collect();
+                if !f.iter().any(|s| s.key == "clients") {
+                    return Err(bad("fleet.clients".into(), "a fleet campaign names its client agents".into()));
+                }
+                Some(f)
+            }
+            None => None,
+        };
+        let c = Campaign {
+            profile: raw.profile,
+            target: raw.target,
+            repeats,
+            order: raw.order.unwrap_or(Order::Shuffled),
+            seed: raw.seed.unwrap_or(1),
+            set,
+            axes,
+            fleet,
+        };
+        if c.target.is_some() && c.axes.iter().any(|a| a.name == "target") {
+            return Err(bad("axes.target".into(), "the target is an axis and a top-level key: give one".into()));
+        }
+        let cells: usize = c.axes.iter().map(|a| a.values.len()).product();
+        if cells > MAX_CELLS {
+            return Err(bad("axes".into(), format!("{cells} cells: at most {MAX_CELLS}")));
+        }
+        Ok(c)
+    }
+
+    /// Every combination of the axes' values, the first axis outermost (one cell when there
+    /// are no axes).
+    pub fn cells(&self) -> Vec<Cell> {
+        let mut combos: Vec<Vec<(String, Scalar)>> = vec![Vec::new()];
+        for a in &self.axes {
+            combos = combos
+                .into_iter()
+                .flat_map(|prefix| {
+                    a.values.iter().map(move |v| {
+                        let mut c = prefix.clone();
+                        c.push((a.name.clone(), v.clone()));
+                        c
+                    })
+                })
+                .collect();
+        }
+        let width = combos.len().to_string().len().max(3);
+        combos
+            .into_iter()
+            .enumerate()
+            .map(|(i, settings)| Cell { index: i + 1, id: format!("c{:0width$}", i + 1), settings })
+            .collect()
+    }
+
+    /// Every run in the order they go ([`Order`]); a round's shuffle depends only on the seed
+    /// and the round, so adding repeats later appends rounds and keeps the earlier ones.
+    pub fn schedule(&self) -> Vec<RunId> {
+        let n = self.cells().len();
+        let mut runs = Vec::with_capacity(n * self.repeats as usize);
+        match self.order {
+            Order::Grouped => {
+                for cell in 1..=n {
+                    runs.extend((1..=self.repeats).map(|repeat| RunId { cell, repeat }));
+                }
+            }
+            Order::Shuffled => {
+                for repeat in 1..=self.repeats {
+                    let mut cells: Vec<usize> = (1..=n).collect();
+                    shuffle(&mut cells, self.seed ^ (repeat as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                    runs.extend(cells.into_iter().map(|cell| RunId { cell, repeat }));
+                }
+            }
+        }
+        runs
+    }
+
+    /// What differs from `earlier` (the file a directory's runs were made with), each named;
+    /// empty when nothing does. More repeats are not a difference: they add runs.
+    pub fn differences(&self, earlier: &Campaign) -> Vec<String> {
+        let mut d = Vec::new();
+        let mut field = |name: &str, a: String, b: String| {
+            if a != b {
+                d.push(format!("{name}: {b} then, {a} now"));
+            }
+        };
+        let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "(none)".into());
+        field("profile", opt(&self.profile), opt(&earlier.profile));
+        field("target", opt(&self.target), opt(&earlier.target));
+        field("order", format!("{:?}", self.order).to_lowercase(), format!("{:?}", earlier.order).to_lowercase());
+        field("seed", self.seed.to_string(), earlier.seed.to_string());
+        if self.repeats < earlier.repeats {
+            d.push(format!("repeats: {} then, {} now (fewer would leave runs out)", earlier.repeats, self.repeats));
+        }
+        let show = |s: &[Setting]| -> BTreeMap<String, String> {
+            s.iter()
+                .map(|s| (s.key.clone(), s.values.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")))
+                .collect()
+        };
+        let axes = |a: &[Axis]| -> BTreeMap<String, String> {
+            a.iter()
+                .map(|a| (a.name.clone(), a.values.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")))
+                .collect()
+        };
+        let empty = Vec::new();
+        for (section, now, then) in [
+            ("set", show(&self.set), show(&earlier.set)),
+            ("axes", axes(&self.axes), axes(&earlier.axes)),
+            ("fleet", show(self.fleet.as_ref().unwrap_or(&empty)), show(earlier.fleet.as_ref().unwrap_or(&empty))),
+        ] {
+            let keys: std::collections::BTreeSet<&String> = now.keys().chain(then.keys()).collect();
+            for k in keys {
+                match (then.get(k), now.get(k)) {
+                    (Some(a), Some(b)) if a != b => d.push(format!("{section}.{k}: [{a}] then, [{b}] now")),
+                    (Some(a), None) => d.push(format!("{section}.{k}: [{a}] then, gone now")),
+                    (None, Some(b)) => d.push(format!("{section}.{k}: new, [{b}]")),
+                    _ => {}
+                }
+            }
+        }
+        let order = |a: &[Axis]| a.iter().map(|a| a.name.clone()).collect::<Vec<_>>();
+        if d.is_empty() && order(&self.axes) != order(&earlier.axes) {
+            d.push(format!(
+                "the axes' order: {} then, {} now",
+                order(&earlier.axes).join(", "),
+                order(&self.axes).join(", ")
+            ));
+        }
+        d
+    }
+}
+
+/// A table's keys in the file's order (`_` read as `-`), each with its values; a key the
+/// campaign keeps for itself, or a value that is not a scalar (or, outside `[axes]`, a list
+/// of scalars), is refused naming it.
+fn settings(
+    section: &str,
+    table: Option<BTreeMap<toml::Spanned<String>, toml::Value>>,
+    origin: &str,
+) -> Result<Vec<(String, Vec<Scalar>)>, SpecError> {
+    let mut entries: Vec<(toml::Spanned<String>, toml::Value)> = table.unwrap_or_default().into_iter().collect();
+    entries.sort_by_key(|(k, _)| k.span().start);
+    let mut out: Vec<(String, Vec<Scalar>)> = Vec::new();
+    for (k, v) in entries {
+        let key = k.into_inner().replace('_', "-");
+        let field = format!("{section}.{key}");
+        let bad = |message: String| SpecError::Invalid { origin: origin.into(), field: field.clone(), message };
+        if let Some((_, why)) = OWNED.iter().find(|(o, _)| *o == key) {
+            return Err(bad(format!("is the campaign's own: {why}")));
+        }
+        if out.iter().any(|(o, _)| *o == key) {
+            return Err(bad("is given twice (as - and _)".into()));
+        }
+        let values = match v {
+            toml::Value::Array(items) => {
+                if section != "axes" && items.is_empty() {
+                    return Err(bad("is an empty list".into()));
+                }
+                items.into_iter().map(scalar).collect::<Result<Vec<_>, _>>().map_err(bad)?
+            }
+            // An axis lists its values: one value alone is a fixed setting.
+            _ if section == "axes" => {
+                return Err(bad("lists its values: [1, 2]; one fixed value goes in [set]".into()))
+            }
+            other => vec![scalar(other).map_err(bad)?],
+        };
+        out.push((key, values));
+    }
+    Ok(out)
+}
+
+/// One TOML value as a setting's value.
+fn scalar(v: toml::Value) -> Result<Scalar, String> {
+    match v {
+        toml::Value::String(s) => Ok(Scalar::Str(s)),
+        toml::Value::Integer(i) => Ok(Scalar::Int(i)),
+        toml::Value::Float(f) => Ok(Scalar::Float(f)),
+        toml::Value::Boolean(b) => Ok(Scalar::Bool(b)),
+        other => Err(format!("{other} is not a value a flag takes: a string, a number or true/false")),
+    }
+}
+
+/// Shuffles `v` in place (Fisher–Yates over splitmix64 from `seed`): the same seed, the same
+/// order, on every build and host.
+fn shuffle<T>(v: &mut [T], seed: u64) {
+    let mut state = seed;
+    let mut next = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    for i in (1..v.len()).rev() {
+        let j = (next() % (i as u64 + 1)) as usize;
+        v.swap(i, j);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"
+profile = "bulk-1flow"
+target = "127.0.0.1:5210"
+repeats = 3
+[set]
+duration = "1s"
+[axes]
+flows = [1, 2]
+block = ["64K", "1M"]
+"#;
+
+    #[test]
+    fn a_campaign_expands_in_the_files_order() {
+        let c = Campaign::parse(FILE, "c.toml").unwrap();
+        assert_eq!((c.repeats, c.order, c.fleet.is_none()), (3, Order::Shuffled, true));
+        let cells = c.cells();
+        let names: Vec<String> = cells.iter().map(Cell::name).collect();
+        assert_eq!(names, ["flows=1 block=64K", "flows=1 block=1M", "flows=2 block=64K", "flows=2 block=1M"]);
+        assert_eq!((cells[2].id.as_str(), cells[2].get("block")), ("c003", Some(&Scalar::Str("64K".into()))));
+        let runs = c.schedule();
+        assert_eq!(runs.len(), 12);
+        // Round by round: every cell once in each round, the rounds in order.
+        for (round, chunk) in runs.chunks(4).enumerate() {
+            let mut cells: Vec<usize> = chunk.iter().map(|r| r.cell).collect();
+            assert!(chunk.iter().all(|r| r.repeat == round as u32 + 1), "{chunk:?}");
+            cells.sort();
+            assert_eq!(cells, [1, 2, 3, 4]);
+        }
+        assert_eq!(runs, c.schedule(), "the same file, the same order");
+        assert_ne!(runs[..4], runs[4..8], "each round is shuffled anew (seed 1)");
+        let mut more = c.clone();
+        more.repeats = 5;
+        assert_eq!(more.schedule()[..12], runs[..], "more repeats append rounds");
+        let grouped = Campaign { order: Order::Grouped, ..c.clone() }.schedule();
+        assert_eq!(
+            grouped[..3],
+            [RunId { cell: 1, repeat: 1 }, RunId { cell: 1, repeat: 2 }, RunId { cell: 1, repeat: 3 }]
+        );
+        assert_eq!(RunId { cell: 3, repeat: 2 }.file_name(&cells), "c003-r2.json");
+    }
+
+    #[test]
+    fn bad_files_are_refused_naming_the_key() {
+        let err = |text: &str| Campaign::parse(text, "c.toml").unwrap_err().to_string();
+        assert!(err("[axes]\nflows = []\n").contains("axes.flows"), "{}", err("[axes]\nflows = []\n"));
+        assert!(err("[axes]\nflows = 2\n").contains("one fixed value goes in [set]"));
+        assert!(err("[axes]\nflows = [1, 1]\n").contains("1 is given twice"));
+        assert!(err("[set]\noutput = \"x\"\n").contains("set.output"));
+        assert!(err("[set]\nflows = 1\n[axes]\nflows = [1, 2]\n").contains("in [set] too"));
+        assert!(err("repeats = 0\n").contains("invalid repeats"));
+        assert!(err("rounds = 3\n").contains("rounds"), "unknown top-level keys are named");
+        assert!(err("[axes]\nflows = [[1]]\n").contains("axes.flows"));
+        assert!(err("[fleet]\nservers = \"a\"\n").contains("fleet.clients"));
+        assert!(err("target = \"a\"\n[axes]\ntarget = [\"b\", \"c\"]\n").contains("axes.target"));
+        let big = format!("[axes]\na = [{}]\nb = [{}]\n", nums(101), nums(101));
+        assert!(err(&big).contains("10201 cells"), "{}", err(&big));
+    }
+
+    fn nums(n: usize) -> String {
+        (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
+    }
+
+    #[test]
+    fn a_changed_file_is_named_and_more_repeats_are_not_a_change() {
+        let c = Campaign::parse(FILE, "c.toml").unwrap();
+        let more = Campaign::parse(&FILE.replace("repeats = 3", "repeats = 5"), "c.toml").unwrap();
+        assert!(more.differences(&c).is_empty());
+        assert_eq!(c.differences(&more), ["repeats: 5 then, 3 now (fewer would leave runs out)"]);
+        let other = Campaign::parse(&FILE.replace("\"1M\"", "\"4M\""), "c.toml").unwrap();
+        assert_eq!(other.differences(&c), ["axes.block: [64K, 1M] then, [64K, 4M] now"]);
+        let set =
+            Campaign::parse(&FILE.replace("duration = \"1s\"", "duration = \"2s\"\nnodelay = true"), "c").unwrap();
+        assert_eq!(set.differences(&c), ["set.duration: [1s] then, [2s] now", "set.nodelay: new, [true]"]);
+    }
+}

@@ -18,6 +18,7 @@ use std::time::Instant;
 
 mod fleet_scale;
 mod truth_attribution;
+mod truth_campaign;
 mod truth_capacity;
 mod truth_checks;
 mod verdicts;
@@ -672,6 +673,11 @@ fn sections(server: &LocalServer, cpus: u32) -> bool {
         }
         if let Err(e) = truth_capacity::truth_find_max(server, cpu_list.len()) {
             fail("truth.find_max, truth.attribution", e);
+        }
+        if truth::section_wanted("truth.campaign") {
+            if let Err(e) = truth_campaign::truth_campaign() {
+                fail("truth.campaign", e);
+            }
         }
         if truth::section_wanted("truth.verdict") {
             if let Err(e) = verdicts::truth_verdicts(server) {

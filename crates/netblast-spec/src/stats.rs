@@ -95,8 +95,17 @@ pub struct Change {
     pub ci_low: f64,
     /// Its upper end.
     pub ci_high: f64,
-    /// Whether the interval leaves out no change: a difference, not noise.
+    /// Whether the interval leaves out no change, and is not held within the noise band: a
+    /// difference, not noise.
     pub differs: bool,
+    /// The noise band (0.01: ±1%): an interval inside it is no difference, however narrow
+    /// ([`Change::beyond`]); 0 when none was set.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub noise: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl Change {
@@ -119,7 +128,18 @@ impl Change {
         let d = other.mean - base.mean;
         let scale = base.mean.abs();
         let (lo, hi) = ((d - half) / scale, (d + half) / scale);
-        Some(Change { change: d / scale, ci_low: lo, ci_high: hi, differs: lo > 0.0 || hi < 0.0 })
+        Some(Change { change: d / scale, ci_low: lo, ci_high: hi, differs: lo > 0.0 || hi < 0.0, noise: 0.0 })
+    }
+
+    /// This change judged against a noise band of ±`noise` (criterion's noise threshold): an
+    /// interval that leaves out 0 but lies wholly inside the band is within the noise, not a
+    /// difference. Runs of a bottleneck as steady as a token bucket give intervals narrow
+    /// enough to call a 0.2% drift "a difference" without it.
+    pub fn beyond(mut self, noise: f64) -> Change {
+        self.noise = noise.max(0.0);
+        let inside = self.ci_low >= -self.noise && self.ci_high <= self.noise;
+        self.differs = (self.ci_low > 0.0 || self.ci_high < 0.0) && !inside;
+        self
     }
 }
 
@@ -127,7 +147,10 @@ impl std::fmt::Display for Change {
     /// `+6.1% [+2.0%, +10.4%]`, or with `, not a difference` when the interval holds 0.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{:+.1}% [{:+.1}%, {:+.1}%]", self.change * 100.0, self.ci_low * 100.0, self.ci_high * 100.0)?;
-        if !self.differs {
+        let significant = self.ci_low > 0.0 || self.ci_high < 0.0;
+        if significant && !self.differs {
+            write!(f, ", within the noise (±{}%)", self.noise * 100.0)?;
+        } else if !self.differs {
             f.write_str(", not a difference")?;
         }
         Ok(())
@@ -170,6 +193,18 @@ mod tests {
         assert!(!Change::between(&noisy_a, &noisy_b).unwrap().differs);
         assert!(Change::between(&Spread::of(&[1.0]).unwrap(), &more).is_none(), "one run: no interval");
         assert_eq!(format!("{c}"), format!("{:+.1}% [{:+.1}%, {:+.1}%]", 10.0, c.ci_low * 100.0, c.ci_high * 100.0));
+    }
+
+    #[test]
+    fn a_narrow_change_inside_the_noise_band_is_no_difference() {
+        let base = Spread::of(&[100.0, 100.01, 99.99, 100.0, 100.0]).unwrap();
+        let drift = Spread::of(&[100.2, 100.21, 100.19, 100.2, 100.2]).unwrap();
+        let c = Change::between(&base, &drift).unwrap();
+        assert!(c.differs, "without a band, 0.2% on a steady bottleneck is significant: {c}");
+        let banded = c.beyond(0.01);
+        assert!(!banded.differs && banded.to_string().ends_with("within the noise (±1%)"), "{banded}");
+        let more = Change::between(&base, &Spread::of(&[110.0, 110.1, 109.9, 110.0, 110.0]).unwrap()).unwrap();
+        assert!(more.beyond(0.01).differs);
     }
 
     #[test]

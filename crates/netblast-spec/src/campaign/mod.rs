@@ -99,6 +99,8 @@ pub struct Campaign {
     pub order: Order,
     /// The shuffle's seed: the same file runs in the same order.
     pub seed: u64,
+    /// The noise band of a change (0.01: ±1%): an interval wholly inside it is no difference.
+    pub noise: f64,
     /// Settings every cell has (`[set]`).
     pub set: Vec<Setting>,
     /// The matrix (`[axes]`), the first axis outermost.
@@ -159,6 +161,7 @@ struct Raw {
     repeats: Option<u32>,
     order: Option<Order>,
     seed: Option<u64>,
+    noise: Option<String>,
     set: Option<BTreeMap<toml::Spanned<String>, toml::Value>>,
     axes: Option<BTreeMap<toml::Spanned<String>, toml::Value>>,
     fleet: Option<BTreeMap<toml::Spanned<String>, toml::Value>>,
@@ -206,7 +209,12 @@ impl Campaign {
             }
             None => None,
         };
+        let noise = match raw.noise.as_deref() {
+            None => 0.01,
+            Some(n) => parse_share(n).map_err(|m| bad("noise".into(), m))?,
+        };
         let c = Campaign {
+            noise,
             profile: raw.profile,
             target: raw.target,
             repeats,
@@ -286,6 +294,7 @@ impl Campaign {
         field("target", opt(&self.target), opt(&earlier.target));
         field("order", format!("{:?}", self.order).to_lowercase(), format!("{:?}", earlier.order).to_lowercase());
         field("seed", self.seed.to_string(), earlier.seed.to_string());
+        field("noise", format!("{}%", self.noise * 100.0), format!("{}%", earlier.noise * 100.0));
         if self.repeats < earlier.repeats {
             d.push(format!("repeats: {} then, {} now (fewer would leave runs out)", earlier.repeats, self.repeats));
         }
@@ -325,6 +334,19 @@ impl Campaign {
         }
         d
     }
+}
+
+/// `1%` or `0.01`, from 0 to 50%.
+fn parse_share(s: &str) -> Result<f64, String> {
+    let v = match s.trim().strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => s.trim().parse::<f64>(),
+    }
+    .map_err(|_| format!("{s:?}: a share, \"1%\" or \"0.01\""))?;
+    if !(0.0..=0.5).contains(&v) {
+        return Err(format!("{s}: from 0% to 50%"));
+    }
+    Ok(v)
 }
 
 /// A table's keys in the file's order (`_` read as `-`), each with its values; a key the

@@ -18,7 +18,8 @@ pub const SCHEMA: &str = "netblast.campaign/1";
 /// How the intervals are made, as the summary says it.
 pub const METHOD: &str = "95% confidence interval of the mean, Student's t over the cell's runs (n - 1 degrees of \
                           freedom), its lower end cut at 0; a change: Welch's t on the difference of the means, as a \
-                          share of the base's mean";
+                          share of the base's mean, a difference when its interval leaves out 0 and is not wholly \
+                          inside the noise band";
 
 /// How one run of a campaign ended.
 #[derive(Debug, Clone)]
@@ -67,6 +68,8 @@ pub struct Summary {
     pub runs: RunCounts,
     /// How the intervals are made ([`METHOD`]).
     pub method: String,
+    /// The noise band a change must leave (0.01: ±1%).
+    pub noise: f64,
     /// The figures the cells hold, in the report's order, each with its words and unit.
     pub figures: Vec<FigureInfo>,
     /// Every cell, in the matrix's order.
@@ -261,7 +264,7 @@ pub fn summarize(c: &Campaign, runs: &BTreeMap<RunId, RunOutcome>) -> Summary {
         out.push(s);
     }
     counts.missing = counts.planned.saturating_sub(counts.done + counts.failed);
-    let comparisons = compare_along_axes(&c.axes, &cells, &out);
+    let comparisons = compare_along_axes(&c.axes, &cells, &out, c.noise);
     // The report's order: the headline's, then the CPU figure.
     Summary {
         schema: SCHEMA.into(),
@@ -270,6 +273,7 @@ pub fn summarize(c: &Campaign, runs: &BTreeMap<RunId, RunOutcome>) -> Summary {
         axes: c.axes.clone(),
         runs: counts,
         method: METHOD.into(),
+        noise: c.noise,
         figures: infos,
         cells: out,
         comparisons,
@@ -351,7 +355,7 @@ fn at_least_zero(mut s: Spread) -> Spread {
 
 /// Along each axis of two values or more: every cell whose value is not the axis's first,
 /// against the cell of the first value with every other setting the same.
-fn compare_along_axes(axes: &[Axis], cells: &[Cell], sums: &[CellSummary]) -> Vec<Comparison> {
+fn compare_along_axes(axes: &[Axis], cells: &[Cell], sums: &[CellSummary], noise: f64) -> Vec<Comparison> {
     let mut v = Vec::new();
     for axis in axes.iter().filter(|a| a.values.len() > 1) {
         let first = &axis.values[0];
@@ -367,19 +371,20 @@ fn compare_along_axes(axes: &[Axis], cells: &[Cell], sums: &[CellSummary]) -> Ve
                 axis: axis.name.clone(),
                 base: b.id.clone(),
                 cell: cell.id.clone(),
-                changes: changes(bsum, sum),
+                changes: changes(bsum, sum, noise),
             });
         }
     }
     v
 }
 
-/// Each figure both cells hold (two runs or more each): its change from `base` to `other`.
-pub fn changes(base: &CellSummary, other: &CellSummary) -> BTreeMap<String, Change> {
+/// Each figure both cells hold (two runs or more each): its change from `base` to `other`,
+/// judged against the noise band.
+pub fn changes(base: &CellSummary, other: &CellSummary, noise: f64) -> BTreeMap<String, Change> {
     other
         .figures
         .iter()
-        .filter_map(|(name, s)| Some((name.clone(), Change::between(base.figures.get(name)?, s)?)))
+        .filter_map(|(name, s)| Some((name.clone(), Change::between(base.figures.get(name)?, s)?.beyond(noise))))
         .collect()
 }
 
@@ -391,7 +396,7 @@ impl Summary {
         let mut matched = 0;
         for cell in &mut self.cells {
             if let Some(b) = base.cells.iter().find(|b| b.settings == cell.settings) {
-                cell.vs_baseline = changes(b, cell);
+                cell.vs_baseline = changes(b, cell, self.noise);
                 matched += 1;
             }
         }

@@ -20,8 +20,9 @@ use std::time::Instant;
 
 /// The copy of the campaign file a directory's runs were made with.
 const COPY: &str = "campaign.toml";
-/// The command line's `--target` beside the file (empty: none was given).
-const TARGET: &str = "target.txt";
+/// The command line's own settings beside the file (`--target`, `--set`, `--axis`,
+/// `--repeats`), one per line: a resume applies them again.
+const COMMAND: &str = "command-line.txt";
 
 /// One cell's command, as its flags parse.
 enum CellCommand {
@@ -37,10 +38,12 @@ pub fn run(a: &crate::cli::CampaignArgs) -> Result<Outcome, AppError> {
     let origin = a.file.display().to_string();
     let text = std::fs::read_to_string(&a.file).map_err(|e| input(format!("cannot read {origin}: {e}")))?;
     let mut campaign = Campaign::parse(&text, &origin).map_err(AppError::input)?;
-    if let Some(t) = &a.target {
-        campaign.target = Some(t.clone());
-    }
+    let command_line = own_settings(a);
+    apply(&mut campaign, &command_line).map_err(input)?;
     let cells = campaign.cells();
+    if cells.len() > netblast_spec::campaign::MAX_CELLS {
+        return Err(input(format!("{} cells: at most {}", cells.len(), netblast_spec::campaign::MAX_CELLS)));
+    }
     // Every cell's command line parses and its test resolves before anything is sent.
     let commands = cells.iter().map(|c| command(&campaign, c)).collect::<Result<Vec<_>, _>>()?;
     let baseline = match &a.baseline {
@@ -55,7 +58,7 @@ pub fn run(a: &crate::cli::CampaignArgs) -> Result<Outcome, AppError> {
         print_stdout(&s);
         return Ok(Outcome::Complete);
     }
-    let runs_dir = prepare(a, &campaign, &text)?;
+    let runs_dir = prepare(a, &campaign, &text, &command_line)?;
     let human = !a.json && !a.quiet;
     let schedule = campaign.schedule();
     let mut have = read_runs(&runs_dir, &cells, campaign.repeats)?;
@@ -147,6 +150,40 @@ fn fmt_left(secs: f64) -> String {
         s if s < 5400.0 => format!("{:.0} min", s / 60.0),
         s => format!("{:.1} h", s / 3600.0),
     }
+}
+
+/// The command line's settings for the campaign, one per line as they are kept.
+fn own_settings(a: &crate::cli::CampaignArgs) -> Vec<String> {
+    let mut v: Vec<String> = a.target.iter().map(|t| format!("--target={t}")).collect();
+    v.extend(a.set.iter().map(|s| format!("--set={s}")));
+    v.extend(a.axis.iter().map(|s| format!("--axis={s}")));
+    v.extend(a.repeats.map(|n| format!("--repeats={n}")));
+    v
+}
+
+/// Applies the command line's settings (as [`own_settings`] lists them) to the file's campaign.
+fn apply(c: &mut Campaign, settings: &[String]) -> Result<(), String> {
+    for line in settings {
+        let (flag, rest) = line.split_once('=').ok_or_else(|| format!("cannot read {line:?}"))?;
+        let key_value = || {
+            rest.split_once('=').ok_or_else(|| format!("{flag} {rest}: KEY=VALUE")).map(|(k, v)| (k.trim(), v.trim()))
+        };
+        match flag {
+            "--target" => c.target = Some(rest.to_string()),
+            "--repeats" => c.repeats = rest.parse().map_err(|_| format!("--repeats {rest}: a number"))?,
+            "--set" => {
+                let (k, v) = key_value()?;
+                c.set_value(k, Scalar::from_arg(v)).map_err(|e| format!("--set {rest}: {e}"))?;
+            }
+            "--axis" => {
+                let (k, v) = key_value()?;
+                let values = v.split(',').map(|x| Scalar::from_arg(x.trim())).collect();
+                c.replace_axis(k, values)?;
+            }
+            other => return Err(format!("{other}: not a campaign setting")),
+        }
+    }
+    Ok(())
 }
 
 /// The flags a setting stands for: `--key=value` per value, a switch for `true`, nothing for
@@ -275,7 +312,7 @@ fn command(c: &Campaign, cell: &Cell) -> Result<CellCommand, AppError> {
 
 /// Makes `DIR/runs` for a new campaign, with a copy of its file; for a directory that holds
 /// one, checks that the file is the same (more repeats may be added) and returns `runs/`.
-fn prepare(a: &crate::cli::CampaignArgs, c: &Campaign, text: &str) -> Result<PathBuf, AppError> {
+fn prepare(a: &crate::cli::CampaignArgs, c: &Campaign, text: &str, own: &[String]) -> Result<PathBuf, AppError> {
     let dir = &a.output;
     let input = |e: String| AppError::input(anyhow::anyhow!(e));
     let copy = dir.join(COPY);
@@ -283,10 +320,9 @@ fn prepare(a: &crate::cli::CampaignArgs, c: &Campaign, text: &str) -> Result<Pat
         let then_text =
             std::fs::read_to_string(&copy).map_err(|e| input(format!("cannot read {}: {e}", copy.display())))?;
         let mut then = Campaign::parse(&then_text, &copy.display().to_string()).map_err(AppError::input)?;
-        let then_target = std::fs::read_to_string(dir.join(TARGET)).unwrap_or_default();
-        if !then_target.trim().is_empty() {
-            then.target = Some(then_target.trim().to_string());
-        }
+        let then_own = std::fs::read_to_string(dir.join(COMMAND)).unwrap_or_default();
+        let then_own: Vec<String> = then_own.lines().filter(|l| !l.is_empty()).map(str::to_string).collect();
+        apply(&mut then, &then_own).map_err(|e| input(format!("{}: {e}", dir.join(COMMAND).display())))?;
         let diff = c.differences(&then);
         if !diff.is_empty() {
             return Err(input(format!(
@@ -299,6 +335,8 @@ fn prepare(a: &crate::cli::CampaignArgs, c: &Campaign, text: &str) -> Result<Pat
         if c.repeats > then.repeats {
             // More repeats: the copy says so, so a later resume compares with this file.
             json::write_atomic(&copy, text.as_bytes()).map_err(|e| AppError::run(anyhow::anyhow!(e)))?;
+            json::write_atomic(&dir.join(COMMAND), own.join("\n").as_bytes())
+                .map_err(|e| AppError::run(anyhow::anyhow!(e)))?;
         }
     } else if a.resume {
         return Err(input(format!("--resume: {} holds no campaign ({COPY} is not there)", dir.display())));
@@ -313,7 +351,7 @@ fn prepare(a: &crate::cli::CampaignArgs, c: &Campaign, text: &str) -> Result<Pat
             .with_context(|| format!("-o {}: cannot create the directory", dir.display()))
             .map_err(AppError::input)?;
         json::write_atomic(&copy, text.as_bytes()).map_err(|e| AppError::run(anyhow::anyhow!(e)))?;
-        json::write_atomic(&dir.join(TARGET), a.target.clone().unwrap_or_default().as_bytes())
+        json::write_atomic(&dir.join(COMMAND), own.join("\n").as_bytes())
             .map_err(|e| AppError::run(anyhow::anyhow!(e)))?;
     }
     let runs = dir.join("runs");

@@ -291,6 +291,17 @@ pub struct CampaignArgs {
     /// servers are in its `[fleet]`).
     #[arg(long)]
     pub target: Option<String>,
+    /// A setting in place of the file's (`duration=1s`, `clients=A,B`): a `[set]` or `[fleet]`
+    /// key, `profile` or `target` (repeatable; kept with the campaign, so a resume gives the
+    /// same).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// An axis's values in place of the file's (`target=10.0.0.4,10.0.1.4`; repeatable).
+    #[arg(long = "axis", value_name = "NAME=V1,V2")]
+    pub axis: Vec<String>,
+    /// Runs per cell in place of the file's (more on a resume add runs).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeats: Option<u32>,
     /// Only resume: DIR must hold this campaign already.
     #[arg(long)]
     pub resume: bool,

@@ -203,3 +203,100 @@ fn a_cell_whose_runs_all_fail_is_a_failed_cell_and_a_baseline_compares_cells() {
     let _ = server.kill();
     let _ = std::fs::remove_dir_all(&d);
 }
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `netblast campaign FILE -o DIR ARGS…`: its exit status and what it said.
+fn campaign(file: &str, out: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let o = util::bin().arg("campaign").arg(file).arg("-o").arg(out).args(args).output().unwrap();
+    (o.status.code(), util::said(&o))
+}
+
+#[test]
+fn the_shipped_campaigns_run_with_their_targets_substituted() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/campaigns");
+    let file = |name: &str| format!("{root}/{name}.toml");
+    let d = dir("shipped");
+    let (mut server, addr) = spawn_server();
+    let target = format!("--target={addr}");
+    // bbr against cubic, one flow: both congestion controls run, compared.
+    let (code, t) = campaign(
+        &file("bbr-vs-cubic"),
+        &d.join("bbr"),
+        &[&target, "--axis", "flows=1", "--set", "duration=1s", "--set", "omit=1s", "--repeats", "2"],
+    );
+    assert_eq!(code, Some(0), "{t}");
+    assert!(t.contains("congestion=bbr vs cubic at flows=1: throughput "), "{t}");
+    let r = util::json_file(&d.join("bbr/runs/c002-r1.json"));
+    assert_eq!(r["plan"]["profile"]["tcp"]["congestion"], "bbr");
+    // The VM matrix with its target axis given: every cell checks.
+    let axis = format!("target={addr}");
+    let (code, t) = campaign(&file("vm-matrix"), &d.join("vms"), &["--axis", &axis, "--dry-run"]);
+    assert_eq!(code, Some(0), "{t}");
+    assert!(t.contains("4 cells × 3 repeats") && t.contains("--flows=8 --reverse"), "{t}");
+    // nginx against Envoy: two HTTP servers (netblast's responders) as the two proxies.
+    let (h1, h2) = (free_port(), free_port());
+    let (mut web1, _) = util::spawn_server_with(&["--http", &h1.to_string()]);
+    let (mut web2, _) = util::spawn_server_with(&["--http", &h2.to_string()]);
+    let proxies = format!("target=http://127.0.0.1:{h1}/,http://127.0.0.1:{h2}/");
+    let (code, t) = campaign(
+        &file("proxies"),
+        &d.join("proxies"),
+        &["--axis", &proxies, "--axis", "connections=4,8", "--set", "duration=1s", "--repeats", "2"],
+    );
+    assert_eq!(code, Some(0), "{t}");
+    let s = util::json_file(&d.join("proxies/summary.json"));
+    assert_eq!(s["runs"]["done"], 8, "{t}");
+    assert!(s["cells"][3]["figures"]["p99"]["median"].as_f64().unwrap() > 0.0, "{s}");
+    assert!(t.contains(&format!("target=http://127.0.0.1:{h2}/ vs http://127.0.0.1:{h1}/ at connections=4")), "{t}");
+    // The IDPS comparison as a fleet campaign: two token agents as the clients, one run per
+    // mode against the first as its baseline.
+    let token = util::token_file("campaign-fleet", "a token for the campaign's fleet");
+    let tf = format!("token-file={}", token.display());
+    let mut agents = Vec::new();
+    for _ in 0..2 {
+        agents.push(util::spawn_server_with(&["--probe", "tcpinfo", "--token-file", token.to_str().unwrap()]));
+    }
+    let clients = format!("clients={},{}", agents[0].1, agents[1].1);
+    let url = format!("url=http://127.0.0.1:{h1}/");
+    let fleet_args = |label: &'static str| {
+        vec![
+            "--set".to_string(),
+            clients.clone(),
+            "--set".into(),
+            tf.clone(),
+            "--set".into(),
+            url.clone(),
+            "--set".into(),
+            "duration=1s".into(),
+            "--set".into(),
+            format!("label={label}"),
+            "--axis".into(),
+            "rate=50,100".into(),
+            "--repeats".into(),
+            "2".into(),
+        ]
+    };
+    let off: Vec<String> = fleet_args("idps-off");
+    let (code, t) = campaign(&file("idps-modes"), &d.join("off"), &off.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, Some(0), "{t}");
+    let r = util::json_file(&d.join("off/runs/c002-r1.json"));
+    assert_eq!(r["parts"].as_array().map(Vec::len), Some(2), "each run a fleet of the two clients");
+    assert_eq!(r["label"], "idps-off");
+    assert!(d.join("off/runs/c002-r1.fleet.jsonl").exists(), "each fleet's frames beside its result");
+    let mut deny = fleet_args("idps-deny");
+    deny.extend(["--baseline".to_string(), d.join("off").display().to_string()]);
+    let (code, t) =
+        campaign(&file("idps-modes"), &d.join("deny"), &deny.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, Some(0), "{t}");
+    assert!(t.contains("Against the baseline") && t.contains("c002 rate=100: rps "), "{t}");
+    for (mut a, _) in agents {
+        let _ = a.kill();
+    }
+    for s in [&mut server, &mut web1, &mut web2] {
+        let _ = s.kill();
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

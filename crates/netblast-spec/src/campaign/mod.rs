@@ -46,6 +46,18 @@ pub enum Scalar {
     Str(String),
 }
 
+impl Scalar {
+    /// A value as a command line gives it: `true`/`false` a switch, a whole number a number,
+    /// anything else as written.
+    pub fn from_arg(s: &str) -> Scalar {
+        match s {
+            "true" => Scalar::Bool(true),
+            "false" => Scalar::Bool(false),
+            _ => s.parse::<i64>().map(Scalar::Int).unwrap_or_else(|_| Scalar::Str(s.to_string())),
+        }
+    }
+}
+
 impl std::fmt::Display for Scalar {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -232,6 +244,53 @@ impl Campaign {
             return Err(bad("axes".into(), format!("{cells} cells: at most {MAX_CELLS}")));
         }
         Ok(c)
+    }
+
+    /// Sets `key` as the command line's `--set KEY=VALUE` does: the base `profile` or `target`,
+    /// a `[fleet]` setting when the fleet has it, else a `[set]` one (replaced or added). An
+    /// axis, or a key the campaign keeps for itself, is refused.
+    pub fn set_value(&mut self, key: &str, value: Scalar) -> Result<(), String> {
+        let key = key.replace('_', "-");
+        if let Some((_, why)) = OWNED.iter().find(|(o, _)| *o == key) {
+            return Err(format!("{key} is the campaign's own: {why}"));
+        }
+        if self.axes.iter().any(|a| a.name == key) {
+            return Err(format!("{key} is an axis: --axis {key}=V1,V2 gives its values"));
+        }
+        match key.as_str() {
+            "profile" => self.profile = Some(value.to_string()),
+            "target" => self.target = Some(value.to_string()),
+            _ => {
+                let values = vec![value];
+                if let Some(s) = self.fleet.iter_mut().flatten().find(|s| s.key == key) {
+                    s.values = values;
+                } else if let Some(s) = self.set.iter_mut().find(|s| s.key == key) {
+                    s.values = values;
+                } else {
+                    self.set.push(Setting { key, values });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives an axis of the file other values, as `--axis NAME=V1,V2` does (a target per
+    /// site, a shorter list for a trial); an axis the file lacks is refused.
+    pub fn replace_axis(&mut self, name: &str, values: Vec<Scalar>) -> Result<(), String> {
+        let name = name.replace('_', "-");
+        let names: Vec<&str> = self.axes.iter().map(|a| a.name.as_str()).collect();
+        let known = names.join(", ");
+        let axis = self.axes.iter_mut().find(|a| a.name == name).ok_or_else(|| {
+            format!("the campaign has no axis {name} (its axes: {})", if known.is_empty() { "none" } else { &known })
+        })?;
+        if values.is_empty() {
+            return Err(format!("--axis {name}: give at least one value"));
+        }
+        if let Some(dup) = values.iter().enumerate().find(|(i, v)| values[..*i].contains(v)).map(|(_, v)| v) {
+            return Err(format!("--axis {name}: {dup} is given twice"));
+        }
+        axis.values = values;
+        Ok(())
     }
 
     /// Every combination of the axes' values, the first axis outermost (one cell when there

@@ -10,7 +10,8 @@
 //! and the documents' agent addresses a local `netblast serve` and token agents on loopback,
 //! `FW-VIP` nginx's rate-limited `/limited`, `F` and `/etc/netblast.token` a token file), a
 //! `-t` over 2 s becomes 2 s, `--ramp` 1 s, `-O` 1 s, and a `run` or `fleet` given no length
-//! gets `-t 2s` (a `netblast` on the statement's PATH adds it); `serve` runs until it listens
+//! gets `-t 2s` (a `netblast` on the statement's PATH adds it), a `campaign` `--set duration=1s
+//! --repeats 2`; `serve` runs until it listens
 //! and then gets SIGTERM. Statements run in the documents' order in one directory, so a
 //! `report result.json` reads the result an earlier command wrote; an input no command wrote
 //! is a copy of the first result written, and `--start-at … -o a.json` ("on several hosts")
@@ -180,9 +181,14 @@ impl Peers {
         std::fs::create_dir_all(&shim).unwrap();
         let script = format!(
             "#!/bin/bash\ncase \"$1\" in run|fleet)\n  case \" $* \" in *\" -t \"*|*\" --duration \"*|*\" --find-max\"*|*\" -n \"*|*\" --requests \"*) ;;\n  \
-             *) set -- \"$@\" -t 2s ;; esac ;; esac\nexec {} \"$@\"\n",
+             *) set -- \"$@\" -t 2s ;; esac ;;\ncampaign) set -- \"$@\" --set duration=1s --repeats 2 ;; esac\nexec {} \"$@\"\n",
             env!("CARGO_BIN_EXE_netblast")
         );
+        // The documents' paths into the repository (`configs/campaigns/…`) read from here too.
+        let configs = dir.join("configs");
+        if !configs.exists() {
+            std::os::unix::fs::symlink(concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs"), &configs).unwrap();
+        }
         let path = shim.join("netblast");
         std::fs::write(&path, script).unwrap();
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();

@@ -384,7 +384,12 @@ pub fn changes(base: &CellSummary, other: &CellSummary, noise: f64) -> BTreeMap<
     other
         .figures
         .iter()
-        .filter_map(|(name, s)| Some((name.clone(), Change::between(base.figures.get(name)?, s)?.beyond(noise))))
+        .filter_map(|(name, s)| {
+            let mut c = Change::between(base.figures.get(name)?, s)?;
+            // No figure is negative: nothing falls by more than all of it.
+            c.ci_low = c.ci_low.max(-1.0);
+            Some((name.clone(), c.beyond(noise)))
+        })
         .collect()
 }
 

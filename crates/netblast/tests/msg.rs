@@ -242,6 +242,44 @@ fn rr_histograms_hold_one_sample_per_transaction() {
 }
 
 #[test]
+fn rr_at_a_rate_sends_on_its_schedule() {
+    // 200 round trips a second over 2 flows, TCP and UDP, for 2 s: 400 in all, each one counted
+    // (a schedule, not back to back: loopback answers in tens of microseconds).
+    for udp in [false, true] {
+        let srv = Server::start("127.0.0.1:0").unwrap();
+        let p = rr(|r| {
+            r.flows = 2;
+            r.rate = Some(netblast_spec::units::Rate(200.0));
+            if udp {
+                r.protocol = netblast_spec::profile::Protocol::Udp;
+            }
+        });
+        let mut p = p;
+        p.run.duration = Some("2s".parse().unwrap());
+        let r = util::run(srv.addr, p);
+        assert!(r.complete, "{:?}", r.errors);
+        let sent = r.summary.ways[0].msgs.unwrap().sent;
+        assert!((380..=402).contains(&sent), "udp {udp}: {sent} round trips at 200/s for 2 s");
+    }
+    // The flag, as the command line takes it.
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let o = util::run_cmd()
+        .args(["--profile", "latency", "--rate", "50", "-t", "1s", "-J", "--target", &srv.addr.to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", util::said(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sent = r["summary"]["ways"][0]["msgs"]["sent"].as_u64().unwrap();
+    assert!((45..=51).contains(&sent), "{sent} at 50/s for 1 s");
+    let said = r["plan"]["profile"]["description"].as_str().unwrap();
+    assert!(said.contains("1 flow at 50.0 /s in all"), "{said}");
+    let ramp =
+        util::run_cmd().args(["--profile", "latency", "--rate", "10..20", "--target", "127.0.0.1:9"]).output().unwrap();
+    assert_eq!(ramp.status.code(), Some(2));
+    assert!(util::said(&ramp).contains("an rr test runs at one rate"), "{}", util::said(&ramp));
+}
+
+#[test]
 fn rr_spin_mode_runs_and_measures() {
     if usable_cpus().len() < 2 {
         eprintln!("SKIP rr_spin_mode_runs_and_measures: spinning needs two CPUs");

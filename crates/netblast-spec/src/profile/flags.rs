@@ -46,8 +46,9 @@ pub struct SharedFlags {
     #[cfg_attr(feature = "clap", arg(long))]
     pub server_cpus: Option<CpuList>,
     /// http: open loop at this rate (e.g. 5000), or a ramp 1000..20000 (with --ramp).
-    /// cps: new connections per second in all, spread over the flows. With --find-max, the
-    /// range searched: 100..50k.
+    /// cps: new connections per second in all, spread over the flows. rr: round trips per
+    /// second in all, spread over the flows (each request on its schedule; default back to
+    /// back). With --find-max, the range searched: 100..50k.
     #[cfg_attr(feature = "clap", arg(long))]
     pub rate: Option<String>,
     /// http: per-request timeout (default 30s). cps: a connection not established or not

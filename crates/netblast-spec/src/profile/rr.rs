@@ -1,13 +1,13 @@
 //! `[rr]`: request/response round trips (qperf `tcp_lat`, netperf `TCP_RR`).
 
-use super::flags::{set, SharedFlags};
+use super::flags::{flag_err, parse_rate_range, set, SharedFlags};
 use super::msgrate::max_message;
 use super::msgrate::Protocol;
 use super::section::{check_flows, plural, FieldError, Section};
 use super::RunSection;
 use super::{Kind, Way};
 use crate::error::SpecError;
-use crate::units::{ByteSize, CpuList, Dur};
+use crate::units::{ByteSize, CpuList, Dur, Rate};
 use serde::{Deserialize, Serialize};
 
 /// How each end waits for the next message.
@@ -24,7 +24,7 @@ pub enum WaitMode {
 }
 
 /// The `[rr]` section.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RrSection {
     /// Concurrent request/response flows, one per pinned CPU.
@@ -51,6 +51,11 @@ pub struct RrSection {
     /// Server CPUs for the peer flows, flow i on the i-th (wrapping); default: the client's list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpus: Option<CpuList>,
+    /// Round trips per second in all, spread over the flows: each request sent on its flow's
+    /// schedule, or at once when the last answer came after its slot (missed slots are skipped,
+    /// never sent in a burst); latency counts from the send. Default: back to back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Rate>,
 }
 
 fn one() -> u32 {
@@ -82,6 +87,7 @@ impl Default for RrSection {
             busy_poll_us: None,
             udp_timeout: None,
             server_cpus: None,
+            rate: None,
         }
     }
 }
@@ -92,17 +98,18 @@ impl Section for RrSection {
     }
 
     fn shared_flags(&self) -> &'static [&'static str] {
-        &["--flows", "--req-size", "--resp-size", "--udp", "--server-cpus"]
+        &["--flows", "--req-size", "--resp-size", "--udp", "--server-cpus", "--rate"]
     }
 
     fn describe(&self, bound: &str) -> String {
         format!(
-            "rr: {}-byte requests, {}-byte responses over {}, {} flow{}, wait {}, {bound}",
+            "rr: {}-byte requests, {}-byte responses over {}, {} flow{}{}, wait {}, {bound}",
             self.req_bytes.bytes(),
             self.resp_bytes.bytes(),
             self.protocol.name().to_uppercase(),
             self.flows,
             plural(self.flows),
+            self.rate.map(|r| format!(" at {} in all", crate::units::fmt_per_s(r.per_second()))).unwrap_or_default(),
             match self.wait {
                 WaitMode::Block => "block",
                 WaitMode::Spin => "spin",
@@ -120,6 +127,15 @@ impl Section for RrSection {
         }
         if self.udp_timeout.is_some_and(|t| t.get() < std::time::Duration::from_millis(1)) {
             return Err(("rr.udp_timeout", "must be at least 1ms".into()));
+        }
+        if let Some(r) = self.rate {
+            let per_flow = r.per_second() / f64::from(self.flows.max(1));
+            if !(0.01..=1e7).contains(&per_flow) {
+                return Err((
+                    "rr.rate",
+                    format!("{}/s over {} flows is outside 0.01..10M per flow", r.per_second(), self.flows),
+                ));
+            }
         }
         Ok(())
     }
@@ -205,6 +221,19 @@ impl RrSection {
         if shared.server_cpus.is_some() {
             self.server_cpus = shared.server_cpus.clone();
         }
+        if let Some(r) = &shared.rate {
+            let (rate, to) = parse_rate_range(r).map_err(|e| flag_err("--rate", e))?;
+            if to.is_some() {
+                return Err(flag_err("--rate", "an rr test runs at one rate; ramps are for http tests".into()));
+            }
+            self.rate = Some(rate);
+        }
         Ok(())
+    }
+
+    /// The gap between one flow's requests at the rate asked, `None` back to back.
+    pub fn gap(&self) -> Option<std::time::Duration> {
+        let per_flow = self.rate?.per_second() / f64::from(self.flows.max(1));
+        (per_flow > 0.0).then(|| std::time::Duration::from_secs_f64(1.0 / per_flow))
     }
 }

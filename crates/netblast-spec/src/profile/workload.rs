@@ -287,6 +287,7 @@ impl Workload {
         match self {
             Workload::Http(h) => h.rate.map(|r| r.per_second()),
             Workload::Cps(c) => c.rate.map(|r| r.per_second()),
+            Workload::Rr(r) => r.rate.map(|r| r.per_second()),
             _ => None,
         }
     }

@@ -201,7 +201,7 @@ mod tests {
         let o =
             Overrides { shared: SharedFlags { rate: Some("5000".into()), ..Default::default() }, ..Default::default() };
         let e = o.apply(&mut p, &origin).unwrap_err().to_string();
-        assert!(e.contains("--rate") && e.contains("applies to cps and http tests"), "{e}");
+        assert!(e.contains("--rate") && e.contains("applies to rr and cps and http tests"), "{e}");
     }
 
     #[test]

@@ -17,6 +17,14 @@ pub fn to_json(s: &Summary) -> String {
     out
 }
 
+/// Whether `bytes` are a campaign's summary (its schema says so), not a run's result.
+pub fn is_summary(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(bytes)
+        .ok()
+        .and_then(|v| v.get("schema").and_then(|s| s.as_str()).map(|s| s.starts_with("netblast.campaign/")))
+        .unwrap_or(false)
+}
+
 /// A `summary.json` read back; an error says what is wrong (another schema, bad JSON).
 pub fn read_json(bytes: &[u8]) -> Result<Summary, String> {
     let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;

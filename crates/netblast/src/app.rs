@@ -97,6 +97,9 @@ fn report(a: &ReportArgs) -> Result<Outcome, AppError> {
     let file = &files[0];
     let bytes =
         std::fs::read(file).with_context(|| format!("cannot read {}", file.display())).map_err(AppError::input)?;
+    if netblast_report::campaign::is_summary(&bytes) {
+        return campaign_summary(a, file, &bytes);
+    }
     // A log cut by a kill may end inside a character: that line is the cut record, left out;
     // every line before it is whole.
     let text = String::from_utf8_lossy(&bytes);
@@ -133,6 +136,29 @@ fn report(a: &ReportArgs) -> Result<Outcome, AppError> {
     let (verdicts, _) = netblast_spec::assert::check_all(&a.assert, &r);
     let ok = out::print_verdicts(&verdicts, a.csv.is_some());
     Ok(out::judged(r.complete, ok))
+}
+
+/// `report DIR/summary.json`: a campaign's summary as text, `--csv` or `--html`.
+fn campaign_summary(a: &ReportArgs, file: &Path, bytes: &[u8]) -> Result<Outcome, AppError> {
+    if !a.assert.is_empty() || a.hlog.is_some() {
+        return Err(AppError::input(anyhow::anyhow!(
+            "{}: a campaign's summary renders as text, --csv or --html; --assert and --hlog take a run's result (in \
+             its runs/)",
+            file.display()
+        )));
+    }
+    let s = netblast_report::campaign::read_json(bytes)
+        .map_err(|e| AppError::input(anyhow::anyhow!("{}: {e}", file.display())))?;
+    if let Some(p) = &a.html {
+        write_page(p, &netblast_report::campaign::html(&s))?;
+    }
+    match a.csv {
+        Some(_) => print_stdout(&netblast_report::campaign::csv(&s)),
+        None if a.html.is_some() => {}
+        None => print_stdout(&netblast_report::campaign::text(&s)),
+    }
+    let whole = s.runs.failed == 0 && s.runs.missing == 0;
+    Ok(if whole { Outcome::Complete } else { Outcome::Incomplete })
 }
 
 fn read_result(p: &Path) -> Result<netblast_spec::RunResult, AppError> {

@@ -330,7 +330,8 @@ pub struct ReportArgs {
     #[arg(long = "assert", value_name = "EXPR", value_parser = parse_assertion)]
     pub assert: Vec<netblast_spec::assert::Assertion>,
     /// Results written by `netblast run --output`, `--json`, `netblast fleet -o` or
-    /// `netblast merge` (or a partial or fleet frame log). Several need --compare.
+    /// `netblast merge` (or a partial or fleet frame log, or a campaign's summary.json). Several
+    /// need --compare.
     #[arg(required = true, num_args = 1..)]
     pub files: Vec<PathBuf>,
     /// Print CSV instead of the text report: `intervals` (one row per interval and way; HTTP:

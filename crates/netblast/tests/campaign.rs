@@ -119,6 +119,13 @@ fn a_campaign_killed_and_resumed_runs_exactly_the_missing_runs() {
     let again = util::bin().arg("campaign").arg(&file).arg("-o").arg(&out).arg("-q").output().unwrap();
     assert_eq!(again.status.code(), Some(0), "{}", util::said(&again));
     assert_eq!(util::json_file(&out.join("summary.json")), s);
+    // `report` renders the summary again: the same text the campaign printed, and its CSV.
+    let rep = util::bin().arg("report").arg(out.join("summary.json")).output().unwrap();
+    assert_eq!(rep.status.code(), Some(0), "{}", util::said(&rep));
+    let shown = String::from_utf8_lossy(&rep.stdout).to_string();
+    assert!(shown.contains("Campaign: 4 cells × 3 repeats: 12 of 12 runs done") && t.contains(shown.trim()), "{shown}");
+    let rep = util::bin().arg("report").arg(out.join("summary.json")).arg("--csv").output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&rep.stdout), std::fs::read_to_string(out.join("summary.csv")).unwrap());
     // The file changed: refused, naming the change.
     let changed = write(&d.join("c2.toml"), &std::fs::read_to_string(&file).unwrap().replace("\"1M\"", "\"4M\""));
     let o = util::bin().arg("campaign").arg(&changed).arg("-o").arg(&out).output().unwrap();

@@ -18,6 +18,16 @@ pub struct NsPair {
     line: Option<std::process::Child>,
 }
 
+/// `tc ARGS` in namespace `ns` (a qdisc on a pair's interface).
+pub fn tc(ns: &str, args: &str) -> Result<(), String> {
+    let st = Command::new("ip")
+        .args(["netns", "exec", ns, "tc"])
+        .args(args.split_whitespace())
+        .status()
+        .map_err(|e| format!("tc: {e}"))?;
+    st.success().then_some(()).ok_or_else(|| format!("tc {args} failed in {ns}"))
+}
+
 fn ip(args: &[&str]) -> Result<(), String> {
     let st = Command::new("ip").args(args).status().map_err(|e| format!("ip: {e}"))?;
     if st.success() {

@@ -5,7 +5,7 @@
 //! ratio: the same headers on both), and the two cells of 100 Mbit/s no difference. Needs root
 //! (namespaces, tbf).
 
-use netblast_benches::netns::{inside, NsPair};
+use netblast_benches::netns::{inside, tc, NsPair};
 use netblast_benches::truth::{self, Tolerance};
 use netblast_benches::{profile, secs, ServerIn};
 use netblast_probe::Probe;
@@ -17,16 +17,6 @@ use std::time::Duration;
 
 /// The campaign: the cell's label names its tbf rate.
 const FILE: &str = "repeats = 5\nseed = 7\n[axes]\nlabel = [\"100mbit\", \"110mbit\", \"100mbit-again\"]\n";
-
-/// `tc ARGS` in namespace `ns`.
-fn tc(ns: &str, args: &str) -> Result<(), String> {
-    let st = std::process::Command::new("ip")
-        .args(["netns", "exec", ns, "tc"])
-        .args(args.split_whitespace())
-        .status()
-        .map_err(|e| format!("tc: {e}"))?;
-    st.success().then_some(()).ok_or_else(|| format!("tc {args} failed in {ns}"))
-}
 
 /// `truth.campaign.tbf_difference` and `truth.campaign.identical_cells`.
 pub(crate) fn truth_campaign() -> Result<(), String> {

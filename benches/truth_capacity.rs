@@ -6,7 +6,7 @@
 //! than the generator on this host, whose answer must be the generator's. Namespaces, tbf and
 //! nftables need root; nginx must be installed.
 
-use netblast_benches::netns::{counters, inside, NsPair};
+use netblast_benches::netns::{counters, inside, tc, NsPair};
 use netblast_benches::truth::{self, Tolerance};
 use netblast_benches::{profile, secs, ServerIn};
 use netblast_probe::Probe;
@@ -149,16 +149,6 @@ fn generator(cpus: usize) -> Result<(), String> {
         ),
     );
     Ok(())
-}
-
-/// `tc ARGS` in namespace `ns`.
-fn tc(ns: &str, args: &str) -> Result<(), String> {
-    let st = std::process::Command::new("ip")
-        .args(["netns", "exec", ns, "tc"])
-        .args(args.split_whitespace())
-        .status()
-        .map_err(|e| format!("tc: {e}"))?;
-    st.success().then_some(()).ok_or_else(|| format!("tc {args} failed in {ns}"))
 }
 
 fn udp_tbf() -> Result<(), String> {

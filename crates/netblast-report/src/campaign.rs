@@ -3,7 +3,7 @@
 //! baseline; what limited which cells; failed cells), CSV (a row per cell and figure) and one
 //! HTML page with a chart per figure against each axis, error bars from the intervals.
 
-use crate::chart::{nice_ticks, Unit};
+use crate::chart::{nice_ticks, Unit, MB, ML, MR, MT, PALETTE};
 use crate::markup::esc;
 use netblast_spec::assert::FigureUnit;
 use netblast_spec::campaign::summary::{CellSummary, FigureInfo, Summary};
@@ -372,15 +372,9 @@ fn table(out: &mut String, s: &Summary) {
     out.push_str("</table>\n");
 }
 
-/// Chart size and margins.
+/// Chart size (the margins and colours are the run charts').
 const W: f64 = 900.0;
 const H: f64 = 300.0;
-const ML: f64 = 78.0;
-const MR: f64 = 16.0;
-const MT: f64 = 12.0;
-const MB: f64 = 40.0;
-/// Line colours (Okabe–Ito, as the run charts).
-const PALETTE: [&str; 8] = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#999999"];
 
 /// One figure against axis `ai`: the axis's values across, a line per combination of the
 /// other axes' values.

@@ -15,15 +15,15 @@ use std::fmt::Write;
 const W: f64 = 1200.0;
 const H: f64 = 340.0;
 /// Plot area margins: left (tick labels), right, top, bottom (tick labels and axis name).
-const ML: f64 = 78.0;
-const MR: f64 = 16.0;
-const MT: f64 = 12.0;
-const MB: f64 = 44.0;
+pub(crate) const ML: f64 = 78.0;
+pub(crate) const MR: f64 = 16.0;
+pub(crate) const MT: f64 = 12.0;
+pub(crate) const MB: f64 = 44.0;
 /// Most hover targets per line (one per interval); beyond it only the line.
 const MAX_TIPS: usize = 400;
 
 /// Colours of the lines, in order (distinct for colour-blind readers first: Okabe–Ito).
-const PALETTE: [&str; 10] =
+pub(crate) const PALETTE: [&str; 10] =
     ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442", "#999999", "#882255"];
 
 /// What a value axis measures, so one unit is picked for all lines of a plot.

@@ -398,6 +398,15 @@ pub fn known<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or_else(|| "\u{2014}".to_string(), |x| x.to_string())
 }
 
+/// A share written as a percentage (`5%`, `2.5%`) or a fraction (`0.05`); the caller bounds it.
+pub fn parse_share(s: &str) -> Result<f64, String> {
+    match s.trim().strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => s.trim().parse::<f64>(),
+    }
+    .map_err(|_| format!("{s:?} is not a share: 5% or 0.05"))
+}
+
 /// Three significant digits, as iperf3 prints its figures (`4.56`, `39.2`, `964`): the one
 /// number format of every scaled figure netblast prints.
 pub fn sig3(v: f64) -> String {

@@ -127,7 +127,7 @@ pub fn run(a: &crate::cli::CampaignArgs) -> Result<Outcome, AppError> {
     // The summary is made from the files, every time: the same files, the same summary.
     let have = read_runs(&runs_dir, &cells, campaign.repeats)?;
     let mut sum = summary::summarize(&campaign, &have);
-    if let (Some((base, dir)), Some(_)) = (&baseline, &a.baseline) {
+    if let (Some(base), Some(dir)) = (&baseline, &a.baseline) {
         sum.against(base, &dir.display().to_string());
     }
     write_summary(&a.output, &sum)?;
@@ -470,7 +470,7 @@ fn record(
 
 /// An earlier campaign's summary, refused when none of its cells has the settings of a cell
 /// here.
-fn read_baseline(dir: &Path, cells: &[Cell]) -> Result<(Summary, PathBuf), AppError> {
+fn read_baseline(dir: &Path, cells: &[Cell]) -> Result<Summary, AppError> {
     let p = dir.join("summary.json");
     let input = |e: String| AppError::input(anyhow::anyhow!(e));
     let bytes = std::fs::read(&p)
@@ -490,7 +490,7 @@ fn read_baseline(dir: &Path, cells: &[Cell]) -> Result<(Summary, PathBuf), AppEr
             if axes.is_empty() { "none".to_string() } else { axes.join(", ") }
         )));
     }
-    Ok((base, dir.to_path_buf()))
+    Ok(base)
 }
 
 /// `summary.json`, `summary.csv` and `summary.html` in `dir`, each written atomically.

@@ -463,11 +463,7 @@ pub fn iperf3_hint(args: &[String]) -> Option<String> {
 
 /// A share written as a percentage (`5%`, `2.5%`) or a fraction (`0.05`).
 fn parse_share(s: &str) -> Result<f64, String> {
-    let v = match s.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
-        None => s.trim().parse::<f64>(),
-    }
-    .map_err(|_| format!("{s:?} is not a share: 5% or 0.05"))?;
+    let v = netblast_spec::units::parse_share(s)?;
     if !(0.001..=1.0).contains(&v) {
         return Err(format!("{s} is outside 0.1%..100%"));
     }

@@ -8,12 +8,21 @@ use crate::util::{self, spawn_server};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// A fresh directory for one test.
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nb-campaign-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory for one test, removed when the test ends (passed or not).
+fn dir(name: &str) -> util::tempdir::Dir {
+    util::tempdir::Dir::new(&format!("nb-campaign-{name}"))
+}
+
+/// `netblast serve` on loopback, stopped when the test ends (passed or not), and its address.
+fn serve() -> (util::KillOnDrop, std::net::SocketAddr) {
+    let (child, addr) = spawn_server();
+    (util::KillOnDrop(child), addr)
+}
+
+/// `netblast serve ARGS`, stopped when the test ends, and its address.
+fn serve_with(args: &[&str]) -> (util::KillOnDrop, std::net::SocketAddr) {
+    let (child, addr) = util::spawn_server_with(args);
+    (util::KillOnDrop(child), addr)
 }
 
 fn write(path: &Path, text: &str) -> PathBuf {
@@ -43,8 +52,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 #[test]
 fn a_campaign_killed_and_resumed_runs_exactly_the_missing_runs() {
-    let (mut server, addr) = spawn_server();
-    let d = dir("resume");
+    let (_server, addr) = serve();
+    let tmp = dir("resume");
+    let d = tmp.path();
     let file = write(
         &d.join("c.toml"),
         &format!(
@@ -134,18 +144,17 @@ fn a_campaign_killed_and_resumed_runs_exactly_the_missing_runs() {
     // The summary as CSV and HTML, the page drawn by a browser.
     let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
     assert!(csv.starts_with("cell,flows,block,figure,unit,n,failed,median"), "{csv}");
-    let (dom, shot) = browse(&out.join("summary.html"), &d);
+    let (dom, shot) = browse(&out.join("summary.html"), d);
     let fig = figure(&dom, "chart-0");
     assert!(fig.contains("against flows") && fig.matches("<circle").count() == 4, "{fig}");
     let (rows, colour) = ink(&shot);
     assert!(rows > 600 && colour > 500, "the page drew its charts: {rows} rows, {colour} coloured pixels");
-    let _ = server.kill();
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
 fn bad_campaign_files_are_refused_naming_the_key() {
-    let d = dir("bad");
+    let tmp = dir("bad");
+    let d = tmp.path();
     let cases = [
         ("[axes]\nflws = [1, 2]\n", "axes.flws: `netblast run` has no flag --flws (--flows?)"),
         ("[axes]\nrate = [\"100\", \"200\"]\n", "--rate"),
@@ -167,13 +176,13 @@ fn bad_campaign_files_are_refused_naming_the_key() {
     let t = util::said(&o);
     assert_eq!(o.status.code(), Some(0), "{t}");
     assert!(t.contains("c002 direction=down: netblast run --target=127.0.0.1:9 --reverse"), "{t}");
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
 fn a_cell_whose_runs_all_fail_is_a_failed_cell_and_a_baseline_compares_cells() {
-    let (mut server, addr) = spawn_server();
-    let d = dir("failed");
+    let (_server, addr) = serve();
+    let tmp = dir("failed");
+    let d = tmp.path();
     // Port 9 on loopback: nothing listens (discard is not run here); refused at once.
     let text = format!(
         "repeats = 2\norder = \"grouped\"\n[set]\nduration = \"1s\"\nprobe = \"tcpinfo\"\n[axes]\ntarget = \
@@ -207,8 +216,6 @@ fn a_cell_whose_runs_all_fail_is_a_failed_cell_and_a_baseline_compares_cells() {
     let s = util::json_file(&d.join("next/summary.json"));
     let ch = &s["cells"][0]["vs_baseline"]["throughput"];
     assert!(ch["ci_low"].as_f64().unwrap() <= ch["change"].as_f64().unwrap(), "{ch}");
-    let _ = server.kill();
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 fn free_port() -> u16 {
@@ -225,8 +232,9 @@ fn campaign(file: &str, out: &Path, args: &[&str]) -> (Option<i32>, String) {
 fn the_shipped_campaigns_run_with_their_targets_substituted() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/campaigns");
     let file = |name: &str| format!("{root}/{name}.toml");
-    let d = dir("shipped");
-    let (mut server, addr) = spawn_server();
+    let tmp = dir("shipped");
+    let d = tmp.path();
+    let (_server, addr) = serve();
     let target = format!("--target={addr}");
     // bbr against cubic, one flow: both congestion controls run, compared.
     let (code, t) = campaign(
@@ -245,8 +253,8 @@ fn the_shipped_campaigns_run_with_their_targets_substituted() {
     assert!(t.contains("4 cells × 3 repeats") && t.contains("--flows=8 --reverse"), "{t}");
     // nginx against Envoy: two HTTP servers (netblast's responders) as the two proxies.
     let (h1, h2) = (free_port(), free_port());
-    let (mut web1, _) = util::spawn_server_with(&["--http", &h1.to_string()]);
-    let (mut web2, _) = util::spawn_server_with(&["--http", &h2.to_string()]);
+    let (_web1, _) = serve_with(&["--http", &h1.to_string()]);
+    let (_web2, _) = serve_with(&["--http", &h2.to_string()]);
     let proxies = format!("target=http://127.0.0.1:{h1}/,http://127.0.0.1:{h2}/");
     let (code, t) = campaign(
         &file("proxies"),
@@ -264,7 +272,7 @@ fn the_shipped_campaigns_run_with_their_targets_substituted() {
     let tf = format!("token-file={}", token.display());
     let mut agents = Vec::new();
     for _ in 0..2 {
-        agents.push(util::spawn_server_with(&["--probe", "tcpinfo", "--token-file", token.to_str().unwrap()]));
+        agents.push(serve_with(&["--probe", "tcpinfo", "--token-file", token.to_str().unwrap()]));
     }
     let clients = format!("clients={},{}", agents[0].1, agents[1].1);
     let url = format!("url=http://127.0.0.1:{h1}/");
@@ -299,11 +307,4 @@ fn the_shipped_campaigns_run_with_their_targets_substituted() {
         campaign(&file("idps-modes"), &d.join("deny"), &deny.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(code, Some(0), "{t}");
     assert!(t.contains("Against the baseline") && t.contains("c002 rate=100: rps "), "{t}");
-    for (mut a, _) in agents {
-        let _ = a.kill();
-    }
-    for s in [&mut server, &mut web1, &mut web2] {
-        let _ = s.kill();
-    }
-    let _ = std::fs::remove_dir_all(&d);
 }

@@ -85,13 +85,13 @@ fn every_step_of_a_udp_search_sends() {
     // Each step is a whole run on the same flags: a run aborts its workers as it ends, and the
     // next step once started already stopped (0 bit/s, blamed on the generator) until the
     // flags were rearmed between steps.
-    let (mut server, addr) = util::spawn_server();
+    let (server, addr) = util::spawn_server();
+    let _server = util::KillOnDrop(server);
     let o = run_cmd()
         .arg(addr.to_string())
         .args(["-u", "-b", "10M..40M", "--find-max", "30%", "-t", "1s", "--assert", "lost<=50%", "-J"])
         .output()
         .unwrap();
-    let _ = server.kill();
     assert_eq!(o.status.code(), Some(0), "{}", util::said(&o));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let f = &r["find_max"];

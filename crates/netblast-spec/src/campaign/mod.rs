@@ -223,7 +223,9 @@ impl Campaign {
         };
         let noise = match raw.noise.as_deref() {
             None => 0.01,
-            Some(n) => parse_share(n).map_err(|m| bad("noise".into(), m))?,
+            Some(n) => crate::units::parse_share(n)
+                .and_then(|v| if (0.0..=0.5).contains(&v) { Ok(v) } else { Err(format!("{n}: from 0% to 50%")) })
+                .map_err(|m| bad("noise".into(), m))?,
         };
         let c = Campaign {
             noise,
@@ -393,19 +395,6 @@ impl Campaign {
         }
         d
     }
-}
-
-/// `1%` or `0.01`, from 0 to 50%.
-fn parse_share(s: &str) -> Result<f64, String> {
-    let v = match s.trim().strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
-        None => s.trim().parse::<f64>(),
-    }
-    .map_err(|_| format!("{s:?}: a share, \"1%\" or \"0.01\""))?;
-    if !(0.0..=0.5).contains(&v) {
-        return Err(format!("{s}: from 0% to 50%"));
-    }
-    Ok(v)
 }
 
 /// A table's keys in the file's order (`_` read as `-`), each with its values; a key the

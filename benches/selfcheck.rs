@@ -633,9 +633,17 @@ fn main() {
         }
     }
     let checks = lines.iter().filter(|l| matches!(l, truth::Line::Check { .. })).count();
-    let bad = lines.iter().filter(|l| matches!(l, truth::Line::Check { outcome: truth::Outcome::Fail, .. })).count();
+    let bad: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| match l {
+            truth::Line::Check { name, outcome: truth::Outcome::Fail, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
     if checks > 0 {
-        println!("truth checks: {} of {checks} ok{}", checks - bad, if bad > 0 { ", FAILED" } else { "" });
+        // The failed names again on the last line: a log cut to its tail still says which.
+        let failed_names = if bad.is_empty() { String::new() } else { format!(", FAILED: {}", bad.join(", ")) };
+        println!("truth checks: {} of {checks} ok{failed_names}", checks - bad.len());
     }
     if failed {
         std::process::exit(1);

@@ -231,6 +231,8 @@ where
                         AgentMsg::Started { id, start_unix_ns, actual_start_unix_ns }
                     }
                     Live::Interval(iv) => AgentMsg::Interval { id, interval: Box::new(iv.clone()) },
+                    // The probe's figures travel in the final result.
+                    Live::Probe(_) => return,
                 };
                 if tx.try_send(msg).is_err() {
                     dropped_in.fetch_add(1, Ordering::Relaxed);

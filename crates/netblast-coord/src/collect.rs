@@ -119,13 +119,23 @@ pub struct Collect<'a> {
 }
 
 impl<'a> Collect<'a> {
-    /// Phase 3: picks T0 (at least the lead, four worst round trips and 0.2 ms a test ahead, on
-    /// an interval boundary), opens the log with its header, and sends every order.
+    /// Phase 3: picks T0 (at least the lead, four worst round trips and 0.2 ms a test ahead,
+    /// and a latency probe's idle phase and set-up, on an interval boundary), opens the log
+    /// with its header, and sends every order.
     pub fn order(roster: Roster<'a>, tests: Vec<Test>) -> Result<Collect<'a>, FleetError> {
         let cfg = roster.cfg;
         let interval_ns = cfg.profile.run.interval().as_nanos() as u64;
         let max_delay = roster.agents.iter().filter_map(|a| a.clock).map(|c| c.error_ns * 2).max().unwrap_or(0);
         let lead = cfg.lead + Duration::from_nanos(4 * max_delay) + Duration::from_micros(200 * tests.len() as u64);
+        // Latency probes start their idle phase that long before T0, once set up.
+        let probes = cfg
+            .profile
+            .run
+            .latency_probe
+            .as_ref()
+            .map(|lp| lp.idle() + netblast_spec::profile::LatencyProbe::SETUP)
+            .unwrap_or_default();
+        let lead = lead + probes;
         let t0 = (now_ns() + lead.as_nanos() as u64).div_ceil(interval_ns) * interval_ns;
         let mut log = match &cfg.log {
             Some(p) => Some(Log {

@@ -156,12 +156,23 @@ pub struct Plot {
     pub shape: Shape,
     /// The lines, the first on top of the legend.
     pub series: Vec<Series>,
+    /// Instants marked across the plot with a name (a load's start and end), seconds.
+    pub marks: Vec<(f64, String)>,
 }
 
 impl Plot {
     /// A plot over the run's seconds.
     pub fn over_time(id: &str, title: impl Into<String>, unit: Unit, shape: Shape, series: Vec<Series>) -> Plot {
-        Plot { id: id.into(), title: title.into(), unit, x: XAxis::Seconds, log_y: false, shape, series }
+        Plot {
+            id: id.into(),
+            title: title.into(),
+            unit,
+            x: XAxis::Seconds,
+            log_y: false,
+            shape,
+            series,
+            marks: Vec::new(),
+        }
     }
 }
 
@@ -207,7 +218,12 @@ fn tick_label(v: f64) -> String {
 fn x_range(p: &Plot) -> (f64, f64) {
     let hi = p.series.iter().flat_map(|s| s.points.iter().map(|q| q.0.max(q.1))).fold(0.0, f64::max);
     match p.x {
-        XAxis::Seconds | XAxis::Offered(_) => (0.0, hi.max(1e-3)),
+        // Seconds before the start (a latency probe's idle phase) are drawn left of 0.
+        XAxis::Seconds => {
+            let lo = p.series.iter().flat_map(|s| s.points.iter().map(|q| q.0)).fold(0.0, f64::min);
+            (lo, hi.max(lo + 1e-3))
+        }
+        XAxis::Offered(_) => (0.0, hi.max(1e-3)),
         XAxis::Percentile => (1.0, hi.max(10.0)),
     }
 }
@@ -435,6 +451,17 @@ pub fn render(p: &Plot, idx: usize) -> String {
         esc(&p.title)
     );
     axes(&mut s, &f);
+    for (x, name) in &p.marks {
+        let (sx, top, bottom) = (f.sx(*x), MT, H - MB);
+        let _ = write!(
+            s,
+            "<line class=\"mark\" x1=\"{sx:.1}\" x2=\"{sx:.1}\" y1=\"{top:.1}\" y2=\"{bottom:.1}\" stroke=\"#666\" \
+             stroke-dasharray=\"4 3\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"tick\">{}</text>",
+            sx + 3.0,
+            top + 12.0,
+            esc(name)
+        );
+    }
     for i in 0..p.series.len() {
         series(&mut s, p, &f, idx, i);
     }

@@ -1,7 +1,7 @@
 //! Rows as CSV for spreadsheets and plotting tools (`netblast report RESULT.json --csv
 //! [intervals|streams|tests]`):
 //! - [`intervals`]: one row per interval and way (`up`, `down`), and for HTTP one row per
-//!   interval (`http`);
+//!   interval (`http`); then the latency probes' intervals (`probe`, with their `phase`);
 //! - [`streams`]: one row per interval and stream, with the sender's kernel view (srtt, cwnd);
 //! - [`tests`]: one row per test of a fleet or merged result, with its own totals.
 //!
@@ -16,11 +16,12 @@ use netblast_spec::RunResult;
 use std::fmt::Write;
 
 /// The header of [`intervals`].
-pub const COLUMNS: [&str; 31] = [
+pub const COLUMNS: [&str; 32] = [
     "index",
     "start_s",
     "end_s",
     "way",
+    "phase",
     "sent_bytes",
     "sent_bits_per_s",
     "received_bytes",
@@ -207,6 +208,20 @@ pub fn intervals(r: &RunResult) -> String {
             latency(&mut row, h.latency.as_deref());
             rows.push(row);
         }
+    }
+    // The latency probes' intervals (way `probe`), on the test's time axis (negative before
+    // the load), each with its phase; their round trips are `sent_msgs`.
+    for (i, p) in r.latency_probe.iter().flat_map(|p| p.intervals.iter()).enumerate() {
+        let mut row = vec![
+            ("index", i.to_string()),
+            ("start_s", format!("{:.6}", p.start_s)),
+            ("end_s", format!("{:.6}", p.end_s)),
+            ("way", "probe".to_string()),
+            ("phase", p.phase.name().to_string()),
+            ("sent_msgs", p.round_trips.to_string()),
+        ];
+        latency(&mut row, p.latency.as_deref());
+        rows.push(row);
     }
     table(&COLUMNS, &rows)
 }

@@ -25,6 +25,7 @@ mod kinds;
 mod lines;
 mod markup;
 pub mod plots;
+pub mod probe;
 pub mod search;
 mod series;
 pub mod sweep;

@@ -3,6 +3,7 @@
 //! overlaid) draws.
 //!
 //! - every kind with bytes on the data path: `throughput` (total, and per stream or agent);
+//! - with latency probes: `probe` (their round trips per interval, idle then loaded);
 //! - TCP bulk: `retransmits` per interval, `cwnd` and `srtt` per stream (the sender's kernel);
 //! - msgrate, rr, cps: `ops` (messages, datagrams, transactions or connections per second;
 //!   TCP segments on the wire beside messages), UDP `loss` and `jitter`, cps `failures`;
@@ -16,8 +17,9 @@ use netblast_spec::profile::{Kind, Way};
 use netblast_spec::RunResult;
 
 /// The order charts appear in (a comparison lines up the same ids).
-pub const ORDER: [&str; 14] = [
+pub const ORDER: [&str; 15] = [
     "throughput",
+    "probe",
     "ops",
     "http-rate",
     "latency-time",
@@ -51,6 +53,7 @@ pub fn plots(r: &RunResult, compact: bool) -> Result<Vec<Plot>, String> {
     if bytes_matter {
         out.extend(throughput(r, compact));
     }
+    out.extend(probe(r));
     out.extend(latency_time(r, compact));
     let lat = latency_hists(r);
     if !lat.is_empty() {
@@ -100,7 +103,44 @@ fn throughput(r: &RunResult, compact: bool) -> Option<Plot> {
         series.extend(groups(r, |s, span| bits(s.sent_bytes, s.received_bytes, span)));
     }
     let what = if received { "received" } else { "sent" };
-    Some(Plot::over_time("throughput", format!("Throughput over time ({what})"), Unit::Bits, Shape::Steps, series))
+    let mut p =
+        Plot::over_time("throughput", format!("Throughput over time ({what})"), Unit::Bits, Shape::Steps, series);
+    // Beside latency probes, the idle phase is on the axis too (the load sent nothing then),
+    // so the two charts share it: flent's RRUL picture.
+    if let Some(lp) = &r.latency_probe {
+        let idle: Vec<_> = lp.intervals.iter().filter(|i| i.end_s <= 1e-9).map(|i| (i.start_s, i.end_s, 0.0)).collect();
+        p.series[0].points.splice(0..0, idle);
+        p.marks = load_marks(r);
+    }
+    Some(p)
+}
+
+/// The load's start and end, marked on the charts of a run with latency probes.
+fn load_marks(r: &RunResult) -> Vec<(f64, String)> {
+    let end = r.intervals.last().map(|iv| iv.end_s).unwrap_or(0.0);
+    vec![(0.0, "load starts".into()), (end, "load ends".into())]
+}
+
+/// The latency probes' round trips per interval (p50, p99), idle phase included, the load's
+/// start and end marked: with the throughput above, flent's RRUL picture.
+fn probe(r: &RunResult) -> Option<Plot> {
+    let lp = r.latency_probe.as_deref()?;
+    let pts = |f: fn(&LatencySummary) -> f64| -> Vec<(f64, f64, f64)> {
+        lp.intervals.iter().filter_map(|i| Some((i.start_s, i.end_s, f(i.latency.as_deref()?)))).collect()
+    };
+    let (p50, p99) = (pts(|l| l.p50_ns as f64), pts(|l| l.p99_ns as f64));
+    if p50.is_empty() {
+        return None;
+    }
+    let title = format!(
+        "Latency probe round trips ({} at {}/s), idle then under load",
+        lp.protocol.to_uppercase(),
+        lp.rate_per_s
+    );
+    let series = vec![Series::new("probe p50", p50).bold(), Series::new("probe p99", p99)];
+    let mut p = Plot::over_time("probe", title, Unit::Nanos, Shape::Steps, series);
+    p.marks = load_marks(r);
+    Some(p)
 }
 
 /// An interval's span and its latency.
@@ -294,5 +334,6 @@ fn spectrum(id: &str, title: &str, hists: &[(String, &EncodedHistogram)]) -> Res
         log_y: true,
         shape: Shape::Line,
         series,
+        marks: Vec::new(),
     })
 }

@@ -135,6 +135,7 @@ pub fn plots(r: &RunResult) -> Vec<Plot> {
         log_y: false,
         shape: Shape::Line,
         series,
+        marks: Vec::new(),
     };
     let mut out = vec![plot("find-max-rate", "Taken against offered, each step", unit, rate)];
     if has_latency {

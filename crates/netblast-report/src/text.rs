@@ -111,13 +111,14 @@ fn part_line(i: usize, p: &netblast_spec::result::Part) -> String {
         n => format!("  streams {}..{}", p.first_stream, p.first_stream + n - 1),
     };
     format!(
-        "  [{i:>3}] {} {} -> {}{streams}  from interval {}{}  {}\n",
+        "  [{i:>3}] {} {} -> {}{streams}  from interval {}{}  {}{}\n",
         if p.agent.hostname.is_empty() { "?" } else { p.agent.hostname.as_str() },
         p.agent.address,
         p.peer,
         p.interval_offset,
         if p.complete { "" } else { "  INCOMPLETE" },
-        headline(&p.summary)
+        headline(&p.summary),
+        p.latency_probe.as_deref().map(crate::probe::part_words).unwrap_or_default()
     )
 }
 
@@ -286,6 +287,9 @@ pub fn summary(r: &RunResult) -> String {
     let _ = writeln!(s, "- - - - - - - - - - - - - - - - - - - - - - - - -");
     parts_and_agents(&mut s, r);
     crate::kinds::summary(&mut s, r);
+    if let Some(p) = &r.latency_probe {
+        s.push_str(&crate::probe::summary_line(p));
+    }
     tcp_cpu_and_errors(&mut s, r);
     crate::search::lines(&mut s, r);
     s
@@ -444,9 +448,14 @@ pub fn full(r: &RunResult) -> String {
         let _ = writeln!(s, "note: {n}");
     }
     s.push_str(&interval_header(&r.plan.profile));
+    let mut probes: &[netblast_spec::result::ProbeInterval] =
+        r.latency_probe.as_ref().map(|p| p.intervals.as_slice()).unwrap_or_default();
+    s.push_str(&crate::probe::lines_until(&mut probes, Some(0.0)));
     for iv in &r.intervals {
         s.push_str(&interval(iv, &r.streams, &r.plan.profile));
+        s.push_str(&crate::probe::lines_until(&mut probes, Some(iv.end_s)));
     }
+    s.push_str(&crate::probe::lines_until(&mut probes, None));
     s.push_str(&summary(r));
     s
 }

@@ -16,6 +16,8 @@
 //! | `msgs` | messages per second received (sent, where no receiver counted) | count (`k`, `M`) |
 //! | `lost` | messages sent and never received: UDP datagrams, rr requests over UDP without a response, cps connections that failed; with `%`, of those sent | count, or `%` |
 //! | `jitter` | UDP interarrival jitter (RFC 3550) at the receivers (the worst way) | as latency |
+//! | `idle.p50` … `idle.max`, `loaded.p50` … `loaded.max` | the latency probes' round trips before the load, and under it (`--latency-probe`) | as latency |
+//! | `added.p50` … `added.p99.99` | the latency the load added: loaded − idle at that percentile | as latency |
 //! | `rwnd_limited`, `sndbuf_limited`, `cwnd_limited`, `app_limited` | the share of the TCP senders' time the receiver's window, the send buffer, the congestion window or path, or the application held them (their kernels' clocks; the worst way) | `%` |
 //!
 //! A metric the result does not hold (latency of a bulk run, kernel RTT without eBPF) fails
@@ -86,6 +88,10 @@ enum Metric {
     Lost,
     Jitter,
     Limited(crate::diagnose::Limit),
+    /// The latency probes' round trips: under the load (`true`) or before it.
+    Probe(bool, Stat),
+    /// The latency the load added: loaded − idle.
+    Added(Stat),
 }
 
 /// A statistic of a latency distribution.
@@ -134,6 +140,11 @@ impl Metric {
                 stat(&n["latency.".len()..]).filter(|s| matches!(s, Stat::Min | Stat::Mean | Stat::Max))?,
             ),
             n if n.starts_with("rtt.") => Metric::KernelRtt(stat(&n["rtt.".len()..])?),
+            n if n.starts_with("idle.") => Metric::Probe(false, stat(&n["idle.".len()..])?),
+            n if n.starts_with("loaded.") => Metric::Probe(true, stat(&n["loaded.".len()..])?),
+            n if n.starts_with("added.") => {
+                Metric::Added(stat(&n["added.".len()..]).filter(|s| matches!(s, Stat::Quantile(_)))?)
+            }
             n if n.starts_with('p') => Metric::Latency(stat(n)?),
             _ => return None,
         })
@@ -142,7 +153,9 @@ impl Metric {
     fn dim(&self) -> Dim {
         match self {
             Metric::Throughput(_) => Dim::BitRate,
-            Metric::Latency(_) | Metric::KernelRtt(_) | Metric::Jitter => Dim::Time,
+            Metric::Latency(_) | Metric::KernelRtt(_) | Metric::Jitter | Metric::Probe(..) | Metric::Added(_) => {
+                Dim::Time
+            }
             Metric::Retransmits | Metric::HttpFailed | Metric::Lost => Dim::CountOrPercent,
             Metric::Limited(_) => Dim::Percent,
             Metric::Errors | Metric::Rps | Metric::RpsOk | Metric::Msgs => Dim::Count,
@@ -164,7 +177,8 @@ pub struct Assertion {
 
 const METRICS: &str = "throughput[.up|.down], p50..p99.99, latency.min|mean|max, rtt.p50..rtt.max, \
                        retransmits, errors, http.failed, rps, rps.ok, msgs, lost, jitter, \
-                       rwnd_limited, sndbuf_limited, cwnd_limited, app_limited";
+                       rwnd_limited, sndbuf_limited, cwnd_limited, app_limited, \
+                       idle.p50..idle.max, loaded.p50..loaded.max, added.p50..added.p99.99";
 
 impl Assertion {
     /// Parses `METRIC OP VALUE`; the error names the part that is wrong.
@@ -257,6 +271,23 @@ impl Assertion {
                 }
                 worst(&sums, *stat)
                     .ok_or_else(|| format!("this {} result has no latency", r.plan.profile.kind().name()))
+            }
+            Metric::Probe(loaded, stat) => {
+                let p = probe_of(r)?;
+                let d = if *loaded { &p.loaded } else { &p.idle };
+                let phase = if *loaded { "under the load" } else { "before the load" };
+                worst(&d.iter().map(|d| &d.summary).collect::<Vec<_>>(), *stat)
+                    .ok_or_else(|| format!("the latency probe had no round trip {phase}"))
+            }
+            Metric::Added(stat) => {
+                let p = probe_of(r)?;
+                let at = |d: &Option<crate::hist::Distribution>| {
+                    worst(&d.iter().map(|d| &d.summary).collect::<Vec<_>>(), *stat)
+                };
+                match (at(&p.loaded), at(&p.idle)) {
+                    (Some(l), Some(i)) => Ok(l - i),
+                    _ => Err("the latency probe needs round trips both before and under the load".into()),
+                }
             }
             Metric::KernelRtt(stat) => {
                 let sums: Vec<&LatencySummary> = s.ways.iter().filter_map(|w| w.kernel_rtt.as_deref()).collect();
@@ -355,6 +386,11 @@ impl Assertion {
                 .ok_or_else(|| "the result has no UDP jitter (a UDP msgrate result has)".into()),
         }
     }
+}
+
+/// The latency probes' figures of a result, or why it has none.
+fn probe_of(r: &RunResult) -> Result<&crate::result::LatencyProbeResult, String> {
+    r.latency_probe.as_deref().ok_or_else(|| "the result has no latency probe (run it with --latency-probe)".into())
 }
 
 /// The worst (largest) value of a statistic over several distributions.
@@ -510,7 +546,7 @@ impl FigureUnit {
 }
 
 /// The metrics [`headline`] looks up, in order: name, assertion text, higher is better.
-const HEADLINE: [(&str, &str, bool); 21] = [
+const HEADLINE: [(&str, &str, bool); 24] = [
     ("throughput", "throughput>=0bit/s", true),
     ("throughput.up", "throughput.up>=0bit/s", true),
     ("throughput.down", "throughput.down>=0bit/s", true),
@@ -527,6 +563,9 @@ const HEADLINE: [(&str, &str, bool); 21] = [
     ("latency.max", "latency.max>=0ns", false),
     ("rtt.p50", "rtt.p50>=0ns", false),
     ("rtt.p99", "rtt.p99>=0ns", false),
+    ("loaded.p50", "loaded.p50>=0ns", false),
+    ("loaded.p99", "loaded.p99>=0ns", false),
+    ("added.p50", "added.p50>=0ns", false),
     ("retransmits", "retransmits>=0", false),
     ("retransmits%", "retransmits>=0%", false),
     ("errors", "errors>=0", false),
@@ -591,6 +630,9 @@ fn label(name: &str, r: &RunResult) -> String {
         "latency.max" => format!("{what_latency} max"),
         "rtt.p50" => "kernel RTT p50".into(),
         "rtt.p99" => "kernel RTT p99".into(),
+        "loaded.p50" => "probe round trip under load p50".into(),
+        "loaded.p99" => "probe round trip under load p99".into(),
+        "added.p50" => "latency added by load p50".into(),
         "retransmits" => "retransmitted segments".into(),
         "retransmits%" => "retransmitted / sent segments".into(),
         "errors" => "errors".into(),

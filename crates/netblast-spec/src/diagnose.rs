@@ -233,19 +233,7 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
             buffer_fix(tcp.sndbuf(), sender, "send", |c| (c.wmem_max, c.tcp_wmem_max), ("wmem_max", "tcp_wmem"))
         ),
         Limit::Congestion => {
-            let lost = match lost_rate {
-                Some(x) if x >= 0.001 => {
-                    format!(
-                        "with {:.2}% of segments retransmitted and not duplicates: the path drops or queues",
-                        x * 100.0
-                    )
-                }
-                Some(_) => {
-                    "with next to nothing retransmitted: the congestion window or the path's rate holds it".into()
-                }
-                None => "(retransmits not counted)".into(),
-            };
-            format!("congestion limited {} of the time{flight}, {lost}", pct(share))
+            format!("congestion limited {} of the time{flight}, {}", pct(share), queue_or_loss(w, rate, lost_rate))
         }
         Limit::AskedRate => format!(
             "held at the rate asked: -b {} per flow, {} measured per flow (the kernel's pacing sets the pace; \
@@ -278,6 +266,57 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
         }
     };
     Some(Diagnosis { way: w.way, shares, limit, share, verdict })
+}
+
+/// How far the flows' typical RTT may rise over their least before the rise is a queue: a
+/// quarter of the least, and at least [`QUEUE_MIN_NS`].
+pub const QUEUE_RISE: f64 = 0.25;
+/// The least rise of the RTT called a queue, ns.
+pub const QUEUE_MIN_NS: f64 = 1e6;
+/// A share of segments lost (retransmitted and not duplicates) worth naming.
+const LOSS_NAMED: f64 = 0.001;
+
+/// A congestion-limited way's path in words, from its kernel RTT and losses: a queue (the
+/// typical RTT well above the least, while the rate held), loss without a queue (segments
+/// lost and the RTT flat: random loss, a policer), or neither.
+fn queue_or_loss(w: &WaySummary, rate: f64, lost_rate: Option<f64>) -> String {
+    let least = w.rtt.map(|t| f64::from(t.min_us) * 1e3).filter(|v| *v > 0.0);
+    // The median of the kernel's RTT samples where the eBPF program kept them, else the
+    // mean of the smoothed RTT read each interval.
+    let (typical, what) = match (&w.kernel_rtt, w.rtt) {
+        (Some(k), _) if k.count > 0 => (Some(k.p50_ns as f64), "p50"),
+        (_, Some(t)) if t.mean_us > 0.0 => (Some(t.mean_us * 1e3), "mean"),
+        _ => (None, ""),
+    };
+    let lost = lost_rate.filter(|x| *x >= LOSS_NAMED);
+    match (least, typical) {
+        (Some(lo), Some(ty)) if ty - lo >= (QUEUE_RISE * lo).max(QUEUE_MIN_NS) => {
+            let dropped = match lost {
+                Some(x) => format!("; {:.2}% of segments lost where it overflowed", x * 100.0),
+                None => String::new(),
+            };
+            format!(
+                "a queue: RTT rose from {} (least) to {} ({what}) while the rate held at {}{dropped}",
+                fmt_ns(lo),
+                fmt_ns(ty),
+                fmt_bits_per_s(rate)
+            )
+        }
+        (Some(lo), Some(ty)) if lost.is_some() => format!(
+            "loss without a queue: {:.2}% of segments lost, RTT flat ({} least, {} {what}): random loss or a \
+             policer, not a full queue",
+            lost.unwrap_or_default() * 100.0,
+            fmt_ns(lo),
+            fmt_ns(ty)
+        ),
+        _ => match lost_rate {
+            Some(x) if x >= LOSS_NAMED => {
+                format!("with {:.2}% of segments retransmitted and not duplicates: the path drops or queues", x * 100.0)
+            }
+            Some(_) => "with next to nothing retransmitted: the congestion window or the path's rate holds it".into(),
+            None => "(retransmits not counted)".into(),
+        },
+    }
 }
 
 /// The sending side's CPU at [`CPU_BOUND`] or more, in words: the busiest of those its

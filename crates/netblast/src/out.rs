@@ -219,6 +219,11 @@ impl RunLive {
                     self.status.interval(&text::interval(iv, &self.streams, &self.profile), iv);
                 }
             }
+            Live::Probe(p) => {
+                if self.human {
+                    self.status.print(&netblast_report::probe::interval(p));
+                }
+            }
         }
     }
 

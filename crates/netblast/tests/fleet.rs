@@ -250,6 +250,41 @@ fn rr_and_http_fleets_add_their_histograms_exactly() {
     );
 }
 
+#[test]
+fn a_fleets_latency_probes_run_from_each_client_to_its_server() {
+    let Some(tb) = Testbed::up("a_fleets_latency_probes", 18, 4) else { return };
+    let out = tb
+        .fleet()
+        .args(["--clients", &format!("{},{}", tb.agents[0], tb.agents[1])])
+        .args(["--servers", &format!("{},{}", tb.agents[2], tb.agents[3])])
+        .args(["-t", "2", "--latency-probe", "20/s", "--idle", "1s", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = result_of(&out);
+    assert!(r.complete, "{:?}", r.errors);
+    // T0 is the load's start: the probes' idle phase came before it, inside the lead.
+    started_together(&r);
+    let each: Vec<_> = r.parts.iter().map(|p| p.latency_probe.as_deref().expect("each test's probes")).collect();
+    assert_eq!(each.len(), 2);
+    for p in &each {
+        let (idle, loaded) = (p.idle.as_ref().unwrap().count, p.loaded.as_ref().unwrap().count);
+        assert!((15..=21).contains(&idle) && (30..=41).contains(&loaded), "{idle} idle, {loaded} loaded");
+        assert!(p.intervals.is_empty(), "a part keeps its totals; the merged result its intervals");
+    }
+    let m = r.latency_probe.as_deref().expect("the fleet's probes, merged");
+    let sum = |f: fn(&netblast_spec::result::LatencyProbeResult) -> u64| each.iter().map(|p| f(p)).sum::<u64>();
+    assert_eq!(m.idle.as_ref().unwrap().count, sum(|p| p.idle.as_ref().unwrap().count));
+    assert_eq!(m.loaded.as_ref().unwrap().count, sum(|p| p.loaded.as_ref().unwrap().count));
+    assert_eq!(m.intervals.first().map(|i| i.start_s), Some(-1.0));
+    let file = std::env::temp_dir().join(format!("nb-fleet-probe-{}.json", std::process::id()));
+    std::fs::write(&file, &out.stdout).unwrap();
+    let rep = util::bin().arg("report").arg(&file).output().unwrap();
+    let _ = std::fs::remove_file(&file);
+    let text = String::from_utf8_lossy(&rep.stdout);
+    assert!(text.matches(", probe loaded p50 ").count() == 2 && text.contains("Latency probe (TCP at 20/s)"), "{text}");
+}
+
 /// A fleet's page in headless Chromium: the mesh as a client × server matrix of each test's
 /// p50 / p99, a row per test, every server named in the header, the agents' clock offsets signed.
 fn fleet_page(r: &RunResult) {

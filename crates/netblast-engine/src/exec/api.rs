@@ -155,6 +155,9 @@ pub enum Live<'a> {
     /// One interval, complete: both ends' counters and its histograms, exactly as the result
     /// will hold it.
     Interval(&'a Interval),
+    /// One interval of the latency probes beside the test, on the test's time axis (its
+    /// phase provisional: the load's end is known only at the end).
+    Probe(&'a netblast_spec::result::ProbeInterval),
 }
 
 /// The random id of this process, reported as the agent id of its results.

@@ -3,6 +3,7 @@
 //! ([`run`]): a data-port test against `netblast serve`, or an HTTP test against any HTTP server.
 
 pub mod client;
+pub mod latency;
 
 use crate::exec::api::{ClientError, Live, RunOptions};
 use crate::exec::worker::RunFlags;
@@ -12,9 +13,24 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// Runs `plan` (`peer` is the resolved data-port address; unused by http, which resolves its
-/// URLs). Errors before the start are returned; after the start everything goes into the
-/// result.
+/// URLs), with latency probes beside it when its profile asks ([`latency`]). Errors before
+/// the start are returned; after the start everything goes into the result.
 pub fn run(
+    plan: &Plan,
+    peer: SocketAddr,
+    probe: &Probe,
+    flags: &Arc<RunFlags>,
+    opts: &RunOptions,
+    live: &mut dyn FnMut(Live<'_>),
+) -> Result<RunResult, ClientError> {
+    match &plan.profile.run.latency_probe {
+        Some(lp) => latency::run(plan, peer, probe, flags, opts, live, lp),
+        None => run_load(plan, peer, probe, flags, opts, live),
+    }
+}
+
+/// Runs `plan` alone: the data-port sequence or the HTTP one.
+fn run_load(
     plan: &Plan,
     peer: SocketAddr,
     probe: &Probe,

@@ -171,6 +171,7 @@ impl Members {
                 server: r.server.clone(),
                 profile: Some(r.plan.profile.clone()),
                 summary: r.summary.clone(),
+                latency_probe: r.latency_probe.as_ref().map(|p| Box::new(p.totals())),
             });
         } else {
             self.parts.extend(r.parts.iter().map(|q| Part {
@@ -277,8 +278,17 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<RunResult, MergeError> {
         label: first.label.clone().filter(|l| inputs.iter().all(|(_, r)| r.label.as_ref() == Some(l))),
         ..RunResult::new(merged_id(inputs), t0_ns, plan, first.probe.clone(), m.streams, intervals, summary)
     };
+    out.latency_probe = merged_probes(inputs).map(Box::new);
     fill_agent_summaries(&mut out)?;
     Ok(out)
+}
+
+/// The inputs' latency probes as one (see [`crate::result::LatencyProbeResult::merge`]): an
+/// input that is itself merged brings its merged probes.
+fn merged_probes(inputs: &[Input<'_>]) -> Option<crate::result::LatencyProbeResult> {
+    let all: Vec<(&str, &crate::result::LatencyProbeResult)> =
+        inputs.iter().filter_map(|(n, r)| Some((*n, r.latency_probe.as_deref()?))).collect();
+    crate::result::LatencyProbeResult::merge(&all)
 }
 
 /// Gives every agent of a merged result without one its own summary: the merge of its parts.
@@ -501,6 +511,7 @@ pub(crate) mod tests {
             asserts: Vec::new(),
             label: None,
             find_max: None,
+            latency_probe: None,
         }
     }
 

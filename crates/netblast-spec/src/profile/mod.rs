@@ -11,6 +11,7 @@ mod flags;
 mod http;
 mod msgrate;
 mod overrides;
+mod probe;
 mod rr;
 mod run;
 mod section;
@@ -23,6 +24,7 @@ pub use flags::{parse_rate_range, SharedFlags};
 pub use http::{read_body_file, HttpFlags, HttpSection, HttpVersion, RateStep, StatusSet, MAX_BODY};
 pub use msgrate::{MsgrateFlags, MsgrateSection, Protocol, Receivers, RecvMode};
 pub use overrides::{is_url, Overrides};
+pub use probe::LatencyProbe;
 pub use rr::{RrFlags, RrSection, WaitMode};
 pub use run::RunSection;
 pub use section::Section;
@@ -194,6 +196,8 @@ struct RunFile {
     cpus: Option<CpuList>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     omit: Option<Dur>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    latency_probe: Option<LatencyProbe>,
 }
 
 impl TryFrom<ProfileFile> for Profile {
@@ -210,7 +214,13 @@ impl TryFrom<ProfileFile> for Profile {
         }
         Ok(Profile {
             description: f.description,
-            run: RunSection { duration: f.run.duration, interval: f.run.interval, cpus: f.run.cpus, omit: f.run.omit },
+            run: RunSection {
+                duration: f.run.duration,
+                interval: f.run.interval,
+                cpus: f.run.cpus,
+                omit: f.run.omit,
+                latency_probe: f.run.latency_probe,
+            },
             tcp: f.tcp,
             workload: workload.unwrap_or_else(|| Workload::default_for(kind)),
         })
@@ -227,6 +237,7 @@ impl From<Profile> for ProfileFile {
                 interval: p.run.interval,
                 cpus: p.run.cpus,
                 omit: p.run.omit,
+                latency_probe: p.run.latency_probe,
             },
             tcp: p.tcp,
             sections: vec![p.workload],
@@ -359,6 +370,9 @@ impl Profile {
                     format!("{o} is not a whole number of reporting intervals ({})", Dur(self.run.interval())),
                 ));
             }
+        }
+        if let Some(lp) = &self.run.latency_probe {
+            lp.check(self.kind(), self.run.interval())?;
         }
         if self.run.cpus.as_ref().is_some_and(|c| c.0.is_empty()) {
             return Err(("run.cpus", "names no CPU".into()));

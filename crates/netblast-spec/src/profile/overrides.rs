@@ -8,7 +8,7 @@
 use super::flags::{flag_err, set_some, SharedFlags};
 use super::{Kind, KindFlags, Profile, Workload};
 use crate::error::SpecError;
-use crate::units::{ByteSize, CpuList, Dur};
+use crate::units::{ByteSize, CpuList, Dur, Rate};
 
 /// Flag values that replace profile fields; `None`/`false`/empty leaves the field alone.
 ///
@@ -30,6 +30,21 @@ pub struct Overrides {
     /// Reporting interval.
     #[cfg_attr(feature = "clap", arg(long, short = 'i'))]
     pub interval: Option<Dur>,
+    /// Latency probes beside the test: RATE round trips per second (default 5/s) on a flow of
+    /// their own to the same server, from an idle phase before the load (--idle) through the
+    /// load: the latency the load adds.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "RATE", num_args = 0..=1, default_missing_value = "5/s", require_equals = false)
+    )]
+    pub latency_probe: Option<Rate>,
+    /// The latency probes' idle phase before the load starts (default 2s): a whole number of
+    /// intervals.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub idle: Option<Dur>,
+    /// The latency probes go over UDP (default TCP).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub probe_udp: bool,
     /// Client CPUs for the pinned workers, e.g. 0-3,6 (default: all usable CPUs).
     #[cfg_attr(feature = "clap", arg(long))]
     pub cpus: Option<CpuList>,
@@ -125,6 +140,7 @@ impl Overrides {
         if self.is_empty() {
             return Ok(());
         }
+        self.apply_probe(p)?;
         let run = &mut p.run;
         set_some(&mut run.duration, self.shared.duration);
         set_some(&mut run.interval, self.interval);
@@ -141,7 +157,42 @@ impl Overrides {
         }
         let (shared, run) = (&self.shared, &mut p.run);
         self.kinds.apply(&mut p.workload, shared, run)?;
-        p.description = format!("{} ({origin} with command-line overrides)", p.workload.describe(&p.run));
+        let probes = match &p.run.latency_probe {
+            Some(lp) => format!(
+                ", with latency probes over {} at {}/s after {} idle",
+                lp.protocol.name().to_uppercase(),
+                lp.rate(),
+                Dur(lp.idle())
+            ),
+            None => String::new(),
+        };
+        p.description = format!("{}{probes} ({origin} with command-line overrides)", p.workload.describe(&p.run));
+        Ok(())
+    }
+}
+
+impl Overrides {
+    /// `--latency-probe`, `--idle`, `--probe-udp`: the last two change a probe the profile or
+    /// the first asks for, and are refused alone.
+    fn apply_probe(&self, p: &mut Profile) -> Result<(), SpecError> {
+        if self.latency_probe.is_none() && p.run.latency_probe.is_none() {
+            if self.idle.is_some() {
+                return Err(flag_err("--idle", "sets the latency probes' idle phase: it needs --latency-probe".into()));
+            }
+            if self.probe_udp {
+                return Err(flag_err(
+                    "--probe-udp",
+                    "sets the latency probes' transport: it needs --latency-probe".into(),
+                ));
+            }
+            return Ok(());
+        }
+        let lp = p.run.latency_probe.get_or_insert_with(Default::default);
+        set_some(&mut lp.rate, self.latency_probe);
+        set_some(&mut lp.idle, self.idle);
+        if self.probe_udp {
+            lp.protocol = super::Protocol::Udp;
+        }
         Ok(())
     }
 }

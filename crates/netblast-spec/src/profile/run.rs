@@ -22,6 +22,9 @@ pub struct RunSection {
     /// start); the test lasts `duration` more. A whole number of reporting intervals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub omit: Option<Dur>,
+    /// Latency probes beside the test (`[run.latency_probe]`, `--latency-probe`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_probe: Option<super::LatencyProbe>,
 }
 
 impl RunSection {

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 mod host;
 mod http;
 mod interval;
+mod probe;
 mod search;
 mod tcp;
 mod way;
@@ -17,6 +18,7 @@ mod way;
 pub use host::*;
 pub use http::*;
 pub use interval::*;
+pub use probe::*;
 pub use search::*;
 pub use tcp::*;
 pub use way::*;
@@ -219,6 +221,9 @@ pub struct Part {
     pub profile: Option<crate::profile::Profile>,
     /// The input's own totals.
     pub summary: Summary,
+    /// The input's latency probes, without their intervals (the merged result's hold those).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_probe: Option<Box<LatencyProbeResult>>,
 }
 
 /// One agent of a merged or fleet result.
@@ -316,6 +321,10 @@ pub struct RunResult {
     /// of the answer (the highest rate that held, else the last step).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub find_max: Option<Box<FindMax>>,
+    /// Latency probes beside the test (`--latency-probe`): idle and loaded round trips and
+    /// the latency the load added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_probe: Option<Box<LatencyProbeResult>>,
 }
 
 impl RunResult {
@@ -357,6 +366,7 @@ impl RunResult {
             asserts: Vec::new(),
             label: None,
             find_max: None,
+            latency_probe: None,
         }
     }
 }

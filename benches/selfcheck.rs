@@ -21,6 +21,7 @@ mod truth_attribution;
 mod truth_campaign;
 mod truth_capacity;
 mod truth_checks;
+mod truth_latency;
 mod verdicts;
 
 use truth_checks::{truth_merge, truth_namespaces, truth_openloop, truth_pacing, truth_pacing_stall, truth_rtt};
@@ -690,6 +691,11 @@ fn sections(server: &LocalServer, cpus: u32) -> bool {
         if truth::section_wanted("truth.verdict") {
             if let Err(e) = verdicts::truth_verdicts(server) {
                 fail("truth.verdict", e);
+            }
+        }
+        if truth::section_wanted("truth.latency") || truth::section_wanted("truth.verdict") {
+            if let Err(e) = truth_latency::truth_latency() {
+                fail("truth.latency", e);
             }
         }
         if truth::section_wanted("truth.rtt") || truth::section_wanted("truth.retransmits") {

@@ -352,6 +352,8 @@ impl<'a> Collect<'a> {
         }
         match self.totals.add(&label, &result) {
             Ok(()) => {
+                let address = &self.roster.agents[agent].address;
+                (self.roster.live)(FleetEvent::TestDone { agent: address, result: &result });
                 self.finals.push((id, label, result));
                 self.end_test(id, TestState::Done);
             }

@@ -109,6 +109,13 @@ pub enum FleetEvent<'a> {
         /// Its figures.
         interval: &'a Interval,
     },
+    /// One test's final result, taken for the fleet's.
+    TestDone {
+        /// The client agent's address.
+        agent: &'a str,
+        /// Its result.
+        result: &'a netblast_spec::RunResult,
+    },
 }
 
 /// Where the coordinator's live events go.

@@ -50,7 +50,7 @@ impl Live {
             m.event(ev);
         }
         Some(match ev {
-            FleetEvent::TestInterval { .. } => return None,
+            FleetEvent::TestInterval { .. } | FleetEvent::TestDone { .. } => return None,
             FleetEvent::AgentReady { role, address, hostname, clock } => Shown::Line(format!(
                 "{role} {address} ({hostname}) ready: clock {:+} ± {}\n",
                 fmt_ns(clock.offset_ns as f64),
@@ -100,6 +100,13 @@ pub struct FleetMetrics {
     pub http_errors: Counter,
     /// Every latency sample of the tests' intervals (rr, msgrate, HTTP).
     pub latency: HdrMetric,
+    /// The latency probes' round trips before the load, of every test that finished.
+    pub probe_idle: HdrMetric,
+    /// The latency probes' round trips under the load, of every test that finished.
+    pub probe_loaded: HdrMetric,
+    /// The latency the load added at the median (loaded p50 − idle p50), the latest finished
+    /// test's, seconds.
+    pub probe_added_p50: Gauge<f64, std::sync::atomic::AtomicU64>,
 }
 
 impl FleetMetrics {
@@ -128,6 +135,21 @@ impl FleetMetrics {
             self.http_errors.clone(),
         );
         r.register("latency_seconds", "Latency samples of every test", self.latency.clone());
+        r.register(
+            "probe_idle_rtt_seconds",
+            "Latency probe round trips before the load, of every finished test",
+            self.probe_idle.clone(),
+        );
+        r.register(
+            "probe_loaded_rtt_seconds",
+            "Latency probe round trips under the load, of every finished test",
+            self.probe_loaded.clone(),
+        );
+        r.register(
+            "probe_added_p50_seconds",
+            "Latency the load added at the median (loaded p50 - idle p50), latest finished test",
+            self.probe_added_p50.clone(),
+        );
         r
     }
 
@@ -189,6 +211,18 @@ impl FleetMetrics {
         match ev {
             // Every agent's interval frame: decoded for the metrics only when they are served.
             FleetEvent::TestInterval { interval, .. } => self.test_interval(interval),
+            FleetEvent::TestDone { result, .. } => {
+                if let Some(p) = result.latency_probe.as_deref() {
+                    for (d, m) in [(&p.idle, &self.probe_idle), (&p.loaded, &self.probe_loaded)] {
+                        if let Some(h) = d.as_ref().and_then(|d| d.histogram()) {
+                            m.add(&h);
+                        }
+                    }
+                    if let Some(a) = p.added_p50_ns {
+                        self.probe_added_p50.set(a as f64 / 1e9);
+                    }
+                }
+            }
             FleetEvent::AgentReady { role, address, .. } => self.agent_ready(role, address),
             FleetEvent::AgentFailed { role, address, .. } => self.agent_failed(role, address),
             FleetEvent::Starting { tests, .. } => {

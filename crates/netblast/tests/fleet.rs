@@ -669,6 +669,7 @@ fn fleet_metrics_show_the_live_fleet_and_stay_within_its_result() {
         .args(["--clients", &client, "--servers", &server, "--profile", "latency", "--wait", "block"])
         .args(["-t", "4", "-i", "500ms", "--metrics", "127.0.0.1:0", "--metrics-linger", "20s", "-o"])
         .arg(&out_file)
+        .args(["--latency-probe", "10/s", "--idle", "500ms"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -716,6 +717,15 @@ fn fleet_metrics_show_the_live_fleet_and_stay_within_its_result() {
     assert_eq!(util::histogram_count(&after, "netblast_fleet_latency_seconds"), total, "the final count, held");
     assert_eq!(util::value(&after, "netblast_fleet_tests_running", &[]), Some(0.0));
     assert_eq!(util::value(&after, "netblast_fleet_bytes_per_second", &[]), Some(0.0));
+    // Each finished test's latency probes, idle and loaded, counted once it is in.
+    let probes = r.latency_probe.as_deref().expect("the fleet's probes");
+    for (name, d) in [("idle", &probes.idle), ("loaded", &probes.loaded)] {
+        let count = d.as_ref().map_or(0, |d| d.count) as f64;
+        assert!(count > 0.0, "{name}");
+        assert_eq!(util::histogram_count(&after, &format!("netblast_fleet_probe_{name}_rtt_seconds")), count);
+    }
+    let added = util::value(&after, "netblast_fleet_probe_added_p50_seconds", &[]).unwrap();
+    assert_eq!(added, probes.added_p50_ns.unwrap() as f64 / 1e9, "one test: its added latency");
     assert!(fleet.try_wait().unwrap().is_none(), "still serving the final counts");
     // Ctrl-C ends the linger early, with the run's status.
     // SAFETY: kill on a child this test spawned.

@@ -102,6 +102,7 @@ pub(crate) fn verdicts(r: &RunResult) -> Vec<String> {
         Kind::Http => r.summary.http.as_ref().and_then(|h| verdict::http(r, h)).into_iter().collect(),
         Kind::Bulk | Kind::Rr => Vec::new(),
     };
+    v.extend(verdict::latency_probe(r));
     v.extend(verdict::hosts(r));
     v
 }

@@ -5,14 +5,17 @@
 
 //!
 //! A kind's own verdicts are in its file here (`cps.rs`, `udp.rs` for msgrate over UDP,
-//! `http.rs`); the report asks for them in its kind dispatch, and for [`hosts`] after them.
+//! `http.rs`); the report asks for them in its kind dispatch, then for the latency probes'
+//! ([`latency_probe`]) and [`hosts`] after them.
 
 mod cps;
 mod http;
+mod probe;
 mod udp;
 
 pub use cps::{cps, cps_shortfall, DEFAULT_PORTS};
 pub use http::http;
+pub use probe::latency_probe;
 pub use udp::udp;
 
 use crate::diagnose::{cpu_words, saturated};

@@ -63,12 +63,27 @@ fn one_value(name: &str, r: &RunResult) -> Result<(), String> {
         let (metric, zero) = match f.name {
             n if n.ends_with('%') => (&n[..n.len() - 1], "%"),
             n if n.starts_with("throughput") => (n, "bit/s"),
-            n if n.starts_with('p') || n.starts_with("latency.") || n.starts_with("rtt.") || n == "jitter" => (n, "ns"),
+            n if n.starts_with('p')
+                || ["latency.", "rtt.", "loaded.", "added.", "idle."].iter().any(|x| n.starts_with(x))
+                || n == "jitter" =>
+            {
+                (n, "ns")
+            }
             n => (n, ""),
         };
         let a = asserted(r, metric, zero);
         if a != f.shown {
             return differ(&format!("{} by --assert and the headline", f.name), &a, &f.shown);
+        }
+    }
+    // The latency probes: their line under the totals and the headline figures.
+    if let Some(l) = r.latency_probe.as_deref().and_then(|p| p.loaded.as_ref()) {
+        let shown = fmt_ns(l.p50_ns as f64);
+        if fig(&figs, "loaded.p50").map(|f| f.shown.as_str()) != Some(shown.as_str()) {
+            return differ("loaded.p50 by the headline and the result", &shown, "another");
+        }
+        if !full.contains(&format!("loaded {shown} p50")) {
+            return differ("loaded p50 in the probe's line", &shown, "absent");
         }
     }
     // Latency percentiles: the summary line, hey's distribution, the headline.

@@ -246,6 +246,17 @@ fn the_shipped_campaigns_run_with_their_targets_substituted() {
     assert!(t.contains("congestion=bbr vs cubic at flows=1: throughput "), "{t}");
     let r = util::json_file(&d.join("bbr/runs/c002-r1.json"));
     assert_eq!(r["plan"]["profile"]["tcp"]["congestion"], "bbr");
+    // The latency a full link adds, cubic against bbr: the probes' figures compared too.
+    let (code, t) = campaign(
+        &file("bufferbloat"),
+        &d.join("bloat"),
+        &[&target, "--set", "duration=1s", "--set", "omit=1s", "--set", "idle=1s", "--repeats", "2"],
+    );
+    assert_eq!(code, Some(0), "{t}");
+    assert!(t.contains("congestion=bbr vs cubic: throughput "), "{t}");
+    assert!(t.contains("\nlatency added by load p50:\n  c001 congestion=cubic "), "{t}");
+    let r = util::json_file(&d.join("bloat/runs/c002-r1.json"));
+    assert!(r["latency_probe"]["loaded"]["count"].as_u64().unwrap() > 0, "{}", r["latency_probe"]);
     // The VM matrix with its target axis given: every cell checks.
     let axis = format!("target={addr}");
     let (code, t) = campaign(&file("vm-matrix"), &d.join("vms"), &["--axis", &axis, "--dry-run"]);

@@ -93,3 +93,38 @@ fn probe_settings_are_checked() {
     assert!(util::said(&o).contains("127.0.0.1:9"), "{}", util::said(&o));
     assert!(t.elapsed() < Duration::from_secs(10));
 }
+
+#[test]
+fn a_bulk_page_draws_the_rrul_picture_in_headless_chromium() {
+    use crate::browser::{browse, figure, marks, row_cells, table};
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let dir = util::tempdir::Dir::new("latency-page");
+    let (json, page) = (dir.path().join("r.json"), dir.path().join("r.html"));
+    let o = util::run_cmd()
+        .args(["-P", "2", "-t", "2s", "--latency-probe", "20/s", "--idle", "1s", "-q", "--target"])
+        .arg(srv.addr.to_string())
+        .arg("-o")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", util::said(&o));
+    let rep = util::bin().arg("report").arg(&json).arg("--html").arg(&page).output().unwrap();
+    assert_eq!(rep.status.code(), Some(0), "{}", util::said(&rep));
+    let r = util::json_file(&json);
+    let (dom, _) = browse(&page, dir.path());
+    // The probe's round trips over time, the load's start and end marked, under a throughput
+    // chart drawn from the idle phase on: flent's RRUL picture.
+    assert!(marks(&dom, "chart-probe") >= 2, "the probe chart draws nothing");
+    let probe = figure(&dom, "chart-probe");
+    assert!(probe.contains("probe p50") && probe.contains("probe p99"), "{probe}");
+    assert!(probe.contains("load starts") && probe.contains("load ends"), "{probe}");
+    let thr = figure(&dom, "chart-throughput");
+    assert!(thr.contains("load starts") && thr.contains(">-1<"), "the throughput axis starts in the idle phase: {thr}");
+    // The headline figures hold the probes' own, as the JSON says them.
+    let ns = |v: &serde_json::Value| netblast_spec::units::fmt_ns(v.as_f64().unwrap());
+    let figures = table(&dom, "figures");
+    let loaded = row_cells(figures, "data-metric=\"loaded.p50\"");
+    assert_eq!(loaded[1], ns(&r["latency_probe"]["loaded"]["p50_ns"]), "{loaded:?}");
+    assert!(row_cells(figures, "data-metric=\"added.p50\"")[0].starts_with("latency added by load p50"));
+    assert!(dom.contains("latency under load: "), "the probes' verdict");
+}

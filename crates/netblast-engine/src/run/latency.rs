@@ -67,11 +67,11 @@ pub fn run(
     };
     // The load is set up once the probe has started: a probe that cannot start stops the run.
     let idle_s = idle.as_secs_f64();
-    let mut early = Vec::new();
+    let mut pending: Vec<Box<Interval>> = Vec::new();
     loop {
         match rx.recv() {
             Ok(FromProbe::Started) => break,
-            Ok(FromProbe::Interval(iv)) => early.push(iv),
+            Ok(FromProbe::Interval(iv)) => pending.push(iv),
             Err(_) => {
                 let e =
                     thread.join().map_err(|_| ClientError::Setting("the latency probe's thread panicked".into()))?;
@@ -79,7 +79,7 @@ pub fn run(
             }
         }
     }
-    let mut pending: Vec<Box<Interval>> = early;
+    let mut shown = 0;
     let outcome = crate::run::run_load(&load, peer, probe, flags, opts, &mut |l| {
         live(l);
         // Probe lines follow the load's: the idle phase's at the start, then as they come.
@@ -89,6 +89,7 @@ pub fn run(
         }));
         for iv in pending.drain(..) {
             live(Live::Probe(&live_interval(&iv, idle_s)));
+            shown += 1;
         }
     });
     pflags.stop();
@@ -116,6 +117,10 @@ pub fn run(
             source: "latency probe".into(),
             message: e.clone(),
         });
+    }
+    // The probe's last lines, their phases now known (the load's last interval, after it).
+    for p in built.intervals.iter().skip(shown) {
+        live(Live::Probe(p));
     }
     result.latency_probe = Some(Box::new(built));
     Ok(result)

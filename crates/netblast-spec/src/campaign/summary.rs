@@ -338,7 +338,10 @@ fn cell_summary(cell: &Cell, runs: &[(&RunId, &RunOutcome)], infos: &mut Vec<Fig
         failed,
         all_failed: n == 0 && failed > 0,
         errors,
-        figures: samples.into_iter().filter_map(|(k, v)| Spread::of(&v).map(|s| (k, at_least_zero(s)))).collect(),
+        figures: samples
+            .into_iter()
+            .filter_map(|(k, v)| Spread::of(&v).map(|s| (k.clone(), if signed(&k) { s } else { at_least_zero(s) })))
+            .collect(),
         asserts,
         causes: causes_seen,
         vs_baseline: BTreeMap::new(),
@@ -346,8 +349,14 @@ fn cell_summary(cell: &Cell, runs: &[(&RunId, &RunOutcome)], infos: &mut Vec<Fig
     }
 }
 
-/// No figure a run gives is below 0 (rates, latencies, counts, shares): an interval of the
-/// mean that reaches below it is cut at 0.
+/// Whether a figure can be below 0: the latency a load added (`added.*`: loaded − idle, the
+/// loaded phase may be the faster). Every other is a rate, latency, count or share.
+fn signed(name: &str) -> bool {
+    name.starts_with("added.")
+}
+
+/// No figure a run gives is below 0 but the [`signed`] ones: an interval of the mean that
+/// reaches below it is cut at 0.
 fn at_least_zero(mut s: Spread) -> Spread {
     s.ci_low = s.ci_low.map(|l| l.max(0.0));
     s
@@ -386,8 +395,10 @@ pub fn changes(base: &CellSummary, other: &CellSummary, noise: f64) -> BTreeMap<
         .iter()
         .filter_map(|(name, s)| {
             let mut c = Change::between(base.figures.get(name)?, s)?;
-            // No figure is negative: nothing falls by more than all of it.
-            c.ci_low = c.ci_low.max(-1.0);
+            // A figure that is never negative falls by no more than all of it.
+            if !signed(name) {
+                c.ci_low = c.ci_low.max(-1.0);
+            }
             Some((name.clone(), c.beyond(noise)))
         })
         .collect()

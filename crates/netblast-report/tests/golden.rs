@@ -1,4 +1,4 @@
-//! Every stored result (`testdata/`: real /2 and /3 results of every kind, and merges) renders
+//! Every stored result (`testdata/`: real /2 and /3 results of every kind, merges, and /4 results) renders
 //! as it did when its expected text was written (`testdata/expected/`): the human report and
 //! the CSV rows, byte for byte. A change to what a report says fails here; when the change is
 //! meant, `NETBLAST_BLESS=1 cargo test -p netblast-report --test golden` rewrites the expected

@@ -17,11 +17,11 @@ use proptest::prelude::*;
 
 /// The real results, by file name.
 fn real() -> Vec<(String, RunResult)> {
-    // `real/`: /2 results (also the upgrade's fixtures); `v3/`: results of this schema (one of
-    // every kind, bidirectional and paced bulk, HTTP/2 and a sweep, a merge of two tests held
-    // by different causes).
+    // `real/`: /2 results (also the upgrade's fixtures); `v3/`: /3 results (one of every kind,
+    // bidirectional and paced bulk, HTTP/2 and a sweep, a merge of two tests held by different
+    // causes); `v4/`: results of this schema (a bulk run with latency probes).
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
-    let mut out: Vec<(String, RunResult)> = ["real", "v3"]
+    let mut out: Vec<(String, RunResult)> = ["real", "v3", "v4"]
         .iter()
         .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap())
         .map(|e| e.unwrap().path())

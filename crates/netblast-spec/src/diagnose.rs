@@ -278,21 +278,34 @@ pub const QUEUE_MIN_NS: f64 = 1e6;
 /// A share of segments lost (retransmitted and not duplicates) worth naming.
 const LOSS_NAMED: f64 = 0.001;
 
+/// A way's least RTT and its typical one (ns) with the typical's name: the median of the
+/// kernel's RTT samples where the eBPF program kept them (`p50`), else the mean of the smoothed
+/// RTT read each interval (`mean`). `None` without both.
+pub fn rtt_rise(w: &WaySummary) -> Option<(f64, f64, &'static str)> {
+    let least = w.rtt.map(|t| f64::from(t.min_us) * 1e3).filter(|v| *v > 0.0)?;
+    match (&w.kernel_rtt, w.rtt) {
+        (Some(k), _) if k.count > 0 => Some((least, k.p50_ns as f64, "p50")),
+        (_, Some(t)) if t.mean_us > 0.0 => Some((least, t.mean_us * 1e3, "mean")),
+        _ => None,
+    }
+}
+
+/// Whether a typical RTT this far above the least is a queue ([`QUEUE_RISE`], [`QUEUE_MIN_NS`]).
+pub fn is_queue(least: f64, typical: f64) -> bool {
+    typical - least >= (QUEUE_RISE * least).max(QUEUE_MIN_NS)
+}
+
 /// A congestion-limited way's path in words, from its kernel RTT and losses: a queue (the
 /// typical RTT well above the least, while the rate held), loss without a queue (segments
 /// lost and the RTT under half again its least: random loss, a policer), or neither.
 fn queue_or_loss(w: &WaySummary, rate: f64, lost_rate: Option<f64>) -> String {
-    let least = w.rtt.map(|t| f64::from(t.min_us) * 1e3).filter(|v| *v > 0.0);
-    // The median of the kernel's RTT samples where the eBPF program kept them, else the
-    // mean of the smoothed RTT read each interval.
-    let (typical, what) = match (&w.kernel_rtt, w.rtt) {
-        (Some(k), _) if k.count > 0 => (Some(k.p50_ns as f64), "p50"),
-        (_, Some(t)) if t.mean_us > 0.0 => (Some(t.mean_us * 1e3), "mean"),
-        _ => (None, ""),
+    let (least, typical, what) = match rtt_rise(w) {
+        Some((lo, ty, what)) => (Some(lo), Some(ty), what),
+        None => (None, None, ""),
     };
     let lost = lost_rate.filter(|x| *x >= LOSS_NAMED);
     match (least, typical) {
-        (Some(lo), Some(ty)) if ty - lo >= (QUEUE_RISE * lo).max(QUEUE_MIN_NS) => {
+        (Some(lo), Some(ty)) if is_queue(lo, ty) => {
             let dropped = match lost {
                 Some(x) => format!("; {:.2}% of segments lost where it overflowed", x * 100.0),
                 None => String::new(),

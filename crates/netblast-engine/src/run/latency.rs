@@ -12,7 +12,7 @@ use crate::exec::clock;
 use crate::exec::worker::RunFlags;
 use netblast_probe::Probe;
 use netblast_spec::profile::{LatencyProbe, Profile, RrSection, RunSection, Workload};
-use netblast_spec::result::{Interval, LatencyProbeResult, Phase, Plan, ProbeInterval, ProbeSpan, RunResult};
+use netblast_spec::result::{Interval, LatencyProbeResult, Plan, ProbeInterval, ProbeSpan, RunResult};
 use netblast_spec::units::{CpuList, Dur, Rate};
 use std::net::SocketAddr;
 use std::sync::{mpsc, Arc};
@@ -187,14 +187,7 @@ fn probe_plan(plan: &Plan, lp: &LatencyProbe, idle: Duration, peer: SocketAddr) 
 /// idle, after that loaded (the load's end is known only at the end).
 fn live_interval(iv: &Interval, idle_s: f64) -> ProbeInterval {
     let span = ProbeSpan { protocol: String::new(), rate_per_s: 0.0, idle_s, omit_s: 0.0, load_end_s: f64::MAX };
-    let mut r = LatencyProbeResult::build(&span, std::slice::from_ref(iv), 0, Vec::new());
-    r.intervals.pop().unwrap_or(ProbeInterval {
-        start_s: iv.start_s - idle_s,
-        end_s: iv.end_s - idle_s,
-        phase: Phase::Idle,
-        round_trips: 0,
-        latency: None,
-    })
+    ProbeInterval::of(iv, &span).0
 }
 
 #[cfg(test)]

@@ -138,56 +138,46 @@ impl LatencyProbeResult {
         let (mut idle, mut loaded) = (HistSum::default(), HistSum::default());
         let mut intervals = Vec::with_capacity(probe.len());
         for iv in probe {
-            let (start_s, end_s) = (iv.start_s - span.idle_s, iv.end_s - span.idle_s);
-            let mid = (start_s + end_s) / 2.0;
-            let phase = if mid < 0.0 {
-                Phase::Idle
-            } else if mid < span.omit_s {
-                Phase::Omitted
-            } else if mid < span.load_end_s {
-                Phase::Loaded
-            } else {
-                Phase::After
-            };
-            let mut sum = HistSum::default();
-            for s in &iv.streams {
-                if let Some(h) = s.latency.as_ref().and_then(Distribution::histogram) {
-                    let _ = sum.add_owned(h);
-                }
-            }
+            let (pi, sum) = ProbeInterval::of(iv, span);
             if let Some(h) = sum.histogram() {
-                let _ = match phase {
+                let _ = match pi.phase {
                     Phase::Idle => idle.add(h),
                     Phase::Loaded => loaded.add(h),
                     Phase::Omitted | Phase::After => Ok(()),
                 };
             }
-            let round_trips = iv.streams.iter().filter_map(|s| s.msgs.as_ref()).map(|m| m.sent).sum();
-            intervals.push(ProbeInterval { start_s, end_s, phase, round_trips, latency: sum.distribution() });
+            intervals.push(pi);
         }
-        let (idle_d, loaded_d) = (idle.distribution(), loaded.distribution());
-        let added = |f: fn(&Distribution) -> u64| match (&idle_d, &loaded_d) {
-            (Some(i), Some(l)) => Some(f(l) as i64 - f(i) as i64),
-            _ => None,
-        };
-        LatencyProbeResult {
+        let mut r = LatencyProbeResult {
             protocol: span.protocol.clone(),
             rate_per_s: span.rate_per_s,
             idle_s: span.idle_s,
-            added_p50_ns: added(|d| d.p50_ns),
-            added_p99_ns: added(|d| d.p99_ns),
-            rpm_idle: idle.histogram().and_then(rpm),
-            rpm_loaded: loaded.histogram().and_then(rpm),
-            idle: idle_d,
-            loaded: loaded_d,
+            idle: None,
+            loaded: None,
+            added_p50_ns: None,
+            added_p99_ns: None,
+            rpm_idle: None,
+            rpm_loaded: None,
             lost,
             intervals,
             errors,
-        }
+        };
+        r.set_phases(&idle, &loaded);
+        r
     }
-}
 
-impl LatencyProbeResult {
+    /// The phases' figures from their summed histograms: the distributions, what the load
+    /// added, responsiveness.
+    fn set_phases(&mut self, idle: &HistSum, loaded: &HistSum) {
+        let (i, l) = (idle.distribution(), loaded.distribution());
+        let added = |f: fn(&Distribution) -> u64| Some(f(l.as_ref()?) as i64 - f(i.as_ref()?) as i64);
+        self.added_p50_ns = added(|d| d.p50_ns);
+        self.added_p99_ns = added(|d| d.p99_ns);
+        self.rpm_idle = idle.histogram().and_then(rpm);
+        self.rpm_loaded = loaded.histogram().and_then(rpm);
+        (self.idle, self.loaded) = (i, l);
+    }
+
     /// The probes of several tests that started together (a fleet's, a merge's) as one: their
     /// phases' histograms added, their intervals added where they cover the same span, their
     /// losses summed, each one's errors named after its test. `None` when none had probes.
@@ -196,17 +186,16 @@ impl LatencyProbeResult {
         let (mut idle, mut loaded) = (HistSum::default(), HistSum::default());
         let mut spans: Vec<(ProbeInterval, HistSum)> = Vec::new();
         let mut out = LatencyProbeResult { lost: 0, errors: Vec::new(), intervals: Vec::new(), ..(*first).clone() };
+        let add = |sum: &mut HistSum, d: &Option<Distribution>| {
+            if let Some(h) = d.as_ref().and_then(Distribution::histogram) {
+                let _ = sum.add_owned(h);
+            }
+        };
         for (name, p) in all {
-            let add = |sum: &mut HistSum, d: &Option<Distribution>| {
-                if let Some(h) = d.as_ref().and_then(Distribution::histogram) {
-                    let _ = sum.add_owned(h);
-                }
-            };
             add(&mut idle, &p.idle);
             add(&mut loaded, &p.loaded);
             for iv in &p.intervals {
-                let same = |s: &&mut (ProbeInterval, HistSum)| (s.0.start_s - iv.start_s).abs() < 1e-3;
-                match spans.iter_mut().find(|s| same(s)) {
+                match spans.iter_mut().find(|s| (s.0.start_s - iv.start_s).abs() < 1e-3) {
                     Some((m, sum)) => {
                         m.round_trips += iv.round_trips;
                         m.end_s = m.end_s.max(iv.end_s);
@@ -225,19 +214,37 @@ impl LatencyProbeResult {
         spans.sort_by(|a, b| a.0.start_s.total_cmp(&b.0.start_s));
         out.intervals =
             spans.into_iter().map(|(iv, sum)| ProbeInterval { latency: sum.distribution(), ..iv }).collect();
-        let (i, l) = (idle.distribution(), loaded.distribution());
-        let added = |f: fn(&Distribution) -> u64| Some(f(l.as_ref()?) as i64 - f(i.as_ref()?) as i64);
-        out.added_p50_ns = added(|d| d.p50_ns);
-        out.added_p99_ns = added(|d| d.p99_ns);
-        out.rpm_idle = idle.histogram().and_then(rpm);
-        out.rpm_loaded = loaded.histogram().and_then(rpm);
-        (out.idle, out.loaded) = (i, l);
+        out.set_phases(&idle, &loaded);
         Some(out)
     }
 
     /// These figures without their intervals: what a merged result keeps of each test.
     pub fn totals(&self) -> LatencyProbeResult {
         LatencyProbeResult { intervals: Vec::new(), ..self.clone() }
+    }
+}
+
+impl ProbeInterval {
+    /// One interval of the probe flow (seconds since the probe's start) on the load's time
+    /// axis, in the phase its middle falls in, and its streams' histograms summed.
+    pub fn of(iv: &Interval, span: &ProbeSpan) -> (ProbeInterval, HistSum) {
+        let (start_s, end_s) = (iv.start_s - span.idle_s, iv.end_s - span.idle_s);
+        let mid = (start_s + end_s) / 2.0;
+        let phase = if mid < 0.0 {
+            Phase::Idle
+        } else if mid < span.omit_s {
+            Phase::Omitted
+        } else if mid < span.load_end_s {
+            Phase::Loaded
+        } else {
+            Phase::After
+        };
+        let mut sum = HistSum::default();
+        for h in iv.streams.iter().filter_map(|s| s.latency.as_ref().and_then(Distribution::histogram)) {
+            let _ = sum.add_owned(h);
+        }
+        let round_trips = iv.streams.iter().filter_map(|s| s.msgs.as_ref()).map(|m| m.sent).sum();
+        (ProbeInterval { start_s, end_s, phase, round_trips, latency: sum.distribution() }, sum)
     }
 }
 

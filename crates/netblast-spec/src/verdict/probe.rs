@@ -3,7 +3,7 @@
 //! queue on the path; the load's RTT flat and a CPU saturated on either host points to the
 //! hosts.
 
-use crate::diagnose::{cpu_words, saturated, QUEUE_MIN_NS, QUEUE_RISE};
+use crate::diagnose::{cpu_words, is_queue, rtt_rise, saturated};
 use crate::result::RunResult;
 use crate::units::fmt_ns;
 
@@ -14,21 +14,14 @@ pub fn latency_probe(r: &RunResult) -> Option<String> {
     let idle_p50 = idle.p50_ns as f64;
     let sign = if added < 0 { "-" } else { "+" };
     let by = format!("{sign}{}", fmt_ns(added.unsigned_abs() as f64));
-    if (added as f64) < (QUEUE_RISE * idle_p50).max(QUEUE_MIN_NS) {
+    if !is_queue(idle_p50, idle_p50 + added as f64) {
         return Some(format!(
             "latency under load: the load added little, {by} at p50 over an idle {}: no queue of note on the probe's path",
             fmt_ns(idle_p50)
         ));
     }
     // The load's own flows: their least RTT against their typical one.
-    let rose = r.summary.ways.iter().find_map(|w| {
-        let least = f64::from(w.rtt?.min_us) * 1e3;
-        let typical = match &w.kernel_rtt {
-            Some(k) if k.count > 0 => k.p50_ns as f64,
-            _ => w.rtt?.mean_us * 1e3,
-        };
-        (least > 0.0 && typical - least >= (QUEUE_RISE * least).max(QUEUE_MIN_NS)).then_some((least, typical))
-    });
+    let rose = r.summary.ways.iter().filter_map(rtt_rise).find(|(lo, ty, _)| is_queue(*lo, *ty));
     let flat = r.summary.ways.iter().any(|w| w.rtt.is_some());
     let busy: Vec<String> = [("the client", &r.summary.load.client), ("the server", &r.summary.load.server)]
         .into_iter()
@@ -38,7 +31,7 @@ pub fn latency_probe(r: &RunResult) -> Option<String> {
         })
         .collect();
     Some(match (rose, busy.first()) {
-        (Some((least, typical)), _) => format!(
+        (Some((least, typical, _)), _) => format!(
             "latency under load: {by} at p50: a queue on the path, the load's own RTT rose with it from {} to {}",
             fmt_ns(least),
             fmt_ns(typical)

@@ -301,6 +301,10 @@ for flag in ("--clients=", "--servers="):
     sname, sns = host.split(".")[:2]
     if sname not in services or sns != ns or not host.endswith(".svc.cluster.local"):
         fail(f"coordinator {arg}: not a Service of namespace {ns}")
+# It waits for as many servers as the StatefulSet runs (dns:NAME:PORT=N).
+servers = next(a for a in job["spec"]["template"]["spec"]["containers"][0]["args"] if a.startswith("--servers="))
+if servers.rpartition("=")[2] != str(kinds["StatefulSet"][0]["spec"]["replicas"]):
+    fail(f"coordinator {servers}: waits for other than the StatefulSet's {kinds['StatefulSet'][0]['spec']['replicas']} servers")
 # The hostnetwork variant: both agent kinds on the nodes' network, nothing else changed.
 host = [d for p, d in docs if p.endswith("/rendered-k8s-hostnetwork.yaml")]
 on_host = {d["metadata"]["name"] for d in host if d["kind"] in ("DaemonSet", "StatefulSet")

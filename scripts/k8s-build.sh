@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the Kubernetes control plane the deployment test schedules on (tests/k8s_control_plane.rs
-# in the netblast crate): kube-apiserver, kube-controller-manager, kube-scheduler and kubectl
-# from the Go module k8s.io/kubernetes at $K8S_VERSION, into $NETBLAST_TOOLS/k8s/bin. Kubernetes'
+# Builds the Kubernetes the deployment test runs (tests/k8s.rs in the netblast crate): the control
+# plane (kube-apiserver, kube-controller-manager, kube-scheduler), the nodes' kubelet and
+# kube-proxy, and kubectl, from the Go module k8s.io/kubernetes at $K8S_VERSION, into
+# $NETBLAST_TOOLS/k8s/bin, each stamped with its version (the kubelet reports it to the apiserver). Kubernetes'
 # own go.mod points its 31 k8s.io/* staging modules at its source tree; a module that requires
 # it replaces each with the published module of the same release (v0.X.Y for v1.X.Y), read from
 # that go.mod, not written here. About 5 minutes the first time; nothing to do when built.
@@ -12,7 +13,7 @@ K8S_VERSION=${K8S_VERSION:-v1.34.4}
 TOOLS=${NETBLAST_TOOLS:-$HOME/.local/share/netblast-tools}
 DIR=$TOOLS/k8s
 BIN=$DIR/bin
-CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
 
 built() {
   for c in "${CMDS[@]}"; do [ -x "$BIN/$c" ] || return 1; done
@@ -50,9 +51,14 @@ n=$(grep -c "=> k8s.io/" go.mod)
 } > tools.go
 echo "k8s-build.sh: resolving $K8S_VERSION ($n staging modules at $staging)"
 GOFLAGS=-mod=mod go mod tidy
+# What an earlier build of the same version left is kept (a build of this script before the nodes
+# made only the control plane).
+[ "$(cat "$DIR/version" 2>/dev/null)" = "$K8S_VERSION" ] || rm -f "$BIN"/*
 for c in "${CMDS[@]}"; do
+  [ -x "$BIN/$c" ] && continue
   echo "k8s-build.sh: building $c"
-  GOFLAGS=-mod=mod go build -o "$BIN/$c" "k8s.io/kubernetes/cmd/$c"
+  GOFLAGS=-mod=mod go build -ldflags "-X k8s.io/component-base/version.gitVersion=$K8S_VERSION" \
+    -o "$BIN/$c" "k8s.io/kubernetes/cmd/$c"
 done
 echo "$K8S_VERSION" > "$DIR/version"
 echo "k8s-build.sh: built ${CMDS[*]} in $BIN"

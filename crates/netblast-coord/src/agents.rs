@@ -2,8 +2,9 @@
 //!
 //! - `HOST[:PORT]`, comma separated (port default 5210);
 //! - `@FILE`: one entry per line (`#` starts a comment);
-//! - `dns:NAME[:PORT]`: every address the name resolves to (a Kubernetes headless Service
-//!   resolves to one per pod);
+//! - `dns:NAME[:PORT][=N]`: every address the name resolves to (a Kubernetes headless Service
+//!   resolves to one per ready pod); while it resolves to none (or to fewer than N), it is asked
+//!   again until `--wait-agents` runs out, so a Job started beside its agents waits for them;
 //! - `registered:GROUP:N` (or `registered:N` for the group `default`): wait for N agents of that
 //!   group to register (`serve --register COORD --group GROUP`; the coordinator needs `--listen`);
 //! - `azure:vmss=NAME,rg=RG[,subscription=ID][,port=PORT]` and `azure:rg=RG,tag=KEY=VALUE[,...]`:
@@ -12,6 +13,7 @@
 
 use netblast_spec::plan::{self, DEFAULT_PORT};
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 /// Where agents come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,16 +30,24 @@ pub enum AgentSource {
 }
 
 /// Parses an agent list; `what` names the flag in errors (`--clients`).
+/// A `dns:` name is asked once.
 pub fn parse(list: &str, what: &str) -> Result<Vec<AgentSource>, String> {
-    parse_noted(list, what, &mut Vec::new())
+    parse_noted(list, what, &mut Vec::new(), Duration::ZERO)
 }
 
 /// [`parse`], adding to `notes` what a discovery found, for a person (an `azure:` list says
-/// which orchestration mode its scale set has and how many agents it found).
-pub fn parse_noted(list: &str, what: &str, notes: &mut Vec<String>) -> Result<Vec<AgentSource>, String> {
+/// which orchestration mode its scale set has and how many agents it found); a `dns:` name that
+/// resolves to no address, or to fewer than it asks for, is asked again for up to `wait`.
+pub fn parse_noted(
+    list: &str,
+    what: &str,
+    notes: &mut Vec<String>,
+    wait: Duration,
+) -> Result<Vec<AgentSource>, String> {
     let mut out = Vec::new();
+    let ctx = Ctx { what, wait, deadline: Instant::now() + wait };
     for item in items(list.split(',')) {
-        parse_item(&item, what, &mut out, notes, 0)?;
+        parse_item(&item, &ctx, &mut out, notes, 0)?;
     }
     if out.is_empty() {
         return Err(format!("{what}: names no agent"));
@@ -82,13 +92,52 @@ fn azure(query: &str, what: &str, _out: &mut Vec<AgentSource>, _notes: &mut Vec<
     ))
 }
 
+/// What every entry of one list shares: the flag's name, and how long a `dns:` name may take.
+struct Ctx<'a> {
+    what: &'a str,
+    wait: Duration,
+    deadline: Instant,
+}
+
+/// The addresses of `dns:NAME[:PORT][=N]`, asked until there are any (N of them with `=N`) or
+/// the deadline passes. Only a failed lookup is asked again: a malformed entry fails at once.
+fn dns(entry: &str, ctx: &Ctx) -> Result<Vec<SocketAddr>, String> {
+    let what = ctx.what;
+    let (name, want) = match entry.rsplit_once('=') {
+        Some((name, n)) => match n.parse::<usize>() {
+            Ok(n) if n > 0 => (name, n),
+            _ => return Err(format!("{what}: dns:{entry}: expected dns:NAME[:PORT][=COUNT] with COUNT > 0")),
+        },
+        None => (entry, 1),
+    };
+    loop {
+        let why = match plan::resolve_all(name, DEFAULT_PORT) {
+            Ok(a) if a.len() >= want => return Ok(a),
+            Ok(a) => format!("{} of the {want} addresses asked for", a.len()),
+            Err(e) => {
+                let e = e.to_string();
+                // Not yet in the name service (a headless Service before its pods are ready).
+                if !(e.contains("cannot resolve") || e.contains("no address")) {
+                    return Err(format!("{what}: {e}"));
+                }
+                e
+            }
+        };
+        if Instant::now() >= ctx.deadline {
+            return Err(format!("{what}: dns:{entry}: {why} (asked for {:?}; --wait-agents)", ctx.wait));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 fn parse_item(
     item: &str,
-    what: &str,
+    ctx: &Ctx,
     out: &mut Vec<AgentSource>,
     notes: &mut Vec<String>,
     depth: usize,
 ) -> Result<(), String> {
+    let what = ctx.what;
     if let Some(query) = item.strip_prefix("azure:") {
         return azure(query, what, out, notes);
     }
@@ -100,14 +149,14 @@ fn parse_item(
         for line in text.lines() {
             let line = line.split('#').next().unwrap_or("").trim();
             for entry in items(line.split([',', ' ', '\t'])) {
-                parse_item(&entry, &format!("{what} {path}"), out, notes, depth + 1)?;
+                let what = format!("{what} {path}");
+                parse_item(&entry, &Ctx { what: &what, ..*ctx }, out, notes, depth + 1)?;
             }
         }
         return Ok(());
     }
-    if let Some(name) = item.strip_prefix("dns:") {
-        let addrs = plan::resolve_all(name, DEFAULT_PORT).map_err(|e| format!("{what}: {e}"))?;
-        out.extend(addrs.into_iter().map(AgentSource::Dial));
+    if let Some(entry) = item.strip_prefix("dns:") {
+        out.extend(dns(entry, ctx)?.into_iter().map(AgentSource::Dial));
         return Ok(());
     }
     if let Some(rest) = item.strip_prefix("registered:") {
@@ -157,6 +206,25 @@ mod tests {
             assert!(e.starts_with("--clients"), "{bad}: {e}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_dns_name_is_asked_again_until_it_has_the_addresses_asked_for() {
+        let one = "dns:127.0.0.1:7000=1";
+        assert_eq!(parse(one, "--servers").unwrap(), vec![AgentSource::Dial("127.0.0.1:7000".parse().unwrap())]);
+        for bad in ["dns:127.0.0.1:7000=0", "dns:127.0.0.1:7000=many"] {
+            let e = parse(bad, "--servers").unwrap_err();
+            assert!(e.contains("COUNT > 0"), "{bad}: {e}");
+        }
+        // An address is one address: asking for two waits out the wait, then says how many.
+        let t0 = Instant::now();
+        let e = parse_noted("dns:127.0.0.1:7000=2", "--servers", &mut vec![], Duration::from_millis(1200)).unwrap_err();
+        assert!(t0.elapsed() >= Duration::from_millis(1200), "{:?}", t0.elapsed());
+        assert!(e.contains("1 of the 2 addresses asked for") && e.contains("--wait-agents"), "{e}");
+        // A malformed entry fails at once, however long the wait.
+        let t0 = Instant::now();
+        let e = parse_noted("dns:x:99999", "--servers", &mut vec![], Duration::from_secs(60)).unwrap_err();
+        assert!(t0.elapsed() < Duration::from_secs(1) && e.contains("99999"), "{e}");
     }
 
     #[test]

@@ -18,6 +18,9 @@ use std::io::Write;
 use std::pin::Pin;
 use std::time::Duration;
 
+/// How often the coordinator checks for agents that stall or owe their final result.
+const CHECK_EVERY: Duration = Duration::from_millis(250);
+
 /// Where a test is.
 #[derive(Debug, Clone, PartialEq)]
 enum TestState {
@@ -114,6 +117,12 @@ pub struct Collect<'a> {
     interrupted_at: Option<f64>,
     /// After an interruption: when tests without a result are given up.
     cancel_by: Option<u64>,
+    /// The coordinator's own watch (UTC ns): its last check, and since when it has checked
+    /// without a gap. An agent is judged stalled only over a span the coordinator was awake
+    /// for: a coordinator starved of CPU (a BestEffort pod beside the load) reads every
+    /// agent's frames late, and must not blame the agents for it.
+    last_check_ns: u64,
+    awake_since_ns: u64,
     clients: usize,
     servers: usize,
 }
@@ -179,6 +188,8 @@ impl<'a> Collect<'a> {
             failed_at: HashMap::new(),
             interrupted_at: None,
             cancel_by: None,
+            last_check_ns: 0,
+            awake_since_ns: 0,
             clients,
             servers,
         };
@@ -219,13 +230,16 @@ impl<'a> Collect<'a> {
         self.tests.iter().enumerate().filter(|(_, t)| t.client == agent).map(|(i, _)| i).collect()
     }
 
-    /// Phase 4: takes frames until every test is done or failed; checks every 250 ms for agents
+    /// Phase 4: takes frames until every test is done or failed; checks every [`CHECK_EVERY`] for agents
     /// that stall or owe their final result; on `shutdown`, cancels every test and waits
     /// [`CANCEL_GRACE`] for what they measured.
     pub async fn collect<F: Future<Output = ()>>(&mut self, shutdown: &mut Pin<&mut F>) {
-        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        let mut tick = tokio::time::interval(CHECK_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         while self.state.iter().any(TestState::open) {
+            // Frames already read are taken before any agent is judged by them.
             let failed = tokio::select! {
+                biased;
                 Some(ev) = self.roster.events.recv() => match ev {
                     Event::Frame { agent, msg, raw, at_ns } => {
                         self.frame(agent, *msg, &raw, at_ns);
@@ -395,6 +409,11 @@ impl<'a> Collect<'a> {
     /// is over, every open test fails.
     fn overdue(&mut self) -> Vec<(usize, String)> {
         let now = now_ns();
+        // A check late by more than a second: the coordinator itself was not running.
+        if now.saturating_sub(self.last_check_ns) > (CHECK_EVERY + Duration::from_secs(1)).as_nanos() as u64 {
+            self.awake_since_ns = now;
+        }
+        self.last_check_ns = now;
         if self.cancel_by.is_some_and(|by| now > by) {
             for id in 0..self.state.len() {
                 if self.state[id].open() {
@@ -412,7 +431,7 @@ impl<'a> Collect<'a> {
             if !running || a.status != Status::Ready {
                 continue;
             }
-            let seen = a.last_frame_ns.max(self.t0 + interval.as_nanos() as u64);
+            let seen = a.last_frame_ns.max(self.t0 + interval.as_nanos() as u64).max(self.awake_since_ns);
             let in_bound = now < self.t0 + bound.as_nanos() as u64;
             if in_bound && now > seen + stall {
                 failed.push((i, format!("no report for {:.1} s: stalled", (now - seen) as f64 / 1e9)));

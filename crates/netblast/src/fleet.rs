@@ -27,9 +27,14 @@ pub fn config(a: &FleetArgs, human: bool) -> Result<(FleetConfig, Vec<String>), 
         )
     })?;
     let mut notes = Vec::new();
-    let clients = agents::parse_noted(&a.clients, "--clients", &mut notes).map_err(input)?;
-    let servers =
-        a.servers.as_deref().map(|s| agents::parse_noted(s, "--servers", &mut notes)).transpose().map_err(input)?;
+    let wait = a.wait_agents.get();
+    let clients = agents::parse_noted(&a.clients, "--clients", &mut notes, wait).map_err(input)?;
+    let servers = a
+        .servers
+        .as_deref()
+        .map(|s| agents::parse_noted(s, "--servers", &mut notes, wait))
+        .transpose()
+        .map_err(input)?;
     let log = a
         .frames
         .clone()

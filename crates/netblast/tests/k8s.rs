@@ -361,7 +361,7 @@ fn the_manifests_schedule_on_a_real_control_plane() {
     // Its pods hold the nodes' ports: gone before the variants (no kubelet to end them).
     c.kubectl(&["delete", "namespace", "nbt-before", "--wait=false"]);
     c.kubectl(&["-n", "nbt-before", "delete", "pods", "--all", "--grace-period=0", "--force"]);
-    for (variant, servers) in [("k8s", 4), ("k8s-hostnetwork", 2), ("k8s-restricted", 4), ("k8s-guaranteed", 4)] {
+    for (variant, servers) in [("k8s", 2), ("k8s-hostnetwork", 2), ("k8s-restricted", 2), ("k8s-guaranteed", 2)] {
         check_variant(&c, &t, variant, servers);
     }
 }

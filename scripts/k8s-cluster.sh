@@ -5,6 +5,8 @@
 # containerd (runc, the bridge CNI), kubelet and kube-proxy (nftables), as kind does with
 # containers. Pods get 10.244.N.0/24 on node N; the nodes are 10.224.0.1N on the bridge nbk8s0
 # (host side 10.224.0.1, where the apiserver and CoreDNS listen); routes join every node's pods.
+# Nothing leaves the machine: the nodes have no default route (an address elsewhere is
+# unreachable at once), and their registries are a closed port on loopback.
 # Root only (namespaces, mounts, cgroups). One cluster at a time: its names are fixed, and `up`
 # first removes what a killed earlier one left.
 #
@@ -27,7 +29,7 @@
 set -euo pipefail
 cmd=${1:-}
 DIR=${2:-}
-[ -n "$cmd" ] && [ -n "$DIR" ] || { sed -n '2,17p' "$0" >&2; exit 2; }
+if [ -z "$cmd" ] || [ -z "$DIR" ]; then sed -n "2,17p" "$0" >&2; exit 2; fi
 [ "$(id -u)" = 0 ] || { echo "k8s-cluster.sh: needs root (network namespaces, mounts, cgroups)" >&2; exit 1; }
 shift 2
 mkdir -p "$DIR"
@@ -153,7 +155,6 @@ network() {
     ip -n "$ns" addr add "$(node_ip $i)/24" dev eth0
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
-    ip -n "$ns" route add default via "$HOST_IP"
     ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1
     ip route add "$(pod_net $i)" via "$(node_ip $i)"
   done
@@ -262,6 +263,16 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$n/cni"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$n/certs.d"
+EOF
+  # Every registry is a closed port on loopback: an image not imported fails to pull at once,
+  # and nothing is asked of a registry elsewhere.
+  mkdir -p "$n/certs.d/_default"
+  cat >"$n/certs.d/_default/hosts.toml" <<EOF
+server = "http://127.0.0.1:9"
+[host."http://127.0.0.1:9"]
+  capabilities = ["pull", "resolve"]
 EOF
   cat >"$n/cni/10-bridge.conflist" <<EOF
 {

@@ -21,6 +21,7 @@ PKGS=(
   chromium fonts-dejavu-core       # the HTML report's test renders it in headless Chromium
   prometheus                       # promtool and a scraper: the suite judges the metrics with them
   etcd-server                      # the Kubernetes control plane the manifests are scheduled on
+  containerd runc containernetworking-plugins  # ... and the real nodes that run them
 )
 if command -v apt-get >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
@@ -28,7 +29,7 @@ if command -v apt-get >/dev/null; then
   $SUDO apt-get install -y -qq --no-install-recommends "${PKGS[@]}" >/dev/null
   # Debian starts nginx, Prometheus and etcd when they are installed; netblast's tests start their
   # own.
-  for svc in nginx prometheus etcd; do
+  for svc in nginx prometheus etcd containerd; do
     if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
       $SUDO systemctl stop "$svc" || true
     fi
@@ -70,8 +71,8 @@ if [ ! -x "$GOBIN_DIR/kustomize" ]; then
   fi
 fi
 
-# kube-apiserver, -controller-manager, -scheduler and kubectl from source, for the k8s test
-# (about 5 minutes the first time; kept in $NETBLAST_TOOLS/k8s).
+# kube-apiserver, -controller-manager, -scheduler, kubelet, kube-proxy, kubectl and CoreDNS from
+# source, for the k8s test (about 6 minutes the first time; kept in $NETBLAST_TOOLS/k8s).
 if command -v go >/dev/null; then
   scripts/k8s-build.sh
 else

@@ -10,6 +10,13 @@ pub fn to_string(r: &RunResult) -> String {
     serde_json::to_string_pretty(r).expect("RunResult serialises")
 }
 
+/// The result as JSON on one line (`fleet --json --compact`): in a container's log, where each
+/// line costs a timestamp and a kubelet keeps 10 MiB per container by default, a quarter of the
+/// pretty form's bytes.
+pub fn to_string_compact(r: &RunResult) -> String {
+    serde_json::to_string(r).expect("RunResult serialises")
+}
+
 /// Reads a result written by `--output` or `--json`, by this build or an older one (see
 /// [`netblast_spec::upgrade`]).
 pub fn read(path: &Path) -> io::Result<RunResult> {

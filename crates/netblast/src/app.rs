@@ -38,7 +38,13 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
         return crate::find_max::run(a, resolution);
     }
     let token = crate::cli::load_token(a.token_file.as_deref())?;
-    let sinks = Sinks { output: a.output.clone(), json: a.json, hlog: a.hlog.clone(), header: a.quiet && !a.json };
+    let sinks = Sinks {
+        output: a.output.clone(),
+        json: a.json,
+        hlog: a.hlog.clone(),
+        header: a.quiet && !a.json,
+        compact: false,
+    };
     sinks.check()?;
     let resolved =
         netblast_engine::run::resolve(crate::cli::request(a, &a.test.overrides)?).map_err(AppError::client)?;
@@ -253,7 +259,8 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
         return crate::find_max::fleet(a, resolution);
     }
     let human = !a.json && !a.quiet;
-    let sinks = Sinks { output: a.output.clone(), json: a.json, hlog: None, header: a.quiet && !a.json };
+    let sinks =
+        Sinks { output: a.output.clone(), json: a.json, hlog: None, header: a.quiet && !a.json, compact: a.compact };
     sinks.check()?;
     if let Some(frames) = &a.frames {
         out::check_writable("--frames", frames)?;

@@ -263,6 +263,10 @@ pub struct FleetArgs {
     /// Print the JSON result instead of the human report.
     #[arg(long, short = 'J')]
     pub json: bool,
+    /// With --json: the result on one line, not indented (a Kubernetes Job's log, which a
+    /// kubelet rotates at 10 MiB by default, then holds four times the result).
+    #[arg(long, requires = "json")]
+    pub compact: bool,
     /// No agent and interval lines and no status line: only the summary (or the JSON).
     #[arg(long, short = 'q')]
     pub quiet: bool,

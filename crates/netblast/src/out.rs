@@ -23,6 +23,8 @@ pub struct Sinks {
     pub hlog: Option<PathBuf>,
     /// `-q`: one line saying what ran above the summary (the live header is not printed).
     pub header: bool,
+    /// `--compact`: the `--json` output on one line (a container log keeps it whole).
+    pub compact: bool,
 }
 
 impl Sinks {
@@ -125,7 +127,8 @@ pub fn finish(r: &RunResult, sinks: &Sinks, what: &str) -> Result<Outcome, AppEr
         }
     }
     if sinks.json {
-        print_stdout(&format!("{}\n", json::to_string(r)));
+        let text = if sinks.compact { json::to_string_compact(r) } else { json::to_string(r) };
+        print_stdout(&format!("{text}\n"));
     } else {
         if sinks.header {
             print_stdout(&text::header_line(r));

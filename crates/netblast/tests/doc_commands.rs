@@ -40,7 +40,13 @@ struct Statement {
 
 /// Statements not run here, each with why, matched by a piece of their text.
 const EXCUSED: &[(&str, &str)] = &[
-    ("kubectl ", "needs a cluster: tests/k8s.rs applies deploy/k8s to a real node"),
+    ("KUBECONFIG=", "needs the cluster k8s-cluster.sh starts: tests/k8s_nodes.rs"),
+    ("kubectl ", "needs a cluster: tests/k8s_nodes.rs runs deploy/k8s on real nodes"),
+    ("scripts/image.py", "the k8s test builds both images with it (tests/k8s_nodes.rs)"),
+    (
+        "scripts/k8s-cluster.sh",
+        "root and a minute: the k8s test starts and removes the cluster with it (tests/k8s_nodes.rs)",
+    ),
     ("deploy/k8s/token", "part of the cluster steps: tests/k8s.rs"),
     ("azure:", "needs Azure: tests/fleet.rs (agents_found_in_azure_take_part) runs it against a fake Resource Manager"),
     ("scripts/testbed.sh", "root and namespaces: tests/fleet.rs (Testbed) runs it for every namespace fleet"),

@@ -201,11 +201,13 @@ fn rr_and_http_fleets_add_their_histograms_exactly() {
             .fleet()
             .args(["--clients", &format!("{},{}", tb.agents[0], tb.agents[1])])
             .args(["--servers", &format!("{},{}", tb.agents[2], tb.agents[3])])
-            .args(["-t", "2", "--json"])
+            .args(["-t", "2", "--json", "--compact"])
             .args(extra)
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(0), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        // --compact: the result on one line (the Kubernetes Job's log holds it whole).
+        assert_eq!(out.stdout.iter().filter(|&&b| b == b'\n').count(), 1, "{extra:?}: one line");
         let r = result_of(&out);
         assert!(r.complete, "{:?}", r.errors);
         started_together(&r);

@@ -230,7 +230,7 @@ impl<'a> Collect<'a> {
         self.tests.iter().enumerate().filter(|(_, t)| t.client == agent).map(|(i, _)| i).collect()
     }
 
-    /// Phase 4: takes frames until every test is done or failed; checks every [`CHECK_EVERY`] for agents
+    /// Phase 4: takes frames until every test is done or failed; checks every 250 ms for agents
     /// that stall or owe their final result; on `shutdown`, cancels every test and waits
     /// [`CANCEL_GRACE`] for what they measured.
     pub async fn collect<F: Future<Output = ()>>(&mut self, shutdown: &mut Pin<&mut F>) {

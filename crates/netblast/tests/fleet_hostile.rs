@@ -24,6 +24,8 @@ enum Lie {
     /// The final result says the test started 1.5 s and 123 µs before the common start: off
     /// the fleet's interval grid, and the earliest.
     EarlyStart,
+    /// Once its test started, nothing more: no interval, no final result.
+    Mute,
 }
 
 /// A hostile agent on loopback; stops (and drops its connections) when dropped.
@@ -104,6 +106,7 @@ async fn relay(mut coord: tokio::net::TcpStream, agent: SocketAddr, token: Token
                 result.start_unix_ns = result.start_unix_ns.map(|s| s - 1_500_123_000);
                 out.push(AgentMsg::Final { id, result })
             }
+            (Lie::Mute, AgentMsg::Interval { .. } | AgentMsg::Final { .. }) => {}
             (_, msg) => out.push(msg),
         }
         for m in out {
@@ -333,4 +336,56 @@ fn one_coordinator_listing_an_agent_a_hundred_times_runs_at_most_its_order_cap()
     let _ = std::fs::remove_file(&out_file);
     let _ = std::fs::remove_file(netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl"));
     let _ = std::fs::remove_file(token);
+}
+
+#[test]
+fn an_agent_that_goes_silent_is_named_stalled_and_the_others_run() {
+    let f = LiarFleet::run("mute", Lie::Mute, "8");
+    assert_eq!(f.code, Some(3), "{}", f.text);
+    assert!(f.took < Duration::from_secs(30), "took {:?}: {}", f.took, f.text);
+    let why = f.liar_why();
+    assert!(why.contains("no report for") && why.contains("stalled"), "{why}");
+    assert_eq!(f.result.parts.len(), 1, "the honest client's test is measured: {:?}", f.result.errors);
+    assert_eq!(f.result.parts[0].peer, f.honest_peer);
+}
+
+#[test]
+fn a_coordinator_stopped_for_longer_than_a_stall_blames_no_agent() {
+    // On real Kubernetes nodes a BestEffort coordinator pod beside saturating agents failed
+    // every agent as "stalled" (3 of its first Jobs). Here the coordinator is stopped outright
+    // (SIGSTOP) for 7 s of a 12 s test, past the 5 s stall bound, while its agents go on
+    // sending: it must take their frames before judging them. (This passes without the
+    // coordinator's own watch too, and so does a coordinator held to 0.2% of a CPU by a cgroup
+    // quota: the starvation the pods saw, CFS shares of 2 against 1 024, is not reproduced here.)
+    let _one = super::fleet::one_fleet();
+    let token = util::token_file("stopped-coordinator", "a-token-for-the-stopped-coordinator");
+    let (addrs, _agents) = agents(&token, 2);
+    let out_file = std::env::temp_dir().join(format!("nb-fleet-stopped-{}.json", std::process::id()));
+    let child = super::fleet::fleet_cmd(&token)
+        .args(["--clients", &addrs[0].to_string(), "--servers", &addrs[1].to_string()])
+        .args(["-t", "12", "--flows", "1", "-b", "10M", "-q", "-o"])
+        .arg(&out_file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    // The lead (2 s) and two intervals of the test.
+    std::thread::sleep(Duration::from_secs(5));
+    // SAFETY: kill on our own child's pid, which is alive (its output is not yet read).
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_secs(7));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let out = util::wait_output(child, Duration::from_secs(60));
+    let text = util::said(&out);
+    let _ = std::fs::remove_file(&token);
+    let r: RunResult = serde_json::from_slice(&std::fs::read(&out_file).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("no result ({e}): {text}"));
+    let _ = std::fs::remove_file(&out_file);
+    let _ = std::fs::remove_file(netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl"));
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(r.complete && r.agents.iter().all(|a| a.status == "ok"), "{:?} {:?}", r.errors, r.agents);
+    assert!(r.summary.ways[0].sender.bytes > 0);
 }

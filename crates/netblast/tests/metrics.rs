@@ -104,9 +104,12 @@ fn a_tcp_health_probe_is_counted_not_refused() {
     let mut c = std::net::TcpStream::connect(data).unwrap();
     std::io::Write::write_all(&mut c, b"GET / HTTP/1.1\r\n\r\n").unwrap();
     drop(c);
+    // Each connection is its own task: the refusal can be counted before the last probe's
+    // close is read (it failed so beside the other tests), so wait for both figures.
     let t = std::time::Instant::now();
     let mut s = scrape(at);
-    while value(&s, "netblast_serve_refused_total", &[("reason", "invalid")]).is_none()
+    while (value(&s, "netblast_serve_refused_total", &[("reason", "invalid")]).is_none()
+        || value(&s, "netblast_serve_probes_total", &[]) < Some(3.0))
         && t.elapsed() < Duration::from_secs(5)
     {
         std::thread::sleep(Duration::from_millis(50));

@@ -147,21 +147,8 @@ fn bulk_fleet_merges_exactly_and_agrees_with_the_servers_interfaces() {
     assert_eq!(r.agents.len(), 4);
     assert_eq!(r.agents.iter().filter(|a| a.role == "client").count(), 2);
     assert!(r.agents.iter().all(|a| a.status == "ok"), "{:?}", r.agents);
-    for a in &r.agents {
-        // Each agent's own totals: the tests it ran (client) or served (server).
-        let own = a.summary.as_ref().expect("an agent's own summary").ways[0].sender.bytes;
-        let of_parts: u64 = a.parts.iter().map(|&k| r.parts[k as usize].summary.ways[0].sender.bytes).sum();
-        assert_eq!(own, of_parts, "{} {}", a.role, a.agent.address);
-    }
     // Merged bytes are the agents' own counts, added exactly.
-    let way = &r.summary.ways[0];
-    let parts_recv: u64 = r.parts.iter().map(|p| p.summary.ways[0].receiver.unwrap().bytes).sum();
-    let parts_sent: u64 = r.parts.iter().map(|p| p.summary.ways[0].sender.bytes).sum();
-    assert_eq!(way.receiver.unwrap().bytes, parts_recv);
-    assert_eq!(way.sender.bytes, parts_sent);
-    assert_eq!(parts_sent, parts_recv, "every byte sent was received");
-    let iv_recv: u64 = r.intervals.iter().map(|i| i.sums[0].received_bytes.unwrap()).sum();
-    assert_eq!(iv_recv, parts_recv, "the merged intervals add up to the totals");
+    let parts_recv = util::merged_exactly("bulk fleet", &r);
     // The servers' interfaces saw those bytes plus the headers of the packets that carried them.
     let server_rx: u64 = (2..4).map(|i| tb.eth0(i).0 - before[i].0).sum();
     assert!(server_rx >= parts_recv, "interfaces {server_rx} < payload {parts_recv}");

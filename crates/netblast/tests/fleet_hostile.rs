@@ -215,9 +215,15 @@ impl LiarFleet {
 
 impl Drop for LiarFleet {
     fn drop(&mut self) {
-        for f in [&self.out_file, &self.log, &self.token] {
-            let _ = std::fs::remove_file(f);
-        }
+        remove_fleet_files(&self.out_file, &self.token);
+    }
+}
+
+/// A fleet's result file, its frame log beside it, and the token file.
+fn remove_fleet_files(out_file: &std::path::Path, token: &std::path::Path) {
+    let log = netblast_report::json::PartialLog::path_for_suffix(out_file, ".fleet.jsonl");
+    for f in [out_file, &log, token] {
+        let _ = std::fs::remove_file(f);
     }
 }
 
@@ -333,9 +339,7 @@ fn one_coordinator_listing_an_agent_a_hundred_times_runs_at_most_its_order_cap()
     assert!(r.parts.len() <= 64, "{} tests ran on one agent", r.parts.len());
     assert_eq!(r.parts.len() + capped, 100, "every test ran or was refused by the cap: {:?}", r.errors);
     eprintln!("{} orders ran, {capped} refused by the cap; agent peak {peak} threads", r.parts.len());
-    let _ = std::fs::remove_file(&out_file);
-    let _ = std::fs::remove_file(netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl"));
-    let _ = std::fs::remove_file(token);
+    remove_fleet_files(&out_file, &token);
 }
 
 #[test]
@@ -380,11 +384,9 @@ fn a_coordinator_stopped_for_longer_than_a_stall_blames_no_agent() {
     unsafe { libc::kill(pid, libc::SIGCONT) };
     let out = util::wait_output(child, Duration::from_secs(60));
     let text = util::said(&out);
-    let _ = std::fs::remove_file(&token);
     let r: RunResult = serde_json::from_slice(&std::fs::read(&out_file).unwrap_or_default())
         .unwrap_or_else(|e| panic!("no result ({e}): {text}"));
-    let _ = std::fs::remove_file(&out_file);
-    let _ = std::fs::remove_file(netblast_report::json::PartialLog::path_for_suffix(&out_file, ".fleet.jsonl"));
+    remove_fleet_files(&out_file, &token);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(r.complete && r.agents.iter().all(|a| a.status == "ok"), "{:?} {:?}", r.errors, r.agents);
     assert!(r.summary.ways[0].sender.bytes > 0);

@@ -85,6 +85,26 @@ impl Drop for Cluster {
     }
 }
 
+/// `kubectl ARGS` against `kubeconfig`: its stdout, or what it said on failure.
+fn kubectl(bin: &Path, kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(bin)
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .args(args)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!("kubectl {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+/// `kubectl ARGS -o json`, parsed; a failure panics with what kubectl said.
+fn kubectl_json(bin: &Path, kubeconfig: &Path, args: &[&str]) -> Value {
+    let a = [args, &["-o", "json"]].concat();
+    serde_json::from_str(&kubectl(bin, kubeconfig, &a).unwrap_or_else(|e| panic!("{e}"))).unwrap()
+}
+
 fn spawn(prog: &Path, args: &[String], log: &Path) -> Proc {
     let out = std::fs::File::create(log).unwrap();
     let child = Command::new(prog)
@@ -199,16 +219,7 @@ impl Cluster {
     }
 
     fn kubectl_out(&self, args: &[&str]) -> Result<String, String> {
-        let out = Command::new(&self.kubectl)
-            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
-            .args(args)
-            .output()
-            .map_err(|e| e.to_string())?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(format!("kubectl {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr)))
-        }
+        kubectl(&self.kubectl, &self.kubeconfig, args)
     }
 
     fn kubectl(&self, args: &[&str]) -> String {
@@ -216,9 +227,7 @@ impl Cluster {
     }
 
     fn json(&self, args: &[&str]) -> Value {
-        let mut a = args.to_vec();
-        a.extend(["-o", "json"]);
-        serde_json::from_str(&self.kubectl(&a)).unwrap()
+        kubectl_json(&self.kubectl, &self.kubeconfig, args)
     }
 
     /// A Ready node with room for every variant's pods.

@@ -54,9 +54,6 @@ impl Drop for Real {
 impl Real {
     /// The cluster with this suite's netblast as its image, or why not.
     fn start(t: &Tools) -> Result<Real, String> {
-        if !nix_root() {
-            return Err("needs root (network namespaces, mounts, cgroups)".into());
-        }
         for need in ["kubelet", "kube-proxy", "coredns"] {
             if !t.bin.join(need).is_file() {
                 return Err(format!("{} is not built (scripts/k8s-build.sh)", t.bin.join(need).display()));
@@ -100,22 +97,11 @@ impl Real {
     }
 
     fn kubectl_out(&self, args: &[&str]) -> Result<String, String> {
-        let out = Command::new(&self.kubectl)
-            .arg(format!("--kubeconfig={}", self.dir.join("kubeconfig").display()))
-            .args(args)
-            .output()
-            .map_err(|e| e.to_string())?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(format!("kubectl {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr)))
-        }
+        crate::kubectl(&self.kubectl, &self.dir.join("kubeconfig"), args)
     }
 
     fn json(&self, args: &[&str]) -> Value {
-        let mut a = args.to_vec();
-        a.extend(["-o", "json"]);
-        serde_json::from_str(&self.kubectl_out(&a).unwrap_or_else(|e| panic!("{e}"))).unwrap()
+        crate::kubectl_json(&self.kubectl, &self.dir.join("kubeconfig"), args)
     }
 
     /// Applies `variant` (with the image overlay and `patches`) and waits for its Job: the
@@ -198,11 +184,6 @@ impl Real {
     }
 }
 
-fn nix_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// Bytes received on a node's interface to the bridge (pod and host-network traffic alike).
 fn node_rx(node: &str) -> u64 {
     let out = Command::new("ip").args(["-n", &format!("nbk8s-{node}"), "-s", "-j", "link", "show", "eth0"]).output();
@@ -218,18 +199,7 @@ fn check_result(variant: &str, r: &RunResult, server_rx: u64, source: &str) {
     assert_eq!(r.agents.iter().filter(|a| a.role == "client").count(), 2, "{variant}: two client agents");
     assert!(r.agents.iter().all(|a| a.status == "ok"), "{variant}: {:?}", r.agents);
     assert_eq!(r.parts.len(), 4, "{variant}: 2 clients × 2 servers");
-    for a in &r.agents {
-        let own = a.summary.as_ref().expect("an agent's own summary").ways[0].sender.bytes;
-        let of_parts: u64 = a.parts.iter().map(|&k| r.parts[k as usize].summary.ways[0].sender.bytes).sum();
-        assert_eq!(own, of_parts, "{variant}: {} {}", a.role, a.agent.address);
-    }
-    let way = &r.summary.ways[0];
-    let recv: u64 = r.parts.iter().map(|p| p.summary.ways[0].receiver.unwrap().bytes).sum();
-    let sent: u64 = r.parts.iter().map(|p| p.summary.ways[0].sender.bytes).sum();
-    assert_eq!((way.sender.bytes, way.receiver.unwrap().bytes), (sent, recv), "{variant}: merged = sum of parts");
-    assert_eq!(sent, recv, "{variant}: every byte sent was received");
-    let iv: u64 = r.intervals.iter().map(|i| i.sums[0].received_bytes.unwrap()).sum();
-    assert_eq!(iv, recv, "{variant}: the merged intervals add up to the totals");
+    let recv = crate::util::merged_exactly(variant, r);
     assert!(recv > 0);
     // The server nodes' interfaces carried the payload plus headers (and the little else a node
     // receives: probes, the coordinator's frames when it runs there).
@@ -252,6 +222,10 @@ fn the_manifests_run_on_real_nodes() {
             return;
         }
     };
+    // Root: network namespaces (and mounts, cgroups).
+    if !crate::util::netns_or_skip("the Kubernetes real-node test") {
+        return;
+    }
     let c = match Real::start(&t) {
         Ok(c) => c,
         Err(why) => {
@@ -342,7 +316,7 @@ impl Prometheus {
             .unwrap();
         let p = Prometheus { _proc: crate::util::KillOnDrop(child), at };
         let t0 = Instant::now();
-        while p.get("/-/ready").is_err() {
+        while p.get("/-/ready", None).is_err() {
             assert!(
                 t0.elapsed() < Duration::from_secs(60),
                 "Prometheus not ready: {}",
@@ -353,10 +327,14 @@ impl Prometheus {
         Some(p)
     }
 
-    fn get(&self, path: &str) -> Result<String, String> {
-        let out =
-            Command::new("curl").args(["-sf", "--max-time", "5"]).arg(format!("http://{}{path}", self.at)).output();
-        match out {
+    /// `GET path` (with `query`, URL-encoded by curl, when given).
+    fn get(&self, path: &str, query: Option<&str>) -> Result<String, String> {
+        let mut curl = Command::new("curl");
+        curl.args(["-sf", "--max-time", "5"]).arg(format!("http://{}{path}", self.at));
+        if let Some(q) = query {
+            curl.args(["-G", "--data-urlencode"]).arg(format!("query={q}"));
+        }
+        match curl.output() {
             Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).into_owned()),
             Ok(o) => Err(format!("curl {path}: {}", o.status)),
             Err(e) => Err(format!("curl: {e}")),
@@ -365,12 +343,7 @@ impl Prometheus {
 
     /// One number from an instant query (0 when it has no series).
     fn value(&self, query: &str) -> Result<f64, String> {
-        let q: String = query
-            .bytes()
-            .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
-            .collect();
-        let v: Value =
-            serde_json::from_str(&self.get(&format!("/api/v1/query?query={q}"))?).map_err(|e| e.to_string())?;
+        let v: Value = serde_json::from_str(&self.get("/api/v1/query", Some(query))?).map_err(|e| e.to_string())?;
         let first = &v["data"]["result"][0]["value"][1];
         Ok(first.as_str().map(|x| x.parse().unwrap_or(f64::NAN)).unwrap_or(0.0))
     }

@@ -328,6 +328,27 @@ pub fn softnet_drops() -> u64 {
     text.lines().filter_map(|l| l.split_whitespace().nth(1)).filter_map(|h| u64::from_str_radix(h, 16).ok()).sum()
 }
 
+/// A bulk fleet's result (one way) merged exactly: each agent's own totals are the sum of the
+/// tests it ran (client) or served (server), the fleet's the sum of its tests, every byte sent
+/// was received, and the merged intervals add up to the totals. The bytes received. (The fleet
+/// and k8s binaries use it; the integration binary, which shares this file, does not.)
+#[allow(dead_code)]
+pub fn merged_exactly(what: &str, r: &RunResult) -> u64 {
+    for a in &r.agents {
+        let own = a.summary.as_ref().expect("an agent's own summary").ways[0].sender.bytes;
+        let of_parts: u64 = a.parts.iter().map(|&k| r.parts[k as usize].summary.ways[0].sender.bytes).sum();
+        assert_eq!(own, of_parts, "{what}: {} {}", a.role, a.agent.address);
+    }
+    let way = &r.summary.ways[0];
+    let recv: u64 = r.parts.iter().map(|p| p.summary.ways[0].receiver.unwrap().bytes).sum();
+    let sent: u64 = r.parts.iter().map(|p| p.summary.ways[0].sender.bytes).sum();
+    assert_eq!((way.sender.bytes, way.receiver.unwrap().bytes), (sent, recv), "{what}: merged = sum of parts");
+    assert_eq!(sent, recv, "{what}: every byte sent was received");
+    let iv: u64 = r.intervals.iter().map(|i| i.sums[0].received_bytes.unwrap()).sum();
+    assert_eq!(iv, recv, "{what}: the merged intervals add up to the totals");
+    recv
+}
+
 /// Whether tests that make network namespaces can run here (root); prints why not.
 pub fn netns_or_skip(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.

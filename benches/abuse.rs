@@ -91,10 +91,18 @@ impl Raw {
         c.set_read_timeout(Some(Duration::from_secs(10))).ok();
         let hs = ClientHandshake::new(Header::new(Role::Control, id, 0), None, false);
         let session = blocking::handshake(&mut c, &hs).map_err(|e| e.to_string())?;
-        let streams =
-            ways.iter().enumerate().map(|(i, &way)| StreamSetup { id: i as u32, way, server_cpu: None }).collect();
-        let setup =
-            TestSetup { client_version: "abuse".into(), time_bound: Dur(profile.time_bound()), profile, streams };
+        let streams = ways
+            .iter()
+            .enumerate()
+            .map(|(i, &way)| StreamSetup { id: i as u32, way, server_cpu: None, client_cpu: None })
+            .collect();
+        let setup = TestSetup {
+            client_version: "abuse".into(),
+            time_bound: Dur(profile.time_bound()),
+            profile,
+            streams,
+            kernel: None,
+        };
         blocking::write_frame(&mut c, &ClientMsg::Setup(Box::new(setup))).map_err(|e| e.to_string())?;
         match blocking::read_frame::<_, ServerMsg>(&mut c).map_err(|e| e.to_string())? {
             Some(ServerMsg::Accepted { .. }) => Ok(Raw { control: c, key: session.stream_key, id, addr }),

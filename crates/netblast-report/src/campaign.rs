@@ -84,14 +84,16 @@ pub fn text(s: &Summary) -> String {
     // line; the JSON and CSV keep it.
     let mut zero = Vec::new();
     for f in &s.figures {
-        if s.cells.iter().all(|c| c.figures.get(&f.name).is_none_or(|sp| sp.min == 0.0 && sp.max == 0.0)) {
-            zero.push(f.label.as_str());
+        if s.cells.iter().all(|c| s.spread(c, f).is_none_or(|sp| sp.min == 0.0 && sp.max == 0.0)) {
+            if !zero.contains(&f.label.as_str()) {
+                zero.push(f.label.as_str());
+            }
             continue;
         }
         let _ = writeln!(out, "\n{}:", f.label);
         for c in &s.cells {
             let who = format!("{} {}", c.id, c.name);
-            match c.figures.get(&f.name) {
+            match s.spread(c, f) {
                 Some(sp) => {
                     let _ = writeln!(
                         out,
@@ -124,23 +126,36 @@ fn ci_words() -> &'static str {
     "95% confidence interval of the mean, Student's t"
 }
 
-/// The summary's main figure: its first (the kind's headline rate).
-fn main_figure(s: &Summary) -> Option<&FigureInfo> {
-    s.figures.first()
-}
-
-/// `throughput +10.0% [+7.7%, +12.3%]`, then the other figures that differ.
-fn change_words(s: &Summary, changes: &std::collections::BTreeMap<String, Change>) -> String {
-    let main = main_figure(s).map(|f| f.name.as_str());
+/// `throughput +10.0% [+7.7%, +12.3%]`, then the other figures that differ; the cell's own
+/// headline leads (a campaign of several kinds has one per kind). Against `base` (a cell of
+/// this summary), a time also says by how much: `p50 +12.0 us (+6.1% [+2.0%, +10.4%])`.
+fn change_words(
+    s: &Summary,
+    cell: &CellSummary,
+    base: Option<&CellSummary>,
+    changes: &std::collections::BTreeMap<String, Change>,
+) -> String {
+    let main = cell.main.as_deref().or_else(|| s.figures.first().map(|f| f.name.as_str()));
+    let one = |name: &str, c: &Change| {
+        let by = base.zip(s.figure(name)).filter(|(_, f)| f.unit == FigureUnit::Nanoseconds).and_then(|(b, f)| {
+            let (now, then) = (cell.figures.get(name)?, b.figures.get(name)?);
+            let d = now.mean - then.mean;
+            Some(format!("{}{}", if d < 0.0 { "-" } else { "+" }, show(f, d.abs())))
+        });
+        match by {
+            Some(by) => format!("{name} {by} ({c})"),
+            None => format!("{name} {c}"),
+        }
+    };
     let mut parts = Vec::new();
     if let Some(m) = main {
         match changes.get(m) {
-            Some(c) => parts.push(format!("{m} {c}")),
+            Some(c) => parts.push(one(m, c)),
             None => parts.push(format!("{m}: no interval (fewer than 2 runs on a side)")),
         }
     }
     for (name, c) in changes.iter().filter(|(n, c)| Some(n.as_str()) != main && c.differs) {
-        parts.push(format!("{name} {c}"));
+        parts.push(one(name, c));
     }
     parts.join("; ")
 }
@@ -157,7 +172,7 @@ fn comparisons(out: &mut String, s: &Summary) {
         let rest: Vec<String> =
             cell.settings.iter().filter(|(k, _)| **k != c.axis).map(|(k, v)| format!("{k}={v}")).collect();
         let at = if rest.is_empty() { String::new() } else { format!(" at {}", rest.join(" ")) };
-        let _ = writeln!(out, "  {}={value} vs {first}{at}: {}", c.axis, change_words(s, &c.changes));
+        let _ = writeln!(out, "  {}={value} vs {first}{at}: {}", c.axis, change_words(s, cell, Some(base), &c.changes));
     }
 }
 
@@ -172,7 +187,7 @@ fn baseline(out: &mut String, s: &Summary) {
                 c.id, c.name
             );
         } else {
-            let _ = writeln!(out, "  {} {}: {}", c.id, c.name, change_words(s, &c.vs_baseline));
+            let _ = writeln!(out, "  {} {}: {}", c.id, c.name, change_words(s, c, None, &c.vs_baseline));
         }
     }
 }
@@ -240,7 +255,7 @@ pub fn csv(s: &Summary) -> String {
     let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
     for c in &s.cells {
         for f in &s.figures {
-            let Some(sp) = c.figures.get(&f.name) else { continue };
+            let Some(sp) = s.spread(c, f) else { continue };
             let _ = write!(out, "{}", c.id);
             for a in &s.axes {
                 let _ = write!(out, ",{}", field(&c.settings.get(&a.name).map(|v| v.to_string()).unwrap_or_default()));
@@ -354,7 +369,7 @@ fn table(out: &mut String, s: &Summary) {
             if c.failed > 0 { format!(" <span class=\"err\">({} failed)</span>", c.failed) } else { String::new() };
         let _ = write!(out, "<td>{}{failed}</td>", c.n);
         for f in &s.figures {
-            match c.figures.get(&f.name) {
+            match s.spread(c, f) {
                 Some(sp) => {
                     let ci = match (sp.ci_low, sp.ci_high) {
                         (Some(lo), Some(hi)) => {
@@ -383,7 +398,7 @@ fn chart(s: &Summary, f: &FigureInfo, ai: usize) -> String {
     // Lines: the other axes' values, in the cells' order.
     let mut lines: Vec<(String, Vec<(usize, &Spread)>)> = Vec::new();
     for c in &s.cells {
-        let Some(sp) = c.figures.get(&f.name) else { continue };
+        let Some(sp) = s.spread(c, f) else { continue };
         let Some(x) = c.settings.get(&axis.name).and_then(|v| axis.values.iter().position(|a| a == v)) else {
             continue;
         };
@@ -527,7 +542,77 @@ mod tests {
             unit: FigureUnit::BitsPerSecond,
             higher_is_better: true,
         };
-        Digest { figures: vec![(info, v)], causes: vec!["receiver window".into()], asserts: Vec::new() }
+        Digest {
+            figures: vec![(info, v)],
+            causes: vec!["receiver window".into()],
+            asserts: Vec::new(),
+            kind: "bulk".into(),
+        }
+    }
+
+    /// A run of `kind` at `rate` per second with a p50 of `p50_ns`, its rate named in the
+    /// kind's words.
+    fn message_digest(kind: &str, rate: f64, p50_ns: f64) -> Digest {
+        let unit = if kind == "rr" { "transactions" } else { "connections" };
+        let info = |name: &str, label: String, unit, higher_is_better| FigureInfo {
+            name: name.into(),
+            label,
+            unit,
+            higher_is_better,
+        };
+        Digest {
+            figures: vec![
+                (info("msgs", format!("{unit} per second"), FigureUnit::PerSecond, true), rate),
+                (info("p50", "latency p50".into(), FigureUnit::Nanoseconds, false), p50_ns),
+            ],
+            causes: Vec::new(),
+            asserts: Vec::new(),
+            kind: kind.into(),
+        }
+    }
+
+    #[test]
+    fn a_campaign_of_two_kinds_names_each_kinds_figures_and_compares_a_kind_with_itself() {
+        let file = "repeats = 3\n[axes]\npath = [{ name = \"pod\", target = \"a\" }, { name = \"service\", target = \"b\" }]\n\
+                    profile = [\"latency\", \"cps\"]\n";
+        let c = Campaign::parse(file, "c").unwrap();
+        let mut runs = BTreeMap::new();
+        for (rep, jitter) in [(1, 0.0), (2, 1.0), (3, -1.0)] {
+            // c001 pod/latency, c002 pod/cps, c003 service/latency (+12 us), c004 service/cps.
+            let mut at = |cell, d| runs.insert(RunId { cell, repeat: rep }, RunOutcome::Done(d));
+            at(1, message_digest("rr", 50_000.0 + jitter, 20_000.0 + jitter));
+            at(2, message_digest("cps", 9_000.0 + jitter, 60_000.0 + jitter));
+            at(3, message_digest("rr", 40_000.0 + jitter, 32_000.0 + jitter));
+            at(4, message_digest("cps", 9_000.0 - jitter, 60_000.0 - jitter));
+        }
+        let s = summarize(&c, &runs);
+        let t = text(&s);
+        // Each block: its heading, then its cells' lines.
+        let block = |head: &str| -> Vec<String> {
+            let from = t.find(&format!("\n{head}:\n")).unwrap_or_else(|| panic!("no block {head}: {t}"));
+            t[from + head.len() + 3..].lines().take_while(|l| l.starts_with("  ")).map(str::to_string).collect()
+        };
+        let rr = block("transactions per second");
+        assert!(
+            rr.len() == 2 && rr[0].starts_with("  c001 path=pod profile=latency ") && rr[0].contains("50.0 k/s"),
+            "{t}"
+        );
+        let cps = block("connections per second");
+        assert!(
+            cps.len() == 2 && cps[0].starts_with("  c002 path=pod profile=cps ") && cps[0].contains("9.00 k/s"),
+            "{t}"
+        );
+        assert!(
+            t.contains("path=service vs pod at profile=latency: msgs -20.0% [") && t.contains("p50 +12.0 us (+60.0% ["),
+            "the service path's verdict, with its added time: {t}"
+        );
+        assert!(t.contains("path=service vs pod at profile=cps: msgs +0.0% ["), "{t}");
+        assert!(
+            !t.contains("profile=cps vs latency"),
+            "a connection rate is not compared with a transaction rate: {t}"
+        );
+        let csv = csv(&s);
+        assert_eq!(csv.lines().filter(|l| l.starts_with("c002,") && l.contains(",msgs,")).count(), 1, "{csv}");
     }
 
     #[test]

@@ -18,6 +18,10 @@ pub struct StreamSetup {
     /// CPU the server should pin its end of the stream to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu: Option<usize>,
+    /// CPU the client's end of the stream runs on: a server on the client's kernel (another
+    /// network namespace, a pod on the same node) keeps its end off it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu: Option<usize>,
 }
 
 /// Port `netblast serve` listens on unless told otherwise.
@@ -226,9 +230,15 @@ pub fn stream_setups(plan: &Plan) -> Vec<StreamSetup> {
     let ways = w.ways();
     let per_way = n / ways.len().max(1);
     let ways: Vec<Way> = ways.iter().flat_map(|&way| std::iter::repeat_n(way, per_way)).collect();
+    let count = ways.len();
     ways.into_iter()
         .enumerate()
-        .map(|(i, way)| StreamSetup { id: i as u32, way, server_cpu: plan.server_cpus.get(i).copied() })
+        .map(|(i, way)| StreamSetup {
+            id: i as u32,
+            way,
+            server_cpu: plan.server_cpus.get(i).copied(),
+            client_cpu: Some(client_cpu_of(plan, i, count)),
+        })
         .collect()
 }
 

@@ -58,6 +58,10 @@ pub struct TestSetup {
     pub time_bound: Dur,
     /// The streams the client will open.
     pub streams: Vec<StreamSetup>,
+    /// The client's kernel (its boot id): a server that reads the same one shares the
+    /// client's CPUs, whatever address it was reached at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
 }
 
 /// Frames from client to server on the control connection.

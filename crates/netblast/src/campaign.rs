@@ -219,19 +219,22 @@ fn argv(c: &Campaign, cell: &Cell) -> Result<Vec<String>, AppError> {
     let mut v = vec!["netblast".to_string(), sub.to_string()];
     let known = long_flags(sub);
     let mut all: Vec<(String, &str, Vec<Scalar>)> = Vec::new();
+    let own = c.cell_settings(cell);
+    let mine = |key: &str| own.iter().any(|(k, _)| k == key);
     for (key, base) in [("profile", &c.profile), ("target", &c.target)] {
-        if let Some(b) = base.as_ref().filter(|_| cell.get(key).is_none()) {
+        if let Some(b) = base.as_ref().filter(|_| !mine(key)) {
             all.push((key.into(), "", vec![Scalar::Str(b.clone())]));
         }
     }
-    for Setting { key, values } in c.fleet.iter().flatten() {
+    // A cell's own setting (an axis, a named set's) takes the place of the fleet's.
+    for Setting { key, values } in c.fleet.iter().flatten().filter(|s| !mine(&s.key)) {
         all.push((key.clone(), "fleet", values.clone()));
     }
     for Setting { key, values } in &c.set {
         all.push((key.clone(), "set", values.clone()));
     }
-    for (key, value) in &cell.settings {
-        all.push((key.clone(), "axes", vec![value.clone()]));
+    for (key, value) in own {
+        all.push((key, "axes", vec![value]));
     }
     for (key, section, values) in all {
         let field = if section.is_empty() { key.clone() } else { format!("{section}.{key}") };

@@ -29,13 +29,17 @@ impl RawTest {
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let hs = ClientHandshake::new(Header::new(Role::Control, id, 0), None, false);
         let session = blocking::handshake(&mut c, &hs).map_err(|e| e.to_string())?;
-        let streams =
-            ways.iter().enumerate().map(|(i, &way)| StreamSetup { id: i as u32, way, server_cpu: None }).collect();
+        let streams = ways
+            .iter()
+            .enumerate()
+            .map(|(i, &way)| StreamSetup { id: i as u32, way, server_cpu: None, client_cpu: None })
+            .collect();
         let setup = TestSetup {
             client_version: "hostile".into(),
             time_bound: netblast_spec::units::Dur(profile.time_bound()),
             profile,
             streams,
+            kernel: None,
         };
         blocking::write_frame(&mut c, &ClientMsg::Setup(Box::new(setup))).unwrap();
         match blocking::read_frame::<_, ServerMsg>(&mut c).unwrap() {

@@ -467,3 +467,41 @@ fn udp_bitrate_runs_reverse_and_both_ways() {
         }
     }
 }
+
+#[test]
+fn a_server_on_the_clients_kernel_keeps_its_end_off_the_clients_cpu() {
+    // Two network namespaces on one kernel (pods on one node): no loopback address says the
+    // ends share CPUs, their boot id does. Without it both ends of an rr flow pin to the
+    // same core and a busy-polling pair takes turns by scheduler tick (4 ms round trips).
+    if !util::netns_or_skip("a_server_on_the_clients_kernel_keeps_its_end_off_the_clients_cpu") {
+        return;
+    }
+    if usable_cpus().len() < 2 {
+        eprintln!("skipping: one usable CPU");
+        return;
+    }
+    let ns = util::NetnsPair::create();
+    let bin = env!("CARGO_BIN_EXE_netblast");
+    let (_serve, addr) = ns.serve(&ns.b);
+    let target = format!("{}:{}", ns.addr_b, addr.port());
+    let out = ns
+        .cmd(&ns.a, bin)
+        .args(["run", "--probe", "tcpinfo", "--target", &target, "--profile", "latency", "-t", "1", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: RunResult = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r.plan.server_cpus.first(), r.plan.client_cpus.first(), "the plan asks for the client's CPU");
+    let s = &r.summary.streams[0];
+    let (mine, theirs) = (s.client_cpu.expect("client pinned"), s.server_cpu.expect("server pinned"));
+    assert_ne!(mine, theirs, "the server's end moved off the client's CPU");
+    assert_eq!(r.streams[0].server_cpu, Some(theirs), "the stream names where the server's end ran");
+    let said = r
+        .warnings
+        .iter()
+        .any(|w| w.message.contains("the same boot id") && w.message.contains(&format!("CPU {theirs}")));
+    assert!(said, "{:?}", r.warnings);
+    // The ends no longer take turns on one core: round trips in microseconds, not ticks.
+    let p50 = r.summary.ways[0].latency.as_ref().map(|l| l.summary.p50_ns).unwrap_or(u64::MAX);
+    assert!(p50 < 1_000_000, "rr p50 {p50} ns");
+}

@@ -176,7 +176,13 @@ fn set_up(addr: SocketAddr, test: TestId) -> (TcpStream, wire::Session) {
         client_version: "test".into(),
         profile: util::profile(|_| {}),
         time_bound: "1s".parse().unwrap(),
-        streams: vec![wire::StreamSetup { id: 0, way: netblast_spec::profile::Way::Up, server_cpu: None }],
+        streams: vec![wire::StreamSetup {
+            id: 0,
+            way: netblast_spec::profile::Way::Up,
+            server_cpu: None,
+            client_cpu: None,
+        }],
+        kernel: None,
     };
     blocking::write_frame(&mut c, &ClientMsg::Setup(Box::new(setup))).unwrap();
     let reply: Option<ServerMsg> = blocking::read_frame(&mut c).unwrap();
@@ -206,7 +212,13 @@ fn only_the_connection_that_set_a_test_up_can_use_or_cancel_it() {
         client_version: "test".into(),
         profile: util::profile(|_| {}),
         time_bound: "1s".parse().unwrap(),
-        streams: vec![wire::StreamSetup { id: 0, way: netblast_spec::profile::Way::Up, server_cpu: None }],
+        streams: vec![wire::StreamSetup {
+            id: 0,
+            way: netblast_spec::profile::Way::Up,
+            server_cpu: None,
+            client_cpu: None,
+        }],
+        kernel: None,
     };
     blocking::write_frame(&mut dup, &ClientMsg::Setup(Box::new(setup))).unwrap();
     let reply: Option<ServerMsg> = blocking::read_frame(&mut dup).unwrap();

@@ -427,6 +427,7 @@ fn connections(
     let usable = sys::allowed_cpus().unwrap_or_default();
     let mut streams = setup.streams.clone();
     streams.sort_by_key(|s| s.id);
+    let same_kernel = setup.kernel.is_some() && setup.kernel == sys::boot_id();
     let mut conns = Vec::with_capacity(streams.len());
     for st in &streams {
         let Some((tcp, udp, listener)) = sockets.remove(&st.id) else { continue };
@@ -443,21 +444,46 @@ fn connections(
                 notes.insert(st.id, said.join("; "));
             }
         }
+        let mut note = |why: String| {
+            notes.entry(st.id).and_modify(|n| *n = format!("{n}; {why}")).or_insert(why);
+        };
         let cpu = st.server_cpu.filter(|c| {
             let ok = usable.contains(c);
             if !ok {
-                let why = format!(
+                note(format!(
                     "cannot pin to CPU {c}: this server can use CPUs {}",
                     netblast_spec::units::CpuList(usable.clone())
-                );
-                notes.entry(st.id).and_modify(|n| *n = format!("{n}; {why}")).or_insert(why);
+                ));
             }
             ok
         });
+        let cpu = match cpu.zip(away_from_client(st, same_kernel, &usable)) {
+            Some((c, away)) => {
+                note(format!(
+                    "the client shares this kernel (the same boot id) and runs its end of this stream on CPU {c}: \
+                     this end is pinned to CPU {away} instead, half the CPU list away"
+                ));
+                Some(away)
+            }
+            None => cpu,
+        };
         let listener = listener.map(netblast_engine::gen::ListenerEnd::Listen);
         conns.push(Conn { id: st.id, way: st.way, tcp, udp, listener, cpu });
     }
     Ok(conns)
+}
+
+/// Where a stream's server end goes when the client shares this kernel (a peer in another
+/// network namespace, a pod on the same node: no loopback address tells the client) and asked
+/// for the very CPU its own end runs on: half this server's CPU list away, so the two ends of
+/// a flow never share a core. `None`: keep what was asked.
+fn away_from_client(st: &netblast_spec::plan::StreamSetup, same_kernel: bool, usable: &[usize]) -> Option<usize> {
+    let (asked, theirs) = (st.server_cpu?, st.client_cpu?);
+    if !same_kernel || asked != theirs || usable.len() < 2 {
+        return None;
+    }
+    let at = usable.iter().position(|&c| c == asked)?;
+    Some(usable[(at + usable.len() / 2) % usable.len()])
 }
 
 /// Runs a started test on this server: its workers, one interval frame per interval once

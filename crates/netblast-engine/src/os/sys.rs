@@ -189,6 +189,13 @@ pub fn release_free_memory() {
     }
 }
 
+/// This kernel's boot id (`/proc/sys/kernel/random/boot_id`): the same in every container and
+/// network namespace of one running kernel, so two ends that read the same one share CPUs.
+pub fn boot_id() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(id.trim().to_string()).filter(|s| !s.is_empty())
+}
+
 /// The open-files limit (soft, hard).
 pub fn nofile_limit() -> (u64, u64) {
     // SAFETY: rlimit is plain data; getrlimit fills it.

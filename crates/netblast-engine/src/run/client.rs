@@ -201,6 +201,7 @@ pub fn run(
         profile: plan.profile.clone(),
         time_bound: plan.time_bound,
         streams: setups.clone(),
+        kernel: sys::boot_id(),
     };
     let control = set_up(peer, test_id, setup, opts, &plan.bind)?;
     let (infos, conns) = open_streams(plan, peer, test_id, &control.key, &setups)?;
@@ -419,11 +420,19 @@ impl Drive<'_> {
             live(Live::Interval(iv));
         }
         let complete = agg.errors.is_empty() && agg.all_streams_clean() && agg.has_server_final();
+        // Where the server's end really ran, as it said (it moves off a CPU the client's end
+        // holds when both share one kernel), not where the plan asked.
+        let mut streams = self.infos.clone();
+        for info in &mut streams {
+            if let Some(cpu) = summary.streams.iter().find(|s| s.id == info.id).and_then(|s| s.server_cpu) {
+                info.server_cpu = Some(cpu);
+            }
+        }
         let measured = Measured {
             complete,
             errors: agg.errors.clone(),
             warnings: agg.warnings.clone(),
-            streams: self.infos.clone(),
+            streams,
             intervals: agg.intervals().to_vec(),
             summary,
         };

@@ -78,13 +78,43 @@ pub struct Setting {
     pub values: Vec<Scalar>,
 }
 
-/// One axis of the matrix: a setting and the values it takes, in the file's order.
+/// One axis of the matrix: a setting and the values it takes, in the file's order; or an axis
+/// of named sets (`path = [{ name = "service", servers = "…" }, …]`), each value a name that
+/// stands for several settings changed together.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Axis {
-    /// The flag's long name.
+    /// The flag's long name, or for an axis of named sets the axis's own name.
     pub name: String,
-    /// Its values.
+    /// Its values (for named sets, their names).
     pub values: Vec<Scalar>,
+    /// For an axis of named sets: each name's settings (flag long name → value); empty for
+    /// an axis of plain values.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sets: BTreeMap<String, BTreeMap<String, Scalar>>,
+}
+
+impl Axis {
+    /// The settings a cell's `value` of this axis stands for: the named set's, or the axis
+    /// itself set to the value.
+    pub fn expand(&self, value: &Scalar) -> Vec<(String, Scalar)> {
+        match self.sets.get(&value.to_string()) {
+            Some(set) => set.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            None if self.sets.is_empty() => vec![(self.name.clone(), value.clone())],
+            None => Vec::new(),
+        }
+    }
+
+    /// Each value as the file shows it: `service{servers=dns:svc}` for a named set.
+    fn shown(&self) -> String {
+        let one = |v: &Scalar| match self.sets.get(&v.to_string()) {
+            Some(set) => {
+                let inner: Vec<String> = set.iter().map(|(k, x)| format!("{k}={x}")).collect();
+                format!("{v}{{{}}}", inner.join(" "))
+            }
+            None => v.to_string(),
+        };
+        self.values.iter().map(one).collect::<Vec<_>>().join(", ")
+    }
 }
 
 /// In which order the runs go.
@@ -195,7 +225,8 @@ impl Campaign {
             .map(|(key, values)| Setting { key, values })
             .collect::<Vec<_>>();
         let mut axes = Vec::new();
-        for (name, values) in settings("axes", raw.axes, origin)? {
+        let (plain, named, order) = split_named(raw.axes, origin)?;
+        for (name, values) in settings("axes", Some(plain), origin)? {
             let field = format!("axes.{name}");
             if values.is_empty() {
                 return Err(bad(field, "has no values: give at least one".into()));
@@ -206,15 +237,32 @@ impl Campaign {
             if set.iter().any(|s| s.key == name) {
                 return Err(bad(field, format!("{name} is in [set] too: a setting is fixed or an axis")));
             }
-            axes.push(Axis { name, values });
+            axes.push(Axis { name, values, sets: BTreeMap::new() });
         }
+        for axis in named {
+            let taken = |k: &str| {
+                set.iter().any(|s| s.key == k)
+                    || axes.iter().any(|a: &Axis| a.name == k || a.sets.values().any(|x| x.contains_key(k)))
+            };
+            if let Some(k) = axis.sets.values().flat_map(|x| x.keys()).find(|k| taken(k)) {
+                return Err(bad(
+                    format!("axes.{}", axis.name),
+                    format!("{k} is in [set] or another axis too: a setting is fixed or changes along one axis"),
+                ));
+            }
+            axes.push(axis);
+        }
+        axes.sort_by_key(|a| order.iter().position(|n| *n == a.name));
         let fleet = match raw.fleet {
             Some(t) => {
                 let f: Vec<Setting> = settings("fleet", Some(t), origin)?
                     .into_iter()
                     .map(|(key, values)| Setting { key, values })
                     .collect();
-                if !f.iter().any(|s| s.key == "clients") {
+                let every_set_has = |key: &str| {
+                    axes.iter().any(|a| !a.sets.is_empty() && a.sets.values().all(|set| set.contains_key(key)))
+                };
+                if !f.iter().any(|s| s.key == "clients") && !every_set_has("clients") {
                     return Err(bad("fleet.clients".into(), "a fleet campaign names its client agents".into()));
                 }
                 Some(f)
@@ -259,6 +307,9 @@ impl Campaign {
         if self.axes.iter().any(|a| a.name == key) {
             return Err(format!("{key} is an axis: --axis {key}=V1,V2 gives its values"));
         }
+        if let Some(a) = self.axes.iter().find(|a| a.sets.values().any(|s| s.contains_key(&key))) {
+            return Err(format!("{key} changes along the axis {}: each of its named sets gives it", a.name));
+        }
         match key.as_str() {
             "profile" => self.profile = Some(value.to_string()),
             "target" => self.target = Some(value.to_string()),
@@ -288,11 +339,26 @@ impl Campaign {
         if values.is_empty() {
             return Err(format!("--axis {name}: give at least one value"));
         }
+        if let Some(v) = values.iter().find(|v| !axis.sets.is_empty() && !axis.sets.contains_key(&v.to_string())) {
+            let names: Vec<&str> = axis.sets.keys().map(String::as_str).collect();
+            return Err(format!("--axis {name}: {v} is not one of its named sets ({})", names.join(", ")));
+        }
         if let Some(dup) = values.iter().enumerate().find(|(i, v)| values[..*i].contains(v)).map(|(_, v)| v) {
             return Err(format!("--axis {name}: {dup} is given twice"));
         }
         axis.values = values;
         Ok(())
+    }
+
+    /// The settings `cell` gives, its named sets expanded, in the axes' order.
+    pub fn cell_settings(&self, cell: &Cell) -> Vec<(String, Scalar)> {
+        cell.settings
+            .iter()
+            .flat_map(|(name, value)| match self.axes.iter().find(|a| a.name == *name) {
+                Some(a) => a.expand(value),
+                None => vec![(name.clone(), value.clone())],
+            })
+            .collect()
     }
 
     /// Every combination of the axes' values, the first axis outermost (one cell when there
@@ -364,11 +430,7 @@ impl Campaign {
                 .map(|s| (s.key.clone(), s.values.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")))
                 .collect()
         };
-        let axes = |a: &[Axis]| -> BTreeMap<String, String> {
-            a.iter()
-                .map(|a| (a.name.clone(), a.values.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")))
-                .collect()
-        };
+        let axes = |a: &[Axis]| -> BTreeMap<String, String> { a.iter().map(|a| (a.name.clone(), a.shown())).collect() };
         let empty = Vec::new();
         for (section, now, then) in [
             ("set", show(&self.set), show(&earlier.set)),
@@ -434,6 +496,69 @@ fn settings(
         out.push((key, values));
     }
     Ok(out)
+}
+
+/// `[axes]` parted into its plain axes (for [`settings`]) and its axes of named sets, with
+/// every axis's name in the file's order. An axis of named sets lists inline tables, each with
+/// a `name` and the settings it stands for (one value each).
+#[allow(clippy::type_complexity)]
+fn split_named(
+    table: Option<BTreeMap<toml::Spanned<String>, toml::Value>>,
+    origin: &str,
+) -> Result<(BTreeMap<toml::Spanned<String>, toml::Value>, Vec<Axis>, Vec<String>), SpecError> {
+    let mut entries: Vec<(toml::Spanned<String>, toml::Value)> = table.unwrap_or_default().into_iter().collect();
+    entries.sort_by_key(|(k, _)| k.span().start);
+    let order = entries.iter().map(|(k, _)| k.get_ref().replace('_', "-")).collect();
+    let (mut plain, mut named) = (BTreeMap::new(), Vec::new());
+    for (k, v) in entries {
+        let tables = matches!(&v, toml::Value::Array(items) if items.iter().any(toml::Value::is_table));
+        if !tables {
+            plain.insert(k, v);
+            continue;
+        }
+        let name = k.into_inner().replace('_', "-");
+        let bad =
+            |message: String| SpecError::Invalid { origin: origin.into(), field: format!("axes.{name}"), message };
+        let toml::Value::Array(items) = v else { unreachable!("matched above") };
+        let mut axis = Axis { name: name.clone(), values: Vec::new(), sets: BTreeMap::new() };
+        for (i, item) in items.into_iter().enumerate() {
+            let toml::Value::Table(t) = item else {
+                return Err(bad(format!(
+                    "value {}: every value is a named set ({{ name = \"…\", … }}) or none is",
+                    i + 1
+                )));
+            };
+            let mut set = BTreeMap::new();
+            let mut label = None;
+            for (key, value) in t {
+                let key = key.replace('_', "-");
+                let at = |m: String| bad(format!("value {}: {key}: {m}", i + 1));
+                if key == "name" {
+                    label = Some(match value {
+                        toml::Value::String(s) if !s.trim().is_empty() => s,
+                        _ => return Err(at("the set's name, a string".into())),
+                    });
+                    continue;
+                }
+                if let Some((_, why)) = OWNED.iter().find(|(o, _)| *o == key) {
+                    return Err(at(format!("is the campaign's own: {why}")));
+                }
+                if set.insert(key.clone(), scalar(value).map_err(at)?).is_some() {
+                    return Err(at("is given twice (as - and _)".into()));
+                }
+            }
+            let label = label.ok_or_else(|| bad(format!("value {}: a named set needs its name = \"…\"", i + 1)))?;
+            if set.is_empty() {
+                return Err(bad(format!("{label}: names no setting")));
+            }
+            if axis.sets.insert(label.clone(), set).is_some() {
+                return Err(bad(format!("{label} is given twice: each value is one cell")));
+            }
+            axis.values.push(Scalar::Str(label));
+        }
+        named.push(axis);
+    }
+    Ok((plain, named, order))
 }
 
 /// One TOML value as a setting's value.
@@ -541,5 +666,60 @@ block = ["64K", "1M"]
         let set =
             Campaign::parse(&FILE.replace("duration = \"1s\"", "duration = \"2s\"\nnodelay = true"), "c").unwrap();
         assert_eq!(set.differences(&c), ["set.duration: [1s] then, [2s] now", "set.nodelay: new, [true]"]);
+    }
+
+    const PATHS: &str = r#"
+[fleet]
+token-file = "t"
+[axes]
+path = [
+  { name = "near", clients = "a:1", servers = "s:1" },
+  { name = "service", clients = "b:1", servers = "svc:1" },
+]
+profile = ["bulk-1flow", "latency"]
+"#;
+
+    #[test]
+    fn an_axis_of_named_sets_changes_its_settings_together() {
+        let c = Campaign::parse(PATHS, "c").unwrap();
+        let cells = c.cells();
+        let names: Vec<String> = cells.iter().map(Cell::name).collect();
+        assert_eq!(names[..2], ["path=near profile=bulk-1flow", "path=near profile=latency"]);
+        let s = |k: &str, v: &str| (k.to_string(), Scalar::Str(v.into()));
+        assert_eq!(
+            c.cell_settings(&cells[2]),
+            [s("clients", "b:1"), s("servers", "svc:1"), s("profile", "bulk-1flow")],
+            "the fleet's clients come from the set"
+        );
+        let mut fewer = c.clone();
+        fewer.replace_axis("path", vec![Scalar::Str("service".into())]).unwrap();
+        assert_eq!(fewer.cells().len(), 2);
+        let far = c.clone().replace_axis("path", vec![Scalar::Str("far".into())]).unwrap_err();
+        assert!(far.contains("not one of its named sets (near, service)"), "{far}");
+        let err = c.clone().set_value("servers", Scalar::Str("x".into())).unwrap_err();
+        assert!(err.contains("changes along the axis path"), "{err}");
+        let other = Campaign::parse(&PATHS.replace("svc:1", "svc:2"), "c").unwrap();
+        assert_eq!(
+            other.differences(&c),
+            ["axes.path: [near{clients=a:1 servers=s:1}, service{clients=b:1 servers=svc:1}] then, \
+              [near{clients=a:1 servers=s:1}, service{clients=b:1 servers=svc:2}] now"]
+        );
+    }
+
+    #[test]
+    fn bad_named_sets_are_refused_naming_the_axis() {
+        let err = |text: &str| Campaign::parse(text, "c.toml").unwrap_err().to_string();
+        let mixed = err("[axes]\np = [{ name = \"a\", flows = 1 }, 2]\n");
+        assert!(mixed.contains("axes.p") && mixed.contains("value 2"), "{mixed}");
+        assert!(err("[axes]\np = [{ flows = 1 }]\n").contains("needs its name"));
+        assert!(err("[axes]\np = [{ name = \"a\" }]\n").contains("names no setting"));
+        let twice = err("[axes]\np = [{ name = \"a\", flows = 1 }, { name = \"a\", flows = 2 }]\n");
+        assert!(twice.contains("a is given twice"), "{twice}");
+        let fixed = err("[set]\nflows = 1\n[axes]\np = [{ name = \"a\", flows = 2 }]\n");
+        assert!(fixed.contains("flows is in [set] or another axis"), "{fixed}");
+        assert!(err("[axes]\np = [{ name = \"a\", output = \"x\" }]\n").contains("campaign's own"));
+        assert!(err("[axes]\np = [{ name = \"a\", flows = [1] }]\n").contains("not a value a flag takes"));
+        assert!(err("[fleet]\ntoken-file = \"t\"\n[axes]\np = [{ name = \"a\", servers = \"s\" }]\n")
+            .contains("fleet.clients"));
     }
 }

@@ -40,6 +40,8 @@ pub struct Digest {
     pub causes: Vec<String>,
     /// Each assertion's text and whether it held.
     pub asserts: Vec<(String, bool)>,
+    /// The test's kind (`bulk`, `rr`, `cps`…).
+    pub kind: String,
 }
 
 impl Digest {
@@ -49,6 +51,7 @@ impl Digest {
             figures: figures(r),
             causes: causes(r),
             asserts: r.asserts.iter().map(|v| (v.text.clone(), v.pass)).collect(),
+            kind: r.plan.profile.kind().name().to_string(),
         }
     }
 }
@@ -127,6 +130,18 @@ pub struct CellSummary {
     pub errors: Vec<String>,
     /// Each figure's spread over the runs, by name.
     pub figures: BTreeMap<String, Spread>,
+    /// The kind its runs tested (`bulk`, `rr`, `cps`…; none when no run ended whole): cells
+    /// of different kinds are not compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Its headline figure (the kind's first: `throughput`, `msgs`…): what a comparison leads
+    /// with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub main: Option<String>,
+    /// A figure whose words here differ from the summary's figure of that name (a campaign of
+    /// several kinds: `msgs` are transactions in one cell, connections in another): its words.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
     /// Runs whose `--assert`s all held, and those where one failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub asserts: Option<AssertCounts>,
@@ -288,6 +303,7 @@ fn cell_summary(cell: &Cell, runs: &[(&RunId, &RunOutcome)], infos: &mut Vec<Fig
     let mut asserts: Option<AssertCounts> = None;
     let mut causes_seen: Vec<Cause> = Vec::new();
     let mut files = Vec::new();
+    let (mut kind, mut main, mut labels) = (None, None, BTreeMap::new());
     for (id, outcome) in runs {
         match outcome {
             RunOutcome::Failed(why) => {
@@ -299,9 +315,18 @@ fn cell_summary(cell: &Cell, runs: &[(&RunId, &RunOutcome)], infos: &mut Vec<Fig
             RunOutcome::Done(r) => {
                 n += 1;
                 files.push(format!("{}-r{}.json", cell.id, id.repeat));
+                kind.get_or_insert_with(|| r.kind.clone());
+                main = main.or_else(|| r.figures.first().map(|(f, _)| f.name.clone()));
                 for (info, value) in r.figures.iter().cloned() {
-                    if !infos.iter().any(|i| i.name == info.name) {
-                        infos.push(info.clone());
+                    match infos.iter().find(|i| i.name == info.name) {
+                        None => infos.push(info.clone()),
+                        Some(first) if first.label != info.label => {
+                            if !infos.iter().any(|i| i.name == info.name && i.label == info.label) {
+                                infos.push(info.clone());
+                            }
+                            labels.insert(info.name.clone(), info.label.clone());
+                        }
+                        Some(_) => {}
                     }
                     samples.entry(info.name).or_default().push(value);
                 }
@@ -342,6 +367,9 @@ fn cell_summary(cell: &Cell, runs: &[(&RunId, &RunOutcome)], infos: &mut Vec<Fig
             .into_iter()
             .filter_map(|(k, v)| Spread::of(&v).map(|s| (k.clone(), if signed(&k) { s } else { at_least_zero(s) })))
             .collect(),
+        kind,
+        main,
+        labels,
         asserts,
         causes: causes_seen,
         vs_baseline: BTreeMap::new(),
@@ -376,6 +404,10 @@ fn compare_along_axes(axes: &[Axis], cells: &[Cell], sums: &[CellSummary], noise
                 b.settings.iter().all(|(k, val)| if *k == axis.name { val == first } else { cell.get(k) == Some(val) })
             });
             let Some((b, bsum)) = base else { continue };
+            // A rate of transactions is no baseline for one of connections.
+            if bsum.kind.is_some() && sum.kind.is_some() && bsum.kind != sum.kind {
+                continue;
+            }
             v.push(Comparison {
                 axis: axis.name.clone(),
                 base: b.id.clone(),
@@ -422,6 +454,14 @@ impl Summary {
     /// A figure's words and unit.
     pub fn figure(&self, name: &str) -> Option<&FigureInfo> {
         self.figures.iter().find(|f| f.name == name)
+    }
+
+    /// `c`'s spread of figure `f`, when it holds that figure in those words (in a campaign of
+    /// several kinds one name can mean transactions in one cell, connections in another).
+    pub fn spread<'a>(&self, c: &'a CellSummary, f: &FigureInfo) -> Option<&'a Spread> {
+        let first = self.figure(&f.name).map(|i| &i.label);
+        let words = c.labels.get(&f.name).or(first);
+        c.figures.get(&f.name).filter(|_| words == Some(&f.label))
     }
 
     /// The cell with this id.

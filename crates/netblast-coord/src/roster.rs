@@ -138,10 +138,11 @@ impl<'a> Roster<'a> {
                 .map(|(place, (role, a))| (role, place, a))
                 .collect();
         let (dial_tx, mut dial_rx) = mpsc::unbounded_channel::<Dialed>();
+        let deadline = tokio::time::Instant::now() + self.cfg.wait_agents;
         for &(role, place, a) in &dials {
             let (tx, token) = (dial_tx.clone(), self.cfg.token.clone());
             tokio::spawn(async move {
-                let r = session::dial(a, &token).await;
+                let r = session::dial_until(a, &token, deadline).await;
                 let _ = tx.send((role, place, a, r));
             });
         }
@@ -161,7 +162,6 @@ impl<'a> Roster<'a> {
             })
         });
         let mut dials_left = dials.len();
-        let deadline = tokio::time::Instant::now() + self.cfg.wait_agents;
         while !self.settled(dials_left) {
             tokio::select! {
                 Some(d) = dial_rx.recv() => {
@@ -180,6 +180,13 @@ impl<'a> Roster<'a> {
         }
         if let Some(t) = &accept_task {
             t.abort();
+        }
+        // A dial still retrying a refusal at the deadline ends within its connect timeout: its
+        // agent is named (failed, or not ready in time), not left out.
+        while dials_left > 0 && !self.interrupted {
+            let Some(d) = dial_rx.recv().await else { break };
+            dials_left -= 1;
+            self.dialed(d);
         }
         self.missing();
     }

@@ -60,14 +60,43 @@ pub enum Event {
 /// Dials an agent and proves the token both ways (an agent that cannot prove it is not given
 /// orders).
 pub async fn dial(addr: SocketAddr, token: &Token) -> Result<TcpStream, String> {
+    dial_once(addr, token).await.map_err(|(_, why)| why)
+}
+
+/// How often a refused dial is tried again.
+const REDIAL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// [`dial`], trying again every half second while the connection is refused (a pod that is not
+/// listening yet, a Service with no ready endpoint yet) until `until`: a Job started beside its
+/// agents waits for them. Any other failure is final.
+pub async fn dial_until(addr: SocketAddr, token: &Token, until: tokio::time::Instant) -> Result<TcpStream, String> {
+    let mut said = false;
+    loop {
+        match dial_once(addr, token).await {
+            Err((true, why)) if tokio::time::Instant::now() + REDIAL < until => {
+                if !said {
+                    tracing::warn!(%addr, "{why}: trying again until --wait-agents runs out");
+                    said = true;
+                }
+                tokio::time::sleep(REDIAL).await
+            }
+            r => return r.map_err(|(_, why)| why),
+        }
+    }
+}
+
+/// One dial: the connection, or whether it was refused and why it failed.
+async fn dial_once(addr: SocketAddr, token: &Token) -> Result<TcpStream, (bool, String)> {
     let connect = async {
-        let mut s = TcpStream::connect(addr).await.map_err(|e| format!("cannot connect: {e}"))?;
+        let mut s = TcpStream::connect(addr)
+            .await
+            .map_err(|e| (e.kind() == std::io::ErrorKind::ConnectionRefused, format!("cannot connect: {e}")))?;
         s.set_nodelay(true).ok();
         let hs = ClientHandshake::new(Header::new(Role::Fleet, TestId::random(), 0), Some(token.clone()), true);
-        nonblocking::client_handshake(&mut s, &hs).await.map_err(|e| e.to_string())?;
+        nonblocking::client_handshake(&mut s, &hs).await.map_err(|e| (false, e.to_string()))?;
         Ok(s)
     };
-    tokio::time::timeout(CONNECT_TIMEOUT, connect).await.map_err(|_| "no answer in time".to_string())?
+    tokio::time::timeout(CONNECT_TIMEOUT, connect).await.map_err(|_| (false, "no answer in time".to_string()))?
 }
 
 /// Takes a registration on the coordinator's listener: the header, the handshake (the agent

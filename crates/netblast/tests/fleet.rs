@@ -843,3 +843,32 @@ fn a_quiet_json_fleet_writes_its_result_and_nothing_else() {
     let _ = std::fs::remove_file(frames);
     let _ = std::fs::remove_file(token);
 }
+
+#[test]
+fn an_agent_that_starts_after_the_coordinator_is_waited_for() {
+    // A Job started beside its agents: the address answers "refused" until the agent listens,
+    // and the coordinator dials again until --wait-agents runs out.
+    let _one = one_fleet();
+    let token = util::token_file("fleet-late", "a token for the agent that starts late");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (server, server_addr) =
+        util::spawn_server_with(&["--probe", "tcpinfo", "--token-file", token.to_str().unwrap()]);
+    let _server = KillOnDrop(server);
+    let coordinator = fleet_cmd(&token)
+        .args(["--clients", &format!("127.0.0.1:{port}"), "--servers", &server_addr.to_string()])
+        .args(["-t", "1", "--wait-agents", "20s", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut late = util::bin();
+    late.args(["serve", "--probe", "tcpinfo", "--port", &port.to_string(), "--token-file"]).arg(&token);
+    let _late = KillOnDrop(late.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+    let out = util::wait_output(coordinator, Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("trying again until --wait-agents runs out"), "the wait is said: {err}");
+    let r: RunResult = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r.complete && r.parts.len() == 1, "{:?}", r.errors);
+}

@@ -200,6 +200,7 @@ done
 k8s_judge() {  # DEPLOY-DIR: builds and validates every kustomization in a copy with a token
   local root=$1 k dir out n=0
   printf 'dG9rZW4K\n' > "$root/k8s/token"
+  printf 'dG9rZW4K\n' > "$root/k8s-paths/token"
   while IFS= read -r k; do
     dir=$(dirname "$k")
     out="$WORK/rendered-$(basename "$dir").yaml"; n=$((n + 1))
@@ -343,5 +344,83 @@ for w in templates("k8s-guaranteed"):
     if r.get("limits") != r.get("requests") or not str(r["requests"]["cpu"]).isdigit():
         fail(f"k8s-guaranteed: {w['metadata']['name']} resources {r}")
 print(f"check-deploy: {len(docs)} Kubernetes objects in {len(glob.glob(f'{work}/rendered-*.yaml'))} kustomizations agree")
+PY
+# --- The path matrix: each path's agents are what its name says -----------------------------------
+python3 - "$WORK" <<'PY'
+import sys, tomllib, yaml
+
+work = sys.argv[1]
+def fail(msg):
+    print(f"check-deploy: k8s-paths: {msg}", file=sys.stderr)
+    sys.exit(1)
+docs = [d for d in yaml.safe_load_all(open(f"{work}/rendered-k8s-paths.yaml")) if d]
+ns = next(d["metadata"]["name"] for d in docs if d["kind"] == "Namespace")
+deps = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
+campaign_text = open("deploy/k8s-paths/paths.toml").read()
+shipped = next(d for d in docs if d["kind"] == "ConfigMap")["data"].get("paths.toml")
+if shipped != campaign_text:
+    fail("the ConfigMap does not hold paths.toml")
+job = next(d for d in docs if d["kind"] == "Job")["spec"]["template"]["spec"]
+if "/etc/netblast-paths/paths.toml" not in job["containers"][0]["args"]:
+    fail("the Job does not run the shipped campaign")
+campaign = tomllib.loads(campaign_text)
+def agent(entry, flag):
+    """The Deployment a `dns:NAME.NS.svc.cluster.local:PORT=1` entry reaches, and its Service."""
+    if not (entry.startswith("dns:") and entry.endswith("=1")):
+        fail(f"{flag} {entry}: not one agent by name (dns:NAME:PORT=1)")
+    host, port = entry[4:-2].rsplit(":", 1)
+    name, in_ns = host.split(".")[:2]
+    svc = services.get(name)
+    if svc is None or in_ns != ns or not host.endswith(".svc.cluster.local"):
+        fail(f"{flag} {entry}: not a Service of namespace {ns}")
+    if svc["spec"]["ports"][0]["port"] != int(port):
+        fail(f"{flag} {entry}: the Service's first port is not {port}")
+    sel = svc["spec"]["selector"]
+    picked = [d for d in deps.values() if all(d["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in sel.items())]
+    if len(picked) != 1 or picked[0]["spec"]["replicas"] != 1:
+        fail(f"Service {name} selects {len(picked)} Deployments: one agent of one pod, or a test's connections land apart")
+    d = picked[0]
+    c = d["spec"]["template"]["spec"]["containers"][0]
+    serves = next(a.split("=")[1] for a in c["args"] if a.startswith("--port="))
+    if str(c["ports"][0]["containerPort"]) != serves:
+        fail(f"{d['metadata']['name']}: serves on {serves}, declares {c['ports'][0]['containerPort']}")
+    if svc["spec"].get("clusterIP") == "None" and port != serves:
+        fail(f"{flag} {entry}: its agent serves on {serves}")
+    # A flow's own ports (--flow-ports LO-HI): the pod declares them, the Service forwards them.
+    given = [a.split("=")[1] for a in c["args"] if a.startswith("--flow-ports=")]
+    flows = []
+    if given:
+        lo, _, hi = given[0].partition("-")
+        flows = list(range(int(lo), int(hi or lo) + 1))
+        declared = {p["containerPort"] for p in c["ports"]}
+        forwarded = {p["port"] for p in svc["spec"]["ports"]}
+        if not set(flows) <= declared or not set(flows) <= forwarded:
+            fail(f"{name}: --flow-ports {given[0]}: the pod declares {sorted(declared)}, the Service forwards {sorted(forwarded)}")
+    return d, svc, flows
+# What each path must be: (client on the node's network, server on it, through a ClusterIP).
+want = {"pod-to-pod": (False, False, False), "same-node": (False, False, False),
+        "service": (False, False, True), "pod-to-host": (False, True, False), "host-to-host": (True, True, False)}
+paths = campaign["axes"]["path"]
+if [p["name"] for p in paths] != list(want):
+    fail(f"paths {[p['name'] for p in paths]}, expected {list(want)} (the first is every path's baseline)")
+for p in paths:
+    (cd, _, _), (sd, svc, flows) = agent(p["clients"], "clients"), agent(p["servers"], "servers")
+    for t in campaign["axes"]["test"]:
+        if t.get("profile") == "cps" and not 0 < t.get("flows", 10**6) <= len(flows):
+            fail(f"path {p['name']}: cps with {t.get('flows', 'one per CPU')} flows, its server holds {len(flows)} flow ports")
+    on_host = lambda d: d["spec"]["template"]["spec"].get("hostNetwork") is True
+    got = (on_host(cd), on_host(sd), svc["spec"].get("clusterIP") != "None")
+    if got != want[p["name"]]:
+        fail(f"path {p['name']}: client on host {got[0]}, server on host {got[1]}, through a ClusterIP {got[2]}")
+    spec = cd["spec"]["template"]["spec"]
+    beside = spec.get("affinity", {}).get("podAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", [])
+    server_labels = sd["spec"]["template"]["metadata"]["labels"]
+    near = any(all(server_labels.get(k) == v for k, v in t["labelSelector"]["matchLabels"].items()) for t in beside)
+    if (p["name"] == "same-node") != near:
+        fail(f"path {p['name']}: its client is {'' if near else 'not '}kept beside its server")
+    if p["name"] != "same-node" and spec.get("nodeSelector", {}).get("netblast.io/role") != "client":
+        fail(f"path {p['name']}: its client is not kept to client nodes")
+print(f"check-deploy: k8s-paths: {len(paths)} paths, each with its agents and Services")
 PY
 echo "check-deploy: deploy.sh plans, their az commands, custom data (cloud-init) and $built kustomizations (kustomize, Kubernetes ${K8S_VERSIONS[*]}) pass"

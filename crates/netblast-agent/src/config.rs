@@ -224,6 +224,8 @@ pub struct ServeConfig {
     pub register: Option<String>,
     /// The one interface its test sockets use (`--bind-dev`); `None`: any.
     pub bind_dev: Option<String>,
+    /// The ports its per-flow sockets take (`--flow-ports`); `None`: the kernel's.
+    pub flow_ports: netblast_engine::os::sockopt::FlowPorts,
 }
 
 impl Default for ServeConfig {
@@ -236,6 +238,7 @@ impl Default for ServeConfig {
             agent: AgentConfig::default(),
             register: None,
             bind_dev: None,
+            flow_ports: None,
         }
     }
 }

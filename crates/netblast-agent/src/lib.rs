@@ -66,6 +66,7 @@ pub async fn serve(listener: TcpListener, cfg: ServeConfig, shutdown: impl Futur
         stats: cfg.stats,
         agent,
         bind_dev: cfg.bind_dev,
+        flow_ports: cfg.flow_ports,
         orders: Default::default(),
         unproven: Default::default(),
     });

@@ -24,6 +24,9 @@ pub struct ServerOptions {
     pub port: u16,
     /// Only this interface (`SO_BINDTODEVICE`) for the data port's and responders' sockets.
     pub bind_dev: Option<String>,
+    /// The ports a flow's own sockets take (a cps flow's listener, a UDP flow's socket);
+    /// `None`: any the kernel picks.
+    pub flow_ports: netblast_engine::os::sockopt::FlowPorts,
     /// Where to serve Prometheus metrics (any interface: monitoring is not test traffic).
     pub metrics: Option<SocketAddr>,
     /// Who may use it.
@@ -54,6 +57,7 @@ impl Default for ServerOptions {
             bind: IpAddr::from([0u16; 8]),
             port: netblast_spec::plan::DEFAULT_PORT,
             bind_dev: None,
+            flow_ports: None,
             metrics: None,
             access: Access::default(),
             allow: Vec::new(),
@@ -158,6 +162,7 @@ impl Server {
             register: opts.register,
             stats,
             bind_dev: opts.bind_dev,
+            flow_ports: opts.flow_ports,
         };
         Ok(Server { rt, data, metrics, responders, cfg })
     }

@@ -26,6 +26,8 @@ pub struct Shared {
     pub held: Held,
     /// The one interface this server's test sockets use (`serve --bind-dev`).
     pub bind_dev: Option<String>,
+    /// The ports its per-flow sockets take (`serve --flow-ports`); `None`: the kernel's.
+    pub flow_ports: netblast_engine::os::sockopt::FlowPorts,
     /// Fleet orders running now, over every coordinator's session.
     pub orders: Arc<AtomicUsize>,
     /// Connections that have not proven themselves yet.

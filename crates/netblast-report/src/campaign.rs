@@ -113,7 +113,7 @@ pub fn text(s: &Summary) -> String {
         }
     }
     if !zero.is_empty() {
-        let _ = writeln!(out, "\n0 in every run: {}", zero.join(", "));
+        let _ = writeln!(out, "\n0 in every run: {}", zero.join("; "));
     }
     comparisons(&mut out, s);
     baseline(&mut out, s);

@@ -207,6 +207,8 @@ pub enum StreamAck {
     BadTag = 4,
     /// A limit of the server (streams, descriptors) refuses it.
     Limit = 5,
+    /// Every port the server's flows may take (`serve --flow-ports`) is in use.
+    NoPort = 6,
 }
 
 impl StreamAck {
@@ -219,6 +221,7 @@ impl StreamAck {
             3 => StreamAck::BadVersion,
             4 => StreamAck::BadTag,
             5 => StreamAck::Limit,
+            6 => StreamAck::NoPort,
             _ => return None,
         })
     }
@@ -232,6 +235,9 @@ impl StreamAck {
             StreamAck::BadVersion => "the server speaks another protocol version",
             StreamAck::BadTag => "the stream's authentication tag is wrong",
             StreamAck::Limit => "a limit of the server refuses the stream",
+            StreamAck::NoPort => {
+                "every port the server gives its flows (serve --flow-ports) is taken: give it more, or run fewer flows"
+            }
         }
     }
 }

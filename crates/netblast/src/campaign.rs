@@ -306,7 +306,10 @@ fn command(c: &Campaign, cell: &Cell) -> Result<CellCommand, AppError> {
             Ok(CellCommand::Run(r))
         }
         Command::Fleet(f) => {
-            crate::fleet::config(&f, false).map_err(wrap)?;
+            // Each run's frames go beside its result (run_one): no default log to speak of.
+            let mut check = f.clone();
+            check.frames = Some(PathBuf::from("frames.jsonl"));
+            crate::fleet::config(&check, false).map_err(wrap)?;
             Ok(CellCommand::Fleet(f))
         }
         _ => unreachable!("argv names run or fleet"),

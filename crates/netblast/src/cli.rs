@@ -51,6 +51,11 @@ pub struct ServeArgs {
     /// interface.
     #[arg(long, value_name = "IFACE")]
     pub bind_dev: Option<String>,
+    /// The ports a flow's own sockets take (a cps flow's listener, a UDP flow's socket), e.g.
+    /// 5234-5237: a Kubernetes Service, a load balancer or a firewall rule can then name them
+    /// (default: any the kernel picks). A flow finds every port taken: it is refused, saying so.
+    #[arg(long, value_name = "LO-HI", value_parser = parse_port_range)]
+    pub flow_ports: Option<(u16, u16)>,
     /// Serve Prometheus metrics on http://ADDR/metrics (OpenMetrics text): tests running and
     /// finished, bytes and messages by direction, retransmits, refusals, HTTP responses by
     /// code, responder latency and kernel RTT histograms. No authentication: bind it to
@@ -407,6 +412,7 @@ impl ServeArgs {
             bind: self.bind,
             port: self.port,
             bind_dev: self.bind_dev.clone(),
+            flow_ports: self.flow_ports,
             metrics: self.metrics,
             access: netblast_agent::Access { token, open: self.open },
             allow: self.allow.clone(),
@@ -532,6 +538,19 @@ fn with_port(target: Option<&String>, port: Option<u16>) -> anyhow::Result<Optio
     }
 }
 
+/// `LO-HI` (or one port): the ports a serve's flows may take.
+fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
+    let (lo, hi) = s.split_once('-').unwrap_or((s, s));
+    let port = |p: &str| {
+        p.trim().parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(|| format!("{p:?} is not a port (1-65535)"))
+    };
+    let (lo, hi) = (port(lo)?, port(hi)?);
+    if lo > hi {
+        return Err(format!("{lo}-{hi}: the first port is above the last"));
+    }
+    Ok((lo, hi))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -540,5 +559,14 @@ mod tests {
     fn the_command_line_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn port_ranges_are_read_and_bad_ones_named() {
+        assert_eq!(super::parse_port_range("5234-5237"), Ok((5234, 5237)));
+        assert_eq!(super::parse_port_range("5234"), Ok((5234, 5234)));
+        assert!(super::parse_port_range("5237-5234").unwrap_err().contains("above the last"));
+        assert!(super::parse_port_range("0-3").unwrap_err().contains("not a port"));
+        assert!(super::parse_port_range("a-b").unwrap_err().contains("\"a\""));
     }
 }

@@ -227,3 +227,52 @@ fn dropped_syns_are_named_as_the_cause_of_a_rate_not_reached() {
     let v = netblast_spec::verdict::cps_shortfall(&r);
     assert!(v[0].contains(&format!("{syn} SYNs were retransmitted")), "{v:?}");
 }
+
+#[test]
+fn a_servers_flow_ports_are_the_only_ports_its_cps_listeners_take() {
+    // serve --flow-ports: a cps flow's listener on a port a Service or a firewall rule names.
+    // The server's namespace drops every TCP port but the data port and the two flow ports:
+    // the connections pass, the kernel's counters say where they went.
+    if !util::netns_or_skip("a_servers_flow_ports_are_the_only_ports_its_cps_listeners_take") {
+        return;
+    }
+    let ns = util::NetnsPair::create();
+    let _serve = ns.serve_quiet(&ns.b, &["--open", "--port", "5290", "--flow-ports", "5234-5235"]);
+    let target = format!("{}:5290", ns.addr_b);
+    let up = (0..100).any(|_| {
+        let ok = ns.cmd(&ns.a, "bash").args(["-c", &format!("exec 3<>/dev/tcp/{}/5290", ns.addr_b)]).status();
+        ok.is_ok_and(|s| s.success()) || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            false
+        }
+    });
+    assert!(up, "serve did not come up");
+    ns.nft(&ns.b, "add table inet nbf");
+    ns.nft(&ns.b, "add chain inet nbf input { type filter hook input priority 0; }");
+    ns.nft(&ns.b, "add rule inet nbf input tcp dport 5234-5235 counter accept");
+    ns.nft(&ns.b, "add rule inet nbf input tcp dport != 5290 counter drop");
+    let r = run_flows_in(&ns, &target, 2, &["-t", "1"]);
+    let m = r.summary.ways[0].msgs.unwrap();
+    assert!(m.sent > 100 && m.lost == Some(0), "{} completed, {:?} failed", m.sent, m.lost);
+    let listing = ns.cmd(&ns.b, "nft").args(["list", "table", "inet", "nbf"]).output().unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout).to_string();
+    let packets: Vec<u64> = listing
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .filter(|w| w[0] == "packets")
+        .map(|w| w[1].parse().unwrap())
+        .collect();
+    assert_eq!(packets.len(), 2, "{listing}");
+    // Each connection is at least its SYN, request and ACKs to the flow ports; nothing else.
+    assert!(packets[0] >= 3 * m.sent, "flow ports took {} packets for {} connections: {listing}", packets[0], m.sent);
+    assert_eq!(packets[1], 0, "a listener off the flow ports: {listing}");
+    // More flows than ports: refused, saying which ports are taken.
+    let out = ns
+        .cmd(&ns.a, env!("CARGO_BIN_EXE_netblast"))
+        .args(["run", "--probe", "tcpinfo", "--target", &target, "--profile", "cps", "-P", "3", "-t", "1"])
+        .output()
+        .unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success() && said.contains("serve --flow-ports) is taken"), "{said}");
+}

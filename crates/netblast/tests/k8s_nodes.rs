@@ -255,6 +255,7 @@ fn the_manifests_run_on_real_nodes() {
         c.clear();
         eprintln!("{variant}: ran in {:.0?}", started.elapsed());
     }
+    paths(&c);
     // What breaks only at run time, each named with its pod.
     let e = c.run(&t, "k8s", "no-such-tag", "").expect_err("an image that is not there");
     assert!(e.contains("ErrImagePull") || e.contains("ImagePullBackOff"), "{e}");
@@ -277,6 +278,55 @@ fn the_manifests_run_on_real_nodes() {
     assert!(e.contains("netblast-server-") && e.contains("in use"), "{e}");
     eprintln!("judged: {e}");
     drop(squatter);
+}
+
+/// The cluster's path matrix, one command as shipped (`scripts/k8s-paths.sh`, from a copy of
+/// the repository's deploy/ and the script: it makes the token beside the kustomization): every
+/// path and test runs, each path is compared with pod to pod, an rr flow's two ends never share
+/// a core (a pod on the server's node included: its boot id says so), and the namespace is gone.
+fn paths(c: &Real) {
+    let started = Instant::now();
+    let repo = c.top.join("repo");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::fs::create_dir_all(repo.join("scripts")).unwrap();
+    assert!(Command::new("cp").arg("-r").arg(root.join("deploy")).arg(&repo).status().unwrap().success());
+    std::fs::copy(script("k8s-paths.sh"), repo.join("scripts/k8s-paths.sh")).unwrap();
+    let out_dir = c.top.join("paths");
+    let out = Command::new(repo.join("scripts/k8s-paths.sh"))
+        .arg("-o")
+        .arg(&out_dir)
+        .args(["--image", &format!("netblast:{TAG}"), "--set", "duration=1s", "--repeats", "2"])
+        .env("KUBECONFIG", c.dir.join("kubeconfig"))
+        .env("KUBECTL", &c.kubectl)
+        .env("NETBLAST", env!("CARGO_BIN_EXE_netblast"))
+        .output()
+        .unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "k8s-paths.sh: {said}");
+    let s: netblast_spec::campaign::summary::Summary =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!((s.runs.done, s.runs.failed, s.cells.len()), (30, 0, 15), "{said}");
+    for cell in &s.cells {
+        let want = match cell.settings["test"].to_string().as_str() {
+            "throughput" => "bulk",
+            "latency" => "rr",
+            _ => "cps",
+        };
+        assert_eq!((cell.n, cell.kind.as_deref()), (2, Some(want)), "{}", cell.name);
+        if want == "rr" {
+            // Busy-polling ends on one core take turns by scheduler tick: milliseconds.
+            let p50 = cell.figures["p50"].median;
+            assert!(p50 < 1e6, "{}: rr p50 {p50} ns", cell.name);
+        }
+    }
+    assert_eq!(s.comparisons.iter().filter(|x| x.axis == "path").count(), 12, "4 paths × 3 tests against pod to pod");
+    assert!(s.comparisons.iter().all(|x| x.axis != "test"), "a rate of one kind is no baseline for another");
+    for line in ["path=service vs pod-to-pod at test=throughput: throughput ", "at test=latency: msgs "] {
+        assert!(said.contains(line), "the report says {line:?}: {said}");
+    }
+    let gone = c.kubectl_out(&["get", "namespace", "netblast-paths"]);
+    assert!(gone.is_err(), "the namespace is deleted: {gone:?}");
+    eprintln!("path matrix: ran in {:.0?}\n{said}", started.elapsed());
 }
 
 /// Prometheus with its Kubernetes discovery (built by `scripts/k8s-build.sh`: Debian's is built

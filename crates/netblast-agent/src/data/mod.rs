@@ -171,9 +171,15 @@ pub(crate) async fn stream_conn(
         let client_udp = SocketAddr::new(peer.ip(), u16::from_be_bytes(port));
         let opened = conn.local_addr().and_then(|local| {
             let sock = if offer.extra == Extra::UdpGroup {
-                shared.reg.udp_group_socket(&header.test_id, local.ip(), shared.bind_dev.as_deref())?
+                shared.reg.udp_group_socket(
+                    &header.test_id,
+                    local.ip(),
+                    shared.bind_dev.as_deref(),
+                    shared.flow_ports,
+                )?
             } else {
-                let sock = netblast_engine::os::sockopt::udp_on(local.ip(), shared.bind_dev.as_deref())?;
+                let sock =
+                    netblast_engine::os::sockopt::udp_on_in(local.ip(), shared.bind_dev.as_deref(), shared.flow_ports)?;
                 sock.connect(client_udp)?;
                 sock
             };
@@ -188,6 +194,9 @@ pub(crate) async fn stream_conn(
             }
             Err(e) => {
                 tracing::warn!(%peer, "cannot open a UDP socket for the test: {e}");
+                if e.kind() == std::io::ErrorKind::AddrInUse {
+                    let _ = conn.write_all(&[StreamAck::NoPort as u8]).await;
+                }
                 return;
             }
         }
@@ -198,7 +207,7 @@ pub(crate) async fn stream_conn(
     // the client reached, for them; its port goes back in the acknowledgement.
     let listener = if offer.extra == Extra::Listener {
         let opened = conn.local_addr().and_then(|local| {
-            let l = netblast_engine::gen::listen_on(local.ip())?;
+            let l = netblast_engine::gen::listen_on(local.ip(), shared.flow_ports)?;
             let port = l.local_addr()?.port();
             Ok((l, port))
         });
@@ -209,6 +218,9 @@ pub(crate) async fn stream_conn(
             }
             Err(e) => {
                 tracing::warn!(%peer, "cannot open a listener for the flow: {e}");
+                if e.kind() == std::io::ErrorKind::AddrInUse {
+                    let _ = conn.write_all(&[StreamAck::NoPort as u8]).await;
+                }
                 return;
             }
         }

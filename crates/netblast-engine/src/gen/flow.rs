@@ -82,13 +82,16 @@ pub enum ListenerEnd {
     Listen(TcpListener),
 }
 
-/// Opens a flow's own listener on `ip` (the address its client reached), port chosen by the
-/// kernel.
-pub fn listen_on(ip: std::net::IpAddr) -> std::io::Result<TcpListener> {
+/// Opens a flow's own listener on `ip` (the address its client reached), on the first free
+/// port of `ports` (`None`: the kernel's choice).
+pub fn listen_on(ip: std::net::IpAddr, ports: crate::os::sockopt::FlowPorts) -> std::io::Result<TcpListener> {
     use socket2::{Domain, Socket, Type};
-    let sock = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), Type::STREAM, None)?;
-    sock.set_reuse_address(true)?;
-    sock.bind(&SocketAddr::new(ip, 0).into())?;
+    let sock = crate::os::sockopt::bind_in(ports, |port| {
+        let sock = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), Type::STREAM, None)?;
+        sock.set_reuse_address(true)?;
+        sock.bind(&SocketAddr::new(ip, port).into())?;
+        Ok(sock)
+    })?;
     // The kernel caps the backlog at net.core.somaxconn.
     sock.listen(4096)?;
     Ok(sock.into())

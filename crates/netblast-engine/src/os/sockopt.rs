@@ -229,23 +229,55 @@ pub fn connect_plain(addr: SocketAddr, timeout: Duration, bind: &Binding) -> io:
 
 /// A UDP socket on `ip` (port 0), bound to interface `device` if given.
 pub fn udp_on(ip: std::net::IpAddr, device: Option<&str>) -> io::Result<std::net::UdpSocket> {
-    let sock = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), Type::DGRAM, Some(Protocol::UDP))?;
-    if let Some(dev) = device {
-        sock.bind_device(Some(dev.as_bytes()))?;
+    udp_on_in(ip, device, None)
+}
+
+/// The ports a server's per-flow sockets may take (`serve --flow-ports LO-HI`: a cps flow's
+/// listener, a UDP flow's socket), so a Service, a load balancer or a firewall rule can name
+/// them; `None`: any the kernel picks.
+pub type FlowPorts = Option<(u16, u16)>;
+
+/// `bind(port)` on the first port of `ports` that is free (taken: the next one); `None`: port 0.
+pub fn bind_in<T>(ports: FlowPorts, mut bind: impl FnMut(u16) -> io::Result<T>) -> io::Result<T> {
+    let Some((lo, hi)) = ports else { return bind(0) };
+    for port in lo..=hi {
+        match bind(port) {
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => continue,
+            r => return r,
+        }
     }
-    sock.bind(&SocketAddr::new(ip, 0).into())?;
-    Ok(sock.into())
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!("every port of {lo}-{hi} is taken (serve --flow-ports: give more)"),
+    ))
+}
+
+/// [`udp_on`], its port one of `ports`.
+pub fn udp_on_in(ip: std::net::IpAddr, device: Option<&str>, ports: FlowPorts) -> io::Result<std::net::UdpSocket> {
+    bind_in(ports, |port| {
+        let sock = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), Type::DGRAM, Some(Protocol::UDP))?;
+        if let Some(dev) = device {
+            sock.bind_device(Some(dev.as_bytes()))?;
+        }
+        sock.bind(&SocketAddr::new(ip, port).into())?;
+        Ok(sock.into())
+    })
 }
 
 /// A UDP socket on `ip`, in an `SO_REUSEPORT` group on `port`: the group's first socket
 /// (`port` `None`) takes a port nobody uses, the others join it. Unconnected: the receiver
 /// filters what it takes by source.
-pub fn udp_group_on(ip: std::net::IpAddr, port: Option<u16>, device: Option<&str>) -> io::Result<std::net::UdpSocket> {
+pub fn udp_group_on(
+    ip: std::net::IpAddr,
+    port: Option<u16>,
+    device: Option<&str>,
+    ports: FlowPorts,
+) -> io::Result<std::net::UdpSocket> {
     let port = match port {
         Some(p) => p,
         // A port free of any socket: binding port 0 with SO_REUSEPORT set could land on another
         // group of this user's and join it, so the port comes from a plain socket first.
-        None => udp_on(ip, device)?.local_addr()?.port(),
+        None => udp_on_in(ip, device, ports)?.local_addr()?.port(),
     };
     let sock = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), Type::DGRAM, Some(Protocol::UDP))?;
     sock.set_reuse_port(true)?;
@@ -384,9 +416,9 @@ mod tests {
     #[test]
     fn a_reuseport_group_shares_one_port_and_its_first_port_is_free() {
         let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
-        let a = udp_group_on(ip, None, None).unwrap();
+        let a = udp_group_on(ip, None, None, None).unwrap();
         let port = a.local_addr().unwrap().port();
-        let b = udp_group_on(ip, Some(port), None).unwrap();
+        let b = udp_group_on(ip, Some(port), None, None).unwrap();
         assert_eq!(b.local_addr().unwrap().port(), port);
         // A socket outside the group cannot take the port.
         assert!(std::net::UdpSocket::bind((ip, port)).is_err());

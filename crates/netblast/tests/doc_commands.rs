@@ -48,10 +48,7 @@ const EXCUSED: &[(&str, &str)] = &[
         "root and a minute: the k8s test starts and removes the cluster with it (tests/k8s_nodes.rs)",
     ),
     ("deploy/k8s/token", "part of the cluster steps: tests/k8s.rs"),
-    (
-        "scripts/k8s-paths.sh",
-        "needs a cluster: tests/k8s_nodes.rs (paths) runs it on real nodes, with shorter runs",
-    ),
+    ("scripts/k8s-paths.sh", "needs a cluster: tests/k8s_nodes.rs (paths) runs it on real nodes, with shorter runs"),
     ("azure:", "needs Azure: tests/fleet.rs (agents_found_in_azure_take_part) runs it against a fake Resource Manager"),
     ("scripts/testbed.sh", "root and namespaces: tests/fleet.rs (Testbed) runs it for every namespace fleet"),
     ("${A[", "uses the testbed's agents: tests/fleet.rs (Testbed)"),

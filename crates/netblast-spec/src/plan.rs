@@ -19,7 +19,8 @@ pub struct StreamSetup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu: Option<usize>,
     /// CPU the client's end of the stream runs on: a server on the client's kernel (another
-    /// network namespace, a pod on the same node) keeps its end off it.
+    /// network namespace, a pod on the same node) keeps its end off it. Absent when the profile
+    /// names the server's CPUs (`server_cpus`): those are kept as asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cpu: Option<usize>,
 }
@@ -237,7 +238,8 @@ pub fn stream_setups(plan: &Plan) -> Vec<StreamSetup> {
             id: i as u32,
             way,
             server_cpu: plan.server_cpus.get(i).copied(),
-            client_cpu: Some(client_cpu_of(plan, i, count)),
+            // CPUs the profile names for the server are kept as asked (iperf3 -A).
+            client_cpu: Some(client_cpu_of(plan, i, count)).filter(|_| w.server_cpus().is_none()),
         })
         .collect()
 }

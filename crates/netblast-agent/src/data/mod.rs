@@ -336,7 +336,15 @@ pub(crate) async fn control_conn(
         // Tied to the CPU its worker will be pinned to (where it can be, as below).
         cpus: if per_cpu_receivers(&setup) {
             let usable = sys::allowed_cpus().unwrap_or_default();
-            setup.streams.iter().filter_map(|s| Some((s.id, s.server_cpu.filter(|c| usable.contains(c))?))).collect()
+            let same = same_kernel(&setup);
+            setup
+                .streams
+                .iter()
+                .filter_map(|s| {
+                    let asked = s.server_cpu.filter(|c| usable.contains(c))?;
+                    Some((s.id, away_from_client(s, same, &usable).unwrap_or(asked)))
+                })
+                .collect()
         } else {
             HashMap::new()
         },
@@ -439,7 +447,7 @@ fn connections(
     let usable = sys::allowed_cpus().unwrap_or_default();
     let mut streams = setup.streams.clone();
     streams.sort_by_key(|s| s.id);
-    let same_kernel = setup.kernel.is_some() && setup.kernel == sys::boot_id();
+    let same_kernel = same_kernel(setup);
     let mut conns = Vec::with_capacity(streams.len());
     for st in &streams {
         let Some((tcp, udp, listener)) = sockets.remove(&st.id) else { continue };
@@ -483,6 +491,11 @@ fn connections(
         conns.push(Conn { id: st.id, way: st.way, tcp, udp, listener, cpu });
     }
     Ok(conns)
+}
+
+/// Whether the client runs on this kernel (its boot id is this one's).
+fn same_kernel(setup: &TestSetup) -> bool {
+    setup.kernel.is_some() && setup.kernel == sys::boot_id()
 }
 
 /// Where a stream's server end goes when the client shares this kernel (a peer in another

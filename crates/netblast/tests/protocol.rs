@@ -169,10 +169,9 @@ fn the_binary_exits_2_naming_authentication() {
     let _ = std::fs::remove_file(wrong);
 }
 
-/// Sets a one-flow bulk test up on a control connection; returns it with its session.
-fn set_up(addr: SocketAddr, test: TestId) -> (TcpStream, wire::Session) {
-    let (mut c, s) = handshake(addr, test, None);
-    let setup = TestSetup {
+/// A one-flow bulk test's set-up message.
+fn one_flow_setup() -> TestSetup {
+    TestSetup {
         client_version: "test".into(),
         profile: util::profile(|_| {}),
         time_bound: "1s".parse().unwrap(),
@@ -183,7 +182,13 @@ fn set_up(addr: SocketAddr, test: TestId) -> (TcpStream, wire::Session) {
             client_cpu: None,
         }],
         kernel: None,
-    };
+    }
+}
+
+/// Sets a one-flow bulk test up on a control connection; returns it with its session.
+fn set_up(addr: SocketAddr, test: TestId) -> (TcpStream, wire::Session) {
+    let (mut c, s) = handshake(addr, test, None);
+    let setup = one_flow_setup();
     blocking::write_frame(&mut c, &ClientMsg::Setup(Box::new(setup))).unwrap();
     let reply: Option<ServerMsg> = blocking::read_frame(&mut c).unwrap();
     assert!(matches!(reply, Some(ServerMsg::Accepted { .. })), "{reply:?}");
@@ -208,18 +213,7 @@ fn only_the_connection_that_set_a_test_up_can_use_or_cancel_it() {
     assert_eq!(stream_ack(srv.addr, test, &stranger.stream_key), Some(StreamAck::BadTag));
     // A second set-up with the same id is refused, and does not remove the first test.
     let (mut dup, _) = handshake(srv.addr, test, None);
-    let setup = TestSetup {
-        client_version: "test".into(),
-        profile: util::profile(|_| {}),
-        time_bound: "1s".parse().unwrap(),
-        streams: vec![wire::StreamSetup {
-            id: 0,
-            way: netblast_spec::profile::Way::Up,
-            server_cpu: None,
-            client_cpu: None,
-        }],
-        kernel: None,
-    };
+    let setup = one_flow_setup();
     blocking::write_frame(&mut dup, &ClientMsg::Setup(Box::new(setup))).unwrap();
     let reply: Option<ServerMsg> = blocking::read_frame(&mut dup).unwrap();
     assert!(matches!(reply, Some(ServerMsg::Refused { ref message, .. }) if message.contains("in use")), "{reply:?}");

@@ -49,6 +49,9 @@ pub struct ServerOptions {
     pub tls_files: Option<(String, String)>,
     /// The responders' settings (their metrics are filled in by [`Server::start`]).
     pub responder: ResponderConfig,
+    /// The DSCP mark of what the data port's and the responders' listeners send before a test
+    /// says its own (SYN-ACKs), and of everything the responders send (`serve --dscp`).
+    pub dscp: Option<netblast_spec::mark::Dscp>,
 }
 
 impl Default for ServerOptions {
@@ -69,6 +72,7 @@ impl Default for ServerOptions {
             https: None,
             tls_files: None,
             responder: ResponderConfig::default(),
+            dscp: None,
         }
     }
 }
@@ -125,6 +129,7 @@ impl Server {
         let addr = SocketAddr::new(opts.bind, opts.port);
         let _guard = rt.enter();
         let data = listener(addr, device).map_err(|e| run(&format!("cannot listen on {addr}"), e))?;
+        mark(&data, opts.dscp, say).map_err(|e| ServerError::Input(e.to_string()))?;
         say(format!("listening on {} (data port; Ctrl-C to stop)", data.local_addr().unwrap_or(addr)));
         let metrics = match opts.metrics {
             Some(at) => {
@@ -245,6 +250,8 @@ impl Responders {
             let s = if secure { "S" } else { "" };
             let l = listener(addr, device)
                 .map_err(|e| ServerError::Run(format!("cannot listen on {addr} for HTTP{s}: {e}")))?;
+            netblast_engine::os::sockopt::mark(socket2::SockRef::from(&l), opts.dscp)
+                .map_err(|e| ServerError::Input(e.to_string()))?;
             let bound = l.local_addr().unwrap_or(addr);
             let tls = if secure {
                 let names = tls_names(opts.bind);
@@ -312,6 +319,20 @@ fn tls_names(bind: IpAddr) -> Vec<String> {
         }
     }
     names
+}
+
+/// Marks a listener with `dscp`, saying so: its SYN-ACKs and the connections it accepts carry
+/// the mark until a test sets its own.
+fn mark(
+    l: &tokio::net::TcpListener,
+    dscp: Option<netblast_spec::mark::Dscp>,
+    say: &mut dyn FnMut(String),
+) -> std::io::Result<()> {
+    if let Some(d) = dscp {
+        netblast_engine::os::sockopt::mark(socket2::SockRef::from(l), Some(d))?;
+        say(format!("what it sends marked DSCP {d} (a test's --dscp marks its own flows)"));
+    }
+    Ok(())
 }
 
 /// A listener on `addr` (`::` takes IPv4 too), on interface `device` if given; must be called

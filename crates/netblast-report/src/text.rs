@@ -41,6 +41,19 @@ pub fn started(test_id: &str, peer: &str, kind: &str, streams: &[StreamInfo], se
     s
 }
 
+/// The marks and the binding of the test's sockets in words (`packets marked DSCP EF (46) both
+/// ways, from 10.0.0.2, 10.0.0.3, source ports 40000-40063`), if it has any.
+pub fn knobs(plan: &netblast_spec::result::Plan) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(d) = plan.profile.tcp.dscp {
+        parts.push(format!("packets marked DSCP {d} both ways"));
+    }
+    if !plan.bind.is_empty() {
+        parts.push(plan.bind.describe());
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
 /// The column header of interval lines: the kind's.
 pub fn interval_header(profile: &Profile) -> String {
     crate::kinds::interval_header(profile)
@@ -444,6 +457,9 @@ pub fn full(r: &RunResult) -> String {
         &r.streams,
         r.server.as_ref().map(|h| h.hostname.as_str()).unwrap_or(""),
     );
+    if let Some(k) = knobs(&r.plan) {
+        let _ = writeln!(s, "{k}");
+    }
     for n in &r.plan.notes {
         let _ = writeln!(s, "note: {n}");
     }
@@ -465,8 +481,9 @@ pub fn full(r: &RunResult) -> String {
 pub fn header_line(r: &RunResult) -> String {
     let label = r.label.as_deref().map(|l| format!(" [{l}]")).unwrap_or_default();
     let target = crate::figures::target(r);
+    let marked = knobs(&r.plan).map(|k| format!(", {k}")).unwrap_or_default();
     format!(
-        "netblast {}{label}: {} against {}, {}, started {}\n",
+        "netblast {}{label}: {}{marked} against {}, {}, started {}\n",
         r.plan.profile.kind().name(),
         r.plan.profile.description,
         target,

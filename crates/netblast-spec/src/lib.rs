@@ -30,6 +30,7 @@ pub mod error;
 pub mod find_max;
 pub mod fleet;
 pub mod hist;
+pub mod mark;
 pub mod merge;
 pub mod omit;
 pub mod plan;

@@ -132,6 +132,10 @@ pub struct ServeArgs {
     /// and may sit idle between requests.
     #[arg(long, default_value = "15s")]
     pub http_timeout: Dur,
+    /// The DSCP mark of what the responders send and of the data port's SYN-ACKs (EF, AF41,
+    /// CS1, 0-63): a test's --dscp marks its own flows both ways without it.
+    #[arg(long, value_name = "DSCP")]
+    pub dscp: Option<netblast_spec::mark::Dscp>,
 }
 
 /// The profile and the flags that change it (shared by `run` and `fleet`).
@@ -156,9 +160,16 @@ pub struct RunArgs {
     /// No interval lines and no status line: only the summary (or the JSON).
     #[arg(long, short = 'q')]
     pub quiet: bool,
-    /// Source address of every connection (iperf3 -B).
-    #[arg(long, short = 'B', value_name = "ADDR")]
-    pub bind: Option<IpAddr>,
+    /// Source address of every connection (iperf3 -B); several, comma separated, or a prefix
+    /// (10.1.0.0/29: its host addresses) spread the flows and connections over them in turn,
+    /// as SNAT and ECMP tests need. Each must be this host's.
+    #[arg(long, short = 'B', value_name = "ADDR[,ADDR..]|PREFIX", value_parser = parse_sources)]
+    pub bind: Option<Sources>,
+    /// Source port of the data connections (iperf3 --cport), or a range LO-HI spread over the
+    /// flows and connections in turn (a range smaller than the flows is refused). The
+    /// control connection takes any port.
+    #[arg(long, value_name = "PORT|LO-HI", value_parser = parse_port_range)]
+    pub cport: Option<(u16, u16)>,
     /// Send and receive only through this interface (SO_BINDTODEVICE), e.g. a VXLAN interface.
     #[arg(long, value_name = "IFACE")]
     pub bind_dev: Option<String>,
@@ -431,6 +442,7 @@ impl ServeArgs {
                 header_timeout: self.http_timeout.get(),
                 ..Default::default()
             },
+            dscp: self.dscp,
         })
     }
 }
@@ -507,7 +519,11 @@ pub fn request(
         ),
         None => None,
     };
-    let bind = netblast_spec::result::Binding { addr: a.bind, device: a.bind_dev.clone() };
+    let bind = netblast_spec::result::Binding {
+        addrs: a.bind.clone().map(|s| s.0).unwrap_or_default(),
+        ports: a.cport,
+        device: a.bind_dev.clone(),
+    };
     Ok(netblast_engine::run::Request {
         profile,
         origin,
@@ -536,6 +552,50 @@ fn with_port(target: Option<&String>, port: Option<u16>) -> anyhow::Result<Optio
         Some((host, None)) => Ok(Some(format!("{host}:{p}"))),
         None => anyhow::bail!("cannot read the target {t:?}: HOST, HOST:PORT or [IPv6]:PORT"),
     }
+}
+
+/// `-B`'s source addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sources(pub Vec<IpAddr>);
+
+/// Most addresses `-B PREFIX` expands to.
+const MOST_SOURCES: u128 = 1024;
+
+/// `-B A,B,...` or `-B PREFIX`: every address named, or every host address of the prefix (an
+/// IPv4 prefix shorter than /31 without its network and broadcast addresses).
+fn parse_sources(s: &str) -> Result<Sources, String> {
+    let mut out: Vec<IpAddr> = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        if !part.contains('/') {
+            out.push(part.parse().map_err(|_| format!("{part:?} is not an IP address (ADDR, ADDR,ADDR or PREFIX)"))?);
+            continue;
+        }
+        let net: netblast_spec::units::Cidr = part.parse().map_err(|e| format!("{e}"))?;
+        let (width, base) = match net.addr {
+            IpAddr::V4(a) => (32u32, u128::from(u32::from(a))),
+            IpAddr::V6(a) => (128u32, u128::from(a)),
+        };
+        let count = 1u128.checked_shl(width - u32::from(net.prefix)).unwrap_or(u128::MAX);
+        let (first, last) =
+            if net.addr.is_ipv4() && net.prefix < 31 { (1, count - 2) } else { (0, count.saturating_sub(1)) };
+        if last - first + 1 > MOST_SOURCES {
+            return Err(format!("{part} holds {} addresses: name at most {MOST_SOURCES}", last - first + 1));
+        }
+        for k in first..=last {
+            out.push(match net.addr {
+                IpAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::from((base + k) as u32)),
+                IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::from(base + k)),
+            });
+        }
+    }
+    if out.iter().any(|a| a.is_ipv4() != out[0].is_ipv4()) {
+        return Err(format!("{s}: IPv4 and IPv6 addresses together (a connection leaves from its own family)"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    if let Some(d) = out.iter().find(|a| !seen.insert(**a)) {
+        return Err(format!("{d} is named twice"));
+    }
+    Ok(Sources(out))
 }
 
 /// `LO-HI` (or one port): the ports a serve's flows may take.
@@ -568,5 +628,19 @@ mod tests {
         assert!(super::parse_port_range("5237-5234").unwrap_err().contains("above the last"));
         assert!(super::parse_port_range("0-3").unwrap_err().contains("not a port"));
         assert!(super::parse_port_range("a-b").unwrap_err().contains("\"a\""));
+    }
+
+    #[test]
+    fn source_addresses_are_a_list_or_a_prefix() {
+        let a = |s: &str| super::parse_sources(s).map(|v| v.0.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+        assert_eq!(a("10.1.0.2,10.1.0.3").unwrap(), ["10.1.0.2", "10.1.0.3"]);
+        assert_eq!(a("10.1.0.0/30").unwrap(), ["10.1.0.1", "10.1.0.2"]);
+        assert_eq!(a("10.1.0.2/31").unwrap(), ["10.1.0.2", "10.1.0.3"]);
+        assert_eq!(a("fd00::1/127").unwrap(), ["fd00::", "fd00::1"]);
+        assert_eq!(a("::1").unwrap(), ["::1"]);
+        assert!(a("10.0.0.0/8").unwrap_err().contains("at most 1024"));
+        assert!(a("10.1.0.2,::1").unwrap_err().contains("IPv4 and IPv6"));
+        assert!(a("10.1.0.2,10.1.0.2").unwrap_err().contains("named twice"));
+        assert!(a("host").unwrap_err().contains("not an IP address"));
     }
 }

@@ -196,6 +196,9 @@ impl RunLive {
                 if self.human {
                     let kind = plan.profile.kind().name();
                     let mut out = text::started(test_id, &plan.aimed_at(), kind, streams, &server.hostname);
+                    if let Some(k) = text::knobs(plan) {
+                        out.push_str(&format!("{k}\n"));
+                    }
                     for n in &plan.notes {
                         out.push_str(&format!("note: {n}\n"));
                     }

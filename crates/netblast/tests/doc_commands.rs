@@ -236,6 +236,7 @@ impl Peers {
             ("--target H ", format!("--target {target} ")),
             ("run HOST -p 5201", format!("run 127.0.0.1 -p {}", self.port)),
             ("-B 10.0.0.4 --bind-dev vxlan0", "-B 127.0.0.1 --bind-dev lo".into()),
+            ("-B 10.0.0.4,10.0.0.5", "-B 127.0.0.1,127.0.0.2".into()),
             ("--allow 10.1.0.0/16", "--allow 127.0.0.0/8".into()),
             ("--clients A,B", format!("--clients {},{}", a[0], a[1])),
             ("--servers C,D", format!("--servers {},{}", a[2], a[3])),

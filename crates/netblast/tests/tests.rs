@@ -9,6 +9,7 @@
 //! - `find_max`: `run --find-max` against a capacity made on purpose (nginx `limit_req`).
 //! - `hostile`: `serve` against clients that take more than their share (issue 13).
 //! - `http`: HTTP floods against the built-in responder and nginx.
+//! - `knobs`: DSCP marks, source ports and addresses, each checked by the kernel.
 //! - `latency`: latency probes beside a test: idle against loaded, in every rendering.
 //! - `limits`: what limited a TCP flow, in namespace pairs, against `ss -ti`.
 //! - `merge`: results of concurrent runs merged, and reports of old results.
@@ -31,6 +32,7 @@ mod cps;
 mod find_max;
 mod hostile;
 mod http;
+mod knobs;
 mod latency;
 mod limits;
 mod merge;

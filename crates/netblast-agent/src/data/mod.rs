@@ -156,6 +156,10 @@ pub(crate) async fn stream_conn(
     };
     // Its tag is its test's: proven.
     drop(unproven);
+    // Marked as soon as its test is known: the acknowledgement and all after it carry the mark.
+    if let Err(e) = netblast_engine::os::sockopt::mark(socket2::SockRef::from(&conn), offer.udp.tcp.dscp) {
+        tracing::warn!(%peer, "cannot mark the stream: {e}");
+    }
     // A UDP flow: the client's port follows the header. Our socket is connected to exactly that
     // address and port (the address being the TCP peer's), so it exchanges datagrams with that
     // one peer and nobody else.
@@ -208,6 +212,8 @@ pub(crate) async fn stream_conn(
     let listener = if offer.extra == Extra::Listener {
         let opened = conn.local_addr().and_then(|local| {
             let l = netblast_engine::gen::listen_on(local.ip(), shared.flow_ports)?;
+            // Marked before a SYN arrives: its SYN-ACKs and accepted connections carry the mark.
+            netblast_engine::os::sockopt::mark(socket2::SockRef::from(&l), offer.udp.tcp.dscp)?;
             let port = l.local_addr()?.port();
             Ok((l, port))
         });
@@ -321,6 +327,10 @@ pub(crate) async fn control_conn(
     if let Err(m) = check_setup(&setup) {
         let _ = wr.write_all(&refused(Refusal::Invalid, m.clone())).await;
         return Err(format!("refused setup: {m}"));
+    }
+    // The test's mark on its control connection too: what the server says from here is marked.
+    if let Err(e) = netblast_engine::os::sockopt::mark(socket2::SockRef::from(wr.as_ref()), setup.profile.tcp.dscp) {
+        tracing::warn!(%peer, "cannot mark the control connection: {e}");
     }
     let mut holding = match hold(shared, &setup) {
         Ok(h) => h,

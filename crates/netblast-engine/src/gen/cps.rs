@@ -173,11 +173,11 @@ fn fatal(e: &io::Error) -> bool {
 fn new_socket(to: SocketAddr, cfg: &CpsConfig) -> io::Result<Socket> {
     let sock = Socket::new(Domain::for_address(to), Type::STREAM, None)?;
     crate::os::sockopt::apply(SockRef::from(&sock), &cfg.tcp, true)?;
-    if cfg.bind.addr.is_some() {
+    if !cfg.bind.addrs.is_empty() && cfg.bind.ports.is_none() {
         // Choose the port at connect time, per destination, not at bind time.
         net::set_int_opt(sock.as_raw_fd(), libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1)?;
     }
-    crate::os::sockopt::bind_local(&sock, &cfg.bind)?;
+    crate::os::sockopt::bind_nth(&sock, &cfg.bind, crate::os::sockopt::next_socket())?;
     sock.set_write_timeout(Some(cfg.section.timeout()))?;
     if cfg.section.resp_bytes.to_usize() > 0 || cfg.section.close == CloseMode::Server {
         sock.set_read_timeout(Some(cfg.section.timeout()))?;

@@ -37,7 +37,27 @@ pub fn apply(sock: SockRef<'_>, tcp: &TcpSection, nodelay_default: bool) -> io::
     }
     let nodelay = tcp.nodelay.unwrap_or(nodelay_default);
     sock.set_tcp_nodelay(nodelay).map_err(|e| named("TCP_NODELAY", nodelay, e))?;
-    Ok(())
+    mark(sock, tcp.dscp)
+}
+
+/// Marks what `sock` sends with `dscp` (nothing when `None`): `IP_TOS` on an IPv4 socket;
+/// `IPV6_TCLASS` and `IP_TOS` on an IPv6 one (a dual-stack socket's IPv4 peers take the
+/// second). Set before `connect` or `listen`, the handshake carries it too.
+pub fn mark(sock: SockRef<'_>, dscp: Option<netblast_spec::mark::Dscp>) -> io::Result<()> {
+    let Some(d) = dscp else { return Ok(()) };
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&*sock);
+    let tos = libc::c_int::from(d.tos());
+    let set = |level, name, what: &str| {
+        crate::os::net::set_int_opt(fd, level, name, tos).map_err(|e| named(what, format!("DSCP {d}"), e))
+    };
+    if sock.domain()? == Domain::IPV6 {
+        set(libc::IPPROTO_IPV6, libc::IPV6_TCLASS, "IPV6_TCLASS")?;
+        // Only a dual-stack socket has IPv4 peers; an IPv6-only one may refuse it.
+        let _ = set(libc::IPPROTO_IP, libc::IP_TOS, "IP_TOS");
+        Ok(())
+    } else {
+        set(libc::IPPROTO_IP, libc::IP_TOS, "IP_TOS")
+    }
 }
 
 /// Checks that this host takes the `[tcp]` options (a congestion control that is not loaded,
@@ -139,33 +159,72 @@ impl Applied {
 /// every socket call that opens one.
 pub use netblast_spec::result::Binding;
 
-/// Checks that the interface exists and the address is one of this host's (by binding a socket
-/// to them); the error names the one that is not.
+/// Checks that the interface exists and every address is one of this host's (by binding a
+/// socket to them); the error names the one that is not.
 pub fn check_binding(bind: &Binding) -> io::Result<()> {
-    let probe = Socket::new(
-        if bind.addr.is_some_and(|a| a.is_ipv6()) { Domain::IPV6 } else { Domain::IPV4 },
-        Type::STREAM,
-        None,
-    )?;
-    bind_local(&probe, bind)
+    let each = if bind.addrs.is_empty() { 1 } else { bind.addrs.len() };
+    for n in 0..each {
+        let v6 = bind.addr(n).is_some_and(|a| a.is_ipv6());
+        let probe = Socket::new(if v6 { Domain::IPV6 } else { Domain::IPV4 }, Type::STREAM, None)?;
+        let only = Binding { addrs: bind.addr(n).into_iter().collect(), ports: None, device: bind.device.clone() };
+        bind_nth(&probe, &only, 0)?;
+    }
+    Ok(())
 }
 
-/// Binds `sock` to the binding's device and address (port 0).
+/// Binds `sock` to the binding's device and first address, port 0 (the control connection,
+/// and a server's sockets).
 pub fn bind_local(sock: &Socket, local: &Binding) -> io::Result<()> {
+    let first = Binding { addrs: local.addr(0).into_iter().collect(), ports: None, device: local.device.clone() };
+    bind_nth(sock, &first, 0)
+}
+
+/// Binds `sock` as the n-th data socket of the binding: its device, its n-th address and port
+/// ([`Binding::addr`], [`Binding::port`]); a port that is taken gives way to the next of the
+/// range, in turn, until every one was tried (`SO_REUSEADDR` is set, so a port waiting in
+/// `TIME_WAIT` from an earlier connection binds; `connect` then refuses it only for the same
+/// peer).
+pub fn bind_nth(sock: &Socket, local: &Binding, n: usize) -> io::Result<()> {
     if let Some(dev) = &local.device {
         sock.bind_device(Some(dev.as_bytes())).map_err(|e| {
             let hint = if e.raw_os_error() == Some(libc::ENODEV) { " (no such interface)" } else { "" };
             io::Error::new(e.kind(), format!("--bind-dev {dev}: {e}{hint}"))
         })?;
     }
-    if let Some(a) = local.addr {
-        sock.bind(&SocketAddr::new(a, 0).into()).map_err(|e| {
-            let hint =
-                if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) { " (not an address of this host)" } else { "" };
-            io::Error::new(e.kind(), format!("-B {a}: {e}{hint}"))
-        })?;
+    let addr = local.addr(n);
+    let Some((lo, hi)) = local.ports else {
+        let Some(a) = addr else { return Ok(()) };
+        return sock.bind(&SocketAddr::new(a, 0).into()).map_err(|e| not_local(e, a));
+    };
+    sock.set_reuse_address(true)?;
+    let any = |v6: bool| if v6 { std::net::IpAddr::from([0u16; 8]) } else { std::net::IpAddr::from([0u8; 4]) };
+    let ip = addr.unwrap_or_else(|| any(sock.domain().is_ok_and(|d| d == Domain::IPV6)));
+    let count = local.port_count();
+    let first = usize::from(local.port(n) - lo);
+    for k in 0..count {
+        let port = lo + ((first + k) % count) as u16;
+        match sock.bind(&SocketAddr::new(ip, port).into()) {
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => continue,
+            r => return r.map_err(|e| not_local(e, ip)),
+        }
     }
-    Ok(())
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!("--cport {lo}-{hi}: every port is taken on {ip} (by this test's other sockets or another program)"),
+    ))
+}
+
+/// The next data socket number of this process, for sockets opened one by one as a test goes
+/// (cps connections, HTTP connections): they spread over the binding's addresses and ports in
+/// turn.
+pub fn next_socket() -> usize {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+fn not_local(e: io::Error, a: std::net::IpAddr) -> io::Error {
+    let hint = if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) { " (not an address of this host)" } else { "" };
+    io::Error::new(e.kind(), format!("-B {a}: {e}{hint}"))
 }
 
 /// A listening TCP socket on `addr` (`SO_REUSEADDR`; `::` takes IPv4 too), on interface
@@ -206,6 +265,8 @@ pub struct Dial<'a> {
     pub timeout: Duration,
     /// Where it leaves from.
     pub bind: &'a Binding,
+    /// Which data socket of the binding it is ([`bind_nth`]).
+    pub n: usize,
 }
 
 /// Opens a TCP connection with the options applied before `connect` (so the SYN already
@@ -214,14 +275,21 @@ pub fn connect(addr: SocketAddr, d: Dial<'_>) -> io::Result<TcpStream> {
     let (tcp, nodelay_default, timeout) = (d.tcp, d.nodelay_default, d.timeout);
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     apply(SockRef::from(&sock), tcp, nodelay_default)?;
-    bind_local(&sock, d.bind)?;
+    bind_nth(&sock, d.bind, d.n)?;
     sock.connect_timeout(&addr.into(), timeout)?;
     Ok(sock.into())
 }
 
-/// A plain TCP connection (the control connection) from the binding.
-pub fn connect_plain(addr: SocketAddr, timeout: Duration, bind: &Binding) -> io::Result<TcpStream> {
+/// A plain TCP connection (the control connection) from the binding, marked with the test's
+/// DSCP if it has one.
+pub fn connect_plain(
+    addr: SocketAddr,
+    timeout: Duration,
+    bind: &Binding,
+    dscp: Option<netblast_spec::mark::Dscp>,
+) -> io::Result<TcpStream> {
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    mark(SockRef::from(&sock), dscp)?;
     bind_local(&sock, bind)?;
     sock.connect_timeout(&addr.into(), timeout)?;
     Ok(sock.into())
@@ -289,11 +357,12 @@ pub fn udp_group_on(
 }
 
 /// Makes a UDP flow's socket ready when it is opened, before the peer may send: the
-/// socket-buffer options of `[tcp]` (`-w`) apply to it too, and without them its receive queue
+/// socket-buffer options of `[tcp]` (`-w`) and its DSCP mark apply to it too, and without them its receive queue
 /// grows to [`UDP_RCVBUF`]. Done at open, not by the worker after the start, because the
 /// first datagrams can arrive before the receiving end's workers exist.
 pub fn ready_udp(sock: &std::net::UdpSocket, tcp: &TcpSection) -> io::Result<()> {
     let s = SockRef::from(sock);
+    mark(SockRef::from(sock), tcp.dscp)?;
     if let Some(b) = tcp.sndbuf() {
         s.set_send_buffer_size(b as usize).map_err(|e| named("SO_SNDBUF", b, e))?;
     }
@@ -405,8 +474,13 @@ mod tests {
     fn applies_buffers_and_nodelay() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let tcp = TcpSection { window: Some(ByteSize(1 << 20)), nodelay: Some(true), ..Default::default() };
-        let dial =
-            Dial { tcp: &tcp, nodelay_default: false, timeout: Duration::from_secs(2), bind: &Binding::default() };
+        let dial = Dial {
+            tcp: &tcp,
+            nodelay_default: false,
+            timeout: Duration::from_secs(2),
+            bind: &Binding::default(),
+            n: 0,
+        };
         let s = connect(l.local_addr().unwrap(), dial).unwrap();
         let r = SockRef::from(&s);
         assert!(r.send_buffer_size().unwrap() >= 1 << 20);

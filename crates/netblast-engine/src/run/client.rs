@@ -69,7 +69,7 @@ fn open_stream(
     plan: &Plan,
     test_id: TestId,
     key: &StreamKey,
-    id: u32,
+    (id, n): (u32, usize),
 ) -> Result<(TcpStream, Option<UdpSocket>, Option<ListenerEnd>), ClientError> {
     let io_err =
         |what: &'static str| move |error: io::Error| ClientError::Io { what: format!("{what} ({peer})"), error };
@@ -79,14 +79,17 @@ fn open_stream(
         nodelay_default: profile.workload.nodelay_default(),
         timeout: CONNECT_TIMEOUT,
         bind: &plan.bind,
+        n,
     };
     let stream = sockopt::connect(peer, dial).map_err(|e| connect_error(peer, e))?;
     stream.set_read_timeout(Some(REPLY_TIMEOUT)).ok();
     let mut hello = netblast_wire::wire::stream_preamble(&Header::new(Role::Stream, test_id, id), key);
     let udp_sock = if profile.workload.uses_udp() {
         let local = stream.local_addr().map_err(io_err("cannot read the stream's address"))?;
-        let sock =
-            sockopt::udp_on(local.ip(), plan.bind.device.as_deref()).map_err(io_err("cannot open a UDP socket"))?;
+        // With --cport, the flow's datagrams leave from its connection's port.
+        let port = plan.bind.ports.map(|_| (local.port(), local.port()));
+        let sock = sockopt::udp_on_in(local.ip(), plan.bind.device.as_deref(), port)
+            .map_err(io_err("cannot open a UDP socket"))?;
         sockopt::ready_udp(&sock, &profile.tcp).map_err(io_err("cannot size the UDP socket's buffers"))?;
         let port = sock.local_addr().map_err(io_err("cannot read the UDP port"))?.port();
         hello.extend_from_slice(&port.to_be_bytes());
@@ -139,7 +142,8 @@ fn set_up(
     opts: &RunOptions,
     bind: &sockopt::Binding,
 ) -> Result<Control, ClientError> {
-    let mut control = sockopt::connect_plain(peer, CONNECT_TIMEOUT, bind).map_err(|e| connect_error(peer, e))?;
+    let mut control = sockopt::connect_plain(peer, CONNECT_TIMEOUT, bind, setup.profile.tcp.dscp)
+        .map_err(|e| connect_error(peer, e))?;
     control.set_nodelay(true).ok();
     control.set_read_timeout(Some(REPLY_TIMEOUT)).ok();
     let no_answer = |e: io::Error| match e.kind() {
@@ -234,7 +238,7 @@ fn open_streams(
     let mut infos = Vec::with_capacity(setups.len());
     let mut conns = Vec::with_capacity(setups.len());
     for (i, s) in setups.iter().enumerate() {
-        let (tcp, udp_sock, listener) = open_stream(peer, plan, test_id, key, s.id)?;
+        let (tcp, udp_sock, listener) = open_stream(peer, plan, test_id, key, (s.id, i))?;
         let client_cpu = plan::client_cpu_of(plan, i, setups.len());
         infos.push(StreamInfo {
             id: s.id,

@@ -122,6 +122,17 @@ pub fn resolve(req: Request) -> Result<Resolved, ClientError> {
         netblast_spec::plan::plan(req.profile, req.origin, &req.target, &allowed, req.cpus_from_flag)?;
     plan.notes.extend(notes);
     plan.start_at_unix_ns = req.start_at_unix_ns;
+    if let Some(room) = req.bind.capacity() {
+        let flows = netblast_spec::plan::stream_setups(&plan).len();
+        if room < flows {
+            return Err(ClientError::Setting(format!(
+                "--cport: {} ({room} source address and port pairs) is smaller than the test's {flows} connections: \
+                 give a range of {} ports or more",
+                req.bind.describe(),
+                flows.div_ceil(req.bind.addrs.len().max(1))
+            )));
+        }
+    }
     plan.bind = req.bind;
     Ok(Resolved { plan, peer, warnings })
 }

@@ -66,6 +66,16 @@ pub struct Overrides {
     /// Set TCP_NODELAY (disable Nagle).
     #[cfg_attr(feature = "clap", arg(long, short = 'N'))]
     pub nodelay: bool,
+    /// The DSCP mark of every data packet, both ways (the server marks what it sends): EF,
+    /// AF11-AF43, CS0-CS7, VA, LE or 0-63 (iperf3 --dscp).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "DSCP"))]
+    pub dscp: Option<crate::mark::Dscp>,
+    /// The TOS byte, as iperf3's -S takes it (0xb8, 184): its DSCP bits, as --dscp.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, short = 'S', value_name = "TOS", value_parser = crate::mark::Dscp::from_tos, conflicts_with = "dscp")
+    )]
+    pub tos: Option<crate::mark::Dscp>,
     /// Each kind's own flags.
     #[cfg_attr(feature = "clap", command(flatten))]
     pub kinds: KindFlags,
@@ -155,6 +165,7 @@ impl Overrides {
         if self.nodelay {
             tcp.nodelay = Some(true);
         }
+        set_some(&mut tcp.dscp, self.dscp.or(self.tos));
         let (shared, run) = (&self.shared, &mut p.run);
         self.kinds.apply(&mut p.workload, shared, run)?;
         let probes = match &p.run.latency_probe {

@@ -1,5 +1,7 @@
-//! `[tcp]`: socket options applied to every TCP socket of the test, on both ends.
+//! `[tcp]`: socket options applied to every TCP socket of the test, on both ends (the buffer
+//! sizes and the DSCP mark to its UDP sockets too).
 
+use crate::mark::Dscp;
 use crate::units::ByteSize;
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +27,10 @@ pub struct TcpSection {
     /// TCP_NODELAY; unset means the kind's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodelay: Option<bool>,
+    /// The DSCP mark of every data packet, both ways (`IP_TOS`, `IPV6_TCLASS`), on TCP and UDP
+    /// sockets alike: a name (`EF`, `AF41`, `CS1`) or a number 0-63.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dscp: Option<Dscp>,
 }
 
 impl TcpSection {

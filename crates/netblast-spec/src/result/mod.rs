@@ -85,27 +85,88 @@ pub struct Plan {
     pub profile: Profile,
 }
 
-/// Where a host's sockets of a test leave from: a source address (iperf3 `-B`) and an
-/// interface (`SO_BINDTODEVICE`), each optional.
+/// Where a host's sockets of a test leave from: source addresses (iperf3 `-B`, several for
+/// SNAT and ECMP tests), source ports (iperf3 `--cport`, a range) and an interface
+/// (`SO_BINDTODEVICE`), each optional.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Binding {
-    /// Source address of every connection and datagram socket.
+    /// Source addresses: the n-th data socket leaves from the (n mod count)-th. (Results before
+    /// several addresses were possible name one as `addr`.)
+    #[serde(default, skip_serializing_if = "Vec::is_empty", alias = "addr", deserialize_with = "one_or_many")]
+    pub addrs: Vec<std::net::IpAddr>,
+    /// Source ports, first and last: the n-th data socket takes the (n mod count)-th (the next
+    /// free one after it when it is taken). The control connection takes any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub addr: Option<std::net::IpAddr>,
+    pub ports: Option<(u16, u16)>,
     /// The interface every socket is bound to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
 }
 
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<std::net::IpAddr>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        One(std::net::IpAddr),
+        Many(Vec<std::net::IpAddr>),
+    }
+    Ok(match Raw::deserialize(d)? {
+        Raw::One(a) => vec![a],
+        Raw::Many(v) => v,
+    })
+}
+
 impl Binding {
     /// Whether it binds nothing.
     pub fn is_empty(&self) -> bool {
-        self.addr.is_none() && self.device.is_none()
+        self.addrs.is_empty() && self.ports.is_none() && self.device.is_none()
     }
 
     /// Only an interface (a server's `--bind-dev`).
     pub fn device(device: Option<String>) -> Binding {
-        Binding { addr: None, device }
+        Binding { device, ..Binding::default() }
+    }
+
+    /// The source address of the n-th data socket, if the binding names any.
+    pub fn addr(&self, n: usize) -> Option<std::net::IpAddr> {
+        (!self.addrs.is_empty()).then(|| self.addrs[n % self.addrs.len()])
+    }
+
+    /// How many ports the range holds (0: no range).
+    pub fn port_count(&self) -> usize {
+        self.ports.map_or(0, |(lo, hi)| usize::from(hi - lo) + 1)
+    }
+
+    /// The source port the n-th data socket tries first (0: the kernel's choice). Sockets
+    /// spread over addresses first, then ports: with two addresses, sockets 0 and 1 take the
+    /// range's first port (one on each address), 2 and 3 the second.
+    pub fn port(&self, n: usize) -> u16 {
+        match self.ports {
+            Some((lo, _)) => lo + ((n / self.addrs.len().max(1)) % self.port_count()) as u16,
+            None => 0,
+        }
+    }
+
+    /// How many data sockets can be open at once from distinct (address, port) pairs: `None`
+    /// without a port range.
+    pub fn capacity(&self) -> Option<usize> {
+        self.ports.map(|_| self.port_count() * self.addrs.len().max(1))
+    }
+
+    /// In words, for the report: `from 10.0.0.2, 10.0.0.3, ports 40000-40063, on eth1`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.addrs.is_empty() {
+            let a: Vec<String> = self.addrs.iter().map(|a| a.to_string()).collect();
+            parts.push(format!("from {}", a.join(", ")));
+        }
+        if let Some((lo, hi)) = self.ports {
+            parts.push(if lo == hi { format!("source port {lo}") } else { format!("source ports {lo}-{hi}") });
+        }
+        if let Some(d) = &self.device {
+            parts.push(format!("on interface {d}"));
+        }
+        parts.join(", ")
     }
 }
 

@@ -30,6 +30,8 @@ pub struct Endpoint {
     pub authority: String,
     /// Where connections to it leave from.
     pub bind: crate::os::sockopt::Binding,
+    /// The DSCP mark of what they send (`--dscp`).
+    pub dscp: Option<netblast_spec::mark::Dscp>,
 }
 
 /// Bytes written and read by a worker's connections.
@@ -173,19 +175,18 @@ fn tls_failure(e: &io::Error, authority: &str) -> Failure {
     }
 }
 
-/// A TCP connection to `addr`, from the plan's binding (`-B`, `--bind-dev`) if it has one.
-async fn connect_tcp(addr: std::net::SocketAddr, local: &crate::os::sockopt::Binding) -> std::io::Result<TcpStream> {
-    if local.is_empty() {
+/// A TCP connection to `ep`, from the plan's binding (`-B`, `--bind-dev`) if it has one, marked
+/// with its DSCP (the SYN too) if it has one.
+async fn connect_tcp(ep: &Endpoint) -> std::io::Result<TcpStream> {
+    let (addr, local) = (ep.addr, &ep.bind);
+    if local.is_empty() && ep.dscp.is_none() {
         return TcpStream::connect(addr).await;
     }
-    let sock = if addr.is_ipv6() { tokio::net::TcpSocket::new_v6()? } else { tokio::net::TcpSocket::new_v4()? };
-    if let Some(dev) = &local.device {
-        sock.bind_device(Some(dev.as_bytes()))?;
-    }
-    if let Some(a) = local.addr {
-        sock.bind(std::net::SocketAddr::new(a, 0))?;
-    }
-    sock.connect(addr).await
+    let sock = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
+    sock.set_nonblocking(true)?;
+    crate::os::sockopt::mark(socket2::SockRef::from(&sock), ep.dscp)?;
+    crate::os::sockopt::bind_nth(&sock, local, crate::os::sockopt::next_socket())?;
+    tokio::net::TcpSocket::from_std_stream(sock.into()).connect(addr).await
 }
 
 /// Opens a connection to `ep` and performs the HTTP handshake.
@@ -196,7 +197,7 @@ pub async fn open(
     meters: &Meters,
 ) -> Result<(Sender, OpenTimes), Failure> {
     let t0 = Instant::now();
-    let tcp = connect_tcp(ep.addr, &ep.bind).await.map_err(|e| {
+    let tcp = connect_tcp(ep).await.map_err(|e| {
         let (kind, msg) = io_failure(&e, &format!("connect to {}", ep.addr));
         (if kind == ErrorKind::Refused { kind } else { ErrorKind::Connect }, msg)
     })?;

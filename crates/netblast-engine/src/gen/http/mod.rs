@@ -63,6 +63,7 @@ fn prepare(
     h: &HttpSection,
     target: &str,
     bind: &crate::os::sockopt::Binding,
+    dscp: Option<netblast_spec::mark::Dscp>,
 ) -> Result<(Vec<Prepared>, bool), ClientError> {
     let body = match (&h.body, &h.body_file) {
         (Some(b), _) => Bytes::from(b.clone().into_bytes()),
@@ -162,7 +163,7 @@ fn prepare(
         let h1 = serialize_h1(&method, &path, &headers, &body);
         out.push(Prepared {
             h1,
-            endpoint: Endpoint { addr, tls_name, authority: authority.to_string(), bind: bind.clone() },
+            endpoint: Endpoint { addr, tls_name, authority: authority.to_string(), bind: bind.clone(), dscp },
             method: method.clone(),
             uri: send_uri,
             headers,
@@ -289,7 +290,7 @@ impl Setup {
     /// connections, the schedule, and the job.
     fn new(plan: &Plan, probe: &Probe) -> Result<Setup, ClientError> {
         let h = plan.profile.workload.http().cloned().ok_or_else(|| bad("not an http profile"))?;
-        let (requests, any_tls) = prepare(&h, &plan.target, &plan.bind)?;
+        let (requests, any_tls) = prepare(&h, &plan.target, &plan.bind, plan.profile.tcp.dscp)?;
         let tls = if any_tls { Some(tls::client_config(&h).map_err(bad)?) } else { None };
         // Registering a socket with the eBPF probe costs two map updates of its 9 KiB RTT
         // histogram: nothing next to a kept-alive connection's requests, more than the request
@@ -657,8 +658,8 @@ mod tests {
     #[test]
     fn paths_need_a_target_and_urls_resolve() {
         let h = HttpSection { urls: vec!["/x".into()], ..Default::default() };
-        assert!(prepare(&h, "", &Default::default()).unwrap_err().to_string().contains("--target"));
-        let (p, tls) = prepare(&h, "127.0.0.1:8080", &Default::default()).unwrap();
+        assert!(prepare(&h, "", &Default::default(), None).unwrap_err().to_string().contains("--target"));
+        let (p, tls) = prepare(&h, "127.0.0.1:8080", &Default::default(), None).unwrap();
         assert!(!tls);
         assert_eq!(p[0].uri, "/x");
         assert_eq!(p[0].headers[http::header::HOST], "127.0.0.1:8080");
@@ -667,21 +668,21 @@ mod tests {
             version: HttpVersion::Http2,
             ..Default::default()
         };
-        let (p, tls) = prepare(&h2, "", &Default::default()).unwrap();
+        let (p, tls) = prepare(&h2, "", &Default::default(), None).unwrap();
         assert!(tls);
         assert_eq!(p[0].uri.to_string(), "https://localhost:8443/y?size=1");
         assert!(p[0].endpoint.tls_name.is_some());
         for url in ["http://127.0.0.1:99999/", "http://127.0.0.1:0/"] {
             let h = HttpSection { urls: vec![url.into()], ..Default::default() };
             assert!(
-                prepare(&h, "", &Default::default()).unwrap_err().to_string().contains("outside 1..65535"),
+                prepare(&h, "", &Default::default(), None).unwrap_err().to_string().contains("outside 1..65535"),
                 "{url}"
             );
         }
         let v6 = HttpSection { urls: vec!["http://[::1]/".into()], ..Default::default() };
-        assert_eq!(prepare(&v6, "", &Default::default()).unwrap().0[0].endpoint.addr.port(), 80);
+        assert_eq!(prepare(&v6, "", &Default::default(), None).unwrap().0[0].endpoint.addr.port(), 80);
         let bad_header = HttpSection { headers: vec!["no colon".into()], ..Default::default() };
-        assert!(prepare(&bad_header, "127.0.0.1:1", &Default::default()).is_err());
+        assert!(prepare(&bad_header, "127.0.0.1:1", &Default::default(), None).is_err());
     }
 
     #[test]
@@ -693,17 +694,17 @@ mod tests {
             keepalive: false,
             ..Default::default()
         };
-        let (p, _) = prepare(&h, "", &Default::default()).unwrap();
+        let (p, _) = prepare(&h, "", &Default::default(), None).unwrap();
         assert_eq!(p[0].headers["connection"], "close", "HTTP/1.1 keeps them, and says close");
         assert_eq!(p[0].headers["te"], "gzip");
         h.version = HttpVersion::Http2;
-        let (p, _) = prepare(&h, "", &Default::default()).unwrap();
+        let (p, _) = prepare(&h, "", &Default::default(), None).unwrap();
         for name in ["connection", "keep-alive", "upgrade", "te"] {
             assert!(!p[0].headers.contains_key(name), "{name} sent over HTTP/2");
         }
         assert_eq!(p[0].headers["x-kept"], "1");
         h.headers = vec!["TE: trailers".into()];
-        let (p, _) = prepare(&h, "", &Default::default()).unwrap();
+        let (p, _) = prepare(&h, "", &Default::default(), None).unwrap();
         assert_eq!(p[0].headers["te"], "trailers", "the one te HTTP/2 allows");
     }
 }

@@ -116,6 +116,19 @@ impl PartialLog {
     }
 }
 
+/// One line of `--json-stream` (iperf3 3.17's shape): `{"event":"start"|"interval"|"end",
+/// "data":…}` on one line, ending in a newline; each line parses alone.
+pub fn stream_line<T: serde::Serialize>(event: &str, data: &T) -> String {
+    #[derive(serde::Serialize)]
+    struct Line<'a, T> {
+        event: &'a str,
+        data: &'a T,
+    }
+    let mut s = serde_json::to_string(&Line { event, data }).expect("a stream record serialises");
+    s.push('\n');
+    s
+}
+
 /// The first record of a run's partial log: what a result needs besides its intervals.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PartialStart {

@@ -199,6 +199,10 @@ pub enum ServerMsg {
         /// The server host's CPUs and drops over the test (absent from older servers).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         load: Option<HostLoad>,
+        /// The server's own lines about the test, as `netblast serve` prints them (what
+        /// `run --get-server-output` shows; absent from older servers).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        output: Vec<String>,
     },
 }
 

@@ -38,17 +38,21 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
         return crate::find_max::run(a, resolution);
     }
     let token = crate::cli::load_token(a.token_file.as_deref())?;
+    crate::status::set_output(a.logfile.as_deref(), a.timestamps.as_deref())
+        .map_err(|e| AppError::input(anyhow::anyhow!(e)))?;
     let sinks = Sinks {
         output: a.output.clone(),
         json: a.json,
         hlog: a.hlog.clone(),
-        header: a.quiet && !a.json,
+        header: a.quiet && !a.json && !a.json_stream,
         compact: false,
+        stream: a.json_stream,
+        server_output: a.get_server_output,
     };
     sinks.check()?;
     let resolved =
         netblast_engine::run::resolve(crate::cli::request(a, &a.test.overrides)?).map_err(AppError::client)?;
-    let human = !a.json && !a.quiet;
+    let human = !a.json && !a.quiet && !a.json_stream;
     // A person reading the live header sees them there, among the plan's notes: once.
     for w in resolved.warnings.iter().filter(|_| !human) {
         eprintln!("netblast: warning: {w}");
@@ -58,7 +62,8 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
         Probe::open_with(a.probe, a.probe_stats).map_err(|e| AppError::run(anyhow::anyhow!("--probe ebpf: {e}")))?;
     let flags = RunFlags::new();
     let sig = crate::signals::watch_signals(flags.clone());
-    let mut live = out::RunLive::new(&plan.profile, plan.time_bound.get(), human, a.output.as_deref())?;
+    let mut live =
+        out::RunLive::new(&plan.profile, plan.time_bound.get(), (human, a.json_stream), a.output.as_deref())?;
     let opts = netblast_engine::exec::api::RunOptions { token, ..Default::default() };
     let outcome = netblast_engine::run::run(&plan, resolved.peer, &probe, &flags, &opts, &mut |ev| live.event(ev));
     live.end(outcome.is_ok());
@@ -259,8 +264,15 @@ fn fleet(a: &FleetArgs) -> Result<Outcome, AppError> {
         return crate::find_max::fleet(a, resolution);
     }
     let human = !a.json && !a.quiet;
-    let sinks =
-        Sinks { output: a.output.clone(), json: a.json, hlog: None, header: a.quiet && !a.json, compact: a.compact };
+    let sinks = Sinks {
+        output: a.output.clone(),
+        json: a.json,
+        hlog: None,
+        header: a.quiet && !a.json,
+        compact: a.compact,
+        stream: false,
+        server_output: false,
+    };
     sinks.check()?;
     if let Some(frames) = &a.frames {
         out::check_writable("--frames", frames)?;

@@ -192,6 +192,12 @@ pub struct RunArgs {
     /// when it is the same).
     #[arg(long = "port", short = 'p', value_name = "PORT")]
     pub port: Option<u16>,
+    /// Only IPv4: a target name resolves to its IPv4 address (iperf3 -4).
+    #[arg(short = '4', long = "version4", conflicts_with = "ipv6")]
+    pub ipv4: bool,
+    /// Only IPv6: a target name resolves to its IPv6 address (iperf3 -6).
+    #[arg(short = '6', long = "version6")]
+    pub ipv6: bool,
     /// The test: the profile and the flags that change it.
     #[command(flatten)]
     pub test: ProfileArgs,
@@ -221,6 +227,23 @@ pub struct RunArgs {
     /// FILE.partial.jsonl while the run lasts).
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
+    /// Print the server's own lines about the test after the summary (iperf3
+    /// --get-server-output); the result keeps them either way (`server_output`).
+    #[arg(long)]
+    pub get_server_output: bool,
+    /// One JSON object per line on stdout as the run goes (iperf3 --json-stream):
+    /// {"event":"start",...} with the plan and streams, one {"event":"interval",...} per
+    /// interval as it ends, then {"event":"end","data":RESULT}; each line parses alone (jq -c).
+    #[arg(long, conflicts_with_all = ["json", "find_max"])]
+    pub json_stream: bool,
+    /// Append what would go to stdout to this file instead (iperf3 --logfile); errors stay on
+    /// stderr.
+    #[arg(long, value_name = "FILE")]
+    pub logfile: Option<PathBuf>,
+    /// Start every output line with the local time in this strftime format (iperf3
+    /// --timestamps; default "%c "). Give a format with `=`: --timestamps='%T '.
+    #[arg(long, value_name = "FORMAT", num_args = 0..=1, default_missing_value = "%c ", require_equals = true)]
+    pub timestamps: Option<String>,
 }
 
 /// `netblast fleet`.
@@ -465,8 +488,29 @@ pub fn load_token(file: Option<&std::path::Path>) -> Result<Option<netblast_wire
     }
 }
 
+/// The arguments with iperf3's `-c HOST` under `run` read as the target it is (`--target
+/// HOST`): `-c` stays wrk's connection count where its value is one.
+pub fn iperf3_args(mut args: Vec<String>) -> Vec<String> {
+    if args.get(1).map(String::as_str) != Some("run") {
+        return args;
+    }
+    let mut i = 2;
+    while i + 1 < args.len() {
+        if args[i] == "--" {
+            break;
+        }
+        if args[i] == "-c" && args[i + 1].parse::<u32>().is_err() && !args[i + 1].starts_with('-') {
+            args[i] = "--target".into();
+            i += 1;
+        }
+        i += 1;
+    }
+    args
+}
+
 /// The command to type for an iperf3 habit netblast's top level does not take (`netblast -c
-/// HOST`, `netblast -s`), or `None`.
+/// HOST`, `netblast -s`), or whose letter means another thing here (`run -k 1000`), or
+/// `None`.
 pub fn iperf3_hint(args: &[String]) -> Option<String> {
     match args.get(1).map(String::as_str) {
         Some("-c" | "--client") => {
@@ -479,6 +523,14 @@ pub fn iperf3_hint(args: &[String]) -> Option<String> {
             ))
         }
         Some("-s" | "--server") => Some("iperf3's -s is `netblast serve` here (-p PORT as in iperf3)".into()),
+        Some("run") => {
+            let k = args.windows(2).find(|w| w[0] == "-k" && w[1].parse::<u64>().is_ok())?;
+            Some(format!(
+                "iperf3's -k {n} (a block count) is --blockcount {n} here; -k is curl's --insecure (accept any \
+                 certificate)",
+                n = k[1]
+            ))
+        }
         _ => None,
     }
 }
@@ -499,6 +551,10 @@ pub fn request(
     overrides: &netblast_spec::profile::Overrides,
 ) -> Result<netblast_engine::run::Request, AppError> {
     let given = with_port(a.target.as_ref().or(a.host.as_ref()), a.port).map_err(AppError::input)?;
+    let given = match (given, a.ipv4 || a.ipv6) {
+        (Some(t), true) => Some(with_family(&t, a.ipv6).map_err(AppError::input)?),
+        (g, _) => g,
+    };
     let (profile, origin) = overrides.profile(a.test.profile.as_deref(), given.as_deref()).map_err(AppError::input)?;
     let http = profile.workload.is_http();
     let target = match &given {
@@ -596,6 +652,42 @@ fn parse_sources(s: &str) -> Result<Sources, String> {
         return Err(format!("{d} is named twice"));
     }
     Ok(Sources(out))
+}
+
+/// The target with its host resolved to an address of one family (`-4`, `-6`): an address of
+/// the other family, or a name with none of this one, is refused, naming both.
+fn with_family(target: &str, v6: bool) -> anyhow::Result<String> {
+    let (flag, family) = if v6 { ("-6", "IPv6") } else { ("-4", "IPv4") };
+    if netblast_spec::profile::is_url(target) {
+        anyhow::bail!("{flag} picks the family of a HOST target; a URL names its own address ({target})");
+    }
+    let Some((host, port)) = netblast_spec::plan::split_host_port(target) else {
+        anyhow::bail!("cannot read the target {target:?}: HOST, HOST:PORT or [IPv6]:PORT");
+    };
+    let port = port.unwrap_or(netblast_spec::plan::DEFAULT_PORT);
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        if ip.is_ipv6() != v6 {
+            anyhow::bail!(
+                "{flag}: {host} is an {} address, and {host} has no {family} address",
+                if v6 { "IPv4" } else { "IPv6" }
+            );
+        }
+    }
+    let all = netblast_spec::plan::resolve_all(&format!("{}:{port}", bracket(host)), port)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let Some(a) = all.iter().find(|a| a.is_ipv6() == v6) else {
+        let had: Vec<String> = all.iter().map(|a| a.ip().to_string()).collect();
+        anyhow::bail!("{flag}: {host} has no {family} address (it has {})", had.join(", "));
+    };
+    Ok(a.to_string())
+}
+
+fn bracket(host: &str) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    }
 }
 
 /// `LO-HI` (or one port): the ports a serve's flows may take.

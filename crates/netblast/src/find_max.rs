@@ -148,8 +148,15 @@ impl<'a> Ask<'a> {
 /// `netblast run --find-max`: the search `a` asks for, `resolution` its stopping width.
 pub fn run(a: &RunArgs, resolution: f64) -> Result<Outcome, AppError> {
     let o = &a.test.overrides;
-    let sinks =
-        Sinks { output: a.output.clone(), json: a.json, hlog: None, header: a.quiet && !a.json, compact: false };
+    let sinks = Sinks {
+        output: a.output.clone(),
+        json: a.json,
+        hlog: None,
+        header: a.quiet && !a.json,
+        compact: false,
+        stream: false,
+        server_output: false,
+    };
     let mut ask = Ask::new(o, resolution, &a.assert, sinks)?;
     (ask.label, ask.human) = (a.test.label.clone(), !a.json && !a.quiet);
     let token = crate::cli::load_token(a.token_file.as_deref())?;
@@ -194,8 +201,15 @@ pub fn fleet(a: &FleetArgs, resolution: f64) -> Result<Outcome, AppError> {
         )));
     }
     let o = &a.test.overrides;
-    let sinks =
-        Sinks { output: a.output.clone(), json: a.json, hlog: None, header: a.quiet && !a.json, compact: a.compact };
+    let sinks = Sinks {
+        output: a.output.clone(),
+        json: a.json,
+        hlog: None,
+        header: a.quiet && !a.json,
+        compact: a.compact,
+        stream: false,
+        server_output: false,
+    };
     let mut ask = Ask::new(o, resolution, &a.assert, sinks)?;
     (ask.label, ask.human) = (a.test.label.clone(), !a.json && !a.quiet);
     if let Some(frames) = &a.frames {

@@ -12,7 +12,7 @@ fn main() -> ExitCode {
         eprintln!("netblast: {hint}");
         return ExitCode::from(2);
     }
-    let cli = netblast::Cli::parse();
+    let cli = netblast::Cli::parse_from(netblast::cli::iperf3_args(args));
     let filter =
         tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     // Colour only for a person at a terminal: a log redirected to a file or a pipe is read by

@@ -25,6 +25,10 @@ pub struct Sinks {
     pub header: bool,
     /// `--compact`: the `--json` output on one line (a container log keeps it whole).
     pub compact: bool,
+    /// `--json-stream`: the result as the stream's last line, `{"event":"end",...}`.
+    pub stream: bool,
+    /// `--get-server-output`: the server's own lines after the summary.
+    pub server_output: bool,
 }
 
 impl Sinks {
@@ -126,7 +130,9 @@ pub fn finish(r: &RunResult, sinks: &Sinks, what: &str) -> Result<Outcome, AppEr
             lost_write = Some(format!("cannot write the {what} to {}: {e} ({kept})", path.display()));
         }
     }
-    if sinks.json {
+    if sinks.stream {
+        print_stdout(&json::stream_line("end", r));
+    } else if sinks.json {
         let text = if sinks.compact { json::to_string_compact(r) } else { json::to_string(r) };
         print_stdout(&format!("{text}\n"));
     } else {
@@ -134,11 +140,18 @@ pub fn finish(r: &RunResult, sinks: &Sinks, what: &str) -> Result<Outcome, AppEr
             print_stdout(&text::header_line(r));
         }
         print_stdout(&text::summary(r));
+        if sinks.server_output {
+            let lines: String = r.server_output.iter().map(|l| format!("  {l}\n")).collect();
+            print_stdout(&format!(
+                "Server output:\n{}",
+                if lines.is_empty() { "  (none: the server sent no lines)\n".into() } else { lines }
+            ));
+        }
     }
     if let Some(p) = &sinks.hlog {
         write_hlog(p, r)?;
     }
-    let ok = print_verdicts(&r.asserts, sinks.json);
+    let ok = print_verdicts(&r.asserts, sinks.json || sinks.stream);
     if let Some(why) = lost_write {
         return Err(AppError::run(anyhow::anyhow!(why)));
     }
@@ -148,6 +161,8 @@ pub fn finish(r: &RunResult, sinks: &Sinks, what: &str) -> Result<Outcome, AppEr
 /// A run's live output: its lines and status line for a person, and its partial log.
 pub struct RunLive {
     human: bool,
+    /// `--json-stream`: each event on stdout as a line of JSON.
+    stream: bool,
     status: Status,
     streams: Vec<StreamInfo>,
     partial: Option<json::PartialLog>,
@@ -160,7 +175,7 @@ impl RunLive {
     pub fn new(
         profile: &Profile,
         bound: std::time::Duration,
-        human: bool,
+        (human, stream): (bool, bool),
         output: Option<&Path>,
     ) -> Result<Self, AppError> {
         let partial = match output {
@@ -172,7 +187,7 @@ impl RunLive {
             None => None,
         };
         let status = Status::new(bound, human);
-        Ok(RunLive { human, status, streams: Vec::new(), partial, log_full: false, profile: profile.clone() })
+        Ok(RunLive { human, stream, status, streams: Vec::new(), partial, log_full: false, profile: profile.clone() })
     }
 
     /// Takes one live event.
@@ -182,13 +197,16 @@ impl RunLive {
                 self.streams = streams.to_vec();
                 // The partial log's first record: with it, `report` reads the log back as a
                 // result should the run die before writing its own.
+                let start = json::PartialStart {
+                    test_id: test_id.to_string(),
+                    start_unix_ns,
+                    plan: plan.clone(),
+                    streams: streams.to_vec(),
+                };
+                if self.stream {
+                    print_stdout(&json::stream_line("start", &start));
+                }
                 if let Some(p) = self.partial.as_mut() {
-                    let start = json::PartialStart {
-                        test_id: test_id.to_string(),
-                        start_unix_ns,
-                        plan: plan.clone(),
-                        streams: streams.to_vec(),
-                    };
                     if let Err(e) = p.start(&start) {
                         eprintln!("netblast: cannot append to the partial log: {e}");
                     }
@@ -207,6 +225,9 @@ impl RunLive {
                 }
             }
             Live::Interval(iv) => {
+                if self.stream {
+                    print_stdout(&json::stream_line("interval", iv));
+                }
                 if let Some(p) = self.partial.as_mut() {
                     match p.append(iv) {
                         Ok(true) => {}
@@ -226,6 +247,9 @@ impl RunLive {
                 }
             }
             Live::Probe(p) => {
+                if self.stream {
+                    print_stdout(&json::stream_line("probe", p));
+                }
                 if self.human {
                     self.status.print(&netblast_report::probe::interval(p));
                 }

@@ -8,11 +8,85 @@ use netblast_spec::result::Interval;
 use netblast_spec::units::{fmt_bits_per_s, fmt_per_s};
 use std::time::Duration;
 
-/// Writes to stdout and flushes; a closed stdout (`| head`) is not an error.
+/// Where a command's output goes: stdout, or the file of `--logfile` (appended, as iperf3
+/// does); each line after the time of day in `--timestamps`'s format when it is set.
+#[derive(Default)]
+struct Output {
+    file: Option<std::fs::File>,
+    stamp: Option<std::ffi::CString>,
+    /// Whether the next byte written starts a line.
+    mid_line: bool,
+}
+
+static OUTPUT: std::sync::Mutex<Output> = std::sync::Mutex::new(Output { file: None, stamp: None, mid_line: false });
+
+/// Sends what [`print_stdout`] prints to `logfile` (appended; created when missing) instead of
+/// stdout, and starts each line with the local time in `stamp`'s `strftime` format (iperf3's
+/// `--timestamps`, `"%c "` by default). The error names the file.
+pub fn set_output(logfile: Option<&std::path::Path>, stamp: Option<&str>) -> Result<(), String> {
+    let mut o = OUTPUT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(path) = logfile {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| format!("--logfile {}: {e}", path.display()))?;
+        o.file = Some(f);
+    }
+    if let Some(fmt) = stamp {
+        let c = std::ffi::CString::new(fmt).map_err(|_| "--timestamps: the format holds a NUL byte".to_string())?;
+        if fmt.len() > 200 {
+            return Err("--timestamps: a format of at most 200 bytes".into());
+        }
+        o.stamp = Some(c);
+    }
+    Ok(())
+}
+
+/// The local time now in `fmt` (`strftime`).
+fn local_time(fmt: &std::ffi::CStr) -> String {
+    // SAFETY: `time(NULL)` has no preconditions; `localtime_r` writes into `tm`, which lives
+    // here; `strftime` writes at most `buf.len()` bytes into `buf` and returns how many.
+    unsafe {
+        let now = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&now, &mut tm).is_null() {
+            return String::new();
+        }
+        let mut buf = [0u8; 512];
+        let n = libc::strftime(buf.as_mut_ptr().cast(), buf.len(), fmt.as_ptr(), &tm);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+}
+
+/// Writes to stdout (or `--logfile`) and flushes; a closed stdout (`| head`) is not an error.
 pub fn print_stdout(s: &str) {
     use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(s.as_bytes()).and_then(|_| out.flush());
+    let mut o = OUTPUT.lock().unwrap_or_else(|p| p.into_inner());
+    let text = match o.stamp.clone() {
+        Some(fmt) => {
+            let now = local_time(&fmt);
+            let mut t = String::with_capacity(s.len() + 32);
+            for piece in s.split_inclusive('\n') {
+                if !o.mid_line {
+                    t.push_str(&now);
+                }
+                t.push_str(piece);
+                o.mid_line = !piece.ends_with('\n');
+            }
+            t
+        }
+        None => s.to_string(),
+    };
+    match o.file.as_mut() {
+        Some(f) => {
+            let _ = f.write_all(text.as_bytes()).and_then(|_| f.flush());
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+        }
+    }
 }
 
 /// The status line of one run.

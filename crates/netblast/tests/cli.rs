@@ -632,11 +632,12 @@ fn iperf3_hands_work_and_its_habits_get_the_command_to_type() {
     assert!(stderr_of(&o).contains("`netblast run 10.0.0.1 -t 10 -P 4`"), "{}", stderr_of(&o));
     let o = util::bin().args(["-s"]).output().unwrap();
     assert!(o.status.code() == Some(2) && stderr_of(&o).contains("`netblast serve`"), "{}", stderr_of(&o));
-    // Under run, -c is wrk's --connections: a host there says which meaning was taken.
-    let o = util::bin().args(["run", "-c", "10.0.0.1"]).output().unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let e = stderr_of(&o);
-    assert!(e.contains("-c is --connections here") && e.contains("`netblast run 10.0.0.1`"), "{e}");
+    // Under run, -c HOST is the target, as iperf3's; -c N stays wrk's --connections.
+    let o = util::run_cmd().args(["-c", "127.0.0.1", "-p", &addr.port().to_string(), "-t", "1", "--json"]).output();
+    let o = o.unwrap();
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    let r: netblast_spec::RunResult = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r.plan.peer, addr.to_string());
     // A port in the target and another in -p: refused, naming both.
     let o = util::bin().args(["run", "127.0.0.1:5399", "-p", "5201"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));

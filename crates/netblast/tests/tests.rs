@@ -7,6 +7,7 @@
 //! - `cli`: the command line: bad input gets a clear error and exit status 2.
 //! - `cps`: new connections per second: counts, rate, failures by cause.
 //! - `find_max`: `run --find-max` against a capacity made on purpose (nginx `limit_req`).
+//! - `habits`: iperf3 habits: --json-stream through jq, -c HOST, -6, -n, --logfile, --timestamps.
 //! - `hostile`: `serve` against clients that take more than their share (issue 13).
 //! - `http`: HTTP floods against the built-in responder and nginx.
 //! - `knobs`: DSCP marks, source ports and addresses, each checked by the kernel.
@@ -30,6 +31,7 @@ mod campaign;
 mod cli;
 mod cps;
 mod find_max;
+mod habits;
 mod hostile;
 mod http;
 mod knobs;

@@ -247,6 +247,9 @@ pub(crate) async fn stream_conn(
     }
 }
 
+/// The server's own line about a test from its totals and its problem, if any.
+type ServerLine<'a> = dyn Fn(&TestTotals, Option<&str>) -> String + Sync + 'a;
+
 /// A stream's sockets: its TCP connection, a UDP flow's datagram socket, a cps flow's listener.
 type Sockets = (std::net::TcpStream, Option<std::net::UdpSocket>, Option<std::net::TcpListener>);
 
@@ -423,7 +426,8 @@ pub(crate) async fn control_conn(
     // Run.
     let m = &shared.stats.metrics;
     m.tests_active.inc();
-    let outcome = run_test(&setup, sockets, &ways, shared, &mut wr, &mut ctl_rx, &mut stop).await;
+    let line = |t: &TestTotals, problem: Option<&str>| t.line(peer, &test_id, &setup, problem);
+    let outcome = run_test(&setup, sockets, &ways, shared, (&mut wr, &line), &mut ctl_rx, &mut stop).await;
     drop(holding);
     reader.abort();
     let (outcome, totals) = outcome;
@@ -528,7 +532,7 @@ async fn run_test(
     sockets: HashMap<u32, Sockets>,
     ways: &HashMap<u32, Way>,
     shared: &Shared,
-    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    (wr, line): (&mut tokio::net::tcp::OwnedWriteHalf, &ServerLine<'_>),
     ctl_rx: &mut mpsc::UnboundedReceiver<Ctl>,
     stop: &mut watch::Receiver<bool>,
 ) -> (Option<String>, TestTotals) {
@@ -582,7 +586,7 @@ async fn run_test(
     for h in handles {
         let _ = tokio::task::spawn_blocking(move || h.join()).await;
     }
-    t.finish().await
+    t.finish(line).await
 }
 
 /// A test running on this server, from its start to its final report.
@@ -753,7 +757,7 @@ impl<'a, 'w> ServerTest<'a, 'w> {
 
     /// The final report (every stream's totals, the CPU used) and the test's totals for the
     /// server's own line.
-    async fn finish(mut self) -> (Option<String>, TestTotals) {
+    async fn finish(mut self, line: &ServerLine<'_>) -> (Option<String>, TestTotals) {
         self.cpu.wall_s = self.start.elapsed().as_secs_f64();
         self.finals.sort_by_key(|f| f.id);
         let mut totals = TestTotals { streams: self.finals.len(), ..Default::default() };
@@ -767,7 +771,14 @@ impl<'a, 'w> ServerTest<'a, 'w> {
             let s = &self.sampled;
             let tcp_samples = (s.read < s.wanted).then_some([s.read, s.wanted]);
             let load = self.host.as_ref().and_then(|m| m.load());
-            let msg = ServerMsg::Final { streams: std::mem::take(&mut self.finals), cpu: self.cpu, tcp_samples, load };
+            let output = vec![line(&totals, self.problem.as_deref())];
+            let msg = ServerMsg::Final {
+                streams: std::mem::take(&mut self.finals),
+                cpu: self.cpu,
+                tcp_samples,
+                load,
+                output,
+            };
             let timeout = self.shared.limits.control_write_timeout;
             if let Err(e) = send_report(self.wr, &wire::encode_frame(&msg), timeout).await {
                 return (Some(format!("cannot send the final report: {e}")), totals);

@@ -150,6 +150,8 @@ pub struct Aggregator {
     sampled: crate::exec::worker::Sampled,
     /// Each host's CPUs and drops over the test, as each side read them.
     pub load: netblast_spec::result::Load,
+    /// The server's own lines about the test (escaped: the peer's text).
+    pub server_output: Vec<String>,
 }
 
 impl Aggregator {
@@ -173,6 +175,7 @@ impl Aggregator {
             threads: Vec::new(),
             sampled: Default::default(),
             load: Default::default(),
+            server_output: Vec::new(),
         }
     }
 

@@ -440,9 +440,14 @@ impl Drive<'_> {
             intervals: agg.intervals().to_vec(),
             summary,
         };
-        envelope.result(self.plan, measured)
+        let mut r = envelope.result(self.plan, measured);
+        r.server_output = std::mem::take(&mut agg.server_output);
+        r
     }
 }
+
+/// The most lines of the server's own output a result keeps.
+const MAX_SERVER_LINES: usize = 16;
 
 /// Seconds from `start` to now.
 fn since(start: Instant) -> f64 {
@@ -502,8 +507,14 @@ impl Collector for Collecting<'_> {
             Incoming::Server(ServerMsg::Interval { index, start_s, end_s, streams, ways }) => {
                 agg.on_server_interval(index, start_s, end_s, streams, ways)
             }
-            Incoming::Server(ServerMsg::Final { streams, cpu, tcp_samples, load }) => {
+            Incoming::Server(ServerMsg::Final { streams, cpu, tcp_samples, load, output }) => {
                 agg.load.server = load;
+                // The peer's text: a few lines, each bounded and escaped.
+                agg.server_output = output
+                    .iter()
+                    .take(MAX_SERVER_LINES)
+                    .map(|l| escape(&l.chars().take(2000).collect::<String>()))
+                    .collect();
                 for s in &streams {
                     if let Some(n) = &s.note {
                         agg.warn(0.0, format!("server stream {}", s.id), escape(n));

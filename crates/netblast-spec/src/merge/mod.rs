@@ -512,6 +512,7 @@ pub(crate) mod tests {
             label: None,
             find_max: None,
             latency_probe: None,
+            server_output: Vec::new(),
         }
     }
 

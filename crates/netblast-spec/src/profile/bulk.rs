@@ -1,6 +1,6 @@
 //! `[bulk]`: TCP bulk streams (iperf3's test).
 
-use super::flags::{set, SharedFlags};
+use super::flags::{flag_err, set, SharedFlags};
 use super::section::{check_flows, plural, FieldError, Section};
 use super::Kind;
 use super::RunSection;
@@ -136,7 +136,7 @@ impl Section for BulkSection {
     }
 
     fn shared_flags(&self) -> &'static [&'static str] {
-        &["--flows", "--reverse", "--bidir", "--block", "--bitrate", "--server-cpus"]
+        &["--flows", "--reverse", "--bidir", "--block", "--bitrate", "--server-cpus", "-n"]
     }
 
     fn describe(&self, bound: &str) -> String {
@@ -214,6 +214,10 @@ pub struct BulkFlags {
     /// Stop after this many bytes in total (e.g. 10GiB); the duration still caps the run.
     #[cfg_attr(feature = "clap", arg(long))]
     pub bytes: Option<ByteSize>,
+    /// Stop after this many blocks in total (iperf3 --blockcount): blocks of -l bytes, sent as
+    /// --bytes would; the duration still caps the run.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N", conflicts_with = "bytes"))]
+    pub blockcount: Option<u64>,
     /// Send without copying from user space: sendfile (default) or msg (MSG_ZEROCOPY).
     #[cfg_attr(feature = "clap", arg(long = "zerocopy", short = 'Z', num_args = 0..=1, default_missing_value = "sendfile", value_enum))]
     pub send_mode: Option<SendMode>,
@@ -222,7 +226,11 @@ pub struct BulkFlags {
 impl BulkFlags {
     /// The flags that are set.
     pub(crate) fn set(&self) -> Vec<&'static str> {
-        let set = [("--bytes", self.bytes.is_some()), ("--zerocopy", self.send_mode.is_some())];
+        let set = [
+            ("--bytes", self.bytes.is_some()),
+            ("--blockcount", self.blockcount.is_some()),
+            ("--zerocopy", self.send_mode.is_some()),
+        ];
         set.into_iter().filter(|(_, on)| *on).map(|(f, _)| f).collect()
     }
 }
@@ -231,7 +239,19 @@ impl BulkSection {
     /// Applies the bulk flags (`--bytes` makes the byte count the bound, as iperf3 -n).
     pub fn apply(&mut self, own: &BulkFlags, shared: &SharedFlags, run: &mut RunSection) -> Result<(), SpecError> {
         set(&mut self.flows, shared.flows);
-        if let Some(n) = own.bytes {
+        set(&mut self.block_bytes, shared.block);
+        let count =
+            match &shared.count {
+                Some(c) => Some(c.parse::<ByteSize>().map_err(|e| {
+                    flag_err("-n", format!("{e}: a bulk test's -n is a byte count, as iperf3's (-n 1G)"))
+                })?),
+                None => None,
+            };
+        let blocks = own.blockcount.map(|n| ByteSize(n.saturating_mul(self.block_bytes.bytes())));
+        if [own.bytes.is_some(), count.is_some(), blocks.is_some()].iter().filter(|&&b| b).count() > 1 {
+            return Err(flag_err("-n", "--bytes, -n and --blockcount each set the byte count: give one".into()));
+        }
+        if let Some(n) = own.bytes.or(count).or(blocks) {
             self.bytes = Some(n);
             if shared.duration.is_none() {
                 // As iperf3 -n: the byte count is the bound; the time cap still applies.
@@ -244,7 +264,6 @@ impl BulkSection {
         if shared.bidir {
             self.direction = Direction::Bidir;
         }
-        set(&mut self.block_bytes, shared.block);
         set(&mut self.send_mode, own.send_mode);
         if let Some(r) = shared.bitrate.map(super::flags::one_bitrate).transpose()? {
             // -b 0: as fast as TCP goes (iperf3's unlimited). A TCP test stays TCP: -u is the

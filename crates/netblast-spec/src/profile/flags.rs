@@ -55,6 +55,10 @@ pub struct SharedFlags {
     /// answered within this long fails as timed out (default 3s).
     #[cfg_attr(feature = "clap", arg(long))]
     pub timeout: Option<Dur>,
+    /// A count bound, by the kind: http, requests in total (hey -n, as --requests); bulk,
+    /// bytes in total (iperf3 -n 1G, as --bytes). The duration still caps the run.
+    #[cfg_attr(feature = "clap", arg(short = 'n', value_name = "REQUESTS|BYTES"))]
+    pub count: Option<String>,
 }
 
 impl SharedFlags {
@@ -74,13 +78,14 @@ impl SharedFlags {
             self.server_cpus.is_some(),
             self.rate.is_some(),
             self.timeout.is_some(),
+            self.count.is_some(),
         ];
         Self::NAMES.into_iter().zip(on).filter(|(_, on)| *on).map(|(f, _)| f).collect()
     }
 
     /// Every flag the command line shares between kinds, in the order `SharedFlags::set`
     /// reads them: what each kind's [`super::Section::shared_flags`] is checked against.
-    pub const NAMES: [&'static str; 11] = [
+    pub const NAMES: [&'static str; 12] = [
         "--flows",
         "--reverse",
         "--bidir",
@@ -92,6 +97,7 @@ impl SharedFlags {
         "--server-cpus",
         "--rate",
         "--timeout",
+        "-n",
     ];
 }
 

@@ -368,7 +368,7 @@ impl Section for HttpSection {
     }
 
     fn shared_flags(&self) -> &'static [&'static str] {
-        &["--rate", "--timeout"]
+        &["--rate", "--timeout", "-n"]
     }
 
     fn describe(&self, bound: &str) -> String {
@@ -487,8 +487,8 @@ pub struct HttpFlags {
     /// http: the status codes that count as succeeded (default 2xx; e.g. 200-399, 2xx,304).
     #[cfg_attr(feature = "clap", arg(long, value_name = "CODES"))]
     pub expect_status: Option<String>,
-    /// http: stop after this many requests in total.
-    #[cfg_attr(feature = "clap", arg(long, short = 'n'))]
+    /// http: stop after this many requests in total (-n as hey takes it).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub requests: Option<u64>,
     /// http: length of the --rate ramp (default: the whole run).
     #[cfg_attr(feature = "clap", arg(long))]
@@ -560,7 +560,13 @@ impl HttpSection {
         if own.expect_status.is_some() {
             self.expect_status = own.expect_status.clone();
         }
-        if let Some(n) = own.requests {
+        let count = match &shared.count {
+            Some(c) => Some(c.trim().parse::<u64>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                flag_err("-n", format!("{c:?}: an http test's -n is a request count (hey -n 10000), a whole number"))
+            })?),
+            None => None,
+        };
+        if let Some(n) = own.requests.or(count) {
             self.requests = Some(n);
             if shared.duration.is_none() {
                 // As hey -n: the request count is the bound; the time cap still applies.

@@ -290,8 +290,36 @@ mod tests {
             server_cpus: Some("0".parse().unwrap()),
             rate: Some("1".into()),
             timeout: Some("1s".parse().unwrap()),
+            count: Some("1".into()),
         };
         assert_eq!(all.set(), SharedFlags::NAMES.to_vec());
+    }
+
+    #[test]
+    fn n_is_a_byte_count_for_bulk_and_a_request_count_for_http() {
+        let with = |name: &str, o: Overrides| Overrides::profile(&o, Some(name), None).map(|(p, _)| p);
+        let n = |c: &str| Overrides {
+            shared: SharedFlags { count: Some(c.into()), ..Default::default() },
+            ..Default::default()
+        };
+        let bulk = with("bulk-1flow", n("1G")).unwrap();
+        let Workload::Bulk(b) = &bulk.workload else { panic!("bulk") };
+        assert_eq!((b.bytes.map(|b| b.bytes()), bulk.run.duration), (Some(1 << 30), None));
+        let http = with("http-max", n("1000")).unwrap();
+        assert_eq!(http.workload.http().unwrap().requests, Some(1000));
+        let e = with("http-max", n("1G")).unwrap_err().to_string();
+        assert!(e.contains("-n") && e.contains("request count"), "{e}");
+        let e = with("latency", n("1000")).unwrap_err().to_string();
+        assert!(e.contains("-n") && e.contains("applies to bulk and http tests"), "{e}");
+        // --blockcount: blocks of -l bytes.
+        let mut o = Overrides::default();
+        o.kinds.bulk.blockcount = Some(1000);
+        o.shared.block = Some("128K".parse().unwrap());
+        let p = with("bulk-1flow", o.clone()).unwrap();
+        let Workload::Bulk(b) = &p.workload else { panic!("bulk") };
+        assert_eq!(b.bytes.map(|b| b.bytes()), Some(1000 * 128 * 1024));
+        o.shared.count = Some("1G".into());
+        assert!(with("bulk-1flow", o).unwrap_err().to_string().contains("give one"));
     }
 
     #[test]

@@ -386,6 +386,10 @@ pub struct RunResult {
     /// the latency the load added.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_probe: Option<Box<LatencyProbeResult>>,
+    /// The server's own lines about the test, as `netblast serve` printed them (`run
+    /// --get-server-output` shows them; iperf3's server output).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_output: Vec<String>,
 }
 
 impl RunResult {
@@ -428,6 +432,7 @@ impl RunResult {
             label: None,
             find_max: None,
             latency_probe: None,
+            server_output: Vec::new(),
         }
     }
 }

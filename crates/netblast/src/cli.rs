@@ -668,7 +668,7 @@ fn with_family(target: &str, v6: bool) -> anyhow::Result<String> {
     if let Ok(ip) = host.parse::<std::net::IpAddr>() {
         if ip.is_ipv6() != v6 {
             anyhow::bail!(
-                "{flag}: {host} is an {} address, and {host} has no {family} address",
+                "{flag}: {host} is an {} address: give the {family} address or a name",
                 if v6 { "IPv4" } else { "IPv6" }
             );
         }

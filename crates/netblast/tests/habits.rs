@@ -106,7 +106,7 @@ fn c_host_and_ipv6_work_for_every_kind() {
     // -4 with an IPv6 address, -6 with an IPv4 one: refused, naming what the host has.
     let out = run(&["-c", "::1", "-4", "-p", &p, "-t", "1"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(util::said(&out).contains("-4: ::1 has no IPv4 address"), "{}", util::said(&out));
+    assert!(util::said(&out).contains("-4: ::1 is an IPv6 address"), "{}", util::said(&out));
     // -c with a count stays wrk's connections: an HTTP flag, refused for bulk naming it.
     let out = run(&["127.0.0.1", "-p", &p, "-c", "4", "-t", "1"]);
     assert_eq!(out.status.code(), Some(2));

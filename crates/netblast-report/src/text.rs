@@ -54,6 +54,18 @@ pub fn knobs(plan: &netblast_spec::result::Plan) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(", "))
 }
 
+/// Each stream's socket as its kernel held it once connected (`run -V`), one line each (the
+/// first few), or nothing where none was read.
+pub fn sockets(streams: &[StreamInfo]) -> String {
+    let mut s = String::new();
+    for st in streams.iter().take(MAX_STREAM_LINES) {
+        if let Some(k) = &st.socket {
+            let _ = writeln!(s, "[{}] socket: {}", id_col(st.id), k.describe());
+        }
+    }
+    s
+}
+
 /// The column header of interval lines: the kind's.
 pub fn interval_header(profile: &Profile) -> String {
     crate::kinds::interval_header(profile)
@@ -574,7 +586,16 @@ mod tests {
 
     /// A stream of a test, addresses and CPUs left blank.
     fn stream_info(id: u32, way: Way) -> StreamInfo {
-        StreamInfo { id, way, local: String::new(), remote: String::new(), client_cpu: 0, server_cpu: None, part: None }
+        StreamInfo {
+            id,
+            way,
+            local: String::new(),
+            remote: String::new(),
+            client_cpu: 0,
+            server_cpu: None,
+            part: None,
+            socket: None,
+        }
     }
 
     /// A way's interval with nothing counted.

@@ -64,6 +64,7 @@ fn run(a: &RunArgs) -> Result<Outcome, AppError> {
     let sig = crate::signals::watch_signals(flags.clone());
     let mut live =
         out::RunLive::new(&plan.profile, plan.time_bound.get(), (human, a.json_stream), a.output.as_deref())?;
+    live.verbose = a.verbose;
     let opts = netblast_engine::exec::api::RunOptions { token, ..Default::default() };
     let outcome = netblast_engine::run::run(&plan, resolved.peer, &probe, &flags, &opts, &mut |ev| live.event(ev));
     live.end(outcome.is_ok());

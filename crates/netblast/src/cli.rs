@@ -9,8 +9,11 @@ use std::path::PathBuf;
 /// netblast: one engine for bulk TCP, message rate, latency and HTTP load, with kernel TCP
 /// statistics beside the application's figures.
 #[derive(Debug, Parser)]
-#[command(name = "netblast", version, about, propagate_version = true)]
+#[command(name = "netblast", version, about, disable_version_flag = true)]
 pub struct Cli {
+    /// Print the version (-V under `run` is iperf3's --verbose).
+    #[arg(long, action = clap::ArgAction::Version)]
+    pub version: Option<bool>,
     /// Log level for diagnostics on stderr (error, warn, info, debug, trace).
     #[arg(long, global = true, default_value = "warn", env = "NETBLAST_LOG")]
     pub log: String,
@@ -160,6 +163,10 @@ pub struct RunArgs {
     /// No interval lines and no status line: only the summary (or the JSON).
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Say what the run set up, as iperf3 -V: each stream's socket as its kernel holds it once
+    /// connected (buffers, congestion control, MSS, TCP_NODELAY, DSCP) and where it is pinned.
+    #[arg(long, short = 'V')]
+    pub verbose: bool,
     /// Source address of every connection (iperf3 -B); several, comma separated, or a prefix
     /// (10.1.0.0/29: its host addresses) spread the flows and connections over them in turn,
     /// as SNAT and ECMP tests need. Each must be this host's.

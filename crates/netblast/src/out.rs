@@ -163,6 +163,8 @@ pub struct RunLive {
     human: bool,
     /// `--json-stream`: each event on stdout as a line of JSON.
     stream: bool,
+    /// `-V`: each stream's socket as its kernel holds it, in the header.
+    pub verbose: bool,
     status: Status,
     streams: Vec<StreamInfo>,
     partial: Option<json::PartialLog>,
@@ -187,7 +189,16 @@ impl RunLive {
             None => None,
         };
         let status = Status::new(bound, human);
-        Ok(RunLive { human, stream, status, streams: Vec::new(), partial, log_full: false, profile: profile.clone() })
+        Ok(RunLive {
+            human,
+            stream,
+            verbose: false,
+            status,
+            streams: Vec::new(),
+            partial,
+            log_full: false,
+            profile: profile.clone(),
+        })
     }
 
     /// Takes one live event.
@@ -216,6 +227,9 @@ impl RunLive {
                     let mut out = text::started(test_id, &plan.aimed_at(), kind, streams, &server.hostname);
                     if let Some(k) = text::knobs(plan) {
                         out.push_str(&format!("{k}\n"));
+                    }
+                    if self.verbose {
+                        out.push_str(&text::sockets(streams));
                     }
                     for n in &plan.notes {
                         out.push_str(&format!("note: {n}\n"));

@@ -235,6 +235,7 @@ impl Peers {
             ("--target HOST", format!("--target {target}")),
             ("--target H ", format!("--target {target} ")),
             ("run HOST -p 5201", format!("run 127.0.0.1 -p {}", self.port)),
+            ("-c HOST -4", format!("-c 127.0.0.1 -p {} -4", self.port)),
             ("-B 10.0.0.4 --bind-dev vxlan0", "-B 127.0.0.1 --bind-dev lo".into()),
             ("-B 10.0.0.4,10.0.0.5", "-B 127.0.0.1,127.0.0.2".into()),
             ("--allow 10.1.0.0/16", "--allow 127.0.0.0/8".into()),

@@ -126,6 +126,13 @@ fn byte_and_block_counts_bound_a_bulk_run_as_iperf3s_do() {
     let out = run(&["127.0.0.1", "-p", &p, "--profile", "latency", "-n", "1000"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(util::said(&out).contains("-n") && util::said(&out).contains("bulk and http"), "{}", util::said(&out));
+    // -V is iperf3's verbose: each stream's socket as the kernel holds it (the mark read back).
+    let out = run(&["127.0.0.1", "-p", &p, "-t", "1", "-V", "--dscp", "AF41", "-C", "reno"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && said.contains("socket: SO_SNDBUF"), "{said}");
+    assert!(said.contains("congestion control reno") && said.contains("DSCP AF41 (34)"), "{said}");
+    let v = util::bin().arg("--version").output().unwrap();
+    assert!(v.status.success() && String::from_utf8_lossy(&v.stdout).starts_with("netblast "));
     // -k 1000 is iperf3's block count: said, with the spelling here.
     let out = run(&["127.0.0.1", "-p", &p, "-k", "1000"]);
     assert_eq!(out.status.code(), Some(2));

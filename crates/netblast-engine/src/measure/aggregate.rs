@@ -723,7 +723,16 @@ mod tests {
     use netblast_spec::result::TcpStats;
 
     fn info(id: u32, way: Way) -> StreamInfo {
-        StreamInfo { id, way, local: String::new(), remote: String::new(), client_cpu: 0, server_cpu: None, part: None }
+        StreamInfo {
+            id,
+            way,
+            local: String::new(),
+            remote: String::new(),
+            client_cpu: 0,
+            server_cpu: None,
+            part: None,
+            socket: None,
+        }
     }
 
     fn tcp(retrans: u64, rtt: u32) -> Option<TcpStats> {

@@ -214,6 +214,28 @@ pub fn bind_nth(sock: &Socket, local: &Binding, n: usize) -> io::Result<()> {
     ))
 }
 
+/// What the kernel holds for a connected TCP socket's options (see
+/// [`netblast_spec::result::SocketSetup`]); a getter that fails leaves its field at 0.
+pub fn read_back(sock: SockRef<'_>) -> netblast_spec::result::SocketSetup {
+    let v6 = sock.domain().is_ok_and(|d| d == Domain::IPV6);
+    let v4_peer = sock.peer_addr().ok().and_then(|a| a.as_socket()).is_some_and(|a| match a.ip() {
+        std::net::IpAddr::V4(_) => true,
+        std::net::IpAddr::V6(a) => a.to_ipv4_mapped().is_some(),
+    });
+    let tos = if v6 && !v4_peer { sock.tclass_v6() } else { sock.tos_v4() };
+    netblast_spec::result::SocketSetup {
+        sndbuf: sock.send_buffer_size().unwrap_or(0) as u64,
+        rcvbuf: sock.recv_buffer_size().unwrap_or(0) as u64,
+        congestion: sock
+            .tcp_congestion()
+            .map(|c| String::from_utf8_lossy(&c).trim_end_matches('\0').to_string())
+            .unwrap_or_default(),
+        mss: sock.tcp_mss().unwrap_or(0),
+        nodelay: sock.tcp_nodelay().unwrap_or(false),
+        tos: tos.unwrap_or(0) as u8,
+    }
+}
+
 /// The next data socket number of this process, for sockets opened one by one as a test goes
 /// (cps connections, HTTP connections): they spread over the binding's addresses and ports in
 /// turn.

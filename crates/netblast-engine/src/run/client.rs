@@ -248,6 +248,7 @@ fn open_streams(
             client_cpu,
             server_cpu: s.server_cpu,
             part: None,
+            socket: Some(sockopt::read_back(socket2::SockRef::from(&tcp))),
         });
         conns.push(Conn { id: s.id, way: s.way, tcp, udp: udp_sock, listener, cpu: Some(client_cpu) });
     }

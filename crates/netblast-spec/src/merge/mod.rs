@@ -474,6 +474,7 @@ pub(crate) mod tests {
                     client_cpu: 0,
                     server_cpu: None,
                     part: None,
+                    socket: None,
                 })
                 .collect(),
             intervals,

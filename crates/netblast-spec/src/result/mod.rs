@@ -215,6 +215,50 @@ pub struct StreamInfo {
     /// Merged results: the index in `parts` of the test this stream belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub part: Option<u32>,
+    /// The client socket's options as its kernel held them once connected (`run -V` prints
+    /// them); absent where not read (HTTP, merged results of older runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<SocketSetup>,
+}
+
+/// A connected socket's options as the kernel reports them (`getsockopt`): what a run really
+/// set up, whatever was asked.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SocketSetup {
+    /// `SO_SNDBUF` as reported (Linux reports twice the size it accepted).
+    pub sndbuf: u64,
+    /// `SO_RCVBUF` as reported.
+    pub rcvbuf: u64,
+    /// `TCP_CONGESTION`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub congestion: String,
+    /// `TCP_MAXSEG`: the MSS in effect.
+    pub mss: u32,
+    /// `TCP_NODELAY`.
+    pub nodelay: bool,
+    /// The TOS byte (IPv4) or traffic class (IPv6): the DSCP mark is its upper six bits.
+    pub tos: u8,
+}
+
+impl SocketSetup {
+    /// One line: `SO_SNDBUF 2.50 MBytes, SO_RCVBUF 128 KBytes (as the kernel reports them),
+    /// congestion control cubic, MSS 1448 bytes, TCP_NODELAY off, DSCP EF (46)`.
+    pub fn describe(&self) -> String {
+        let b = crate::units::fmt_bytes;
+        let dscp = match crate::mark::Dscp::new(self.tos >> 2) {
+            Some(d) if d.value() > 0 => format!("DSCP {d}"),
+            _ => "no DSCP mark".into(),
+        };
+        format!(
+            "SO_SNDBUF {}, SO_RCVBUF {} (as the kernel reports them), congestion control {}, MSS {} bytes, \
+             TCP_NODELAY {}, {dscp}",
+            b(self.sndbuf),
+            b(self.rcvbuf),
+            if self.congestion.is_empty() { "?" } else { &self.congestion },
+            self.mss,
+            if self.nodelay { "on" } else { "off" }
+        )
+    }
 }
 
 /// Totals over the whole run.

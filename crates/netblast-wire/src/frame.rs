@@ -215,6 +215,30 @@ pub enum FrameError {
     /// The body is not a message we understand.
     #[error("malformed control frame: {0}")]
     Malformed(String),
+    /// The peer speaks another protocol, recognised by its first bytes (an HTTP or TLS server,
+    /// an SSH one): what it is and what to run instead.
+    #[error("{0}")]
+    Foreign(String),
+}
+
+/// What a peer whose first four bytes are `b` speaks, if they are another protocol's: HTTP
+/// (`HTTP/1.1 400 ...`), TLS (an alert or handshake record), SSH (its banner).
+fn foreign(b: [u8; 4]) -> Option<String> {
+    match b {
+        [b'H', b'T', b'T', b'P'] => Some(
+            "it answered in HTTP (\"HTTP/...\"): an HTTP server, not a `netblast serve`. For its request or \
+             connection rate: netblast run --url http://ADDRESS:PORT/ (--no-keepalive opens a connection per \
+             request)"
+                .into(),
+        ),
+        [0x15 | 0x16, 0x03, 0..=0x04, _] => Some(
+            "it answered with a TLS record: a TLS server, not a `netblast serve`. For its HTTPS rate: netblast run \
+             --url https://ADDRESS:PORT/ (-k for a self-signed certificate)"
+                .into(),
+        ),
+        [b'S', b'S', b'H', b'-'] => Some("it sent an SSH banner: an SSH server, not a `netblast serve`".into()),
+        _ => None,
+    }
 }
 
 /// Encodes a message as one frame (length prefix + JSON).
@@ -231,7 +255,7 @@ pub fn encode_frame<T: Serialize>(msg: &T) -> Vec<u8> {
 pub fn frame_len(prefix: [u8; 4]) -> Result<usize, FrameError> {
     let n = u32::from_be_bytes(prefix) as usize;
     if n > MAX_FRAME {
-        return Err(FrameError::TooLong(n));
+        return Err(foreign(prefix).map_or(FrameError::TooLong(n), FrameError::Foreign));
     }
     Ok(n)
 }
@@ -316,5 +340,23 @@ pub mod nonblocking {
             Some(b) => decode_body(&b).map(Some).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
             None => Ok(None),
         }
+    }
+}
+
+#[cfg(test)]
+mod foreign_tests {
+    use super::*;
+
+    #[test]
+    fn another_protocols_first_bytes_are_named_not_read_as_a_length() {
+        let e = frame_len(*b"HTTP").unwrap_err().to_string();
+        assert!(e.contains("an HTTP server") && e.contains("--url http://"), "{e}");
+        let e = frame_len([0x15, 0x03, 0x03, 0x00]).unwrap_err().to_string();
+        assert!(e.contains("a TLS server"), "{e}");
+        assert!(frame_len(*b"SSH-").unwrap_err().to_string().contains("SSH"));
+        // Any other length over the limit is said as one.
+        let e = frame_len([0x7f, 0, 0, 0]).unwrap_err().to_string();
+        assert!(e.contains("over the"), "{e}");
+        assert_eq!(frame_len([0, 0, 1, 0]).unwrap(), 256);
     }
 }

@@ -169,3 +169,24 @@ fn logfile_timestamps_and_server_output_are_iperf3s() {
     assert_eq!(out.status.code(), Some(2));
     assert!(util::said(&out).contains("--logfile /nonexistent/dir/x.log"), "{}", util::said(&out));
 }
+
+#[test]
+fn a_test_aimed_at_an_http_server_says_it_is_one_and_what_to_run() {
+    // A server that answers whatever comes with an HTTP error, as nginx does to a netblast hello.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    let answer = std::thread::spawn(move || {
+        for c in l.incoming().take(1) {
+            let mut c = c.unwrap();
+            let mut buf = [0u8; 512];
+            let _ = std::io::Read::read(&mut c, &mut buf);
+            let _ = std::io::Write::write_all(&mut c, b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let out = run(&["127.0.0.1", "-p", &port, "--profile", "cps", "-t", "1"]);
+    answer.join().unwrap();
+    let said = util::said(&out);
+    assert_ne!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("an HTTP server") && said.contains("--url http://"), "{said}");
+    assert!(!said.contains("1213486160"), "{said}");
+}

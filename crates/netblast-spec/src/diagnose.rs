@@ -155,7 +155,7 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
     }
     let rate = w.receiver.unwrap_or(w.sender).bits_per_s;
     let wanted = match &r.profile.workload {
-        Workload::Bulk(b) => b.bitrate.map(|b| b.bits_per_s()),
+        Workload::Bulk(b) => b.rate(w.way).map(|b| b.bits_per_s()),
         _ => None,
     };
     let per_flow = rate / f64::from(w.streams.max(1));

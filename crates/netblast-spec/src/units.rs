@@ -216,28 +216,41 @@ impl FromStr for BitRate {
     }
 }
 
-/// `-b`: one bit rate, or a range `LOW..HIGH` that `--find-max` searches.
+/// `-b`: one bit rate, a range `LOW..HIGH` that `--find-max` searches, or `UP/DOWN`: the
+/// client-to-server flows' rate and the server-to-client flows' (`--bidir`, `-R`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BitRateArg {
-    /// The rate (the range's low end).
+    /// The rate (the range's low end; with `UP/DOWN`, the up rate).
     pub from: BitRate,
     /// The range's high end.
     pub to: Option<BitRate>,
+    /// `UP/DOWN`: the server-to-client flows' rate.
+    pub down: Option<BitRate>,
 }
 
 impl BitRateArg {
     /// One rate.
     pub fn one(r: BitRate) -> BitRateArg {
-        BitRateArg { from: r, to: None }
+        BitRateArg { from: r, to: None, down: None }
     }
 }
 
 impl FromStr for BitRateArg {
     type Err = UnitError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Some((up, down)) = s.split_once('/') {
+            if s.contains("..") {
+                return Err(UnitError {
+                    what: "bit rate",
+                    value: s.to_string(),
+                    expected: "a rate per way UP/DOWN (1G/200M) or a range LOW..HIGH, not both",
+                });
+            }
+            return Ok(BitRateArg { from: up.parse()?, to: None, down: Some(down.parse()?) });
+        }
         Ok(match s.split_once("..") {
-            Some((a, b)) => BitRateArg { from: a.parse()?, to: Some(b.parse()?) },
-            None => BitRateArg { from: s.parse()?, to: None },
+            Some((a, b)) => BitRateArg { from: a.parse()?, to: Some(b.parse()?), down: None },
+            None => BitRateArg { from: s.parse()?, to: None, down: None },
         })
     }
 }

@@ -190,3 +190,30 @@ fn a_test_aimed_at_an_http_server_says_it_is_one_and_what_to_run() {
     assert!(said.contains("an HTTP server") && said.contains("--url http://"), "{said}");
     assert!(!said.contains("1213486160"), "{said}");
 }
+
+#[test]
+fn bidir_takes_a_rate_per_direction() {
+    let (_serve, port) = serve_dual();
+    let p = port.to_string();
+    use netblast_spec::profile::Way;
+    let rate = |r: &RunResult, way: Way| {
+        let w = r.summary.ways.iter().find(|w| w.way == way).unwrap();
+        w.receiver.as_ref().unwrap_or(&w.sender).bits_per_s
+    };
+    // TCP: each way held at its own rate by its own sender (the server's down).
+    let r = result_of(&run(&["127.0.0.1", "-p", &p, "-t", "2", "--bidir", "-b", "200M/50M", "--json"]));
+    let (up, down) = (rate(&r, Way::Up), rate(&r, Way::Down));
+    assert!((up / 200e6 - 1.0).abs() < 0.05 && (down / 50e6 - 1.0).abs() < 0.05, "up {up}, down {down}");
+    assert!(r.plan.profile.description.contains("paced to 200 Mbits/sec up and 50.0 Mbits/sec down"));
+    // UDP: the same, in datagrams.
+    let r = result_of(&run(&["127.0.0.1", "-p", &p, "-t", "2", "-u", "--bidir", "-b", "100M/20M", "--json"]));
+    let sent = |way: Way| r.summary.ways.iter().find(|w| w.way == way).unwrap().sender.bits_per_s;
+    assert!((sent(Way::Up) / 100e6 - 1.0).abs() < 0.05, "{}", sent(Way::Up));
+    assert!((sent(Way::Down) / 20e6 - 1.0).abs() < 0.05, "{}", sent(Way::Down));
+    // A rate per way and a range together, and an up limit with an unlimited down: refused.
+    for (b, says) in [("1G..2G/3G", "not both"), ("1G/0", "give both rates")] {
+        let out = run(&["127.0.0.1", "-p", &p, "-t", "1", "-b", b]);
+        assert_eq!(out.status.code(), Some(2), "{b}");
+        assert!(util::said(&out).contains(says), "{b}: {}", util::said(&out));
+    }
+}

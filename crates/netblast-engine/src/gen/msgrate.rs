@@ -66,8 +66,14 @@ pub struct MsgConfig {
 /// Spawns an end's msgrate workers, one pinned worker per flow (and on the server of a UDP
 /// test that asks for them, the per-CPU receivers' group).
 pub fn spawn(end: &End<'_>, m: &MsgrateSection, conns: Vec<Conn>) -> io::Result<Vec<std::thread::JoinHandle<()>>> {
+    // Every flow this end sends goes one way (the client's up, the server's down): its rate.
+    let mut section = m.clone();
+    section.bitrate = m.rate(match end.side {
+        Side::Client => netblast_spec::profile::Way::Up,
+        Side::Server => netblast_spec::profile::Way::Down,
+    });
     let cfg = Arc::new(MsgConfig {
-        section: m.clone(),
+        section,
         sequenced: m.protocol == netblast_spec::profile::Protocol::Udp
             && m.msg_bytes.bytes() >= MsgrateSection::SEQ_HEADER,
         group: per_cpu_receivers(end, m, &conns)?,

@@ -19,12 +19,24 @@ use std::fmt::Write;
 /// version string does not tell them apart.
 pub(crate) fn header(profile: &Profile) -> String {
     let paced = match &profile.workload {
-        Workload::Bulk(b) => b.bitrate.map(|r| {
-            format!(
-                "Paced: each sending flow held to {} by its sender; the receiver's count is the rate held\n",
-                fmt_bits_per_s(r.bits_per_s())
-            )
-        }),
+        Workload::Bulk(b) => {
+            let (up, down) = (b.rate(netblast_spec::profile::Way::Up), b.rate(netblast_spec::profile::Way::Down));
+            let r = |r: Option<netblast_spec::units::BitRate>| {
+                r.map_or("no limit".into(), |r| fmt_bits_per_s(r.bits_per_s()))
+            };
+            match (up, down) {
+                (None, None) => None,
+                (u, d) if u == d => Some(format!(
+                    "Paced: each sending flow held to {} by its sender; the receiver's count is the rate held\n",
+                    r(u)
+                )),
+                (u, d) => Some(format!(
+                    "Paced: each flow held by its sender, to {} up and {} down; the receiver's count is the rate held\n",
+                    r(u),
+                    r(d)
+                )),
+            }
+        }
         _ => None,
     };
     format!(

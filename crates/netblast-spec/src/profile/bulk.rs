@@ -93,6 +93,9 @@ pub struct BulkSection {
     /// (`SO_MAX_PACING_RATE`: payload bytes per second); none: as fast as TCP goes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bitrate: Option<crate::units::BitRate>,
+    /// The server-to-client flows' rate when it differs (`-b UP/DOWN`); none: `bitrate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bitrate_down: Option<crate::units::BitRate>,
     /// Server CPUs for the server's ends of the flows, flow i's on the i-th (wrapping), one
     /// pinned worker per CPU; none: the server's workers are not pinned (iperf3's default;
     /// its `-A n,m` pins both ends).
@@ -125,6 +128,7 @@ impl Default for BulkSection {
             send_mode: SendMode::Copy,
             bytes: None,
             bitrate: None,
+            bitrate_down: None,
             server_cpus: None,
         }
     }
@@ -146,7 +150,15 @@ impl Section for BulkSection {
             Direction::Bidir => "both ways",
         };
         let bytes = self.bytes.map(|n| format!(", {n} in total")).unwrap_or_default();
-        let paced = self.bitrate.map(|r| format!(", each paced to {r}")).unwrap_or_default();
+        let paced = match (self.bitrate, self.rate(crate::profile::Way::Down)) {
+            (up, down) if up != down => format!(
+                ", paced to {} up and {} down",
+                up.map_or("no limit".to_string(), |r| r.to_string()),
+                down.map_or("no limit".to_string(), |r| r.to_string())
+            ),
+            (Some(r), _) => format!(", each paced to {r}"),
+            _ => String::new(),
+        };
         format!(
             "bulk: {} TCP flow{} {dir}, {} per send{bytes}{paced}, {bound}",
             self.flows,
@@ -163,10 +175,12 @@ impl Section for BulkSection {
         if self.bytes.is_some_and(|n| n.bytes() == 0) {
             return Err(("bulk.bytes", "must be greater than 0".into()));
         }
-        if let Some(r) = self.bitrate {
+        for (field, rate) in [("bulk.bitrate", self.bitrate), ("bulk.bitrate_down", self.bitrate_down)] {
             // The kernel takes bytes per second in 64 bits; below 8 bit/s it is 0.
-            if !(r.0.is_finite() && (8.0..=1e13).contains(&r.0)) {
-                return Err(("bulk.bitrate", format!("{r} is outside 8 bit/s..10 Tbit/s")));
+            if let Some(r) = rate {
+                if !(r.0.is_finite() && (8.0..=1e13).contains(&r.0)) {
+                    return Err((field, format!("{r} is outside 8 bit/s..10 Tbit/s")));
+                }
             }
         }
         Ok(())
@@ -236,6 +250,15 @@ impl BulkFlags {
 }
 
 impl BulkSection {
+    /// The rate each sending flow going `way` is held at (`-b`, `-b UP/DOWN`); none: as fast
+    /// as TCP goes.
+    pub fn rate(&self, way: crate::profile::Way) -> Option<crate::units::BitRate> {
+        match way {
+            crate::profile::Way::Up => self.bitrate,
+            crate::profile::Way::Down => self.bitrate_down.or(self.bitrate),
+        }
+    }
+
     /// Applies the bulk flags (`--bytes` makes the byte count the bound, as iperf3 -n).
     pub fn apply(&mut self, own: &BulkFlags, shared: &SharedFlags, run: &mut RunSection) -> Result<(), SpecError> {
         set(&mut self.flows, shared.flows);
@@ -265,7 +288,8 @@ impl BulkSection {
             self.direction = Direction::Bidir;
         }
         set(&mut self.send_mode, own.send_mode);
-        if let Some(r) = shared.bitrate.map(super::flags::one_bitrate).transpose()? {
+        if let Some((r, down)) = shared.bitrate.map(super::flags::one_bitrate).transpose()? {
+            self.bitrate_down = super::flags::down_rate(r, down)?;
             // -b 0: as fast as TCP goes (iperf3's unlimited). A TCP test stays TCP: -u is the
             // only way to UDP.
             self.bitrate = (r.0 > 0.0).then_some(r);

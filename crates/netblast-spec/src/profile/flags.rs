@@ -36,8 +36,9 @@ pub struct SharedFlags {
     #[cfg_attr(feature = "clap", arg(long, short = 'u'))]
     pub udp: bool,
     /// Target bit rate per flow (iperf3 -b), e.g. 200M, 1G: UDP datagrams paced evenly;
-    /// bulk TCP flows held by a schedule, the kernel pacing 25% above it. 0: no limit. With
-    /// --find-max, the range searched: 50M..1G.
+    /// bulk TCP flows held by a schedule, the kernel pacing 25% above it. 0: no limit. UP/DOWN
+    /// (1G/200M): the client-to-server flows' rate and the server-to-client flows' (--bidir,
+    /// -R). With --find-max, the range searched: 50M..1G.
     #[cfg_attr(feature = "clap", arg(long, short = 'b'))]
     pub bitrate: Option<crate::units::BitRateArg>,
     /// msgrate, rr, cps, bulk: server CPUs for the peer flows, flow i on the i-th (default for
@@ -141,10 +142,31 @@ pub fn parse_connections(s: &str) -> Result<u32, String> {
     })
 }
 
-/// `-b`'s one rate: a range is what `--find-max` searches, refused anywhere else.
-pub(crate) fn one_bitrate(b: crate::units::BitRateArg) -> Result<crate::units::BitRate, SpecError> {
+/// The down rate of `-b UP/DOWN`: none when the same as up; 0 (no limit) only with an up rate
+/// of 0 too (an up limit falls back on the down flows otherwise).
+pub(crate) fn down_rate(
+    up: crate::units::BitRate,
+    down: Option<crate::units::BitRate>,
+) -> Result<Option<crate::units::BitRate>, SpecError> {
+    match down {
+        Some(d) if d.0 == 0.0 && up.0 > 0.0 => Err(flag_err(
+            "--bitrate",
+            format!(
+                "{up}/0: the server-to-client flows without a limit and the others held is not taken; give both rates"
+            ),
+        )),
+        Some(d) if d.0 > 0.0 && d != up => Ok(Some(d)),
+        _ => Ok(None),
+    }
+}
+
+/// `-b`'s one rate (and with `UP/DOWN` the down rate): a range is what `--find-max` searches,
+/// refused anywhere else.
+pub(crate) fn one_bitrate(
+    b: crate::units::BitRateArg,
+) -> Result<(crate::units::BitRate, Option<crate::units::BitRate>), SpecError> {
     match b.to {
-        None => Ok(b.from),
+        None => Ok((b.from, b.down)),
         Some(to) => Err(flag_err(
             "--bitrate",
             format!("{}..{to} is a range, which --find-max searches; give one rate without it", b.from),

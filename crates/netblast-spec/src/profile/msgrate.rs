@@ -110,6 +110,9 @@ pub struct MsgrateSection {
     /// as possible.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bitrate: Option<BitRate>,
+    /// UDP: the server-to-client flows' rate when it differs (`-b UP/DOWN`); none: `bitrate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bitrate_down: Option<BitRate>,
     /// UDP: the server's receivers, a socket per `flow` (default) or `per_cpu`.
     #[serde(default, skip_serializing_if = "is_flow")]
     pub receivers: Receivers,
@@ -176,6 +179,7 @@ impl Default for MsgrateSection {
             recv: RecvMode::Batch,
             direction: super::Direction::Forward,
             bitrate: None,
+            bitrate_down: None,
             receivers: Receivers::Flow,
             eor: false,
             gso: false,
@@ -209,7 +213,15 @@ impl Section for MsgrateSection {
             flows_words(self.flows),
             [
                 if self.recv == RecvMode::Each { ", read one message per call" } else { "" }.to_string(),
-                self.bitrate.map(|b| format!(", paced at {b} per flow")).unwrap_or_default(),
+                match (self.bitrate, self.rate(crate::profile::Way::Down)) {
+                    (up, down) if up != down => format!(
+                        ", paced at {} up and {} down per flow",
+                        up.map_or("no limit".to_string(), |r| r.to_string()),
+                        down.map_or("no limit".to_string(), |r| r.to_string())
+                    ),
+                    (Some(b), _) => format!(", paced at {b} per flow"),
+                    _ => String::new(),
+                },
                 if self.receivers == Receivers::PerCpu { ", one receiver per server CPU" } else { "" }.to_string(),
                 match (self.gso, self.gro) {
                     (true, true) => ", sent with GSO and received with GRO",
@@ -237,7 +249,7 @@ impl Section for MsgrateSection {
         if self.batch == 0 || self.batch > 1024 {
             return Err(("msgrate.batch", format!("{} is outside 1..1024", self.batch)));
         }
-        if let Some(b) = self.bitrate {
+        for b in [self.bitrate, self.bitrate_down].into_iter().flatten() {
             if self.protocol != Protocol::Udp {
                 return Err((
                     "msgrate.bitrate",
@@ -375,6 +387,16 @@ impl MsgrateFlags {
 }
 
 impl MsgrateSection {
+    /// The rate each sending UDP flow going `way` is paced at (`-b`, `-b UP/DOWN`).
+    pub fn rate(&self, way: crate::profile::Way) -> Option<BitRate> {
+        match way {
+            crate::profile::Way::Up => self.bitrate,
+            crate::profile::Way::Down => self.bitrate_down.or(self.bitrate),
+        }
+    }
+}
+
+impl MsgrateSection {
     /// Applies the msgrate flags.
     pub fn apply(&mut self, own: &MsgrateFlags, shared: &SharedFlags, _run: &mut RunSection) -> Result<(), SpecError> {
         if shared.flows.is_some() {
@@ -390,7 +412,8 @@ impl MsgrateSection {
         if shared.bidir {
             self.direction = Direction::Bidir;
         }
-        if let Some(b) = shared.bitrate.map(super::flags::one_bitrate).transpose()? {
+        if let Some((b, down)) = shared.bitrate.map(super::flags::one_bitrate).transpose()? {
+            self.bitrate_down = super::flags::down_rate(b, down)?;
             // -b 0: as fast as the sender can (iperf3's unlimited).
             self.bitrate = (b.0 > 0.0).then_some(b);
         }

@@ -54,7 +54,7 @@ pub fn udp(r: &RunResult) -> Vec<String> {
                     });
                 }
             }
-            if let Some(b) = m.bitrate {
+            if let Some(b) = m.rate(w.way) {
                 let wanted = b.bits_per_s() * w.streams.max(1) as f64 / 8.0 / m.msg_bytes.0.max(1) as f64;
                 if t.sent_per_s < wanted * 0.95 {
                     let why = crate::diagnose::sender_cpu(r, w.way)

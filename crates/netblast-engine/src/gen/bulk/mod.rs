@@ -619,6 +619,11 @@ pub fn spawn_workers(
 /// the streams are spread round-robin over one worker per CPU of `end.bulk_cpus`, except on a
 /// server asked to pin every stream (`server_cpus`): one worker per CPU named, with its streams.
 pub fn spawn(end: &End<'_>, b: &BulkSection, conns: Vec<Conn>) -> io::Result<Vec<std::thread::JoinHandle<()>>> {
+    // Every flow this end sends goes one way (the client's up, the server's down): its rate.
+    let rate = b.rate(match end.side {
+        Side::Client => netblast_spec::profile::Way::Up,
+        Side::Server => netblast_spec::profile::Way::Down,
+    });
     let senders = conns.iter().filter(|c| end.role(c.way) == FlowRole::Send).count() as u64;
     // A server's streams the client asked to pin (the profile's `server_cpus`): one worker per
     // CPU named, each with the flows pinned there. (A client's spread over `bulk_cpus`.)
@@ -634,7 +639,7 @@ pub fn spawn(end: &End<'_>, b: &BulkSection, conns: Vec<Conn>) -> io::Result<Vec
             }
             _ => None,
         };
-        if let (FlowRole::Send, Some(rate)) = (role, b.bitrate) {
+        if let (FlowRole::Send, Some(rate)) = (role, rate) {
             use crate::os::sockopt::{paced_notsent_lowat, set_max_pacing_rate, set_notsent_lowat};
             set_max_pacing_rate(c.tcp.as_raw_fd(), rate.bits_per_s() * KERNEL_PACING_HEADROOM)?;
             // What is counted as sent is on its way, and the test ends when its bound does.
@@ -648,7 +653,7 @@ pub fn spawn(end: &End<'_>, b: &BulkSection, conns: Vec<Conn>) -> io::Result<Vec
         interval,
         timing: end.timing,
         batch_reads: end.profile.tcp.rcvbuf().is_none(),
-        paced: b.bitrate.map(|r| r.bits_per_s() / 8.0),
+        paced: rate.map(|r| r.bits_per_s() / 8.0),
     });
     match cpus.filter(|c| !c.is_empty()) {
         Some(cpus) => {

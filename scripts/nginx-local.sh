@@ -9,7 +9,8 @@
 #   /1mib      a 1 MiB file of random bytes (the seeds' vegeta runs)
 #   /limited   the 45-byte file behind limit_req at LIMIT_RATE (default 2000r/s, burst 20): a
 #              capacity made on purpose, each request over it answered 503
-# HTTPS_PORT speaks HTTP/1.1 and h2 (ALPN). Stops on SIGTERM/SIGINT.
+# HTTPS_PORT speaks HTTP/1.1 and h2 (ALPN), TLS 1.2 and 1.3, and resumes sessions. Stops on
+# SIGTERM/SIGINT.
 set -euo pipefail
 DIR=$1
 HTTP_PORT=$2
@@ -55,6 +56,10 @@ http {
         listen 127.0.0.1:$HTTPS_PORT ssl http2 reuseport;
         ssl_certificate $DIR/cert.pem;
         ssl_certificate_key $DIR/key.pem;
+        # Both versions a client may hold a handshake to (nginx before 1.23.4 leaves 1.3 out),
+        # and sessions to resume: ids in a cache, tickets (on by default).
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_cache shared:TLS:1m;
         root $DIR/www;
         location = / { try_files /index.html =404; }
         location = /503 { return 503; }

@@ -22,6 +22,11 @@ pub fn started(test_id: &str, peer: &str, kind: &str, streams: &[StreamInfo], se
     }
     for st in streams.iter().take(MAX_STREAM_LINES) {
         let server_cpu = st.server_cpu.map(|c| format!(", server CPU {c}")).unwrap_or_default();
+        if st.local.is_empty() {
+            // A flow of its own connections (cps with no agent): no one connection to name.
+            let _ = writeln!(s, "[{}] dials {} (client CPU {})", id_col(st.id), st.remote, st.client_cpu);
+            continue;
+        }
         let _ = writeln!(
             s,
             "[{}] {} local {} connected to {} (client CPU {}{server_cpu})",

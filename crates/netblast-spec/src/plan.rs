@@ -156,6 +156,8 @@ pub fn plan(
                 resolve_target(target, port)?
             }
         }
+        // Any listener: the web ports by default.
+        Workload::Cps(c) if !c.agent => resolve_target(target, if c.tls { 443 } else { 80 })?,
         _ => resolve_target(target, DEFAULT_PORT)?,
     };
     let (client_cpus, note) = resolve_cpus(profile.run.cpus.as_ref(), allowed_cpus, cpus_from_flag)?;

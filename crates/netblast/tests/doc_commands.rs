@@ -232,6 +232,7 @@ impl Peers {
             ("https://HOST:8443/", format!("https://127.0.0.1:{}/", self.https)),
             ("http://HOST:8080/", format!("http://127.0.0.1:{}/", self.http)),
             ("HOST:8080", format!("127.0.0.1:{}", self.http)),
+            ("HOST:8443", format!("127.0.0.1:{}", self.https)),
             ("--target HOST", format!("--target {target}")),
             ("--target H ", format!("--target {target} ")),
             ("run HOST -p 5201", format!("run 127.0.0.1 -p {}", self.port)),

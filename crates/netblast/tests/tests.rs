@@ -24,6 +24,7 @@
 //! Tests run on loopback with short bounded durations; none asserts a speed. Fleets have a
 //! binary of their own (`fleet_main.rs`).
 
+mod agentless;
 mod architecture;
 mod browser;
 mod bulk;

@@ -2,6 +2,7 @@
 //! ([`resolve`]: what `netblast run`, a fleet agent's order and the tests all use), then run
 //! ([`run`]): a data-port test against `netblast serve`, or an HTTP test against any HTTP server.
 
+pub mod agentless;
 pub mod client;
 pub mod latency;
 
@@ -29,7 +30,7 @@ pub fn run(
     }
 }
 
-/// Runs `plan` alone: the data-port sequence or the HTTP one.
+/// Runs `plan` alone: the data-port sequence, the HTTP one, or cps with no agent.
 fn run_load(
     plan: &Plan,
     peer: SocketAddr,
@@ -40,6 +41,8 @@ fn run_load(
 ) -> Result<RunResult, ClientError> {
     if plan.profile.workload.is_http() {
         crate::gen::http::run(plan, probe, flags, opts, live)
+    } else if plan.profile.workload.agentless() {
+        agentless::run(plan, peer, probe, flags, opts, live)
     } else {
         crate::run::client::run(plan, peer, probe, flags, opts, live)
     }

@@ -8,9 +8,14 @@ use netblast_spec::result::{Interval, RunResult, StreamInfo, WaySummary};
 use netblast_spec::units::{fmt_per_s, known};
 use std::fmt::Write;
 
-/// The column header of cps' interval lines.
-pub(crate) const HEADER: &str =
-    "[ ID] Interval           Conns/s       Failed  Connect p50  p99        p99.9      max\n";
+/// The column header of cps' interval lines (with TLS the latency is the handshake's).
+pub(crate) fn header(profile: &Profile) -> &'static str {
+    if profile.workload.cps().is_some_and(|c| c.tls) {
+        "[ ID] Interval           Conns/s       Failed  Hshake p50   p99        p99.9      max\n"
+    } else {
+        "[ ID] Interval           Conns/s       Failed  Connect p50  p99        p99.9      max\n"
+    }
+}
 
 /// One interval of cps: connections per second, those that failed, connect latency.
 pub(crate) fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String {
@@ -41,18 +46,24 @@ pub(crate) fn summary(s: &mut String, r: &RunResult) {
 fn way_summary(s: &mut String, w: &WaySummary, m: &netblast_spec::result::MsgTotals, r: &RunResult) {
     let Workload::Cps(c) = &r.plan.profile.workload else { return };
     let conns = m.conns.unwrap_or_default();
+    let exchange = if c.agent {
+        format!("{}-byte request, {}-byte response", c.req_bytes.bytes(), c.resp_bytes.bytes())
+    } else {
+        agentless_words(c)
+    };
     let _ = writeln!(
         s,
-        "[SUM] {}  {} connections completed, {} ({} flow{}, {}-byte request, {}-byte response, {})",
+        "[SUM] {}  {} connections completed, {} ({} flow{}, {exchange}, {})",
         span(0.0, w.sender.seconds),
         m.sent,
         fmt_per_s(m.sent_per_s),
         w.streams,
         if w.streams == 1 { "" } else { "s" },
-        c.req_bytes.bytes(),
-        c.resp_bytes.bytes(),
         close_words(c.close),
     );
+    if !c.agent {
+        agentless_lines(s, &conns);
+    }
     if c.close == netblast_spec::profile::CloseMode::Fin {
         // What the client's ports sustain: each holds TIME_WAIT for 60 s per destination.
         let ports = r.client.tcp.as_ref().map(|d| f64::from(d.port_count()));
@@ -100,7 +111,12 @@ fn way_summary(s: &mut String, w: &WaySummary, m: &netblast_spec::result::MsgTot
         conns.syn_retransmits.map(|n| n.to_string()).unwrap_or_else(|| "unknown (--probe off):".into())
     );
     if let Some(l) = &w.latency {
-        let _ = writeln!(s, "Connect latency (connect() call to established, client clock): {}", pcts(l));
+        let what = if c.tls {
+            "Handshake latency (connect() call to the TLS handshake's end, client clock)"
+        } else {
+            "Connect latency (connect() call to established, client clock)"
+        };
+        let _ = writeln!(s, "{what}: {}", pcts(l));
     }
     if let Some(k) = &w.kernel_rtt {
         let _ = writeln!(
@@ -113,6 +129,67 @@ fn way_summary(s: &mut String, w: &WaySummary, m: &netblast_spec::result::MsgTot
             s,
             "      {} segments retransmitted after establishment (per interval in the JSON)",
             known(w.retransmits)
+        );
+    }
+}
+
+/// What each connection to a server with no agent carries, in words.
+fn agentless_words(c: &netblast_spec::profile::CpsSection) -> String {
+    let mut parts = vec!["no agent".to_string()];
+    if c.tls {
+        parts.push(format!(
+            "{} TLS handshakes{}",
+            if c.resume { "resumed" } else { "full" },
+            c.tls_version.map(|v| format!(" ({})", v.name())).unwrap_or_default()
+        ));
+    }
+    if let Ok(sent) = c.send_bytes() {
+        if !sent.is_empty() {
+            parts.push(format!("{} bytes sent", sent.len()));
+        }
+    }
+    parts.push(
+        match c.read_mode() {
+            netblast_spec::profile::ReadMode::None => "nothing read",
+            netblast_spec::profile::ReadMode::First => "the answer's first bytes read",
+            netblast_spec::profile::ReadMode::All => "read until the server closed",
+        }
+        .to_string(),
+    );
+    parts.join(", ")
+}
+
+/// What a test with no agent measured and what not, what the server answered, how the TLS
+/// handshakes went.
+fn agentless_lines(s: &mut String, conns: &netblast_spec::result::ConnCounts) {
+    let _ = writeln!(
+        s,
+        "      measured by the client alone (no netblast on the server): connections, failures and latency as \
+         the client saw them; no server-side count, CPU or kernel figures (set them against the server's \
+         own counters, e.g. nginx stub_status accepts)"
+    );
+    if let Some(a) = conns.answers {
+        let mut what = Vec::new();
+        if a.http > 0 {
+            let status = if a.http_status > 0 { format!(" (status {})", a.http_status) } else { String::new() };
+            what.push(format!("{} an HTTP response{status}", a.http));
+        }
+        if a.banner > 0 {
+            what.push(format!("{} other bytes first (a banner or greeting)", a.banner));
+        }
+        if a.nothing > 0 {
+            what.push(format!("{} nothing read", a.nothing));
+        }
+        let _ = writeln!(s, "      the server answered: {}; {} bytes read in all", what.join(", "), a.bytes);
+    }
+    if let Some(t) = conns.tls {
+        let _ = writeln!(
+            s,
+            "      TLS: {} full handshakes, {} resumed; {}, {}",
+            t.full,
+            t.resumed,
+            t.version_name(),
+            t.cipher_name()
         );
     }
 }

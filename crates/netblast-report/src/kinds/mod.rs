@@ -20,7 +20,7 @@ pub(crate) fn interval_header(profile: &Profile) -> String {
         Kind::Bulk => bulk::header(profile),
         Kind::Msgrate => msg::header(profile).to_string(),
         Kind::Rr => rr::HEADER.to_string(),
-        Kind::Cps => cps::HEADER.to_string(),
+        Kind::Cps => cps::header(profile).to_string(),
         Kind::Http => http::HEADER.to_string(),
     }
 }

@@ -60,6 +60,19 @@ pub struct SharedFlags {
     /// bytes in total (iperf3 -n 1G, as --bytes). The duration still caps the run.
     #[cfg_attr(feature = "clap", arg(short = 'n', value_name = "REQUESTS|BYTES"))]
     pub count: Option<String>,
+    /// http: fetch paths over HTTPS from --target. cps with --no-agent: a TLS handshake on
+    /// every connection.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub tls: bool,
+    /// http, cps: accept any server certificate.
+    #[cfg_attr(feature = "clap", arg(long, short = 'k'))]
+    pub insecure: bool,
+    /// http, cps: trust the CA certificates in this PEM file.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub cacert: Option<String>,
+    /// http, cps: TLS server name to send and verify.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub sni: Option<String>,
 }
 
 impl SharedFlags {
@@ -80,13 +93,17 @@ impl SharedFlags {
             self.rate.is_some(),
             self.timeout.is_some(),
             self.count.is_some(),
+            self.tls,
+            self.insecure,
+            self.cacert.is_some(),
+            self.sni.is_some(),
         ];
         Self::NAMES.into_iter().zip(on).filter(|(_, on)| *on).map(|(f, _)| f).collect()
     }
 
     /// Every flag the command line shares between kinds, in the order `SharedFlags::set`
     /// reads them: what each kind's [`super::Section::shared_flags`] is checked against.
-    pub const NAMES: [&'static str; 12] = [
+    pub const NAMES: [&'static str; 16] = [
         "--flows",
         "--reverse",
         "--bidir",
@@ -99,6 +116,10 @@ impl SharedFlags {
         "--rate",
         "--timeout",
         "-n",
+        "--tls",
+        "--insecure",
+        "--cacert",
+        "--sni",
     ];
 }
 

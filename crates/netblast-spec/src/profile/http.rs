@@ -368,7 +368,7 @@ impl Section for HttpSection {
     }
 
     fn shared_flags(&self) -> &'static [&'static str] {
-        &["--rate", "--timeout", "-n"]
+        &["--rate", "--timeout", "-n", "--tls", "--insecure", "--cacert", "--sni"]
     }
 
     fn describe(&self, bound: &str) -> String {
@@ -463,18 +463,6 @@ pub struct HttpFlags {
     /// http: use HTTP/2 (h2 over TLS by ALPN, h2c with prior knowledge over plain TCP).
     #[cfg_attr(feature = "clap", arg(long))]
     pub http2: bool,
-    /// http: fetch paths over HTTPS from --target.
-    #[cfg_attr(feature = "clap", arg(long))]
-    pub tls: bool,
-    /// http: accept any server certificate.
-    #[cfg_attr(feature = "clap", arg(long, short = 'k'))]
-    pub insecure: bool,
-    /// http: trust the CA certificates in this PEM file.
-    #[cfg_attr(feature = "clap", arg(long))]
-    pub cacert: Option<String>,
-    /// http: TLS server name to send and verify.
-    #[cfg_attr(feature = "clap", arg(long))]
-    pub sni: Option<String>,
     /// http: connections (`-c` as wrk and h2load take it; iperf3's `-c HOST` is `run HOST`).
     #[cfg_attr(feature = "clap", arg(long, short = 'c', value_parser = parse_connections))]
     pub connections: Option<u32>,
@@ -505,10 +493,6 @@ impl HttpFlags {
             ("--body", self.body.is_some()),
             ("--body-file", self.body_file.is_some()),
             ("--http1/--http2", self.http1 || self.http2),
-            ("--tls", self.tls),
-            ("--insecure", self.insecure),
-            ("--cacert", self.cacert.is_some()),
-            ("--sni", self.sni.is_some()),
             ("--connections", self.connections.is_some()),
             ("--streams", self.streams.is_some()),
             ("--no-keepalive", self.no_keepalive),
@@ -544,13 +528,13 @@ impl HttpSection {
         } else if own.http2 {
             self.version = HttpVersion::Http2;
         }
-        self.tls |= own.tls;
-        self.insecure |= own.insecure;
-        if own.cacert.is_some() {
-            self.cacert = own.cacert.clone();
+        self.tls |= shared.tls;
+        self.insecure |= shared.insecure;
+        if shared.cacert.is_some() {
+            self.cacert = shared.cacert.clone();
         }
-        if own.sni.is_some() {
-            self.sni = own.sni.clone();
+        if shared.sni.is_some() {
+            self.sni = shared.sni.clone();
         }
         set(&mut self.connections, own.connections);
         set(&mut self.streams, own.streams);

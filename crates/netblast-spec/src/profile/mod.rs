@@ -19,7 +19,7 @@ mod tcp;
 mod workload;
 
 pub use bulk::{BulkFlags, BulkSection, Direction, SendMode, Way};
-pub use cps::{CloseMode, CpsFlags, CpsSection};
+pub use cps::{unescape, CloseMode, CpsFlags, CpsSection, ReadMode, TlsVersion};
 pub use flags::{parse_rate_range, SharedFlags};
 pub use http::{read_body_file, HttpFlags, HttpSection, HttpVersion, RateStep, StatusSet, MAX_BODY};
 pub use msgrate::{MsgrateFlags, MsgrateSection, Protocol, Receivers, RecvMode};

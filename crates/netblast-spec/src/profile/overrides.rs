@@ -291,6 +291,10 @@ mod tests {
             rate: Some("1".into()),
             timeout: Some("1s".parse().unwrap()),
             count: Some("1".into()),
+            tls: true,
+            insecure: true,
+            cacert: Some("ca.pem".into()),
+            sni: Some("a".into()),
         };
         assert_eq!(all.set(), SharedFlags::NAMES.to_vec());
     }

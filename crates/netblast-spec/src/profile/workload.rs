@@ -292,6 +292,19 @@ impl Workload {
         }
     }
 
+    /// The cps parameters, when this is a cps test.
+    pub fn cps(&self) -> Option<&CpsSection> {
+        match self {
+            Workload::Cps(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Whether the other side is any listener, not a `netblast serve` (cps with no agent).
+    pub fn agentless(&self) -> bool {
+        self.cps().is_some_and(|c| !c.agent)
+    }
+
     /// The http parameters, when this is an http test.
     pub fn http(&self) -> Option<&HttpSection> {
         match self {

@@ -27,6 +27,10 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+fn is_zero_u16(n: &u16) -> bool {
+    *n == 0
+}
+
 /// Schema identifier written into every result. /4 gives a message kind's totals their own
 /// types beside the counts every message kind keeps: a TCP stream's packets under `msgs.tcp`
 /// ([`TcpPackets`]), a UDP stream's receiving sockets under `msgs.udp` ([`UdpTotals`]), cps'

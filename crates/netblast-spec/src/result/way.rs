@@ -256,6 +256,107 @@ pub struct ConnCounts {
     /// a time). Not a failure: what tells a flow that could not keep the rate from one that did.
     #[serde(default, skip_serializing_if = "super::is_zero")]
     pub behind: u64,
+    /// With no agent on the other side: what the server sent on the completed connections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers: Option<Answers>,
+    /// With TLS: the handshakes of the completed connections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsCounts>,
+}
+
+/// What a server that is not netblast sent on each completed connection before the client
+/// closed it, as the client read it (`cps.read`): the connections by what their first bytes
+/// were.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answers {
+    /// Connections on which the client read nothing: it read none (`read = "none"`), or the
+    /// server closed without a byte.
+    pub nothing: u64,
+    /// Connections whose first bytes were an HTTP response (`HTTP/`).
+    pub http: u64,
+    /// The status of the last HTTP response read (0: none).
+    #[serde(default, skip_serializing_if = "super::is_zero_u16")]
+    pub http_status: u16,
+    /// Connections whose first bytes were anything else: a banner (SSH, SMTP, FTP), a
+    /// protocol's greeting.
+    pub banner: u64,
+    /// Bytes read in all.
+    pub bytes: u64,
+}
+
+impl Answers {
+    /// Adds another count (the later status wins when both have one).
+    pub fn add(&mut self, o: &Answers) {
+        self.nothing += o.nothing;
+        self.http += o.http;
+        self.banner += o.banner;
+        self.bytes += o.bytes;
+        if o.http_status != 0 {
+            self.http_status = o.http_status;
+        }
+    }
+}
+
+/// A TLS handshake test's handshakes: full and resumed, and what was negotiated (IANA codes;
+/// [`TlsCounts::version_name`] and [`TlsCounts::cipher_name`] name them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TlsCounts {
+    /// Full handshakes (a certificate sent and checked, a key exchange).
+    pub full: u64,
+    /// Resumed handshakes (a session ticket or id the server took).
+    pub resumed: u64,
+    /// The protocol version of the last handshake (0x0303: TLS 1.2, 0x0304: TLS 1.3).
+    pub version: u16,
+    /// The cipher suite of the last handshake (IANA code).
+    pub cipher: u16,
+}
+
+impl TlsCounts {
+    /// Adds another count (the later negotiation wins when both have one).
+    pub fn add(&mut self, o: &TlsCounts) {
+        self.full += o.full;
+        self.resumed += o.resumed;
+        if o.version != 0 {
+            (self.version, self.cipher) = (o.version, o.cipher);
+        }
+    }
+
+    /// "TLS 1.2", "TLS 1.3", or the code.
+    pub fn version_name(&self) -> String {
+        match self.version {
+            0x0301 => "TLS 1.0".into(),
+            0x0302 => "TLS 1.1".into(),
+            0x0303 => "TLS 1.2".into(),
+            0x0304 => "TLS 1.3".into(),
+            v => format!("version 0x{v:04x}"),
+        }
+    }
+
+    /// The cipher suite's IANA name, or its code.
+    pub fn cipher_name(&self) -> String {
+        let name = match self.cipher {
+            0x1301 => "TLS_AES_128_GCM_SHA256",
+            0x1302 => "TLS_AES_256_GCM_SHA384",
+            0x1303 => "TLS_CHACHA20_POLY1305_SHA256",
+            0xc02b => "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+            0xc02c => "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+            0xc02f => "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            0xc030 => "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+            0xcca8 => "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+            0xcca9 => "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+            c => return format!("cipher suite 0x{c:04x}"),
+        };
+        name.into()
+    }
+}
+
+/// Adds `b` into `a`, either of which may be absent.
+fn add_opt<T: Copy>(a: &mut Option<T>, b: &Option<T>, add: impl Fn(&mut T, &T)) {
+    match (a.as_mut(), b) {
+        (Some(x), Some(y)) => add(x, y),
+        (None, Some(y)) => *a = Some(*y),
+        _ => {}
+    }
 }
 
 impl ConnCounts {
@@ -271,6 +372,8 @@ impl ConnCounts {
         self.reset += o.reset;
         self.other += o.other;
         self.behind += o.behind;
+        add_opt(&mut self.answers, &o.answers, Answers::add);
+        add_opt(&mut self.tls, &o.tls, TlsCounts::add);
     }
 
     /// The sum of `counts`; `None` when there is none.

@@ -6,37 +6,19 @@ use rustls::pki_types::{pem::PemObject, CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::sync::Arc;
 
+/// Which server certificates a client trusts.
+#[derive(Debug, Clone, Copy)]
+pub struct Trust<'a> {
+    /// Any (`--insecure`); the handshake's signatures are still checked.
+    pub insecure: bool,
+    /// A PEM file of CA certificates to trust beside the system's.
+    pub cacert: Option<&'a str>,
+}
+
 /// Builds the client TLS configuration of an `[http]` section. Errors name the file or setting.
 pub fn client_config(h: &HttpSection) -> Result<Arc<ClientConfig>, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup: {e}"))?;
-    let mut config = if h.insecure {
-        builder.dangerous().with_custom_certificate_verifier(Arc::new(AcceptAny(provider))).with_no_client_auth()
-    } else {
-        let mut roots = RootCertStore::empty();
-        let native = rustls_native_certs::load_native_certs();
-        for cert in native.certs {
-            let _ = roots.add(cert);
-        }
-        if let Some(path) = &h.cacert {
-            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-                .map_err(|e| format!("cannot read --cacert {path}: {e}"))?
-                .collect::<Result<_, _>>()
-                .map_err(|e| format!("--cacert {path} is not a PEM certificate file: {e}"))?;
-            if certs.is_empty() {
-                return Err(format!("--cacert {path} holds no certificate"));
-            }
-            for c in certs {
-                roots.add(c).map_err(|e| format!("--cacert {path}: {e}"))?;
-            }
-        }
-        if roots.is_empty() {
-            return Err("no trusted CA certificates: install ca-certificates, pass --cacert, or --insecure".into());
-        }
-        builder.with_root_certificates(roots).with_no_client_auth()
-    };
+    let trust = Trust { insecure: h.insecure, cacert: h.cacert.as_deref() };
+    let mut config = build(trust, rustls::DEFAULT_VERSIONS)?;
     config.alpn_protocols = match h.version {
         HttpVersion::Http1 => vec![b"http/1.1".to_vec()],
         HttpVersion::Http2 => vec![b"h2".to_vec()],
@@ -44,6 +26,42 @@ pub fn client_config(h: &HttpSection) -> Result<Arc<ClientConfig>, String> {
     // Measure full handshakes: no session resumption across connections.
     config.resumption = rustls::client::Resumption::disabled();
     Ok(Arc::new(config))
+}
+
+/// A client TLS configuration (ring) with `trust` and the protocol `versions`; no ALPN, the
+/// default session resumption.
+pub fn build(trust: Trust<'_>, versions: &[&'static rustls::SupportedProtocolVersion]) -> Result<ClientConfig, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(versions)
+        .map_err(|e| format!("TLS setup: {e}"))?;
+    if trust.insecure {
+        return Ok(builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
+            .with_no_client_auth());
+    }
+    let mut roots = RootCertStore::empty();
+    let native = rustls_native_certs::load_native_certs();
+    for cert in native.certs {
+        let _ = roots.add(cert);
+    }
+    if let Some(path) = trust.cacert {
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+            .map_err(|e| format!("cannot read --cacert {path}: {e}"))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("--cacert {path} is not a PEM certificate file: {e}"))?;
+        if certs.is_empty() {
+            return Err(format!("--cacert {path} holds no certificate"));
+        }
+        for c in certs {
+            roots.add(c).map_err(|e| format!("--cacert {path}: {e}"))?;
+        }
+    }
+    if roots.is_empty() {
+        return Err("no trusted CA certificates: install ca-certificates, pass --cacert, or --insecure".into());
+    }
+    Ok(builder.with_root_certificates(roots).with_no_client_auth())
 }
 
 /// `--insecure`: accepts any certificate, still checks the handshake signatures.

@@ -22,6 +22,12 @@
 //! one kernel group per flow: the kernel RTT histogram and retransmissions per interval come
 //! from it, at no per-connection cost in user space; with `TCP_INFO`, one `getsockopt` per
 //! connection reads its SYN retransmissions.
+//!
+//! With no agent on the other side (`cps.agent = false`) the client dials the target itself,
+//! one flow per pinned worker, with no anchor and no server end ([`any`]: what it sends and
+//! reads, TLS handshakes), and counts alone.
+
+pub mod any;
 
 use crate::exec::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
 use crate::gen::flow::ListenerEnd;
@@ -60,6 +66,8 @@ pub struct CpsConfig {
     pub interval: Duration,
     /// When the client stops and the server gives up.
     pub timing: Timing,
+    /// With no agent on the other side: each connection's exchange.
+    pub any: Option<any::Agentless>,
 }
 
 /// Spawns an end's cps workers, one pinned worker per flow, each with its share of the
@@ -76,6 +84,7 @@ pub fn spawn(end: &End<'_>, c: &CpsSection, conns: Vec<Conn>) -> io::Result<Vec<
         kernel_stats: ctx.probe.collects(),
         interval: end.profile.run.interval(),
         timing: end.timing,
+        any: None,
     });
     let mut handles = Vec::with_capacity(conns.len());
     for (i, conn) in conns.into_iter().enumerate() {
@@ -83,8 +92,40 @@ pub fn spawn(end: &End<'_>, c: &CpsSection, conns: Vec<Conn>) -> io::Result<Vec<
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("cps flow {} has no listener", conn.id)));
         };
         let (cfg, ctx) = (cfg.clone(), ctx.clone());
-        let flow = CpsFlow { id: conn.id, role: end.role(conn.way), anchor: conn.tcp, end: other };
+        let flow = CpsFlow { id: conn.id, role: end.role(conn.way), anchor: Some(conn.tcp), end: other };
         handles.push(crate::exec::worker::spawn(i, conn.cpu, move |pinned| {
+            run_worker(Seat { index: i, pinned }, flow, &cfg, &ctx)
+        })?);
+    }
+    Ok(handles)
+}
+
+/// Spawns the client's cps workers of a test with no agent on the other side: flow i dials
+/// `to` from its worker pinned to `cpus[i]`, each with its share of the rate.
+pub fn spawn_agentless(
+    c: &CpsSection,
+    (to, any): (SocketAddr, any::Agentless),
+    (ids, cpus): (&[u32], &[Option<usize>]),
+    (tcp, interval, timing): (&TcpSection, Duration, Timing),
+    ctx: &Ctx,
+) -> io::Result<Vec<std::thread::JoinHandle<()>>> {
+    let flows = ids.len().max(1) as f64;
+    let cfg = std::sync::Arc::new(CpsConfig {
+        section: c.clone(),
+        flow_rate: c.rate.map(|r| r.per_second() / flows),
+        flows: flows as u32,
+        tcp: tcp.clone(),
+        bind: ctx.bind.clone(),
+        kernel_stats: ctx.probe.collects(),
+        interval,
+        timing,
+        any: Some(any),
+    });
+    let mut handles = Vec::with_capacity(ids.len());
+    for (i, (&id, &cpu)) in ids.iter().zip(cpus).enumerate() {
+        let (cfg, ctx) = (cfg.clone(), ctx.clone());
+        let flow = CpsFlow { id, role: FlowRole::Send, anchor: None, end: ListenerEnd::Dial(to) };
+        handles.push(crate::exec::worker::spawn(i, cpu, move |pinned| {
             run_worker(Seat { index: i, pinned }, flow, &cfg, &ctx)
         })?);
     }
@@ -99,8 +140,8 @@ pub struct CpsFlow {
     pub id: u32,
     /// Send: this end dials; recv: it accepts.
     pub role: FlowRole,
-    /// The flow's stream connection: shut when the flow ends.
-    pub anchor: TcpStream,
+    /// The flow's stream connection: shut when the flow ends (none with no agent).
+    pub anchor: Option<TcpStream>,
     /// Where connections go, or where they come from.
     pub end: ListenerEnd,
 }
@@ -113,7 +154,8 @@ pub fn run_worker(seat: Seat, flow: CpsFlow, cfg: &CpsConfig, ctx: &Ctx) {
     // With eBPF the kernel keeps the flow's connections as one group (RTT histogram,
     // retransmissions, SYN retransmissions): nothing to register per connection.
     let watch = match &end {
-        ListenerEnd::Dial(to) if client && cfg.kernel_stats => probe.watch_group(to.port()),
+        // (With no agent every flow dials the same port: each connection's TCP_INFO instead.)
+        ListenerEnd::Dial(to) if client && cfg.kernel_stats && cfg.any.is_none() => probe.watch_group(to.port()),
         _ => None,
     };
     run_single(&seat, id, ctx, (cfg.interval, client, watch), |m, start| {
@@ -122,10 +164,15 @@ pub fn run_worker(seat: Seat, flow: CpsFlow, cfg: &CpsConfig, ctx: &Ctx) {
             (ListenerEnd::Dial(to), true) => {
                 m.conns = Some(ConnCounts::default());
                 let r = dial_loop(*to, cfg, m, flags, (start, id), ends);
-                let _ = anchor.shutdown(std::net::Shutdown::Write);
+                if let Some(a) = &anchor {
+                    let _ = a.shutdown(std::net::Shutdown::Write);
+                }
                 r
             }
-            (ListenerEnd::Listen(l), false) => accept_loop(l, &anchor, cfg, m, flags, ends),
+            (ListenerEnd::Listen(l), false) => match &anchor {
+                Some(a) => accept_loop(l, a, cfg, m, flags, ends),
+                None => Err("a cps listener has no stream to its client".into()),
+            },
             _ => Err("a cps flow's ends do not match its role".into()),
         };
         outcome.map(|_| None)
@@ -179,7 +226,7 @@ fn new_socket(to: SocketAddr, cfg: &CpsConfig) -> io::Result<Socket> {
     }
     crate::os::sockopt::bind_nth(&sock, &cfg.bind, crate::os::sockopt::next_socket())?;
     sock.set_write_timeout(Some(cfg.section.timeout()))?;
-    if cfg.section.resp_bytes.to_usize() > 0 || cfg.section.close == CloseMode::Server {
+    if cfg.section.resp_bytes.to_usize() > 0 || cfg.section.close == CloseMode::Server || cfg.any.is_some() {
         sock.set_read_timeout(Some(cfg.section.timeout()))?;
     }
     Ok(sock)
@@ -213,6 +260,21 @@ fn recv_n(fd: RawFd, mut n: usize, scratch: &mut [u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// A netblast server's connection: the request, the response, and with `close = "server"`
+/// its end of the stream.
+fn exchange(fd: RawFd, cfg: &CpsConfig, req: &[u8], resp: &mut [u8]) -> io::Result<()> {
+    if cfg.section.req_bytes.to_usize() > 0 {
+        send_n(fd, cfg.section.req_bytes.to_usize(), req)?;
+    }
+    if cfg.section.resp_bytes.to_usize() > 0 {
+        recv_n(fd, cfg.section.resp_bytes.to_usize(), resp)?;
+    }
+    if cfg.section.close == CloseMode::Server {
+        recv_end(fd, resp)?;
+    }
+    Ok(())
+}
+
 /// Waits for the server's end of the stream (its FIN) after the whole response. A byte more
 /// than the response is the server's error: the connection fails as `other`.
 fn recv_end(fd: RawFd, scratch: &mut [u8]) -> io::Result<()> {
@@ -235,7 +297,8 @@ fn dial_loop(
     ends: Deadlines,
 ) -> Result<(), String> {
     let req = vec![0x11u8; cfg.section.req_bytes.to_usize().clamp(1, CHUNK)];
-    let mut resp = vec![0u8; cfg.section.resp_bytes.to_usize().clamp(1, CHUNK)];
+    let scratch = if cfg.any.is_some() { 16 * 1024 } else { cfg.section.resp_bytes.to_usize().clamp(1, CHUNK) };
+    let mut resp = vec![0u8; scratch];
     let gap = cfg.flow_rate.map(|r| Duration::from_secs_f64(1.0 / r));
     // The flows' schedules interleave: flow `id` of n opens its first connection id/n of a gap
     // in (every flow at the same instants would send bursts of n SYNs, which a SYN rate limit
@@ -291,25 +354,26 @@ fn dial_loop(
             m.lost += 1;
             continue;
         }
-        let exchanged = (|| {
-            if cfg.section.req_bytes.to_usize() > 0 {
-                send_n(fd, cfg.section.req_bytes.to_usize(), &req)?;
-            }
-            if cfg.section.resp_bytes.to_usize() > 0 {
-                recv_n(fd, cfg.section.resp_bytes.to_usize(), &mut resp)?;
-            }
-            if cfg.section.close == CloseMode::Server {
-                recv_end(fd, &mut resp)?;
-            }
-            Ok::<(), io::Error>(())
-        })();
+        let exchanged = match &cfg.any {
+            None => exchange(fd, cfg, &req, &mut resp).map(|()| t1),
+            Some(a) => match any::exchange(&sock, a, &mut counts, &mut resp, (t0, t0 + cfg.section.timeout())) {
+                Ok(x) => Ok(x.timed_to),
+                Err(Err(e)) => Err(e),
+                Err(Ok(any::TlsFailure(why))) if m.msgs == 0 => {
+                    // The first handshakes fail: a certificate not trusted, a version the
+                    // server refuses. Every one after would too.
+                    break Err(format!("TLS handshake with {to} failed: {why}"));
+                }
+                Err(Ok(_)) => Err(io::Error::other("TLS")),
+            },
+        };
         if cfg.section.close == CloseMode::Rst {
             let _ = sock.set_linger(Some(Duration::ZERO));
         }
         drop(sock);
         match exchanged {
-            Ok(()) => {
-                m.record_ns((t1 - t0).as_nanos() as u64);
+            Ok(timed_to) => {
+                m.record_ns((timed_to - t0).as_nanos() as u64);
                 m.msgs += 1;
                 m.bytes += cfg.section.req_bytes.bytes();
                 m.moved_at(Instant::now());

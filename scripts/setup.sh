@@ -14,6 +14,7 @@ PKGS=(
   iperf3 qperf nginx wrk sockperf  # anchor tools the comparison scripts run side by side
   nghttp2-client                   # ... h2load (scripts/compare-h2.sh)
   procps curl openssl util-linux   # pgrep, curl and nsenter in scripts; certificates for nginx
+  ethtool                          # the judge of the offloads run -V reads (tests/habits.rs)
   jq                               # --json-stream read line by line as a user pipes it (tests/habits.rs)
   time                             # /usr/bin/time: the compare scripts' CPU per operation
   valgrind                         # scripts/instructions.sh: instructions per operation (callgrind)

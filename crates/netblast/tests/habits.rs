@@ -131,6 +131,25 @@ fn byte_and_block_counts_bound_a_bulk_run_as_iperf3s_do() {
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && said.contains("socket: SO_SNDBUF"), "{said}");
     assert!(said.contains("congestion control reno") && said.contains("DSCP AF41 (34)"), "{said}");
+    // ... and the interface it leaves by, with its offloads as ethtool -k reads them.
+    assert!(said.contains("via lo: TSO "), "{said}");
+    if let Ok(k) = std::process::Command::new("ethtool").args(["-k", "lo"]).output() {
+        let k = String::from_utf8_lossy(&k.stdout);
+        let on = |name: &str| k.lines().find(|l| l.starts_with(name)).map(|l| l.contains(": on"));
+        let want = [
+            ("TSO", on("tcp-segmentation-offload:")),
+            ("GSO", on("generic-segmentation-offload:")),
+            ("GRO", on("generic-receive-offload:")),
+            ("SG", on("scatter-gather:")),
+            ("tx-checksum", on("tx-checksumming:")),
+            ("rx-checksum", on("rx-checksumming:")),
+        ];
+        for (name, v) in want {
+            let v = v.unwrap_or_else(|| panic!("ethtool -k lo shows no {name}:\n{k}"));
+            let word = format!("{name} {}", if v { "on" } else { "off" });
+            assert!(said.contains(&word), "ethtool -k lo says {word}: {said}");
+        }
+    }
     let v = util::bin().arg("--version").output().unwrap();
     assert!(v.status.success() && String::from_utf8_lossy(&v.stdout).starts_with("netblast "));
     // -k 1000 is iperf3's block count: said, with the spelling here.

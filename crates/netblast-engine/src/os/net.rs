@@ -537,3 +537,105 @@ mod tests {
         assert_eq!(r.recv(b.as_raw_fd()).unwrap(), (0, 0));
     }
 }
+
+/// The interface that holds local address `ip` (`lo` for 127.0.0.1), from `getifaddrs`.
+pub fn device_of(ip: std::net::IpAddr) -> Option<String> {
+    let ip = ip.to_canonical();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list freed below by freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut cur = head;
+    while !cur.is_null() && found.is_none() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned, alive until freeifaddrs.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() {
+            continue;
+        }
+        // SAFETY: ifa_addr is non-null and points to a sockaddr of the family it names.
+        let addr = unsafe {
+            match i32::from((*ifa.ifa_addr).sa_family) {
+                libc::AF_INET => {
+                    let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                    Some(std::net::IpAddr::from(u32::from_be(sin.sin_addr.s_addr).to_be_bytes()))
+                }
+                libc::AF_INET6 => {
+                    let sin6 = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
+                    Some(std::net::IpAddr::from(sin6.sin6_addr.s6_addr))
+                }
+                _ => None,
+            }
+        };
+        if addr == Some(ip) {
+            // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+            found = Some(unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }.to_string_lossy().into_owned());
+        }
+    }
+    // SAFETY: `head` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(head) };
+    found
+}
+
+/// `dev`'s offloads as its driver reports them (ethtool's legacy get commands, one
+/// `SIOCETHTOOL` each); `None` when no socket can ask or the driver answers none.
+pub fn offloads(dev: &str) -> Option<netblast_spec::result::Offloads> {
+    // ETHTOOL_GRXCSUM, GTXCSUM, GSG, GTSO, GGSO, GGRO (linux/ethtool.h).
+    const RX_CSUM: u32 = 0x14;
+    const TX_CSUM: u32 = 0x16;
+    const SG: u32 = 0x18;
+    const TSO: u32 = 0x1e;
+    const GSO: u32 = 0x23;
+    const GRO: u32 = 0x2b;
+    if dev.len() >= libc::IFNAMSIZ {
+        return None;
+    }
+    // SAFETY: a plain datagram socket, closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return None;
+    }
+    let get = |cmd: u32| -> Option<bool> {
+        #[repr(C)]
+        struct EthtoolValue {
+            cmd: u32,
+            data: u32,
+        }
+        let mut v = EthtoolValue { cmd, data: 0 };
+        // SAFETY: an all-zero ifreq is valid; its name and data pointer are set below.
+        let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+        for (d, s) in req.ifr_name.iter_mut().zip(dev.bytes()) {
+            *d = s as libc::c_char;
+        }
+        req.ifr_ifru.ifru_data = (&mut v as *mut EthtoolValue).cast();
+        // SAFETY: `req` names the device and points at `v`, both alive for the call.
+        let rc = unsafe { libc::ioctl(fd, libc::SIOCETHTOOL as _, &mut req) };
+        (rc == 0).then_some(v.data != 0)
+    };
+    let o = netblast_spec::result::Offloads {
+        tso: get(TSO),
+        gso: get(GSO),
+        gro: get(GRO),
+        sg: get(SG),
+        tx_checksum: get(TX_CSUM),
+        rx_checksum: get(RX_CSUM),
+    };
+    // SAFETY: `fd` is the socket opened above.
+    unsafe { libc::close(fd) };
+    (o != netblast_spec::result::Offloads::default()).then_some(o)
+}
+
+#[cfg(test)]
+mod device_tests {
+    #[test]
+    fn loopback_is_lo_and_its_driver_answers() {
+        assert_eq!(super::device_of("127.0.0.1".parse().unwrap()).as_deref(), Some("lo"));
+        assert_eq!(super::device_of("192.0.2.77".parse().unwrap()), None, "no interface holds it");
+        // lo segments in software: the kernel reports its offloads as for any device.
+        let o = super::offloads("lo").expect("lo answers ethtool's get commands");
+        assert!(o.tso.is_some() && o.gso.is_some(), "{o:?}");
+        assert!(super::offloads("no-such-dev").is_none());
+    }
+}

@@ -233,6 +233,24 @@ pub fn read_back(sock: SockRef<'_>) -> netblast_spec::result::SocketSetup {
         mss: sock.tcp_mss().unwrap_or(0),
         nodelay: sock.tcp_nodelay().unwrap_or(false),
         tos: tos.unwrap_or(0) as u8,
+        device: String::new(),
+        offloads: None,
+    }
+    .with_device(sock.local_addr().ok().and_then(|a| a.as_socket()).map(|a| a.ip()))
+}
+
+/// What [`read_back`] adds of the interface: its name and offloads.
+trait WithDevice {
+    fn with_device(self, ip: Option<std::net::IpAddr>) -> Self;
+}
+
+impl WithDevice for netblast_spec::result::SocketSetup {
+    fn with_device(mut self, ip: Option<std::net::IpAddr>) -> Self {
+        if let Some(dev) = ip.and_then(crate::os::net::device_of) {
+            self.offloads = crate::os::net::offloads(&dev);
+            self.device = dev;
+        }
+        self
     }
 }
 

@@ -242,6 +242,48 @@ pub struct SocketSetup {
     pub nodelay: bool,
     /// The TOS byte (IPv4) or traffic class (IPv6): the DSCP mark is its upper six bits.
     pub tos: u8,
+    /// The interface the socket's local address is on (`lo`, `eth0`), when found.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub device: String,
+    /// That interface's offloads as its driver reports them (ethtool's), when it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offloads: Option<Offloads>,
+}
+
+/// An interface's offloads, as `ethtool -k` shows them; `None`: the driver does not say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Offloads {
+    /// TCP segmentation offload.
+    pub tso: Option<bool>,
+    /// Generic segmentation offload.
+    pub gso: Option<bool>,
+    /// Generic receive offload.
+    pub gro: Option<bool>,
+    /// Scatter-gather.
+    pub sg: Option<bool>,
+    /// Transmit checksum offload.
+    pub tx_checksum: Option<bool>,
+    /// Receive checksum offload.
+    pub rx_checksum: Option<bool>,
+}
+
+impl Offloads {
+    /// `TSO on, GSO on, GRO off, SG on, tx-checksum on, rx-checksum on` (the ones known).
+    pub fn describe(&self) -> String {
+        let on = |b: bool| if b { "on" } else { "off" };
+        [
+            ("TSO", self.tso),
+            ("GSO", self.gso),
+            ("GRO", self.gro),
+            ("SG", self.sg),
+            ("tx-checksum", self.tx_checksum),
+            ("rx-checksum", self.rx_checksum),
+        ]
+        .iter()
+        .filter_map(|(n, v)| v.map(|v| format!("{n} {}", on(v))))
+        .collect::<Vec<_>>()
+        .join(", ")
+    }
 }
 
 impl SocketSetup {
@@ -261,7 +303,11 @@ impl SocketSetup {
             if self.congestion.is_empty() { "?" } else { &self.congestion },
             self.mss,
             if self.nodelay { "on" } else { "off" }
-        )
+        ) + &match (&self.device, &self.offloads) {
+            (d, _) if d.is_empty() => String::new(),
+            (d, Some(o)) if !o.describe().is_empty() => format!("; via {d}: {}", o.describe()),
+            (d, _) => format!("; via {d}"),
+        }
     }
 }
 

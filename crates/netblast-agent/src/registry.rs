@@ -161,7 +161,7 @@ impl Registry {
     pub fn udp_group_socket(
         &self,
         id: &TestId,
-        ip: IpAddr,
+        at: std::net::SocketAddr,
         device: Option<&str>,
         ports: netblast_engine::os::sockopt::FlowPorts,
     ) -> std::io::Result<std::net::UdpSocket> {
@@ -169,7 +169,7 @@ impl Registry {
         let Some((entry, _)) = t.get_mut(id) else {
             return Err(std::io::Error::new(std::io::ErrorKind::NotFound, "the test is gone"));
         };
-        let sock = netblast_engine::os::sockopt::udp_group_on(ip, entry.group_port, device, ports)?;
+        let sock = netblast_engine::os::sockopt::udp_group_on(at, entry.group_port, device, ports)?;
         entry.group_port = Some(sock.local_addr()?.port());
         Ok(sock)
     }
@@ -233,12 +233,14 @@ mod tests {
         let _ga = r.insert(a, me, entry(tx.clone())).unwrap();
         let _gb = r.insert(b, me, entry(tx)).unwrap();
         let port = |s: &std::net::UdpSocket| s.local_addr().unwrap().port();
-        let (a0, a1) =
-            (r.udp_group_socket(&a, me, None, None).unwrap(), r.udp_group_socket(&a, me, None, None).unwrap());
-        let b0 = r.udp_group_socket(&b, me, None, None).unwrap();
+        let (a0, a1) = (
+            r.udp_group_socket(&a, (me, 0).into(), None, None).unwrap(),
+            r.udp_group_socket(&a, (me, 0).into(), None, None).unwrap(),
+        );
+        let b0 = r.udp_group_socket(&b, (me, 0).into(), None, None).unwrap();
         assert_eq!(port(&a0), port(&a1));
         assert_ne!(port(&a0), port(&b0), "another test's group has its own port");
-        assert!(r.udp_group_socket(&TestId([9; 16]), me, None, None).is_err());
+        assert!(r.udp_group_socket(&TestId([9; 16]), (me, 0).into(), None, None).is_err());
     }
 
     #[test]

@@ -246,3 +246,42 @@ fn source_ports_and_addresses_are_the_ones_named() {
     assert_eq!(out.status.code(), Some(2), "{said}");
     assert!(said.contains("smaller than the test's 8 connections") && said.contains("a range of 8 ports"), "{said}");
 }
+
+#[test]
+fn scoped_ipv6_link_local_addresses_work_for_every_kind() {
+    if !util::netns_or_skip("scoped_ipv6_link_local_addresses_work_for_every_kind") {
+        return;
+    }
+    let ns = NetnsPair::create();
+    // Link-local addresses of our own, usable at once (no duplicate address detection).
+    for (n, addr) in [(&ns.a, "fe80::a/64"), (&ns.b, "fe80::b/64")] {
+        util::ip(&["-n", n, "addr", "add", addr, "dev", &format!("{n}v"), "nodad"]);
+    }
+    let mut serve = ns.cmd(&ns.b, env!("CARGO_BIN_EXE_netblast"));
+    serve.args(["serve", "--probe", "tcpinfo", "--open", "--bind", "::", "--port", "0", "--http", "8098"]);
+    let (child, addr) = util::spawn_server_from(serve);
+    let _serve = util::KillOnDrop(child);
+    // The zone as an interface name, as `ping fe80::b%eth0` takes it.
+    let scoped = format!("fe80::b%{}v", ns.a);
+    let p = addr.port().to_string();
+    for (what, args) in [
+        ("bulk", vec![]),
+        ("UDP", vec!["-u", "-b", "20M"]),
+        ("UDP per-CPU receivers", vec!["--profile", "pps-udp"]),
+        ("rr", vec!["--profile", "latency"]),
+        ("cps", vec!["--profile", "cps"]),
+    ] {
+        let r = run_in(&ns, &[&[scoped.as_str(), "-p", &p, "-t", "1"], &args[..]].concat());
+        assert!(r.complete, "{what}: {:?}", r.errors);
+        let remote: std::net::SocketAddr = r.streams[0].remote.parse().unwrap();
+        assert!(matches!(remote, std::net::SocketAddr::V6(a) if a.scope_id() > 0), "{what}: {remote}");
+        assert!(bytes(&r, netblast_spec::profile::Way::Up) > 0, "{what}");
+    }
+    // The zone in a URL is %25 (RFC 6874); with no agent, the target as given.
+    let url = format!("http://[fe80::b%25{}v]:8098/", ns.a);
+    let r = run_in(&ns, &["--url", &url, "-c", "2", "-t", "1"]);
+    assert!(r.summary.http.as_ref().is_some_and(|h| h.succeeded > 0), "{:?}", r.errors);
+    let target = format!("[{scoped}]:8098");
+    let r = run_in(&ns, &["--target", &target, "--profile", "cps", "--no-agent", "-t", "1"]);
+    assert!(r.complete && r.summary.ways[0].msgs.is_some_and(|m| m.sent > 0), "{:?}", r.errors);
+}

@@ -172,18 +172,13 @@ pub(crate) async fn stream_conn(
             tracing::info!(%peer, "dropped UDP stream: no client port");
             return;
         }
-        let client_udp = SocketAddr::new(peer.ip(), u16::from_be_bytes(port));
+        let client_udp = netblast_engine::os::sockopt::with_port(peer, u16::from_be_bytes(port));
         let opened = conn.local_addr().and_then(|local| {
             let sock = if offer.extra == Extra::UdpGroup {
-                shared.reg.udp_group_socket(
-                    &header.test_id,
-                    local.ip(),
-                    shared.bind_dev.as_deref(),
-                    shared.flow_ports,
-                )?
+                shared.reg.udp_group_socket(&header.test_id, local, shared.bind_dev.as_deref(), shared.flow_ports)?
             } else {
                 let sock =
-                    netblast_engine::os::sockopt::udp_on_in(local.ip(), shared.bind_dev.as_deref(), shared.flow_ports)?;
+                    netblast_engine::os::sockopt::udp_on_in(local, shared.bind_dev.as_deref(), shared.flow_ports)?;
                 sock.connect(client_udp)?;
                 sock
             };
@@ -211,7 +206,7 @@ pub(crate) async fn stream_conn(
     // the client reached, for them; its port goes back in the acknowledgement.
     let listener = if offer.extra == Extra::Listener {
         let opened = conn.local_addr().and_then(|local| {
-            let l = netblast_engine::gen::listen_on(local.ip(), shared.flow_ports)?;
+            let l = netblast_engine::gen::listen_on(local, shared.flow_ports)?;
             // Marked before a SYN arrives: its SYN-ACKs and accepted connections carry the mark.
             netblast_engine::os::sockopt::mark(socket2::SockRef::from(&l), offer.udp.tcp.dscp)?;
             let port = l.local_addr()?.port();

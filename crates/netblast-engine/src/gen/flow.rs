@@ -82,14 +82,14 @@ pub enum ListenerEnd {
     Listen(TcpListener),
 }
 
-/// Opens a flow's own listener on `ip` (the address its client reached), on the first free
-/// port of `ports` (`None`: the kernel's choice).
-pub fn listen_on(ip: std::net::IpAddr, ports: crate::os::sockopt::FlowPorts) -> std::io::Result<TcpListener> {
+/// Opens a flow's own listener on `at`'s address (the one its client reached, its IPv6 scope
+/// kept), on the first free port of `ports` (`None`: the kernel's choice).
+pub fn listen_on(at: SocketAddr, ports: crate::os::sockopt::FlowPorts) -> std::io::Result<TcpListener> {
     use socket2::{Domain, Socket, Type};
     let sock = crate::os::sockopt::bind_in(ports, |port| {
-        let sock = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), Type::STREAM, None)?;
+        let sock = Socket::new(Domain::for_address(at), Type::STREAM, None)?;
         sock.set_reuse_address(true)?;
-        sock.bind(&SocketAddr::new(ip, port).into())?;
+        sock.bind(&crate::os::sockopt::with_port(at, port).into())?;
         Ok(sock)
     })?;
     // The kernel caps the backlog at net.core.somaxconn.

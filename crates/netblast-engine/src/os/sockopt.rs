@@ -337,7 +337,7 @@ pub fn connect_plain(
 
 /// A UDP socket on `ip` (port 0), bound to interface `device` if given.
 pub fn udp_on(ip: std::net::IpAddr, device: Option<&str>) -> io::Result<std::net::UdpSocket> {
-    udp_on_in(ip, device, None)
+    udp_on_in(SocketAddr::new(ip, 0), device, None)
 }
 
 /// The ports a server's per-flow sockets may take (`serve --flow-ports LO-HI`: a cps flow's
@@ -361,22 +361,29 @@ pub fn bind_in<T>(ports: FlowPorts, mut bind: impl FnMut(u16) -> io::Result<T>) 
 }
 
 /// [`udp_on`], its port one of `ports`.
-pub fn udp_on_in(ip: std::net::IpAddr, device: Option<&str>, ports: FlowPorts) -> io::Result<std::net::UdpSocket> {
+pub fn udp_on_in(at: SocketAddr, device: Option<&str>, ports: FlowPorts) -> io::Result<std::net::UdpSocket> {
     bind_in(ports, |port| {
-        let sock = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), Type::DGRAM, Some(Protocol::UDP))?;
+        let sock = Socket::new(Domain::for_address(at), Type::DGRAM, Some(Protocol::UDP))?;
         if let Some(dev) = device {
             sock.bind_device(Some(dev.as_bytes()))?;
         }
-        sock.bind(&SocketAddr::new(ip, port).into())?;
+        sock.bind(&with_port(at, port).into())?;
         Ok(sock.into())
     })
+}
+
+/// `at` on `port`, its IPv6 scope kept: a link-local address (`fe80::1%eth0`) binds only with
+/// the interface it names.
+pub fn with_port(mut at: SocketAddr, port: u16) -> SocketAddr {
+    at.set_port(port);
+    at
 }
 
 /// A UDP socket on `ip`, in an `SO_REUSEPORT` group on `port`: the group's first socket
 /// (`port` `None`) takes a port nobody uses, the others join it. Unconnected: the receiver
 /// filters what it takes by source.
 pub fn udp_group_on(
-    ip: std::net::IpAddr,
+    at: SocketAddr,
     port: Option<u16>,
     device: Option<&str>,
     ports: FlowPorts,
@@ -385,14 +392,14 @@ pub fn udp_group_on(
         Some(p) => p,
         // A port free of any socket: binding port 0 with SO_REUSEPORT set could land on another
         // group of this user's and join it, so the port comes from a plain socket first.
-        None => udp_on_in(ip, device, ports)?.local_addr()?.port(),
+        None => udp_on_in(at, device, ports)?.local_addr()?.port(),
     };
-    let sock = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), Type::DGRAM, Some(Protocol::UDP))?;
+    let sock = Socket::new(Domain::for_address(at), Type::DGRAM, Some(Protocol::UDP))?;
     sock.set_reuse_port(true)?;
     if let Some(dev) = device {
         sock.bind_device(Some(dev.as_bytes()))?;
     }
-    sock.bind(&SocketAddr::new(ip, port).into())?;
+    sock.bind(&with_port(at, port).into())?;
     Ok(sock.into())
 }
 
@@ -530,9 +537,9 @@ mod tests {
     #[test]
     fn a_reuseport_group_shares_one_port_and_its_first_port_is_free() {
         let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
-        let a = udp_group_on(ip, None, None, None).unwrap();
+        let a = udp_group_on(SocketAddr::new(ip, 0), None, None, None).unwrap();
         let port = a.local_addr().unwrap().port();
-        let b = udp_group_on(ip, Some(port), None, None).unwrap();
+        let b = udp_group_on(SocketAddr::new(ip, 0), Some(port), None, None).unwrap();
         assert_eq!(b.local_addr().unwrap().port(), port);
         // A socket outside the group cannot take the port.
         assert!(std::net::UdpSocket::bind((ip, port)).is_err());

@@ -88,8 +88,8 @@ fn open_stream(
         let local = stream.local_addr().map_err(io_err("cannot read the stream's address"))?;
         // With --cport, the flow's datagrams leave from its connection's port.
         let port = plan.bind.ports.map(|_| (local.port(), local.port()));
-        let sock = sockopt::udp_on_in(local.ip(), plan.bind.device.as_deref(), port)
-            .map_err(io_err("cannot open a UDP socket"))?;
+        let sock =
+            sockopt::udp_on_in(local, plan.bind.device.as_deref(), port).map_err(io_err("cannot open a UDP socket"))?;
         sockopt::ready_udp(&sock, &profile.tcp).map_err(io_err("cannot size the UDP socket's buffers"))?;
         let port = sock.local_addr().map_err(io_err("cannot read the UDP port"))?.port();
         hello.extend_from_slice(&port.to_be_bytes());
@@ -110,7 +110,7 @@ fn open_stream(
     if let Some(sock) = &udp_sock {
         let mut port = [0u8; 2];
         (&stream).read_exact(&mut port).map_err(io_err("no UDP port from the server"))?;
-        sock.connect(SocketAddr::new(peer.ip(), u16::from_be_bytes(port)))
+        sock.connect(sockopt::with_port(peer, u16::from_be_bytes(port)))
             .map_err(io_err("cannot connect the UDP socket"))?;
     }
     // A flow whose operations are connections (cps): the port of the listener the server
@@ -118,7 +118,7 @@ fn open_stream(
     let listener = if profile.workload.section().own_listener() {
         let mut port = [0u8; 2];
         (&stream).read_exact(&mut port).map_err(io_err("no listener port from the server"))?;
-        Some(ListenerEnd::Dial(SocketAddr::new(peer.ip(), u16::from_be_bytes(port))))
+        Some(ListenerEnd::Dial(sockopt::with_port(peer, u16::from_be_bytes(port))))
     } else {
         None
     };

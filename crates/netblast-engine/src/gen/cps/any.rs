@@ -29,7 +29,7 @@ pub struct Agentless {
     /// The TLS configuration and server name, with TLS.
     pub tls: Option<(Arc<ClientConfig>, ServerName<'static>)>,
     /// The server sent TLS 1.3 session tickets after a handshake: from then on each
-    /// connection waits for them (see [`take_tickets`]).
+    /// connection waits for them longer (up to a second).
     pub tickets_seen: std::sync::atomic::AtomicBool,
 }
 

@@ -100,7 +100,8 @@ fn prepare(
         };
         any_tls |= https;
         let authority = uri.authority().ok_or_else(|| bad(format!("URL {full:?} has no host")))?.clone();
-        let host = authority.host().trim_start_matches('[').trim_end_matches(']').to_string();
+        // An IPv6 zone is written %25 in a URL (RFC 6874): `[fe80::1%25eth0]` is fe80::1%eth0.
+        let host = authority.host().trim_start_matches('[').trim_end_matches(']').replacen("%25", "%", 1);
         // The authority's own text: a port the URL parser cannot read as a u16 (99999) would
         // otherwise read as "no port" and go to 80.
         let written = authority.as_str().rsplit_once(':').map(|(_, p)| p).filter(|p| !p.contains(']'));

@@ -4,8 +4,8 @@
 #     into $NETBLAST_TOOLS/iperf3-3.21/bin/iperf3; the compare scripts use it, with Debian's
 #     /usr/bin/iperf3 (3.12) as a second line;
 #   - hey and vegeta, the seeds' HTTP tools, with `go install` (the Go module proxy).
-# The iperf3 source: $IPERF3_SRC (a source tree, or a git repository holding the tag), else a
-# local mirror of esnet/iperf, else a clone from GitHub where GitHub can be reached. About a
+# The iperf3 source: $IPERF3_SRC (a source tree, or a git repository holding the tag), else an
+# earlier clone in $NETBLAST_TOOLS/src/iperf, else a clone from GitHub where GitHub can be reached. About a
 # minute; nothing to do when built. Exit 0 when every tool is there, 1 (saying which) if not.
 set -euo pipefail
 TOOLS=${NETBLAST_TOOLS:-$HOME/.local/share/netblast-tools}
@@ -19,7 +19,7 @@ else
   WORK=$(mktemp -d)
   trap 'rm -rf "$WORK"' EXIT
   src=""
-  for cand in "${IPERF3_SRC:-}" /work/.mirror/esnet+iperf/repo "$TOOLS/src/iperf"; do
+  for cand in "${IPERF3_SRC:-}" "$TOOLS/src/iperf"; do
     [ -n "$cand" ] && [ -e "$cand" ] || continue
     if [ -f "$cand/configure" ]; then src=$cand; break; fi
     if git --git-dir="$cand" rev-parse -q --verify "refs/tags/$TAG" >/dev/null 2>&1 \

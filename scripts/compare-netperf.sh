@@ -24,9 +24,15 @@ install_netperf() {
   [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null && [ -r /etc/os-release ] || return 1
   local codename; codename=$(sed -n 's/^VERSION_CODENAME=//p' /etc/os-release)
   [ -n "$codename" ] || return 1
+  # The mirror this machine already uses for Debian (its own apt sources), not one named here.
+  local mirror
+  mirror=$( { awk '$1 == "URIs:" { for (i = 2; i <= NF; i++) print $i }' /etc/apt/sources.list.d/*.sources 2>/dev/null
+              awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i !~ /^\[/ && $i !~ /\]$/) { print $i; break } }' \
+                /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null; } | grep -v -- '-security' | head -1)
+  [ -n "$mirror" ] || { echo "no Debian mirror in this machine's apt sources" >&2; return 1; }
   local src=/etc/apt/sources.list.d/netblast-nonfree-tmp.sources
-  printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: %s\nComponents: non-free\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-    "$codename" >"$src"
+  printf 'Types: deb\nURIs: %s\nSuites: %s\nComponents: non-free\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+    "$mirror" "$codename" >"$src"
   local ok=0
   DEBIAN_FRONTEND=noninteractive apt-get update -qq -o Dir::Etc::sourcelist="$src" -o Dir::Etc::sourceparts=- \
     -o APT::Get::List-Cleanup=0 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq netperf >/dev/null || ok=1

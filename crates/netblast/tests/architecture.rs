@@ -138,3 +138,25 @@ fn the_module_map_names_every_module() {
     let doc = doc.replacen("`sweep` (an HTTP sweep's steps), ", "", 1);
     assert_ne!(module_dirs(), documented_modules(&doc));
 }
+
+/// The project names no registry host and no path of the machine that built it (issue 56):
+/// the scripts derive a mirror from the machine's own apt sources and take sources from
+/// variables or clones.
+#[test]
+fn scripts_name_no_registry_host_and_no_build_machine_path() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let mut offenders = Vec::new();
+    for dir in ["scripts", ".ci", "deploy"] {
+        let out = Command::new("git").args(["-C", root, "ls-files", dir]).output().unwrap();
+        for file in String::from_utf8_lossy(&out.stdout).lines() {
+            let Ok(text) = std::fs::read_to_string(format!("{root}/{file}")) else { continue };
+            for (n, line) in text.lines().enumerate() {
+                let named = ["deb.debian.org", "archive.ubuntu.com", "/work/.mirror", "/work/main", "/work/shared"];
+                if let Some(what) = named.iter().find(|w| line.contains(*w)) {
+                    offenders.push(format!("{file}:{}: {what}", n + 1));
+                }
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "named in the project:\n{}", offenders.join("\n"));
+}

@@ -328,6 +328,13 @@ pub struct Shape {
     pub abort: bool,
 }
 
+/// Answers that carry no body and no length: 1xx, 204, 205 and 304 (RFC 9110 8.6, 15.3.5,
+/// 15.3.6, 15.4.5).
+fn bodyless(status: StatusCode) -> bool {
+    status.is_informational()
+        || matches!(status, StatusCode::NO_CONTENT | StatusCode::RESET_CONTENT | StatusCode::NOT_MODIFIED)
+}
+
 /// Reads a query string (`size=1MiB&delay=5ms..20ms&status=503&abort=1`); unknown keys are
 /// ignored, a bad value is an error naming it (answered with 400).
 pub fn shape(query: &str, default_size: u64, max_body: u64) -> Result<Shape, String> {
@@ -348,6 +355,11 @@ pub fn shape(query: &str, default_size: u64, max_body: u64) -> Result<Shape, Str
             // Not additive: a request naming delay a hundred times waits once.
             "delay" => out.delay = parse_delay(v)?,
             "status" => match v.parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok()) {
+                // A 1xx is not a final answer; 101 promises a protocol switch this responder
+                // does not make (RFC 9110 15.2).
+                Some(c) if c.is_informational() => {
+                    return Err(format!("status {c} is not a final response; ask for 200..599"))
+                }
                 Some(c) => out.status = c.as_u16(),
                 None => return Err(format!("invalid status {:?}", v.chars().take(20).collect::<String>())),
             },
@@ -441,8 +453,7 @@ async fn respond_as_asked(req: Request<Incoming>, st: &State) -> Response<Body> 
         precise_sleep(delay).await;
     }
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-    // 1xx, 204 and 304 answers carry no body (RFC 9110 8.6, 15.3.5, 15.4.5): no length either.
-    if status.is_informational() || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+    if bodyless(status) {
         let mut r = Response::new(Full::new(Bytes::new()).map_err(|e| match e {}).boxed());
         *r.status_mut() = status;
         return r;
@@ -514,6 +525,12 @@ mod tests {
         assert_eq!(shape("size=64MiB", 45, DEFAULT_MAX_BODY).unwrap().size, 64 << 20);
         assert!(shape("size=65MiB", 45, DEFAULT_MAX_BODY).unwrap_err().contains("--http-max-body"));
         assert!(shape("status=9999", 45, DEFAULT_MAX_BODY).is_err());
+        // Audit 2026-11-27: 101 went out with no upgrade, 205 with a body.
+        assert!(shape("status=101", 45, DEFAULT_MAX_BODY).unwrap_err().contains("not a final response"));
+        assert!(shape("status=199", 45, DEFAULT_MAX_BODY).is_err());
+        for (code, none) in [(205, true), (204, true), (304, true), (200, false), (503, false)] {
+            assert_eq!(bodyless(StatusCode::from_u16(code).unwrap()), none, "{code}");
+        }
     }
 
     fn shape_prop(cases: u32) {

@@ -239,7 +239,9 @@ impl RunLive {
                 }
             }
             Live::Interval(iv) => {
-                if self.stream {
+                // A short tail (the last bytes after the bound) is folded into the interval
+                // before it in the result: the stream, like the text, leaves it to the end event.
+                if self.stream && !iv.is_short_tail(self.profile.run.interval().as_secs_f64()) {
                     print_stdout(&json::stream_line("interval", iv));
                 }
                 if let Some(p) = self.partial.as_mut() {

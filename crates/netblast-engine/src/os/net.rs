@@ -538,47 +538,6 @@ mod tests {
     }
 }
 
-/// The interface that holds local address `ip` (`lo` for 127.0.0.1), from `getifaddrs`.
-pub fn device_of(ip: std::net::IpAddr) -> Option<String> {
-    let ip = ip.to_canonical();
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `head` with a list freed below by freeifaddrs.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return None;
-    }
-    let mut found = None;
-    let mut cur = head;
-    while !cur.is_null() && found.is_none() {
-        // SAFETY: `cur` is a node of the list getifaddrs returned, alive until freeifaddrs.
-        let ifa = unsafe { &*cur };
-        cur = ifa.ifa_next;
-        if ifa.ifa_addr.is_null() {
-            continue;
-        }
-        // SAFETY: ifa_addr is non-null and points to a sockaddr of the family it names.
-        let addr = unsafe {
-            match i32::from((*ifa.ifa_addr).sa_family) {
-                libc::AF_INET => {
-                    let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
-                    Some(std::net::IpAddr::from(u32::from_be(sin.sin_addr.s_addr).to_be_bytes()))
-                }
-                libc::AF_INET6 => {
-                    let sin6 = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
-                    Some(std::net::IpAddr::from(sin6.sin6_addr.s6_addr))
-                }
-                _ => None,
-            }
-        };
-        if addr == Some(ip) {
-            // SAFETY: ifa_name is a NUL-terminated string owned by the list.
-            found = Some(unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }.to_string_lossy().into_owned());
-        }
-    }
-    // SAFETY: `head` came from getifaddrs and is freed once.
-    unsafe { libc::freeifaddrs(head) };
-    found
-}
-
 /// `dev`'s offloads as its driver reports them (ethtool's legacy get commands, one
 /// `SIOCETHTOOL` each); `None` when no socket can ask or the driver answers none.
 pub fn offloads(dev: &str) -> Option<netblast_spec::result::Offloads> {
@@ -631,8 +590,8 @@ pub fn offloads(dev: &str) -> Option<netblast_spec::result::Offloads> {
 mod device_tests {
     #[test]
     fn loopback_is_lo_and_its_driver_answers() {
-        assert_eq!(super::device_of("127.0.0.1".parse().unwrap()).as_deref(), Some("lo"));
-        assert_eq!(super::device_of("192.0.2.77".parse().unwrap()), None, "no interface holds it");
+        assert_eq!(crate::os::sys::device_of("127.0.0.1".parse().unwrap()).as_deref(), Some("lo"));
+        assert_eq!(crate::os::sys::device_of("192.0.2.77".parse().unwrap()), None, "no interface holds it");
         // lo segments in software: the kernel reports its offloads as for any device.
         let o = super::offloads("lo").expect("lo answers ethtool's get commands");
         assert!(o.tso.is_some() && o.gso.is_some(), "{o:?}");

@@ -223,6 +223,7 @@ pub fn read_back(sock: SockRef<'_>) -> netblast_spec::result::SocketSetup {
         std::net::IpAddr::V6(a) => a.to_ipv4_mapped().is_some(),
     });
     let tos = if v6 && !v4_peer { sock.tclass_v6() } else { sock.tos_v4() };
+    let device = sock.local_addr().ok().and_then(|a| a.as_socket()).and_then(|a| crate::os::sys::device_of(a.ip()));
     netblast_spec::result::SocketSetup {
         sndbuf: sock.send_buffer_size().unwrap_or(0) as u64,
         rcvbuf: sock.recv_buffer_size().unwrap_or(0) as u64,
@@ -233,24 +234,8 @@ pub fn read_back(sock: SockRef<'_>) -> netblast_spec::result::SocketSetup {
         mss: sock.tcp_mss().unwrap_or(0),
         nodelay: sock.tcp_nodelay().unwrap_or(false),
         tos: tos.unwrap_or(0) as u8,
-        device: String::new(),
-        offloads: None,
-    }
-    .with_device(sock.local_addr().ok().and_then(|a| a.as_socket()).map(|a| a.ip()))
-}
-
-/// What [`read_back`] adds of the interface: its name and offloads.
-trait WithDevice {
-    fn with_device(self, ip: Option<std::net::IpAddr>) -> Self;
-}
-
-impl WithDevice for netblast_spec::result::SocketSetup {
-    fn with_device(mut self, ip: Option<std::net::IpAddr>) -> Self {
-        if let Some(dev) = ip.and_then(crate::os::net::device_of) {
-            self.offloads = crate::os::net::offloads(&dev);
-            self.device = dev;
-        }
-        self
+        offloads: device.as_deref().and_then(crate::os::net::offloads),
+        device: device.unwrap_or_default(),
     }
 }
 

@@ -130,6 +130,37 @@ pub fn buffer_caps() -> Option<netblast_spec::result::BufferCaps> {
 /// The addresses of this host's interfaces with their prefix lengths (`getifaddrs`), loopback
 /// last.
 pub fn interfaces() -> io::Result<Vec<(std::net::IpAddr, u8)>> {
+    let mut out = Vec::new();
+    each_ifaddr(|_, addr, mask| {
+        if let (Some(addr), Some(mask)) = (addr, mask) {
+            let prefix = match mask {
+                std::net::IpAddr::V4(m) => u32::from(m).count_ones(),
+                std::net::IpAddr::V6(m) => u128::from(m).count_ones(),
+            } as u8;
+            if !out.contains(&(addr, prefix)) {
+                out.push((addr, prefix));
+            }
+        }
+    })?;
+    out.sort_by_key(|(a, _)| a.is_loopback());
+    Ok(out)
+}
+
+/// The interface that holds local address `ip` (`lo` for 127.0.0.1).
+pub fn device_of(ip: std::net::IpAddr) -> Option<String> {
+    let ip = ip.to_canonical();
+    let mut found = None;
+    each_ifaddr(|name, addr, _| {
+        if found.is_none() && addr == Some(ip) {
+            found = Some(name.to_string());
+        }
+    })
+    .ok()?;
+    found
+}
+
+/// Calls `f` with each `getifaddrs` entry: the interface's name, its address and netmask.
+fn each_ifaddr(mut f: impl FnMut(&str, Option<std::net::IpAddr>, Option<std::net::IpAddr>)) -> io::Result<()> {
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
     fn addr_of(sa: *const libc::sockaddr) -> Option<IpAddr> {
         if sa.is_null() {
@@ -156,26 +187,18 @@ pub fn interfaces() -> io::Result<Vec<(std::net::IpAddr, u8)>> {
     if unsafe { libc::getifaddrs(&mut head) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    let mut out = Vec::new();
     let mut cur = head;
     while !cur.is_null() {
         // SAFETY: `cur` is a node of the list getifaddrs built.
         let ifa = unsafe { &*cur };
-        if let (Some(addr), Some(mask)) = (addr_of(ifa.ifa_addr), addr_of(ifa.ifa_netmask)) {
-            let prefix = match mask {
-                IpAddr::V4(m) => u32::from(m).count_ones(),
-                IpAddr::V6(m) => u128::from(m).count_ones(),
-            } as u8;
-            if !out.contains(&(addr, prefix)) {
-                out.push((addr, prefix));
-            }
-        }
+        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+        let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }.to_string_lossy();
+        f(&name, addr_of(ifa.ifa_addr), addr_of(ifa.ifa_netmask));
         cur = ifa.ifa_next;
     }
     // SAFETY: `head` came from getifaddrs and is freed once.
     unsafe { libc::freeifaddrs(head) };
-    out.sort_by_key(|(a, _)| a.is_loopback());
-    Ok(out)
+    Ok(())
 }
 
 /// Gives the system back the memory the allocator holds free. glibc keeps what busy threads

@@ -32,8 +32,8 @@ pub fn run(
     live: &mut dyn FnMut(Live<'_>),
 ) -> Result<RunResult, ClientError> {
     let c = plan.profile.workload.cps().ok_or_else(|| ClientError::Setting("not a cps profile".into()))?;
-    let host = host_of(&plan.target);
-    let any = Agentless::new(c, peer, &host).map_err(ClientError::Setting)?;
+    let host = plan::split_host_port(&plan.target).map_or("", |(h, _)| h);
+    let any = Agentless::new(c, peer, host).map_err(ClientError::Setting)?;
     let setups = stream_setups(plan);
     sys::ensure_fds(setups.len() as u64 * 2 + 64).map_err(ClientError::Fds)?;
     let probe_stats_at_start = probe.run_stats();
@@ -49,11 +49,10 @@ pub fn run(
     let timing = Timing { send_for: bound, give_up_after: bound + DRAIN_GRACE };
     let ids: Vec<u32> = setups.iter().map(|s| s.id).collect();
     let cpus: Vec<usize> = (0..setups.len()).map(|i| plan::client_cpu_of(plan, i, setups.len())).collect();
-    let pinned: Vec<Option<usize>> = cpus.iter().map(|&c| Some(c)).collect();
     let handles = crate::gen::cps::spawn_agentless(
         c,
         (peer, any),
-        (&ids, &pinned),
+        (&ids, &cpus),
         (&plan.profile.tcp, plan.profile.run.interval(), timing),
         &ctx,
     )
@@ -131,18 +130,6 @@ pub fn run(
     Ok(envelope.result(plan, measured))
 }
 
-/// The host part of a `HOST[:PORT]` target (`[::1]:443` → `[::1]`), for the TLS server name.
-fn host_of(target: &str) -> String {
-    let t = target.trim();
-    if t.parse::<std::net::IpAddr>().is_ok() {
-        return t.to_string();
-    }
-    match t.rsplit_once(':') {
-        Some((h, p)) if p.parse::<u16>().is_ok() && (!h.contains(':') || h.starts_with('[')) => h.to_string(),
-        _ => t.to_string(),
-    }
-}
-
 /// The workers' events into the aggregator until every worker is done (or gone).
 struct Gathering<'h> {
     agg: Aggregator,
@@ -163,19 +150,5 @@ impl Collector for Gathering<'_> {
     fn idle(&mut self, gone: bool) -> Option<Vec<Interval>> {
         // A worker that is gone without its end will not send it.
         (!gone && !self.handles.iter().all(|h| h.is_finished())).then(Vec::new)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_server_name_is_the_targets_host() {
-        assert_eq!(host_of("nginx.local:8443"), "nginx.local");
-        assert_eq!(host_of("nginx.local"), "nginx.local");
-        assert_eq!(host_of("[::1]:443"), "[::1]");
-        assert_eq!(host_of("::1"), "::1");
-        assert_eq!(host_of("127.0.0.1:80"), "127.0.0.1");
     }
 }

@@ -520,14 +520,8 @@ impl CpsSection {
             return Ok(());
         }
         if !self.tls {
-            let tls_only = [
-                ("cps.tls_version", self.tls_version.is_some()),
-                ("cps.resume", self.resume),
-                ("cps.insecure", self.insecure),
-                ("cps.cacert", self.cacert.is_some()),
-                ("cps.sni", self.sni.is_some()),
-            ];
-            if let Some((field, _)) = tls_only.iter().find(|(_, on)| *on) {
+            // The settings after `cps.tls` in the list are TLS's own.
+            if let Some((field, _)) = only_agentless[3..].iter().find(|(_, on)| *on) {
                 return Err((field, "is a TLS setting: add tls = true (--tls)".into()));
             }
         }

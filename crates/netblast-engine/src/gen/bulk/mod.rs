@@ -128,6 +128,12 @@ fn paced_quantum(rate: f64) -> u64 {
     u64::from(crate::os::sockopt::paced_notsent_lowat(rate * 8.0) / 2)
 }
 
+/// The least a paced sender with `budget_left` bytes to go hands over at once: a quantum, or
+/// the last of its byte budget when that is less.
+fn paced_least(rate: f64, budget_left: Option<u64>) -> u64 {
+    budget_left.map_or(paced_quantum(rate), |b| b.min(paced_quantum(rate))).max(1)
+}
+
 /// When (since the start) a sender held at `rate` that has handed over `total` bytes may hand
 /// over its next [`paced_quantum`]: the inverse of [`paced_due`].
 fn paced_at(rate: f64, total: u64) -> Duration {
@@ -468,9 +474,7 @@ impl<'a> Loop<'a> {
                 .map_or(cfg.section.block_bytes.to_usize(), |b| (b as usize).min(cfg.section.block_bytes.to_usize()));
             if let (FlowRole::Send, Some(rate)) = (f.role, cfg.paced) {
                 let due = paced_due(rate, self.start.elapsed()).saturating_sub(f.total);
-                // The last of a byte budget may be less than a quantum.
-                let least = f.budget_left.map_or(paced_quantum(rate), |b| b.min(paced_quantum(rate)));
-                if due < least.max(1) {
+                if due < paced_least(rate, f.budget_left) {
                     // Ahead of the schedule: wait for it (`wait` wakes at the next byte's time).
                     f.ready = false;
                     f.paced_wait = true;
@@ -555,8 +559,7 @@ impl<'a> Loop<'a> {
         if let Some(rate) = self.cfg.paced {
             let since = self.start.elapsed();
             for f in self.flows.iter_mut().filter(|f| f.paced_wait) {
-                let least = f.budget_left.map_or(paced_quantum(rate), |b| b.min(paced_quantum(rate)));
-                if paced_due(rate, since) >= f.total + least.max(1) {
+                if paced_due(rate, since) >= f.total + paced_least(rate, f.budget_left) {
                     f.paced_wait = false;
                     f.ready = true;
                 }

@@ -33,25 +33,13 @@ pub struct Agentless {
     pub tickets_seen: std::sync::atomic::AtomicBool,
 }
 
-impl Clone for Agentless {
-    fn clone(&self) -> Agentless {
-        Agentless {
-            send: self.send.clone(),
-            read: self.read,
-            tls: self.tls.clone(),
-            tickets_seen: std::sync::atomic::AtomicBool::new(
-                self.tickets_seen.load(std::sync::atomic::Ordering::Relaxed),
-            ),
-        }
-    }
-}
-
 impl Agentless {
-    /// The exchange of a `[cps]` section with no agent, its target's host for the server name.
+    /// The exchange of a `[cps]` section with no agent, its target's host (as
+    /// `plan::split_host_port` reads it) for the server name.
     pub fn new(c: &CpsSection, to: SocketAddr, host: &str) -> Result<Agentless, String> {
         let send = c.send_bytes().map_err(|e| format!("cps.send: {e}"))?;
         let tls = if c.tls {
-            let name = c.sni.clone().unwrap_or_else(|| host.trim_start_matches('[').trim_end_matches(']').to_string());
+            let name = c.sni.clone().unwrap_or_else(|| host.to_string());
             let name = if name.is_empty() { to.ip().to_string() } else { name };
             let server = ServerName::try_from(name.clone()).map_err(|_| format!("invalid TLS server name {name:?}"))?;
             Some((config(c)?, server))
@@ -80,40 +68,39 @@ fn config(c: &CpsSection) -> Result<Arc<ClientConfig>, String> {
     Ok(Arc::new(config))
 }
 
-/// How one connection's exchange went: when its handshake ended (the latency's end: `connect`
-/// returned, or the TLS handshake finished).
-pub struct Exchanged {
-    /// The end of the timed part.
-    pub timed_to: Instant,
+/// Why an exchange failed: the TLS protocol (a certificate refused, an alert), or the socket
+/// (which counts by cause).
+#[derive(Debug)]
+pub enum Failed {
+    /// What rustls refused.
+    Tls(String),
+    /// The socket's error.
+    Io(io::Error),
 }
 
-/// An error of the TLS protocol (a certificate refused, an alert), as opposed to the socket's.
-#[derive(Debug)]
-pub struct TlsFailure(pub String);
-
-/// Runs one connected socket's exchange; a TLS protocol failure is told apart (`Err(Ok(..))`)
-/// from the socket's errors (`Err(Err(..))`), which count by cause.
+/// Runs one connected socket's exchange; returns when its timed part (`connect`, or the TLS
+/// handshake) ended.
 pub fn exchange(
     sock: &Socket,
     a: &Agentless,
     counts: &mut ConnCounts,
     scratch: &mut [u8],
     (t0, deadline): (Instant, Instant),
-) -> Result<Exchanged, Result<TlsFailure, io::Error>> {
+) -> Result<Instant, Failed> {
     match &a.tls {
         None => {
             let timed_to = Instant::now();
             let mut s = sock;
             if !a.send.is_empty() {
-                s.write_all(&a.send).map_err(Err)?;
+                s.write_all(&a.send).map_err(Failed::Io)?;
             }
-            let answer = read_answer(&mut s, a.read, scratch, deadline).map_err(Err)?;
+            let answer = read_answer(&mut s, a.read, scratch, deadline).map_err(Failed::Io)?;
             counts.answers.get_or_insert_with(Answers::default).add(&answer);
-            Ok(Exchanged { timed_to })
+            Ok(timed_to)
         }
         Some((config, name)) => {
             let mut conn = rustls::ClientConnection::new(config.clone(), name.clone())
-                .map_err(|e| Ok(TlsFailure(format!("cannot start a TLS handshake: {e}"))))?;
+                .map_err(|e| Failed::Tls(format!("cannot start a TLS handshake: {e}")))?;
             let mut s = sock;
             while conn.is_handshaking() {
                 conn.complete_io(&mut s).map_err(tls_error)?;
@@ -139,7 +126,7 @@ pub fn exchange(
             // The orderly end of the session before the socket's close.
             conn.send_close_notify();
             let _ = conn.write_tls(&mut s);
-            Ok(Exchanged { timed_to })
+            Ok(timed_to)
         }
     }
 }
@@ -169,11 +156,11 @@ fn take_tickets(
 }
 
 /// A socket error stays one (it counts by cause); anything rustls refused is a TLS failure.
-fn tls_error(e: io::Error) -> Result<TlsFailure, io::Error> {
+fn tls_error(e: io::Error) -> Failed {
     if e.raw_os_error().is_none() && e.kind() == ErrorKind::InvalidData {
-        Ok(TlsFailure(e.to_string()))
+        Failed::Tls(e.to_string())
     } else {
-        Err(e)
+        Failed::Io(e)
     }
 }
 

@@ -46,7 +46,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 /// Parameters of a cps test end.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct CpsConfig {
     /// The profile's section: sizes, how connections close, the timeout.
     pub section: CpsSection,
@@ -73,31 +73,16 @@ pub struct CpsConfig {
 /// Spawns an end's cps workers, one pinned worker per flow, each with its share of the
 /// connection rate.
 pub fn spawn(end: &End<'_>, c: &CpsSection, conns: Vec<Conn>) -> io::Result<Vec<std::thread::JoinHandle<()>>> {
-    let flows = conns.len().max(1) as f64;
-    let ctx = end.ctx;
-    let cfg = std::sync::Arc::new(CpsConfig {
-        section: c.clone(),
-        flow_rate: c.rate.map(|r| r.per_second() / flows),
-        flows: flows as u32,
-        tcp: end.profile.tcp.clone(),
-        bind: ctx.bind.clone(),
-        kernel_stats: ctx.probe.collects(),
-        interval: end.profile.run.interval(),
-        timing: end.timing,
-        any: None,
-    });
-    let mut handles = Vec::with_capacity(conns.len());
-    for (i, conn) in conns.into_iter().enumerate() {
+    let mut flows = Vec::with_capacity(conns.len());
+    for conn in conns {
         let Some(other) = conn.listener else {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("cps flow {} has no listener", conn.id)));
         };
-        let (cfg, ctx) = (cfg.clone(), ctx.clone());
         let flow = CpsFlow { id: conn.id, role: end.role(conn.way), anchor: Some(conn.tcp), end: other };
-        handles.push(crate::exec::worker::spawn(i, conn.cpu, move |pinned| {
-            run_worker(Seat { index: i, pinned }, flow, &cfg, &ctx)
-        })?);
+        flows.push((flow, conn.cpu));
     }
-    Ok(handles)
+    let run = (&end.profile.tcp, end.profile.run.interval(), end.timing);
+    spawn_flows(config(c, flows.len(), run, end.ctx, None), flows, end.ctx)
 }
 
 /// Spawns the client's cps workers of a test with no agent on the other side: flow i dials
@@ -105,26 +90,50 @@ pub fn spawn(end: &End<'_>, c: &CpsSection, conns: Vec<Conn>) -> io::Result<Vec<
 pub fn spawn_agentless(
     c: &CpsSection,
     (to, any): (SocketAddr, any::Agentless),
-    (ids, cpus): (&[u32], &[Option<usize>]),
-    (tcp, interval, timing): (&TcpSection, Duration, Timing),
+    (ids, cpus): (&[u32], &[usize]),
+    run: (&TcpSection, Duration, Timing),
     ctx: &Ctx,
 ) -> io::Result<Vec<std::thread::JoinHandle<()>>> {
-    let flows = ids.len().max(1) as f64;
-    let cfg = std::sync::Arc::new(CpsConfig {
+    let flows: Vec<(CpsFlow, Option<usize>)> = ids
+        .iter()
+        .zip(cpus)
+        .map(|(&id, &cpu)| (CpsFlow { id, role: FlowRole::Send, anchor: None, end: ListenerEnd::Dial(to) }, Some(cpu)))
+        .collect();
+    spawn_flows(config(c, flows.len(), run, ctx, Some(any)), flows, ctx)
+}
+
+/// What `flows` cps flows of section `c` share: the rate split over them, the socket
+/// options, the interval and timing, and with no agent the exchange.
+fn config(
+    c: &CpsSection,
+    flows: usize,
+    (tcp, interval, timing): (&TcpSection, Duration, Timing),
+    ctx: &Ctx,
+    any: Option<any::Agentless>,
+) -> std::sync::Arc<CpsConfig> {
+    let n = flows.max(1) as f64;
+    std::sync::Arc::new(CpsConfig {
         section: c.clone(),
-        flow_rate: c.rate.map(|r| r.per_second() / flows),
-        flows: flows as u32,
+        flow_rate: c.rate.map(|r| r.per_second() / n),
+        flows: n as u32,
         tcp: tcp.clone(),
         bind: ctx.bind.clone(),
         kernel_stats: ctx.probe.collects(),
         interval,
         timing,
-        any: Some(any),
-    });
-    let mut handles = Vec::with_capacity(ids.len());
-    for (i, (&id, &cpu)) in ids.iter().zip(cpus).enumerate() {
+        any,
+    })
+}
+
+/// One pinned worker per flow (on the CPU beside it), sharing `cfg`.
+fn spawn_flows(
+    cfg: std::sync::Arc<CpsConfig>,
+    flows: Vec<(CpsFlow, Option<usize>)>,
+    ctx: &Ctx,
+) -> io::Result<Vec<std::thread::JoinHandle<()>>> {
+    let mut handles = Vec::with_capacity(flows.len());
+    for (i, (flow, cpu)) in flows.into_iter().enumerate() {
         let (cfg, ctx) = (cfg.clone(), ctx.clone());
-        let flow = CpsFlow { id, role: FlowRole::Send, anchor: None, end: ListenerEnd::Dial(to) };
         handles.push(crate::exec::worker::spawn(i, cpu, move |pinned| {
             run_worker(Seat { index: i, pinned }, flow, &cfg, &ctx)
         })?);
@@ -357,14 +366,14 @@ fn dial_loop(
         let exchanged = match &cfg.any {
             None => exchange(fd, cfg, &req, &mut resp).map(|()| t1),
             Some(a) => match any::exchange(&sock, a, &mut counts, &mut resp, (t0, t0 + cfg.section.timeout())) {
-                Ok(x) => Ok(x.timed_to),
-                Err(Err(e)) => Err(e),
-                Err(Ok(any::TlsFailure(why))) if m.msgs == 0 => {
+                Ok(timed_to) => Ok(timed_to),
+                Err(any::Failed::Io(e)) => Err(e),
+                Err(any::Failed::Tls(why)) if m.msgs == 0 => {
                     // The first handshakes fail: a certificate not trusted, a version the
                     // server refuses. Every one after would too.
                     break Err(format!("TLS handshake with {to} failed: {why}"));
                 }
-                Err(Ok(_)) => Err(io::Error::other("TLS")),
+                Err(any::Failed::Tls(_)) => Err(io::Error::other("TLS")),
             },
         };
         if cfg.section.close == CloseMode::Rst {

@@ -124,7 +124,7 @@ impl ServeStats {
             Refusal::Auth => &self.auth,
             Refusal::NotAllowed => &self.not_allowed,
             Refusal::Version => &self.version,
-            Refusal::Limit => &self.limit,
+            Refusal::Limit | Refusal::Busy => &self.limit,
             Refusal::Invalid | Refusal::Shutdown => &self.invalid,
         }
     }

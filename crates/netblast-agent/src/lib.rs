@@ -10,6 +10,8 @@
 //! - [`config`]: who may use a server, what a peer or test may take, its fleet settings.
 //! - [`router`]: one accepted connection, routed by its header's role.
 //! - [`shared`]: what every connection of one server shares.
+//! - [`unproven`]: connections that have not proven themselves yet, and how a full set of
+//!   them makes room.
 //! - [`Background`]: a server on its own thread and runtime, for tests and benches.
 //! - [`data`]: one connection: handshake, control of a test, running its streams.
 //! - [`fleet`]: `serve` as a fleet agent: authenticated orders to originate tests, the
@@ -28,6 +30,7 @@ pub mod registry;
 pub mod router;
 pub mod server;
 pub mod shared;
+pub mod unproven;
 
 pub use config::AgentConfig;
 pub use config::{is_loopback, Access, Held, Limits, ServeConfig, ServeStats, SHUTDOWN_GRACE};
@@ -79,21 +82,14 @@ pub async fn serve(listener: TcpListener, cfg: ServeConfig, shutdown: impl Futur
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
+            // Connections closed to make room close on their own tasks: while too many still
+            // hold their descriptors, new ones wait in the kernel's listen queue.
+            _ = shared.unproven.one_closed(), if !shared.unproven.room_to_accept() => {}
+            accepted = listener.accept(), if shared.unproven.room_to_accept() => match accepted {
                 Ok((conn, peer)) => {
-                    let slot = match shared::Unproven::take(&shared.unproven, peer.ip(), &shared.limits) {
-                        Ok(slot) => slot,
-                        Err(full) => {
-                            // Closed at once: a stranger's silent connections hold no more.
-                            drop(conn);
-                            let why = match full {
-                                shared::UnprovenFull::Peer(n) => format!("{n} of its connections have not proven themselves yet (--max-unproven-per-peer)"),
-                                shared::UnprovenFull::All(n) => format!("{n} connections have not proven themselves yet, the most this server holds"),
-                            };
-                            shared.stats.refuse(peer, netblast_wire::wire::Refusal::Limit, &why);
-                            continue;
-                        }
-                    };
+                    // Always admitted: at a cap, an older unproven connection makes room
+                    // (its own task says so when it closes).
+                    let (slot, _) = unproven::Unproven::admit(&shared.unproven, peer.ip(), &shared.limits);
                     let shared = shared.clone();
                     let stop = stop_rx.clone();
                     tasks.spawn(async move {

@@ -3,7 +3,6 @@
 use crate::config::{Access, AgentConfig, Held, Limits, ServeStats};
 use crate::registry::Registry;
 use netblast_probe::Probe;
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -31,63 +30,7 @@ pub struct Shared {
     /// Fleet orders running now, over every coordinator's session.
     pub orders: Arc<AtomicUsize>,
     /// Connections that have not proven themselves yet.
-    pub unproven: Arc<Unproven>,
-}
-
-/// Connections that have not yet proven themselves, in all and by peer address.
-#[derive(Debug, Default)]
-pub struct Unproven {
-    by_peer: std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>,
-}
-
-/// Why a connection was closed before it could prove itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UnprovenFull {
-    /// The peer holds this many already.
-    Peer(usize),
-    /// All peers together hold this many.
-    All(usize),
-}
-
-impl Unproven {
-    /// A place for one more connection from `ip`, within `limits`.
-    pub fn take(this: &Arc<Unproven>, ip: IpAddr, limits: &Limits) -> Result<UnprovenSlot, UnprovenFull> {
-        let mut m = this.by_peer.lock().unwrap_or_else(|e| e.into_inner());
-        let all: usize = m.values().sum();
-        let mine = m.get(&ip).copied().unwrap_or(0);
-        if mine >= limits.unproven_per_peer {
-            return Err(UnprovenFull::Peer(mine));
-        }
-        if all >= limits.unproven {
-            return Err(UnprovenFull::All(all));
-        }
-        *m.entry(ip).or_default() += 1;
-        Ok(UnprovenSlot { of: this.clone(), ip })
-    }
-
-    /// Connections not proven yet, in all.
-    pub fn count(&self) -> usize {
-        self.by_peer.lock().map(|m| m.values().sum()).unwrap_or(0)
-    }
-}
-
-/// One connection's place among the unproven, given back when it proves itself (dropped).
-#[derive(Debug)]
-pub struct UnprovenSlot {
-    of: Arc<Unproven>,
-    ip: IpAddr,
-}
-
-impl Drop for UnprovenSlot {
-    fn drop(&mut self) {
-        let mut m = self.of.by_peer.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = m.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&self.ip);
-            }
-        }
-    }
+    pub unproven: Arc<crate::unproven::Unproven>,
 }
 
 /// One running fleet order's place in [`Shared::orders`], given back on drop.
@@ -146,20 +89,5 @@ mod tests {
         drop(held);
         assert_eq!(orders.load(Ordering::Relaxed), 0);
         assert!(OrderSlot::take(&orders, 64).is_ok());
-    }
-
-    #[test]
-    fn unproven_connections_are_capped_per_peer_and_in_all() {
-        let u: Arc<Unproven> = Default::default();
-        let limits = Limits { unproven: 5, unproven_per_peer: 3, ..Default::default() };
-        let (a, b): (IpAddr, IpAddr) = ("127.0.0.2".parse().unwrap(), "127.0.0.1".parse().unwrap());
-        let mine: Vec<_> = (0..3).map(|_| Unproven::take(&u, a, &limits).unwrap()).collect();
-        assert_eq!(Unproven::take(&u, a, &limits).unwrap_err(), UnprovenFull::Peer(3));
-        let theirs: Vec<_> = (0..2).map(|_| Unproven::take(&u, b, &limits).unwrap()).collect();
-        assert_eq!(Unproven::take(&u, b, &limits).unwrap_err(), UnprovenFull::All(5));
-        drop(mine);
-        assert_eq!(u.count(), 2);
-        assert!(Unproven::take(&u, a, &limits).is_ok());
-        drop(theirs);
     }
 }

@@ -6,7 +6,9 @@
 use netblast_spec::fleet::{self, AgentHello, AgentMsg, ClockSample, CoordMsg};
 use netblast_spec::result::ClockInfo;
 use netblast_wire::auth::Token;
-use netblast_wire::wire::{self, nonblocking, ClientHandshake, Header, Role, TestId, HEADER_LEN};
+use netblast_wire::wire::{
+    self, busy_words, nonblocking, ClientHandshake, Header, Role, TestId, BUSY_BACKOFF, HEADER_LEN,
+};
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::io::AsyncWriteExt;
@@ -58,9 +60,26 @@ pub enum Event {
 }
 
 /// Dials an agent and proves the token both ways (an agent that cannot prove it is not given
-/// orders).
+/// orders); again after each pause of [`BUSY_BACKOFF`] while the agent, at its limit of
+/// connections that have not proven themselves, closes or refuses the handshake.
 pub async fn dial(addr: SocketAddr, token: &Token) -> Result<TcpStream, String> {
-    dial_once(addr, token).await.map_err(|(_, why)| why)
+    dial_patiently(addr, token).await.map_err(|(_, why)| why)
+}
+
+/// [`dial`], saying how it failed.
+async fn dial_patiently(addr: SocketAddr, token: &Token) -> Result<TcpStream, (Dial, String)> {
+    let mut pauses = BUSY_BACKOFF.iter();
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match dial_once(addr, token).await {
+            Err((Dial::Busy, why)) => match pauses.next() {
+                Some(pause) => tokio::time::sleep(*pause).await,
+                None => return Err((Dial::Busy, busy_words(tries, &why))),
+            },
+            r => return r,
+        }
+    }
 }
 
 /// How often a refused dial is tried again.
@@ -72,8 +91,8 @@ const REDIAL: std::time::Duration = std::time::Duration::from_millis(500);
 pub async fn dial_until(addr: SocketAddr, token: &Token, until: tokio::time::Instant) -> Result<TcpStream, String> {
     let mut said = false;
     loop {
-        match dial_once(addr, token).await {
-            Err((true, why)) if tokio::time::Instant::now() + REDIAL < until => {
+        match dial_patiently(addr, token).await {
+            Err((Dial::Refused, why)) if tokio::time::Instant::now() + REDIAL < until => {
                 if !said {
                     tracing::warn!(%addr, "{why}: trying again until --wait-agents runs out");
                     said = true;
@@ -85,18 +104,30 @@ pub async fn dial_until(addr: SocketAddr, token: &Token, until: tokio::time::Ins
     }
 }
 
-/// One dial: the connection, or whether it was refused and why it failed.
-async fn dial_once(addr: SocketAddr, token: &Token) -> Result<TcpStream, (bool, String)> {
+/// How one dial failed: the connection refused (nobody listening yet), the handshake closed or
+/// refused by a busy agent, or for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dial {
+    Refused,
+    Busy,
+    Failed,
+}
+
+/// One dial: the connection, or how and why it failed.
+async fn dial_once(addr: SocketAddr, token: &Token) -> Result<TcpStream, (Dial, String)> {
     let connect = async {
-        let mut s = TcpStream::connect(addr)
-            .await
-            .map_err(|e| (e.kind() == std::io::ErrorKind::ConnectionRefused, format!("cannot connect: {e}")))?;
+        let mut s = TcpStream::connect(addr).await.map_err(|e| {
+            let how = if e.kind() == std::io::ErrorKind::ConnectionRefused { Dial::Refused } else { Dial::Failed };
+            (how, format!("cannot connect: {e}"))
+        })?;
         s.set_nodelay(true).ok();
         let hs = ClientHandshake::new(Header::new(Role::Fleet, TestId::random(), 0), Some(token.clone()), true);
-        nonblocking::client_handshake(&mut s, &hs).await.map_err(|e| (false, e.to_string()))?;
+        nonblocking::client_handshake(&mut s, &hs)
+            .await
+            .map_err(|e| (if e.is_busy() { Dial::Busy } else { Dial::Failed }, e.to_string()))?;
         Ok(s)
     };
-    tokio::time::timeout(CONNECT_TIMEOUT, connect).await.map_err(|_| (false, "no answer in time".to_string()))?
+    tokio::time::timeout(CONNECT_TIMEOUT, connect).await.map_err(|_| (Dial::Failed, "no answer in time".to_string()))?
 }
 
 /// Takes a registration on the coordinator's listener: the header, the handshake (the agent

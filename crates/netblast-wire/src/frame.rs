@@ -23,6 +23,9 @@ pub enum Refusal {
     Invalid,
     /// The server is shutting down.
     Shutdown,
+    /// The server holds as many connections that have not proven themselves as it may, and
+    /// closed this one, the oldest, to admit a newer one: dial again.
+    Busy,
 }
 
 impl Refusal {
@@ -35,6 +38,7 @@ impl Refusal {
             Refusal::Limit => "a server limit",
             Refusal::Invalid => "invalid request",
             Refusal::Shutdown => "shutting down",
+            Refusal::Busy => "at its limit of unproven connections",
         }
     }
 }

@@ -91,6 +91,10 @@ pub enum HandshakeError {
     /// The listener refused (its reason).
     #[error("{0}")]
     Refused(String),
+    /// The listener is at its limit of connections that have not proven themselves and closed
+    /// this one to admit a newer one: dialing again may succeed.
+    #[error("{0}")]
+    Busy(String),
 }
 
 /// The dialing side of a handshake, sans I/O: send [`ClientHandshake::hello`], read a
@@ -300,6 +304,45 @@ pub enum HandshakeFailure {
     Handshake(#[from] HandshakeError),
 }
 
+impl HandshakeFailure {
+    /// Whether dialing again may succeed: the listener said it is at its limit of connections
+    /// that have not proven themselves, or closed or reset the connection before the
+    /// handshake ended (what it does to a connection that had not spoken when it made room).
+    pub fn is_busy(&self) -> bool {
+        match self {
+            HandshakeFailure::Handshake(HandshakeError::Busy(_)) => true,
+            HandshakeFailure::Io(e) => closed_early(e),
+            HandshakeFailure::Handshake(_) => false,
+        }
+    }
+}
+
+/// Whether an I/O error is the peer closing or resetting the connection.
+pub fn closed_early(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(e.kind(), UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe)
+}
+
+/// The pauses of a dialing side before each new attempt after a handshake a busy listener
+/// closed or refused ([`HandshakeFailure::is_busy`]): 50 ms doubling, 1.55 s in all, well
+/// within a connect timeout. A listener at its cap closes its oldest unproven connection for
+/// each new one, so a few attempts get through all but a flood of connections from the
+/// dialing side's own address.
+pub const BUSY_BACKOFF: [std::time::Duration; 5] = [
+    std::time::Duration::from_millis(50),
+    std::time::Duration::from_millis(100),
+    std::time::Duration::from_millis(200),
+    std::time::Duration::from_millis(400),
+    std::time::Duration::from_millis(800),
+];
+
+/// The words of a dialing side that gave up on a busy listener after `attempts` tries.
+pub fn busy_words(attempts: usize, last: &dyn std::fmt::Display) -> String {
+    format!(
+        "refused {attempts} times by a server that is at its limit of unproven connections (or closed by it during the handshake); the last time: {last}"
+    )
+}
+
 /// The dialing side over `std::io` streams (used by the client).
 pub mod blocking {
     use super::*;
@@ -313,6 +356,7 @@ pub mod blocking {
             None => read_frame::<_, ServerMsg>(r),
         };
         match msg {
+            Ok(Some(ServerMsg::Refused { message, reason: Some(Refusal::Busy) })) => HandshakeError::Busy(message),
             Ok(Some(ServerMsg::Refused { message, .. })) => HandshakeError::Refused(message),
             Ok(Some(other)) => HandshakeError::NotNetblast(format!("unexpected {other:?}")),
             Ok(None) => HandshakeError::Refused("the server closed the connection".into()),
@@ -365,6 +409,7 @@ pub mod nonblocking {
         let mut b = [0u8; SERVER_HELLO_LEN];
         s.read_exact(&mut b[..4]).await?;
         let refusal = |m: io::Result<Option<ServerMsg>>| match m {
+            Ok(Some(ServerMsg::Refused { message, reason: Some(Refusal::Busy) })) => HandshakeError::Busy(message),
             Ok(Some(ServerMsg::Refused { message, .. })) => HandshakeError::Refused(message),
             Ok(Some(other)) => HandshakeError::NotNetblast(format!("unexpected {other:?}")),
             Ok(None) => HandshakeError::Refused("the peer closed the connection".into()),

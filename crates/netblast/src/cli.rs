@@ -87,11 +87,12 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 16)]
     pub max_pending_per_peer: usize,
     /// Connections one peer address may hold before they prove themselves (a netblast peer
-    /// needs a few; past it a new one is closed at once).
+    /// needs a few; past it a new one closes that address's oldest silent one).
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_unproven_per_peer: u32,
     /// Connections all peers together may hold before they prove themselves (at most a
-    /// quarter of the descriptors; the rest is kept for peers that proved the token).
+    /// quarter of the descriptors; the rest is kept for peers that proved the token); past
+    /// it a new one closes an old one of the address holding the most.
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_unproven: u32,
     /// Server flows that may busy-poll (rr --wait spin) at once, each taking a CPU

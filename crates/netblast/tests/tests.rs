@@ -6,6 +6,7 @@
 //! - `bulk`: TCP bulk streams end to end (accounting, directions, concurrency, failures).
 //! - `cli`: the command line: bad input gets a clear error and exit status 2.
 //! - `cps`: new connections per second: counts, rate, failures by cause.
+//! - `flood`: a stranger holding every place for unproven connections beside a good client.
 //! - `find_max`: `run --find-max` against a capacity made on purpose (nginx `limit_req`).
 //! - `habits`: iperf3 habits: --json-stream through jq, -c HOST, -6, -n, --logfile, --timestamps.
 //! - `hostile`: `serve` against clients that take more than their share (issue 13).
@@ -32,6 +33,7 @@ mod campaign;
 mod cli;
 mod cps;
 mod find_max;
+mod flood;
 mod habits;
 mod hostile;
 mod http;

@@ -133,18 +133,14 @@ fn hold<'a>(shared: &'a Shared, setup: &TestSetup) -> Result<Holding<'a>, String
     Ok(Holding { held: &shared.held, fds, spinning, _probe: probe })
 }
 
+/// A stream whose header and tag were read: handed to its test if the tag is its test's.
 pub(crate) async fn stream_conn(
     mut conn: TcpStream,
     peer: SocketAddr,
     header: Header,
+    tag: [u8; STREAM_TAG_LEN],
     shared: &Shared,
-    unproven: crate::shared::UnprovenSlot,
 ) {
-    let mut tag = [0u8; STREAM_TAG_LEN];
-    if tokio::time::timeout(HANDSHAKE_TIMEOUT, conn.read_exact(&mut tag)).await.map_or(true, |r| r.is_err()) {
-        shared.stats.refuse(peer, Refusal::Invalid, "stream without its tag");
-        return;
-    }
     let offer = shared.reg.offer_stream(&header.test_id, header.stream_id, &tag);
     if offer.ack == StreamAck::BadTag {
         shared.stats.refuse(peer, Refusal::Auth, "stream tag does not match its test");
@@ -154,8 +150,6 @@ pub(crate) async fn stream_conn(
         let _ = conn.write_all(&[offer.ack as u8]).await;
         return;
     };
-    // Its tag is its test's: proven.
-    drop(unproven);
     // Marked as soon as its test is known: the acknowledgement and all after it carry the mark.
     if let Err(e) = netblast_engine::os::sockopt::mark(socket2::SockRef::from(&conn), offer.udp.tcp.dscp) {
         tracing::warn!(%peer, "cannot mark the stream: {e}");

@@ -62,6 +62,15 @@ pub enum ClientError {
         /// Both versions.
         why: String,
     },
+    /// The server was at its limit of connections that have not proven themselves each time
+    /// it was dialed (the attempts and the last failure in the words).
+    #[error("{peer}: {why}")]
+    Busy {
+        /// The address.
+        peer: SocketAddr,
+        /// The attempts and the last failure.
+        why: String,
+    },
     /// The server refused the test.
     #[error("{peer} refused the test: {message}")]
     Refused {

@@ -25,8 +25,8 @@ use netblast_spec::plan::{self, stream_setups};
 use netblast_spec::result::{CpuUsage, Interval, Plan, RunResult, StreamInfo};
 use netblast_wire::auth::StreamKey;
 use netblast_wire::wire::{
-    blocking, ClientHandshake, ClientMsg, HandshakeFailure, Header, Refusal, Role, ServerMsg, StreamAck, TestId,
-    TestSetup,
+    blocking, busy_words, ClientHandshake, ClientMsg, HandshakeFailure, Header, Refusal, Role, ServerMsg, StreamAck,
+    TestId, TestSetup, BUSY_BACKOFF,
 };
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, UdpSocket};
@@ -62,6 +62,46 @@ enum Incoming {
     ControlClosed(String),
 }
 
+/// One attempt at a connection's handshake: failed for good, or closed or refused by a server
+/// at its limit of unproven connections (tried again).
+enum Attempt {
+    Busy(String),
+    Failed(ClientError),
+}
+
+impl From<ClientError> for Attempt {
+    fn from(e: ClientError) -> Self {
+        Attempt::Failed(e)
+    }
+}
+
+/// An I/O failure of a handshake: the server closing it is a busy server's answer.
+fn busy_or(e: io::Error, other: impl FnOnce(io::Error) -> ClientError) -> Attempt {
+    if netblast_wire::wire::closed_early(&e) {
+        Attempt::Busy(gen::flow::describe_io(&e))
+    } else {
+        Attempt::Failed(other(e))
+    }
+}
+
+/// Runs `attempt`, again after each pause of [`BUSY_BACKOFF`] while a busy server closes or
+/// refuses it; says how many times it was refused when it gives up.
+fn retry_busy<T>(peer: SocketAddr, mut attempt: impl FnMut() -> Result<T, Attempt>) -> Result<T, ClientError> {
+    let mut pauses = BUSY_BACKOFF.iter();
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match attempt() {
+            Ok(t) => return Ok(t),
+            Err(Attempt::Failed(e)) => return Err(e),
+            Err(Attempt::Busy(last)) => match pauses.next() {
+                Some(pause) => std::thread::sleep(*pause),
+                None => return Err(ClientError::Busy { peer, why: busy_words(tries, &last) }),
+            },
+        }
+    }
+}
+
 /// Opens one stream: TCP connect with options, header and tag (and UDP port), ack (and the
 /// server's UDP port); for UDP flows the datagram socket ends up connected to the server's.
 fn open_stream(
@@ -70,7 +110,7 @@ fn open_stream(
     test_id: TestId,
     key: &StreamKey,
     (id, n): (u32, usize),
-) -> Result<(TcpStream, Option<UdpSocket>, Option<ListenerEnd>), ClientError> {
+) -> Result<(TcpStream, Option<UdpSocket>, Option<ListenerEnd>), Attempt> {
     let io_err =
         |what: &'static str| move |error: io::Error| ClientError::Io { what: format!("{what} ({peer})"), error };
     let profile = &plan.profile;
@@ -97,15 +137,15 @@ fn open_stream(
     } else {
         None
     };
-    (&stream).write_all(&hello).map_err(io_err("cannot open a stream"))?;
+    (&stream).write_all(&hello).map_err(|e| busy_or(e, io_err("cannot open a stream")))?;
     let mut ack = [0u8; 1];
-    (&stream).read_exact(&mut ack).map_err(io_err("no answer to a stream handshake"))?;
+    (&stream).read_exact(&mut ack).map_err(|e| busy_or(e, io_err("no answer to a stream handshake")))?;
     match StreamAck::from_byte(ack[0]) {
         Some(StreamAck::Ok) => {}
         Some(other) => {
-            return Err(ClientError::Refused { peer, message: format!("stream {id}: {}", other.describe()) })
+            return Err(ClientError::Refused { peer, message: format!("stream {id}: {}", other.describe()) }.into())
         }
-        None => return Err(ClientError::NotNetblast { peer, why: format!("stream ack byte {}", ack[0]) }),
+        None => return Err(ClientError::NotNetblast { peer, why: format!("stream ack byte {}", ack[0]) }.into()),
     }
     if let Some(sock) = &udp_sock {
         let mut port = [0u8; 2];
@@ -134,7 +174,8 @@ struct Control {
     server_probe: netblast_spec::result::ProbeInfo,
 }
 
-/// Connects, shakes hands and sets the test up.
+/// Connects, shakes hands and sets the test up; again while a busy server closes or refuses
+/// the handshake.
 fn set_up(
     peer: SocketAddr,
     test_id: TestId,
@@ -142,6 +183,17 @@ fn set_up(
     opts: &RunOptions,
     bind: &sockopt::Binding,
 ) -> Result<Control, ClientError> {
+    retry_busy(peer, || set_up_once(peer, test_id, &setup, opts, bind))
+}
+
+/// One attempt of [`set_up`].
+fn set_up_once(
+    peer: SocketAddr,
+    test_id: TestId,
+    setup: &TestSetup,
+    opts: &RunOptions,
+    bind: &sockopt::Binding,
+) -> Result<Control, Attempt> {
     let mut control = sockopt::connect_plain(peer, CONNECT_TIMEOUT, bind, setup.profile.tcp.dscp)
         .map_err(|e| connect_error(peer, e))?;
     control.set_nodelay(true).ok();
@@ -150,31 +202,34 @@ fn set_up(
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::NotNetblast {
             peer,
             why: format!("no answer to the handshake within {}s", REPLY_TIMEOUT.as_secs()),
-        },
-        io::ErrorKind::UnexpectedEof => {
-            ClientError::NotNetblast { peer, why: "it closed the connection during the handshake".into() }
         }
-        io::ErrorKind::InvalidData => ClientError::NotNetblast { peer, why: e.to_string() },
-        _ => ClientError::Io { what: format!("handshake with {peer}"), error: e },
+        .into(),
+        io::ErrorKind::InvalidData => ClientError::NotNetblast { peer, why: e.to_string() }.into(),
+        _ => busy_or(e, |error| ClientError::Io { what: format!("handshake with {peer}"), error }),
     };
     let hs = ClientHandshake::new(Header::new(Role::Control, test_id, 0), opts.token.clone(), false);
     let session = blocking::handshake(&mut control, &hs).map_err(|e| match e {
+        e if e.is_busy() => Attempt::Busy(e.to_string()),
         HandshakeFailure::Io(e) => no_answer(e),
-        HandshakeFailure::Handshake(e) => ClientError::of_handshake(peer, e),
+        HandshakeFailure::Handshake(e) => ClientError::of_handshake(peer, e).into(),
     })?;
-    blocking::write_frame(&mut control, &ClientMsg::Setup(Box::new(setup)))
-        .map_err(|error| ClientError::Io { what: format!("cannot send the test setup ({peer})"), error })?;
+    blocking::write_frame(&mut control, &ClientMsg::Setup(Box::new(setup.clone()))).map_err(|e| {
+        busy_or(e, |error| ClientError::Io { what: format!("cannot send the test setup ({peer})"), error })
+    })?;
     let reply: Option<ServerMsg> = blocking::read_frame(&mut control).map_err(no_answer)?;
     match reply {
         Some(ServerMsg::Accepted { server, probe }) => {
             Ok(Control { stream: control, key: session.stream_key, server, server_probe: probe })
         }
+        Some(ServerMsg::Refused { message, reason: Some(Refusal::Busy) }) => Err(Attempt::Busy(escape(&message))),
         Some(ServerMsg::Refused { message, reason: Some(Refusal::Auth) }) => {
-            Err(ClientError::Auth { peer, why: escape(&message) })
+            Err(ClientError::Auth { peer, why: escape(&message) }.into())
         }
-        Some(ServerMsg::Refused { message, .. }) => Err(ClientError::Refused { peer, message: escape(&message) }),
-        Some(other) => Err(ClientError::NotNetblast { peer, why: format!("unexpected first frame {other:?}") }),
-        None => Err(ClientError::NotNetblast { peer, why: "it closed the connection without answering".into() }),
+        Some(ServerMsg::Refused { message, .. }) => {
+            Err(ClientError::Refused { peer, message: escape(&message) }.into())
+        }
+        Some(other) => Err(ClientError::NotNetblast { peer, why: format!("unexpected first frame {other:?}") }.into()),
+        None => Err(Attempt::Busy("it closed the connection without answering".into())),
     }
 }
 
@@ -238,7 +293,7 @@ fn open_streams(
     let mut infos = Vec::with_capacity(setups.len());
     let mut conns = Vec::with_capacity(setups.len());
     for (i, s) in setups.iter().enumerate() {
-        let (tcp, udp_sock, listener) = open_stream(peer, plan, test_id, key, (s.id, i))?;
+        let (tcp, udp_sock, listener) = retry_busy(peer, || open_stream(peer, plan, test_id, key, (s.id, i)))?;
         let client_cpu = plan::client_cpu_of(plan, i, setups.len());
         infos.push(StreamInfo {
             id: s.id,

@@ -94,10 +94,29 @@ where
     let mut running: Vec<Running> = Vec::new();
     let why = loop {
         let frame = tokio::select! {
-            f = nonblocking::read_frame::<_, CoordMsg>(&mut rd) => f,
+            f = nonblocking::read_frame_bytes(&mut rd) => f,
             _ = stop.changed() => break "this serve is shutting down".to_string(),
         };
         let t2 = netblast_engine::exec::clock::now_unix_ns();
+        let frame = match frame {
+            Ok(Some(bytes)) => match wire::decode_body::<CoordMsg>(&bytes) {
+                Ok(msg) => Ok(Some(msg)),
+                Err(e) => match undecodable(&bytes, &e) {
+                    // A whole frame was read: the order is refused with the reason, the
+                    // session goes on.
+                    Some(refusal) => {
+                        tracing::warn!(%peer, "refused fleet order: {e}");
+                        if send(&wr, &refusal).await.is_err() {
+                            break "the coordinator's connection failed".into();
+                        }
+                        continue;
+                    }
+                    None => break format!("the coordinator sent a frame that does not decode: {e}"),
+                },
+            },
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        };
         match frame {
             Ok(Some(CoordMsg::ClockProbe { t1 })) => {
                 // t3 as late as possible: just before the reply is written.
@@ -166,10 +185,21 @@ where
     tracing::info!(%peer, "fleet session closed: {why}");
 }
 
-/// Whether an order may run here: a valid profile and every address it sends to inside the
-/// allowlist.
+/// The answer to a frame that does not decode (too deep, a field twice, a list past its
+/// bound): a refusal of the order it names, with the reason; `None` if it names none.
+fn undecodable(bytes: &[u8], e: &dyn std::fmt::Display) -> Option<AgentMsg> {
+    let id = netblast_spec::fleet::order_named(bytes)?;
+    Some(AgentMsg::Refused { id, reason: format!("the order does not decode: {e}") })
+}
+
+/// Whether an order may run here: a valid profile, a start instant the agent will wait for,
+/// and every address it sends to inside the allowlist.
 pub fn check_order(order: &Order, allow: &[Cidr]) -> Result<(), String> {
     order.profile.validate("the order's profile").map_err(|e| e.to_string())?;
+    use netblast_engine::exec::clock::{self, StartError};
+    if let Err(e @ StartError::TooFar { .. }) = clock::instant_at(order.start_at_unix_ns, Duration::ZERO) {
+        return Err(format!("start_at_unix_ns: {e}"));
+    }
     if order.profile.workload.http().is_some_and(|h| h.body_file.is_some()) {
         return Err(
             "http.body_file: an agent opens no path a peer names; an order carries its body in http.body".into()

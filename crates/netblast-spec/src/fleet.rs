@@ -38,12 +38,13 @@ pub struct AgentHello {
     pub https_port: Option<u16>,
     /// The addresses its data port can be reached at: its interfaces', loopback last, or the one
     /// it is bound to.
+    #[serde(deserialize_with = "crate::bounded::addresses")]
     pub addresses: Vec<IpAddr>,
     /// The group it registered in (`serve --group`), for `registered:GROUP:N` lists.
     #[serde(default)]
     pub group: String,
     /// The networks it may send traffic to (`serve --allow`), in words.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::bounded::allow")]
     pub allow: Vec<String>,
     /// Its netblast version.
     pub version: String,
@@ -64,8 +65,21 @@ pub struct Order {
     /// The agent's clock against the coordinator's, recorded in its result.
     pub clock: ClockInfo,
     /// A label for logs and results (e.g. `client 3 -> server 1`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::bounded::label")]
     pub label: String,
+}
+
+/// The number of the order a coordinator's frame carries, read even when the rest of the
+/// frame does not decode (too deep, a field twice, a list past its bound: what else it holds
+/// is skipped without recursion), so the refusal can name the order.
+pub fn order_named(frame: &[u8]) -> Option<u32> {
+    #[derive(Deserialize)]
+    struct Named {
+        #[serde(rename = "type")]
+        kind: String,
+        id: u32,
+    }
+    serde_json::from_slice::<Named>(frame).ok().filter(|n| n.kind == "order").map(|n| n.id)
 }
 
 /// Frames from a coordinator to an agent.

@@ -20,10 +20,12 @@
 //! - [`units`]: sizes, rates, durations, CPU lists, and their human renderings.
 //! - [`upgrade`]: results and log records of older schemas read as this build's.
 //! - [`error`]: [`SpecError`], the errors of loading and validating profiles.
+//! - [`bounded`]: lists and texts a peer sends, refused past their bounds while read.
 
 #![warn(missing_docs)]
 
 pub mod assert;
+pub mod bounded;
 pub mod campaign;
 pub mod diagnose;
 pub mod error;

@@ -391,3 +391,75 @@ fn a_coordinator_stopped_for_longer_than_a_stall_blames_no_agent() {
     assert!(r.complete && r.agents.iter().all(|a| a.status == "ok"), "{:?} {:?}", r.errors, r.agents);
     assert!(r.summary.ways[0].sender.bytes > 0);
 }
+
+#[test]
+fn hostile_orders_are_refused_with_their_reason_and_the_session_goes_on() {
+    // Found in the audit: an order with 5 M-deep arrays or a field twice closed the session
+    // with no reason sent; 1 000 000 headers were taken (293 MB per order); an order starting
+    // 301 s ahead was accepted and then failed.
+    use netblast_spec::fleet::{CoordMsg, Order};
+    let token_path = util::token_file("hostile-orders", "a-token-for-hostile-orders");
+    let token = Token::new("a-token-for-hostile-orders").unwrap();
+    let (agents, _kill) = agents(&token_path, 1);
+    let order = |id: u32, start_at_unix_ns: u64| {
+        let (mut profile, _) = netblast_spec::Profile::load("http-max").unwrap();
+        profile.workload.http_mut().unwrap().urls = vec!["/".into()];
+        CoordMsg::Order(Box::new(Order {
+            id,
+            profile,
+            target: agents[0].to_string(),
+            start_at_unix_ns,
+            clock: Default::default(),
+            label: "hostile".into(),
+        }))
+    };
+    let json = |m: &CoordMsg| String::from_utf8(wire::encode_frame(m)[4..].to_vec()).unwrap();
+    let frame = |body: String| {
+        let mut f = (body.len() as u32).to_be_bytes().to_vec();
+        f.extend_from_slice(body.as_bytes());
+        f
+    };
+    let later = netblast_engine::exec::clock::now_unix_ns() + 301_000_000_000;
+    let run = serde_json::from_str::<serde_json::Value>(&json(&order(2, later))).unwrap()["profile"]["run"].to_string();
+    let deep = format!("{}{}", "[".repeat(5_000_000), "]".repeat(5_000_000));
+    let headers = serde_json::to_string(&vec!["X-A: b"; netblast_spec::bounded::MAX_HEADERS + 1]).unwrap();
+    let sent: Vec<(u32, Vec<u8>, &str)> = vec![
+        (
+            1,
+            frame(json(&order(1, later)).replacen("\"urls\"", &format!("\"headers\":{deep},\"urls\""), 1)),
+            "recursion",
+        ),
+        (
+            2,
+            frame(json(&order(2, later)).replacen("\"run\":{", &format!("\"run\":{run},\"run\":{{"), 1)),
+            "duplicate field",
+        ),
+        (
+            3,
+            frame(json(&order(3, later)).replacen("\"urls\"", &format!("\"headers\":{headers},\"urls\""), 1)),
+            "http.headers",
+        ),
+        (4, wire::encode_frame(&order(4, later)), "more than 300 s ahead"),
+    ];
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut s = netblast_coord::session::dial(agents[0], &token).await.unwrap();
+        let hello = nonblocking::read_frame::<_, AgentMsg>(&mut s).await.unwrap();
+        assert!(matches!(hello, Some(AgentMsg::Hello(_))), "{hello:?}");
+        for (id, bytes, why) in sent {
+            s.write_all(&bytes).await.unwrap();
+            let answer = tokio::time::timeout(Duration::from_secs(20), nonblocking::read_frame::<_, AgentMsg>(&mut s))
+                .await
+                .expect("an answer in time")
+                .expect("the session goes on");
+            match answer {
+                Some(AgentMsg::Refused { id: got, reason }) => {
+                    assert_eq!(got, id, "{reason}");
+                    assert!(reason.contains(why), "order {id}: {reason}");
+                }
+                other => panic!("order {id}: {other:?}"),
+            }
+        }
+    });
+    let _ = std::fs::remove_file(&token_path);
+}

@@ -74,10 +74,10 @@ const O_NONBLOCK: i32 = 0o4000;
 pub struct HttpSection {
     /// Where to send requests: absolute URLs, or paths (starting with `/`) on `--target`.
     /// Several are used round-robin, or by `weights`.
-    #[serde(default = "default_urls")]
+    #[serde(default = "default_urls", deserialize_with = "crate::bounded::urls")]
     pub urls: Vec<String>,
     /// Relative weights of `urls` (weighted round-robin); default equal.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::bounded::weights")]
     pub weights: Option<Vec<u32>>,
     /// Paths are fetched over HTTPS from `--target` (absolute URLs carry their own scheme).
     #[serde(default)]
@@ -86,7 +86,7 @@ pub struct HttpSection {
     #[serde(default = "default_method")]
     pub method: String,
     /// Extra request headers, `"Name: value"`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::bounded::headers")]
     pub headers: Vec<String>,
     /// Request body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -120,7 +120,7 @@ pub struct HttpSection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ramp: Option<Dur>,
     /// Open loop in steps; the run lasts as long as the steps together.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "crate::bounded::steps")]
     pub steps: Vec<RateStep>,
     /// Per-request timeout (default 30 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]

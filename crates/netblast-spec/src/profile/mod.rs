@@ -333,6 +333,10 @@ impl Profile {
         if self.description.trim().is_empty() {
             return Err(("description", "must say what the profile is for".into()));
         }
+        if self.description.len() > crate::bounded::MAX_LINE {
+            let (n, max) = (self.description.len(), crate::bounded::MAX_LINE);
+            return Err(("description", format!("{n} bytes, over the limit of {max} (one line)")));
+        }
         if let Some(d) = self.run.duration {
             if d.get().is_zero() {
                 return Err(("run.duration", "must be greater than 0".into()));

@@ -199,6 +199,91 @@ fn per_cpu_receivers_keep_each_sender_s_sequence_apart() {
     assert!(q.lost >= 0 && Some(q.lost as u64) <= drops, "{q:?} vs {drops:?} dropped");
 }
 
+/// Local UDP ports bound on 127.0.0.1, from /proc/net/udp.
+fn loopback_udp_ports() -> Vec<u16> {
+    let table = std::fs::read_to_string("/proc/net/udp").unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter_map(|a| a.strip_prefix("0100007F:"))
+        .filter_map(|p| u16::from_str_radix(p, 16).ok())
+        .collect()
+}
+
+#[test]
+fn foreign_datagrams_change_no_figure_of_a_udp_run() {
+    // Found in the audit: datagrams a stranger sent to a receiver (sequence 2^64-1 and 2^40,
+    // duplicates, 0 and 65 507 bytes) left the run "lost 1 099 511 604 451", jitter 1.05e17 ns.
+    // Here the stranger is on the client's own address (which per-CPU receivers take from) and
+    // sends to every UDP port on loopback while the run lasts.
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let stranger = {
+        let (stop, sent) = (stop.clone(), sent.clone());
+        std::thread::spawn(move || {
+            let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let forged = |seq: u64, len: usize| {
+                let mut d = vec![0u8; len];
+                if len >= 16 {
+                    d[..8].copy_from_slice(&seq.to_le_bytes());
+                    d[8..16].copy_from_slice(&1u64.to_le_bytes());
+                }
+                d
+            };
+            let datagrams = [
+                forged(u64::MAX, 64),
+                forged(1 << 40, 64),
+                forged(3, 64),
+                forged(3, 64),
+                forged(0, 0),
+                forged(7, 65_507),
+            ];
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let began = std::time::Instant::now();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && began.elapsed().as_secs() < 10 {
+                for port in loopback_udp_ports() {
+                    for d in &datagrams {
+                        if sock.send_to(d, ("127.0.0.1", port)).is_ok() {
+                            sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        })
+    };
+    let cpus = usable_cpus();
+    let r = util::run(
+        srv.addr,
+        msgrate(|m| {
+            m.flows = Some(cpus.len() as u32);
+            m.protocol = Protocol::Udp;
+            m.msg_bytes = ByteSize(64);
+            m.receivers = netblast_spec::profile::Receivers::PerCpu;
+            m.server_cpus = Some(CpuList(cpus.clone()));
+        }),
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    stranger.join().unwrap();
+    assert!(r.complete, "{:?}", r.errors);
+    let w = r.summary.ways[0].msgs.unwrap();
+    let q = w.udp.and_then(|u| u.quality).expect("sequenced datagrams are accounted");
+    assert!(
+        q.foreign > 0,
+        "the stranger's datagrams reached a receiver: {q:?} ({} sent)",
+        sent.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    assert_eq!((q.out_of_order, q.duplicates), (0, 0), "{q:?}");
+    assert_eq!(q.received, w.received.unwrap(), "the foreign ones are not messages received");
+    let drops = w.udp.unwrap().kernel_drops;
+    assert!(q.lost >= 0 && Some(q.lost as u64) <= drops, "{q:?} vs {drops:?} dropped");
+    assert!(q.jitter_ns < 1e9, "{q:?}");
+    let text = netblast_report::text::full(&r);
+    assert!(text.contains("foreign datagrams reached the receiver"), "{text}");
+}
+
 #[test]
 fn udp_with_nothing_lost_counts_zero() {
     let srv = Server::start("127.0.0.1:0").unwrap();

@@ -416,7 +416,7 @@ pub(crate) async fn control_conn(
     let m = &shared.stats.metrics;
     m.tests_active.inc();
     let line = |t: &TestTotals, problem: Option<&str>| t.line(peer, &test_id, &setup, problem);
-    let outcome = run_test(&setup, sockets, &ways, shared, (&mut wr, &line), &mut ctl_rx, &mut stop).await;
+    let outcome = run_test((&setup, &test_id), sockets, &ways, shared, (&mut wr, &line), &mut ctl_rx, &mut stop).await;
     drop(holding);
     reader.abort();
     let (outcome, totals) = outcome;
@@ -517,7 +517,7 @@ fn away_from_client(st: &netblast_spec::plan::StreamSetup, same_kernel: bool, us
 /// Runs a started test on this server: its workers, one interval frame per interval once
 /// every worker reported it, the client's stop, the final report.
 async fn run_test(
-    setup: &TestSetup,
+    (setup, test_id): (&TestSetup, &TestId),
     sockets: HashMap<u32, Sockets>,
     ways: &HashMap<u32, Way>,
     shared: &Shared,
@@ -546,6 +546,7 @@ async fn run_test(
         flags: flags.clone(),
         tx: sink,
         bind: netblast_engine::os::sockopt::Binding::device(shared.bind_dev.clone()),
+        test_id: test_id.0,
     };
     let bound = setup.time_bound.get();
     let timing = Timing { send_for: bound + SEND_GRACE, give_up_after: bound + RECV_GRACE };

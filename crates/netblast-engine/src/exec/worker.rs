@@ -344,6 +344,8 @@ pub struct Ctx {
     pub tx: EventTx,
     /// Where this end's own connections leave from (a cps client dials one per connection).
     pub bind: crate::os::sockopt::Binding,
+    /// The test's id (both ends know it): its UDP datagrams carry an identity made from it.
+    pub test_id: [u8; 16],
 }
 
 impl Ctx {

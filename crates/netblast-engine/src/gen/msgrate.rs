@@ -53,8 +53,11 @@ pub struct MsgConfig {
     /// The profile's section: message size, batch, record marks, how receivers read,
     /// pacing, offloads.
     pub section: MsgrateSection,
-    /// UDP: datagrams carry a sequence number and send time ([`crate::measure::udpseq`]).
+    /// UDP: datagrams carry a sequence number, send time and the test's identity
+    /// ([`crate::measure::udpseq`]).
     pub sequenced: bool,
+    /// The identity this test's datagrams carry.
+    pub identity: u64,
     /// The server's per-CPU receivers, when the profile asks for them.
     pub group: Option<Arc<RecvGroup>>,
     /// Reporting interval.
@@ -76,6 +79,7 @@ pub fn spawn(end: &End<'_>, m: &MsgrateSection, conns: Vec<Conn>) -> io::Result<
         section,
         sequenced: m.protocol == netblast_spec::profile::Protocol::Udp
             && m.msg_bytes.bytes() >= MsgrateSection::SEQ_HEADER,
+        identity: crate::measure::udpseq::identity(&end.ctx.test_id),
         group: per_cpu_receivers(end, m, &conns)?,
         interval: end.profile.run.interval(),
         timing: end.timing,
@@ -316,7 +320,7 @@ fn udp_send(
         if let (true, Some((bufs, size))) = (cfg.sequenced, own) {
             let at = m.since_start_ns(now);
             for (i, d) in bufs.chunks_exact_mut(size).take(k).enumerate() {
-                udpseq::write_header(d, seq + i as u64, at);
+                udpseq::write_header(d, seq + i as u64, at, cfg.identity);
             }
         }
         let sent = match &mut batch {
@@ -431,6 +435,9 @@ fn udp_recv(
     // Counts (and accounts, when sequenced) the datagrams of the last batch that are the
     // test's: on a shared socket, those from the client; one arrival time for the batch.
     // A buffer is one datagram, or with GRO several of one source, cut by their segment size.
+    // Sequenced, a datagram without the test's identity or from a stranger is foreign: counted
+    // apart, in no other figure.
+    let identity = cfg.identity;
     let take = |m: &mut Meter, batch: &RecvBatch, n: usize| {
         let at = m.since_start_ns(Instant::now());
         let (mut msgs, mut bytes) = (0u64, 0u64);
@@ -438,16 +445,28 @@ fn udp_recv(
             let from = match group {
                 Some(g) => match batch.source(i) {
                     Some(a) if a.ip() == g.client => Some(a),
-                    _ => continue,
+                    _ => {
+                        if let Some(t) = m.seq.as_mut() {
+                            batch.segments(i).for_each(|_| t.foreign());
+                        }
+                        continue;
+                    }
                 },
                 None => None,
             };
             for d in batch.segments(i) {
+                if let Some(t) = m.seq.as_mut() {
+                    match udpseq::read_header(d, identity) {
+                        Some((seq, sent)) if t.on_datagram(from, seq, sent, at) => {}
+                        Some(_) => continue,
+                        None => {
+                            t.foreign();
+                            continue;
+                        }
+                    }
+                }
                 msgs += 1;
                 bytes += d.len() as u64;
-                if let (Some(t), Some((seq, sent))) = (m.seq.as_mut(), udpseq::read_header(d)) {
-                    t.on_datagram(from, seq, sent, at);
-                }
             }
         }
         m.msgs += msgs;

@@ -2,33 +2,50 @@
 //! what receivers make of it: loss, reordering, duplicates and RFC 3550 jitter.
 //!
 //! Header, little endian: bytes 0..8 the flow's sequence number (from 0), 8..16 the send time
-//! in ns since the test's start on the sender's clock. Only differences of transit times enter
-//! the jitter, so the two ends' clocks need not agree.
+//! in ns since the test's start on the sender's clock, 16..24 the test's identity (from its
+//! random id, which only the two ends know). Only differences of transit times enter the
+//! jitter, so the two ends' clocks need not agree.
+//!
+//! A datagram without the test's identity, or whose sequence number is past any plausible
+//! loss ([`PLAUSIBLE_JUMP`] beyond the highest seen), is foreign: a forged or stray datagram
+//! that reached the socket. It is counted apart and changes no figure (before, one datagram
+//! with sequence number 2^40 made a run lose 1.1 × 10^12 datagrams).
 
 use netblast_spec::result::UdpQuality;
 
 /// Bytes of the header.
-pub const HEADER: usize = 16;
+pub const HEADER: usize = 24;
+
+/// The most sequence numbers a datagram may be ahead of the highest seen: 2^32 lost in a row
+/// is 7 minutes of total loss at 10 million datagrams a second; past it a datagram is foreign.
+pub const PLAUSIBLE_JUMP: u64 = 1 << 32;
+
+/// The identity a test's datagrams carry, from its 16-byte random id.
+pub fn identity(test_id: &[u8; 16]) -> u64 {
+    let (a, b) = test_id.split_at(8);
+    let a = u64::from_le_bytes(a.try_into().unwrap_or_default());
+    let b = u64::from_le_bytes(b.try_into().unwrap_or_default());
+    a ^ b.rotate_left(29)
+}
 
 /// Sequence numbers remembered behind the highest, to tell a duplicate from a late datagram.
 const WINDOW: u64 = 1 << 16;
 
-/// Writes the header into the first [`HEADER`] bytes of `buf`.
+/// Writes the header of test `id` into the first [`HEADER`] bytes of `buf`.
 #[inline]
-pub fn write_header(buf: &mut [u8], seq: u64, sent_ns: u64) {
+pub fn write_header(buf: &mut [u8], seq: u64, sent_ns: u64, id: u64) {
     buf[..8].copy_from_slice(&seq.to_le_bytes());
     buf[8..16].copy_from_slice(&sent_ns.to_le_bytes());
+    buf[16..24].copy_from_slice(&id.to_le_bytes());
 }
 
-/// Reads a header; `None` for a datagram too short to carry one.
+/// Reads the header of a datagram of test `id`: its sequence number and send time; `None` for
+/// a datagram too short to carry one or without the test's identity (foreign).
 #[inline]
-pub fn read_header(buf: &[u8]) -> Option<(u64, u64)> {
-    if buf.len() < HEADER {
-        return None;
-    }
-    let seq = u64::from_le_bytes(buf[..8].try_into().ok()?);
-    let sent = u64::from_le_bytes(buf[8..16].try_into().ok()?);
-    Some((seq, sent))
+pub fn read_header(buf: &[u8], id: u64) -> Option<(u64, u64)> {
+    let word = |at: usize| buf.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+    (word(16)? == id).then_some(())?;
+    Some((word(0)?, word(8)?))
 }
 
 /// A receiver's running account of one flow's sequenced datagrams.
@@ -66,7 +83,11 @@ impl SeqTracker {
     }
 
     /// Accounts one datagram: its header and when it arrived (ns since this end's start).
-    pub fn on_datagram(&mut self, seq: u64, sent_ns: u64, recv_ns: u64) {
+    /// False, and nothing accounted, for a sequence number past [`PLAUSIBLE_JUMP`] (foreign).
+    pub fn on_datagram(&mut self, seq: u64, sent_ns: u64, recv_ns: u64) -> bool {
+        if seq >= self.next.saturating_add(PLAUSIBLE_JUMP) {
+            return false;
+        }
         if seq >= self.next {
             // New highest: forget the window slots the advance reuses.
             let advance = seq + 1 - self.next;
@@ -83,12 +104,12 @@ impl SeqTracker {
             // Too old to tell: counted as received out of order.
             self.out_of_order += 1;
             self.received += 1;
-            return;
+            return true;
         } else {
             let (w, b) = self.bit(seq);
             if *w & b != 0 {
                 self.duplicates += 1;
-                return;
+                return true;
             }
             self.out_of_order += 1;
         }
@@ -102,6 +123,7 @@ impl SeqTracker {
             self.jitter_ns += (d - self.jitter_ns) / 16.0;
         }
         self.last_transit = Some(transit);
+        true
     }
 
     /// The account so far (cumulative; `lost` = sequence numbers up to the highest seen that
@@ -113,6 +135,7 @@ impl SeqTracker {
             duplicates: self.duplicates,
             jitter_ns: self.jitter_ns,
             received: self.received,
+            foreign: 0,
         }
     }
 }
@@ -124,21 +147,30 @@ pub struct Accounts {
     flows: Vec<(Option<std::net::SocketAddr>, SeqTracker)>,
     cap: usize,
     last: usize,
+    foreign: u64,
 }
 
 impl Accounts {
     /// One flow's account (its socket is connected: every datagram is the flow's).
     pub fn one() -> Accounts {
-        Accounts { flows: vec![(None, SeqTracker::default())], cap: 1, last: 0 }
+        Accounts { flows: vec![(None, SeqTracker::default())], cap: 1, last: 0, foreign: 0 }
     }
 
     /// Accounts for a shared socket's senders, told apart by source, at most `cap` of them.
     pub fn by_source(cap: usize) -> Accounts {
-        Accounts { flows: Vec::new(), cap: cap.max(1), last: 0 }
+        Accounts { flows: Vec::new(), cap: cap.max(1), last: 0, foreign: 0 }
     }
 
-    /// Accounts one datagram from `from` (`None` on a flow's own socket); false when it comes
-    /// from a sender beyond the cap, which is not accounted.
+    /// Counts a datagram that is not the test's (no identity, a stranger's source): it
+    /// changes no other figure.
+    #[inline]
+    pub fn foreign(&mut self) {
+        self.foreign += 1;
+    }
+
+    /// Accounts one datagram from `from` (`None` on a flow's own socket); false, and counted
+    /// foreign, when it comes from a sender beyond the cap or its sequence number is
+    /// implausible.
     #[inline]
     pub fn on_datagram(&mut self, from: Option<std::net::SocketAddr>, seq: u64, sent_ns: u64, recv_ns: u64) -> bool {
         // Datagrams come in runs from one sender: try the last one first.
@@ -150,17 +182,21 @@ impl Accounts {
             self.flows.push((from, SeqTracker::default()));
             self.flows.len() - 1
         } else {
+            self.foreign += 1;
             return false;
         };
         self.last = i;
-        self.flows[i].1.on_datagram(seq, sent_ns, recv_ns);
-        true
+        let plausible = self.flows[i].1.on_datagram(seq, sent_ns, recv_ns);
+        if !plausible {
+            self.foreign += 1;
+        }
+        plausible
     }
 
-    /// Every sender's account summed (jitter: their mean).
+    /// Every sender's account summed (jitter: their mean), and the foreign datagrams.
     pub fn total(&self) -> UdpQuality {
         let parts: Vec<UdpQuality> = self.flows.iter().map(|(_, t)| t.total()).collect();
-        UdpQuality::sum(parts.iter()).unwrap_or_default()
+        UdpQuality { foreign: self.foreign, ..UdpQuality::sum(parts.iter()).unwrap_or_default() }
     }
 }
 
@@ -172,6 +208,7 @@ pub fn delta(now: &UdpQuality, before: &UdpQuality) -> UdpQuality {
         duplicates: now.duplicates - before.duplicates,
         jitter_ns: now.jitter_ns,
         received: now.received - before.received,
+        foreign: now.foreign - before.foreign,
     }
 }
 
@@ -262,10 +299,33 @@ mod tests {
     }
 
     #[test]
-    fn headers_round_trip() {
-        let mut b = [0u8; 20];
-        write_header(&mut b, 42, 7_000_000_123);
-        assert_eq!(read_header(&b), Some((42, 7_000_000_123)));
-        assert_eq!(read_header(&b[..15]), None);
+    fn headers_round_trip_and_carry_the_test() {
+        let id = identity(&[7; 16]);
+        let mut b = [0u8; 30];
+        write_header(&mut b, 42, 7_000_000_123, id);
+        assert_eq!(read_header(&b, id), Some((42, 7_000_000_123)));
+        assert_eq!(read_header(&b[..23], id), None);
+        assert_eq!(read_header(&b, identity(&[8; 16])), None, "another test's");
+        assert_ne!(identity(&[1; 16]), identity(&[2; 16]));
+    }
+
+    #[test]
+    fn an_implausible_sequence_number_changes_no_figure() {
+        // The audit's forged datagrams into a receiver: sequence 2^64-1 and 2^40 made a run
+        // "lose" 1.1 × 10^12 datagrams, jitter 1e17 ns.
+        let mut acc = Accounts::one();
+        for s in 0..100u64 {
+            assert!(acc.on_datagram(None, s, s * 1000, s * 1000 + 50));
+        }
+        let before = acc.total();
+        assert!(!acc.on_datagram(None, u64::MAX, 0, 5_000_000));
+        assert!(!acc.on_datagram(None, 1 << 40, 0, 5_000_000));
+        acc.foreign();
+        let after = acc.total();
+        assert_eq!(after.foreign, 3);
+        assert_eq!(UdpQuality { foreign: 0, ..after }, before, "nothing else moved");
+        // A real burst of loss within the plausible jump is loss.
+        assert!(acc.on_datagram(None, 100 + 1_000_000, 0, 0));
+        assert_eq!(acc.total().lost, 1_000_000);
     }
 }

@@ -38,13 +38,21 @@ pub fn run(
     sys::ensure_fds(setups.len() as u64 * 2 + 64).map_err(ClientError::Fds)?;
     let probe_stats_at_start = probe.run_stats();
     let _attached = probe.hold().map_err(|e| ClientError::of_probe("cannot attach the eBPF probe", e))?;
-    let test_id = netblast_wire::wire::TestId::random().to_string();
+    let test = netblast_wire::wire::TestId::random();
+    let test_id = test.to_string();
     let (tx, rx) = mpsc::channel::<(usize, Event)>();
     let sink: EventTx = Arc::new(move |w, ev| {
         let _ = tx.send((w, ev));
     });
     let gate = StartGate::new();
-    let ctx = Ctx { probe: probe.clone(), gate: gate.clone(), flags: flags.clone(), tx: sink, bind: plan.bind.clone() };
+    let ctx = Ctx {
+        probe: probe.clone(),
+        gate: gate.clone(),
+        flags: flags.clone(),
+        tx: sink,
+        bind: plan.bind.clone(),
+        test_id: test.0,
+    };
     let bound = plan.time_bound.get();
     let timing = Timing { send_for: bound, give_up_after: bound + DRAIN_GRACE };
     let ids: Vec<u32> = setups.iter().map(|s| s.id).collect();

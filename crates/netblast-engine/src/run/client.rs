@@ -265,7 +265,7 @@ pub fn run(
     let control = set_up(peer, test_id, setup, opts, &plan.bind)?;
     let (infos, conns) = open_streams(plan, peer, test_id, &control.key, &setups)?;
     let (tx, rx) = mpsc::channel::<Incoming>();
-    let (gate, handles) = spawn_workers(plan, conns, probe, flags, &tx)?;
+    let (gate, handles) = spawn_workers((plan, test_id.0), conns, probe, flags, &tx)?;
     let mut run = Drive { plan, peer, flags, control, rx, handles, gate, infos, start: Instant::now(), reader: None };
     let started = run.start(tx, &test_id.to_string(), live)?;
     let agg = run.drive(live);
@@ -312,7 +312,7 @@ fn open_streams(
 
 /// This end's workers for the streams, waiting at a start gate; their events go to `tx`.
 fn spawn_workers(
-    plan: &Plan,
+    (plan, test_id): (&Plan, [u8; 16]),
     conns: Vec<Conn>,
     probe: &Probe,
     flags: &Arc<RunFlags>,
@@ -323,7 +323,14 @@ fn spawn_workers(
         let _ = wtx.send(Incoming::Worker(w, ev));
     });
     let gate = StartGate::new();
-    let ctx = Ctx { probe: probe.clone(), gate: gate.clone(), flags: flags.clone(), tx: sink, bind: plan.bind.clone() };
+    let ctx = Ctx {
+        probe: probe.clone(),
+        gate: gate.clone(),
+        flags: flags.clone(),
+        tx: sink,
+        bind: plan.bind.clone(),
+        test_id,
+    };
     let timing = Timing { send_for: plan.time_bound.get(), give_up_after: plan.time_bound.get() + DRAIN_GRACE };
     let bulk_workers = plan.client_cpus.len().max(1).min(conns.len()).max(1);
     let bulk_cpus: Vec<Option<usize>> = plan.client_cpus.iter().take(bulk_workers).map(|&c| Some(c)).collect();

@@ -195,6 +195,13 @@ pub(crate) fn summary(s: &mut String, r: &RunResult) {
                     .unwrap_or_else(|| known::<u64>(None)),
             );
         }
+        if let Some(n) = m.udp.and_then(|u| u.quality).map(|q| q.foreign).filter(|&n| n > 0) {
+            let _ = writeln!(
+                s,
+                "      {n} foreign datagrams reached the receiver (without this test's identity, from another \
+                 address, or numbered past any plausible loss): counted apart, in no figure above"
+            );
+        }
         wire_line(s, &m, profile);
         // A receiver that read in batches costs next to nothing per message: say so,
         // rather than leave "server 0.00 CPUs" to look like a measuring fault.

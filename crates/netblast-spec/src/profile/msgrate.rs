@@ -157,9 +157,10 @@ impl MsgrateSection {
     pub const DEFAULT_BATCH: u32 = 64;
     /// Largest UDP payload.
     pub const MAX_UDP: u64 = 65_507;
-    /// UDP datagrams of at least this many bytes carry a sequence number and a send time
-    /// (16 bytes): the receiver reports loss, reordering, duplicates and jitter from them.
-    pub const SEQ_HEADER: u64 = 16;
+    /// UDP datagrams of at least this many bytes carry a sequence number, a send time and the
+    /// test's identity (24 bytes): the receiver reports loss, reordering, duplicates and jitter
+    /// from them, and counts datagrams that are not the test's apart.
+    pub const SEQ_HEADER: u64 = 24;
 
     /// With GRO, the most datagrams of `msg_bytes` the kernel coalesces into one buffer (64
     /// segments, 64 KB): one drop the kernel counts may be this many datagrams.

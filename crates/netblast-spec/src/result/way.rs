@@ -23,6 +23,10 @@ pub struct UdpQuality {
     pub jitter_ns: f64,
     /// Datagrams received (each sequence number once).
     pub received: u64,
+    /// Datagrams that were not the test's (without its identity, from a stranger's address,
+    /// or a sequence number past any plausible loss): counted apart, in no other figure.
+    #[serde(default, skip_serializing_if = "crate::result::is_zero")]
+    pub foreign: u64,
 }
 
 impl UdpQuality {
@@ -36,6 +40,7 @@ impl UdpQuality {
             out.out_of_order += p.out_of_order;
             out.duplicates += p.duplicates;
             out.received += p.received;
+            out.foreign += p.foreign;
             out.jitter_ns += p.jitter_ns;
         }
         (n > 0).then(|| UdpQuality { jitter_ns: out.jitter_ns / n as f64, ..out })

@@ -141,10 +141,68 @@ pub fn wants_openmetrics(accept: Option<&str>) -> bool {
     accept.is_some_and(|a| a.contains("application/openmetrics-text"))
 }
 
+/// Connections the metrics endpoint holds at once.
+pub const MAX_SCRAPERS: usize = 64;
+/// Of those, from one address.
+pub const MAX_SCRAPERS_PER_ADDRESS: usize = 8;
+/// How long a connection may take to send a request's header.
+pub const HEADER_TIME: Duration = Duration::from_secs(2);
+/// How long a connection is held at most.
+pub const HOLD_TIME: Duration = Duration::from_secs(10);
+
+/// The connections the endpoint holds, oldest first: a new one always gets in, closing one of
+/// its own address when that address holds [`MAX_SCRAPERS_PER_ADDRESS`], else one of all when
+/// [`MAX_SCRAPERS`] are held: one that has not sent a whole request yet if there is one (a
+/// scraper's asks at once), the oldest of those.
+#[derive(Default)]
+struct Scrapers {
+    next: u64,
+    held: std::collections::VecDeque<Held>,
+}
+
+/// One held connection: its number, address, whether it asked, and its task.
+struct Held(u64, std::net::IpAddr, Arc<std::sync::atomic::AtomicBool>, tokio::task::AbortHandle);
+
+impl Scrapers {
+    /// Makes room for one more from `ip`; returns its number.
+    fn admit(&mut self, ip: std::net::IpAddr) -> u64 {
+        let mine = self.held.iter().filter(|h| h.1 == ip).count();
+        let crowd = |h: &Held| mine < MAX_SCRAPERS_PER_ADDRESS || h.1 == ip;
+        let asked = |h: &Held| h.2.load(std::sync::atomic::Ordering::Relaxed);
+        let full = mine >= MAX_SCRAPERS_PER_ADDRESS || self.held.len() >= MAX_SCRAPERS;
+        let victim = full
+            .then(|| {
+                let silent = self.held.iter().position(|h| crowd(h) && !asked(h));
+                silent.or_else(|| self.held.iter().position(crowd))
+            })
+            .flatten();
+        if let Some(h) = victim.and_then(|i| self.held.remove(i)) {
+            h.3.abort();
+        }
+        self.next += 1;
+        self.next
+    }
+
+    fn leave(&mut self, id: u64) {
+        self.held.retain(|h| h.0 != id);
+    }
+}
+
+/// A held connection's place, given back when its task ends or is aborted.
+struct Place(Arc<Mutex<Scrapers>>, u64);
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).leave(self.1);
+    }
+}
+
 /// Serves `GET /metrics` (the text of `render()`, made at each scrape: OpenMetrics when the
 /// scraper's `Accept` asks for it, else the Prometheus text format) on `listener` until
-/// `shutdown` completes; anything else gets 404. Plain HTTP/1.1, at most 64 connections at
-/// once, each closed after 10 s idle.
+/// `shutdown` completes; anything else gets 404. Plain HTTP/1.1; a request's header within
+/// [`HEADER_TIME`], a connection held [`HOLD_TIME`] at most; a new connection is always
+/// served, closing an old one past [`MAX_SCRAPERS_PER_ADDRESS`] or [`MAX_SCRAPERS`] (a
+/// stranger holding connections cannot keep a scraper out).
 pub async fn serve_http(
     listener: tokio::net::TcpListener,
     render: Arc<dyn Fn() -> String + Send + Sync>,
@@ -152,10 +210,10 @@ pub async fn serve_http(
 ) {
     use http_body_util::Full;
     use hyper::body::Bytes;
-    let limit = Arc::new(tokio::sync::Semaphore::new(64));
+    let scrapers: Arc<Mutex<Scrapers>> = Default::default();
     tokio::pin!(shutdown);
     loop {
-        let (conn, _) = tokio::select! {
+        let (conn, peer) = tokio::select! {
             _ = &mut shutdown => return,
             a = listener.accept() => match a {
                 Ok(a) => a,
@@ -166,10 +224,16 @@ pub async fn serve_http(
                 }
             },
         };
-        let Ok(permit) = limit.clone().try_acquire_owned() else { continue };
+        let mut held = scrapers.lock().unwrap_or_else(|e| e.into_inner());
+        let id = held.admit(peer.ip());
+        let place = Place(scrapers.clone(), id);
         let render = render.clone();
-        tokio::spawn(async move {
+        let asked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let asking = asked.clone();
+        let task = tokio::spawn(async move {
+            let _place = place;
             let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                asking.store(true, std::sync::atomic::Ordering::Relaxed);
                 let render = render.clone();
                 async move {
                     let accept = req.headers().get(hyper::header::ACCEPT).and_then(|v| v.to_str().ok());
@@ -187,10 +251,13 @@ pub async fn serve_http(
                 }
             });
             let io = hyper_util::rt::TokioIo::new(conn);
-            let c = hyper::server::conn::http1::Builder::new().serve_connection(io, svc);
-            let _ = tokio::time::timeout(Duration::from_secs(10), c).await;
-            drop(permit);
+            let c = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIME)
+                .serve_connection(io, svc);
+            let _ = tokio::time::timeout(HOLD_TIME, c).await;
         });
+        held.held.push_back(Held(id, peer.ip(), asked, task.abort_handle()));
     }
 }
 

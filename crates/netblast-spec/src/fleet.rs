@@ -295,6 +295,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_hello_naming_more_addresses_than_a_host_has_is_refused_while_read() {
+        // Found in the audit: a 14 MB hello of 1 000 000 addresses took the coordinator to
+        // 130 MB. The list stops at its bound, named.
+        let hello = |n: usize| {
+            let addrs: Vec<String> =
+                (0..n).map(|i| format!("\"10.{}.{}.{}\"", i >> 16 & 255, i >> 8 & 255, i & 255)).collect();
+            format!(
+                r#"{{"type":"hello","agent":{{"hostname":"h","id":"i","address":""}},"host":{},"data_port":1,"addresses":[{}],"version":"v"}}"#,
+                serde_json::to_string(&crate::result::HostInfo::default()).unwrap(),
+                addrs.join(",")
+            )
+        };
+        assert!(serde_json::from_str::<AgentMsg>(&hello(crate::bounded::MAX_ADDRESSES)).is_ok());
+        let e = serde_json::from_str::<AgentMsg>(&hello(1_000_000)).unwrap_err().to_string();
+        assert!(e.contains("addresses") && e.contains("4096"), "{e}");
+    }
+
+    #[test]
     fn clock_answers_outside_their_bounds_drop_the_agent_with_the_reason() {
         let good = ClockSample { t1: 1_000, t2: 5_000_400, t3: 5_000_500, t4: 2_000 };
         let c = checked_clock(&[good]).unwrap();

@@ -118,3 +118,63 @@ fn a_tcp_health_probe_is_counted_not_refused() {
     assert_eq!(value(&s, "netblast_serve_probes_total", &[]), Some(3.0));
     assert_eq!(value(&s, "netblast_serve_refused_total", &[("reason", "invalid")]), Some(1.0));
 }
+
+/// Slow connections to `to` from `from`: `n` of them, each sending half a request header and
+/// no more, each opened again as soon as the server closes it, until `stop` (at most 60 s).
+fn slow_scrapers(from: [u8; 4], to: SocketAddr, n: usize, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use std::io::{Read, Write};
+    let open = || {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+        s.bind(&SocketAddr::from((from, 0)).into()).ok()?;
+        s.connect_timeout(&to.into(), Duration::from_millis(500)).ok()?;
+        let mut c: std::net::TcpStream = s.into();
+        c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").ok()?;
+        c.set_nonblocking(true).ok()?;
+        Some(c)
+    };
+    let mut held: Vec<Option<std::net::TcpStream>> = (0..n).map(|_| None).collect();
+    let began = std::time::Instant::now();
+    let mut buf = [0u8; 256];
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) && began.elapsed() < Duration::from_secs(60) {
+        for slot in held.iter_mut() {
+            let closed = match slot {
+                None => true,
+                Some(c) => match c.read(&mut buf) {
+                    Ok(0) => true,
+                    Ok(_) => false,
+                    Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+                },
+            };
+            if closed {
+                *slot = open();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_scraper_is_answered_while_a_stranger_holds_slow_connections() {
+    // Found in the audit: 64 slow connections from one address, reopened as soon as closed,
+    // made 10 of 12 scrapes of `serve --metrics` fail (the endpoint held 64, each for 10 s).
+    // Here two addresses each keep 64 open.
+    let (_serve, _, _, metrics) = serve_with_metrics();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let strangers: Vec<_> = [[127, 0, 0, 2], [127, 0, 0, 3]]
+        .into_iter()
+        .map(|from| {
+            let stop = stop.clone();
+            std::thread::spawn(move || slow_scrapers(from, metrics, 64, stop))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    for _ in 0..12 {
+        let s = util::scrape(metrics);
+        assert!(util::value(&s, "netblast_serve_tests_active", &[]).is_some(), "a whole exposition");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for s in strangers {
+        s.join().unwrap();
+    }
+}

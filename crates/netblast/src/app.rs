@@ -124,7 +124,10 @@ fn report(a: &ReportArgs) -> Result<Outcome, AppError> {
     let r = if json::is_partial(&text) {
         json::read_partial(&text).map_err(|e| AppError::input(anyhow::anyhow!("{}: {e}", file.display())))?
     } else {
-        read_result(file)?
+        // From the text already read: a result of hundreds of MB is not read twice.
+        netblast_spec::upgrade::read_result(&text)
+            .with_context(|| format!("cannot read result {}", file.display()))
+            .map_err(AppError::input)?
     };
     if let Some(p) = &a.hlog {
         out::write_hlog(p, &r)?;

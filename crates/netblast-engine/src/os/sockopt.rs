@@ -306,18 +306,29 @@ pub fn connect(addr: SocketAddr, d: Dial<'_>) -> io::Result<TcpStream> {
 }
 
 /// A plain TCP connection (the control connection) from the binding, marked with the test's
-/// DSCP if it has one.
+/// DSCP if it has one. Its port is the kernel's, never one of the binding's `--cport` range:
+/// a data connection bound to the same port would find the same four-tuple taken
+/// (`connect`: EADDRNOTAVAIL; the kernel picked one of `--cport 40000-40063` once in a few
+/// hundred runs). One that lands in the range is closed and dialed again.
 pub fn connect_plain(
     addr: SocketAddr,
     timeout: Duration,
     bind: &Binding,
     dscp: Option<netblast_spec::mark::Dscp>,
 ) -> io::Result<TcpStream> {
-    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    mark(SockRef::from(&sock), dscp)?;
-    bind_local(&sock, bind)?;
-    sock.connect_timeout(&addr.into(), timeout)?;
-    Ok(sock.into())
+    let mut tries = 0;
+    loop {
+        let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        mark(SockRef::from(&sock), dscp)?;
+        bind_local(&sock, bind)?;
+        sock.connect_timeout(&addr.into(), timeout)?;
+        let port = sock.local_addr()?.as_socket().map_or(0, |a| a.port());
+        let in_range = bind.ports.is_some_and(|(lo, hi)| (lo..=hi).contains(&port));
+        tries += 1;
+        if !in_range || tries == 16 {
+            return Ok(sock.into());
+        }
+    }
 }
 
 /// A UDP socket on `ip` (port 0), bound to interface `device` if given.

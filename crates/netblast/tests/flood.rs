@@ -3,7 +3,6 @@
 //! descriptors (256 places for strangers), its log counted.
 
 use crate::util;
-use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -73,25 +72,12 @@ fn fds_of(pid: u32) -> usize {
 /// Silent connections from `from` to `to`, `each` per address, each opened again as soon as
 /// the server closes it, until `stop` (or [`ATTACK_BOUND`]). Counts the connections opened.
 fn stranger(from: Vec<[u8; 4]>, each: usize, to: SocketAddr, stop: Arc<AtomicBool>, opened: Arc<AtomicU64>) {
-    let began = Instant::now();
-    let mut held: Vec<Option<TcpStream>> = (0..from.len() * each).map(|_| None).collect();
-    let mut buf = [0u8; 64];
-    while !stop.load(Ordering::Relaxed) && began.elapsed() < ATTACK_BOUND {
-        for (i, slot) in held.iter_mut().enumerate() {
-            let closed = match slot {
-                None => true,
-                Some(s) => match s.read(&mut buf) {
-                    Ok(0) => true,
-                    Ok(_) => false,
-                    Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
-                },
-            };
-            if closed {
-                *slot = connect_silent(from[i % from.len()], to);
-                opened.fetch_add(slot.is_some() as u64, Ordering::Relaxed);
-            }
-        }
-    }
+    let open = |i: usize| {
+        let c = connect_silent(from[i % from.len()], to);
+        opened.fetch_add(c.is_some() as u64, Ordering::Relaxed);
+        c
+    };
+    util::keep_reopening(from.len() * each, open, &stop, ATTACK_BOUND, Duration::ZERO);
 }
 
 fn connect_silent(from: [u8; 4], to: SocketAddr) -> Option<TcpStream> {

@@ -122,8 +122,8 @@ fn a_tcp_health_probe_is_counted_not_refused() {
 /// Slow connections to `to` from `from`: `n` of them, each sending half a request header and
 /// no more, each opened again as soon as the server closes it, until `stop` (at most 60 s).
 fn slow_scrapers(from: [u8; 4], to: SocketAddr, n: usize, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
-    use std::io::{Read, Write};
-    let open = || {
+    use std::io::Write;
+    let open = |_| {
         let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
         s.bind(&SocketAddr::from((from, 0)).into()).ok()?;
         s.connect_timeout(&to.into(), Duration::from_millis(500)).ok()?;
@@ -132,25 +132,7 @@ fn slow_scrapers(from: [u8; 4], to: SocketAddr, n: usize, stop: std::sync::Arc<s
         c.set_nonblocking(true).ok()?;
         Some(c)
     };
-    let mut held: Vec<Option<std::net::TcpStream>> = (0..n).map(|_| None).collect();
-    let began = std::time::Instant::now();
-    let mut buf = [0u8; 256];
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) && began.elapsed() < Duration::from_secs(60) {
-        for slot in held.iter_mut() {
-            let closed = match slot {
-                None => true,
-                Some(c) => match c.read(&mut buf) {
-                    Ok(0) => true,
-                    Ok(_) => false,
-                    Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
-                },
-            };
-            if closed {
-                *slot = open();
-            }
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    util::keep_reopening(n, open, &stop, Duration::from_secs(60), Duration::from_millis(5));
 }
 
 #[test]

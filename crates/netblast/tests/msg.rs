@@ -217,7 +217,6 @@ fn foreign_datagrams_change_no_figure_of_a_udp_run() {
     // duplicates, 0 and 65 507 bytes) left the run "lost 1 099 511 604 451", jitter 1.05e17 ns.
     // Here the stranger is on the client's own address (which per-CPU receivers take from) and
     // sends to every UDP port on loopback while the run lasts.
-    let srv = Server::start("127.0.0.1:0").unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let stranger = {
@@ -254,17 +253,7 @@ fn foreign_datagrams_change_no_figure_of_a_udp_run() {
             }
         })
     };
-    let cpus = usable_cpus();
-    let r = util::run(
-        srv.addr,
-        msgrate(|m| {
-            m.flows = Some(cpus.len() as u32);
-            m.protocol = Protocol::Udp;
-            m.msg_bytes = ByteSize(64);
-            m.receivers = netblast_spec::profile::Receivers::PerCpu;
-            m.server_cpus = Some(CpuList(cpus.clone()));
-        }),
-    );
+    let r = per_cpu_receivers(64);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     stranger.join().unwrap();
     assert!(r.complete, "{:?}", r.errors);

@@ -651,3 +651,37 @@ pub(crate) mod tempdir {
         }
     }
 }
+
+/// Keeps `slots` connections open, each made by `open(slot)` (non-blocking) and made again as
+/// soon as its peer closes it, until `stop` or `bound`, pausing `pause` between passes; returns
+/// how many it opened. A stranger's connections in the hostile tests.
+pub fn keep_reopening(
+    slots: usize,
+    mut open: impl FnMut(usize) -> Option<std::net::TcpStream>,
+    stop: &std::sync::atomic::AtomicBool,
+    bound: Duration,
+    pause: Duration,
+) -> u64 {
+    use std::io::Read;
+    let began = std::time::Instant::now();
+    let mut held: Vec<Option<std::net::TcpStream>> = (0..slots).map(|_| None).collect();
+    let (mut opened, mut buf) = (0, [0u8; 256]);
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) && began.elapsed() < bound {
+        for (i, slot) in held.iter_mut().enumerate() {
+            let closed = match slot {
+                None => true,
+                Some(c) => match c.read(&mut buf) {
+                    Ok(0) => true,
+                    Ok(_) => false,
+                    Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+                },
+            };
+            if closed {
+                *slot = open(i);
+                opened += slot.is_some() as u64;
+            }
+        }
+        std::thread::sleep(pause);
+    }
+    opened
+}

@@ -269,6 +269,101 @@ fn an_open_loop_short_of_connections_names_the_pool() {
     }
 }
 
+/// An HTTP/1.1 server that does one thing at a time in all, each taking `service`: accept a
+/// connection (every one waiting first, as a server whose handshakes cost, TLS or nginx's
+/// accepts) or answer a request. Its capacity is 1 / service whatever the connections; stops
+/// when dropped (or after 60 s).
+struct SerialServer {
+    addr: std::net::SocketAddr,
+    served: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl SerialServer {
+    fn start(service: Duration) -> SerialServer {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let addr = l.local_addr().unwrap();
+        let (served, stop) = (std::sync::Arc::default(), std::sync::Arc::default());
+        let (n, halt): (std::sync::Arc<std::sync::atomic::AtomicU64>, std::sync::Arc<std::sync::atomic::AtomicBool>) =
+            (std::sync::Arc::clone(&served), std::sync::Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut conns: Vec<(std::net::TcpStream, Vec<u8>)> = Vec::new();
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while !halt.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
+                while let Ok((c, _)) = l.accept() {
+                    std::thread::sleep(service);
+                    c.set_nonblocking(true).unwrap();
+                    let _ = c.set_nodelay(true);
+                    conns.push((c, Vec::new()));
+                }
+                let mut idle = true;
+                conns.retain_mut(|(c, buf)| {
+                    let mut b = [0u8; 4096];
+                    match c.read(&mut b) {
+                        Ok(0) => return false,
+                        Ok(k) => buf.extend_from_slice(&b[..k]),
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(_) => return false,
+                    }
+                    if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        idle = false;
+                        std::thread::sleep(service);
+                        n.fetch_add(1, Ordering::Relaxed);
+                        return c.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").is_ok();
+                    }
+                    true
+                });
+                if idle {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            }
+        });
+        SerialServer { addr, served, stop }
+    }
+}
+
+impl Drop for SerialServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn an_open_loop_beyond_a_slow_server_names_the_server_not_the_pool() {
+    // A server of 1 000 answers/s, behind from the first request on: 20 connections at 3 000/s,
+    // opened as the first requests are due, are accepted (1 ms each) before the first answer,
+    // and then every answer waits behind the others' (~20 ms). The run's fastest answer alone
+    // said 20 lanes were too few ("raise --connections"); five requests alone before the load
+    // answered in ~1 ms, at which 20 lanes carry 3 000/s three times over.
+    let server = SerialServer::start(Duration::from_millis(1));
+    let url = format!("http://{}/", server.addr);
+    let o = util::run_cmd()
+        .args(["--url", &url, "--rate", "3000", "--connections", "20", "-t", "2", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: RunResult = serde_json::from_slice(&o.stdout).unwrap();
+    let h = r.summary.http.as_ref().unwrap();
+    let alone = h.unloaded_ttfb_ns.expect("open loop: the first byte of requests sent alone");
+    assert!((1_000_000..20_000_000).contains(&alone), "alone {alone} ns: the 1 ms service, no queue");
+    let fastest = h.phases.ttfb.as_ref().unwrap().summary.min_ns;
+    assert!(fastest > 3 * alone, "the run's fastest answer ({fastest} ns) queued behind the others");
+    // The requests sent alone are the server's, not the run's.
+    let served = server.served.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(served >= h.completed + 5, "served {served}, completed {}", h.completed);
+    assert!(h.responses_per_s < 1_100.0, "{}", h.responses_per_s);
+    let v = netblast_spec::verdict::http(&r, h).unwrap();
+    if netblast_spec::diagnose::saturated_worker(&r).is_none() {
+        assert!(v.starts_with("HTTP: the server is slower than the offered rate"), "{v}");
+    }
+    let text = netblast_report::text::summary(&r);
+    assert!(text.contains("  Alone:        first byte "), "{text}");
+}
+
 /// A receiver asks the kernel to wake it only once a millisecond of data at its recent rate is
 /// waiting (up to 1 MiB). When its link slows from gigabits to 2 Mbit/s mid-run, that mark must
 /// follow the rate down: a mark left at the old rate would hold the slow data unread for

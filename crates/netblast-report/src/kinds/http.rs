@@ -145,6 +145,13 @@ pub(crate) fn summary(s: &mut String, r: &RunResult) {
     phase("TCP connect:", &h.phases.connect, s);
     phase("TLS:", &h.phases.tls, s);
     phase("First byte:", &h.phases.ttfb, s);
+    if let Some(ns) = h.unloaded_ttfb_ns {
+        let _ = writeln!(
+            s,
+            "  Alone:        first byte {} (the fastest of a few requests sent one at a time before the load, not counted)",
+            fmt_ns(ns as f64)
+        );
+    }
     phase("Body:", &h.phases.body, s);
     phase("Send lag:", &h.phases.send_lag, s);
     if !h.status_codes.is_empty() {

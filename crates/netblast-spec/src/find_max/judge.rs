@@ -85,6 +85,7 @@ pub fn window(r: &RunResult, from_s: f64) -> Result<RunResult, String> {
         h.version = all.version.clone();
         h.tls = all.tls;
         h.target_rate = all.target_rate;
+        h.unloaded_ttfb_ns = all.unloaded_ttfb_ns;
         h.connections = all.connections;
         h.tcp = all.tcp.clone();
     }

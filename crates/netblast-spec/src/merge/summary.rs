@@ -217,7 +217,7 @@ pub(crate) fn merge_http_summary(
         )
     });
     let [connect, tls, ttfb, body, send_lag] = phases;
-    Ok(HttpSummary::new(HttpParts {
+    let mut merged = HttpSummary::new(HttpParts {
         mode: same(|h| &h.mode),
         version: same(|h| &h.version),
         tls: parts.iter().any(|(_, h)| h.tls),
@@ -247,5 +247,7 @@ pub(crate) fn merge_http_summary(
             peak_open: parts.iter().map(|(_, h)| h.connections.peak_open).sum(),
         },
         tcp,
-    }))
+    });
+    merged.unloaded_ttfb_ns = parts.iter().filter_map(|(_, h)| h.unloaded_ttfb_ns).min();
+    Ok(merged)
 }

@@ -76,6 +76,12 @@ pub struct HttpSummary {
     /// Open loop: the schedule's mean rate over the run (what was asked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_rate: Option<f64>,
+    /// Open loop: the first byte of one request sent alone before the load, on a connection of
+    /// its own (ns): what the target answered with nothing of this test in flight, the time
+    /// the verdict weighs the lanes against (a fleet's: the least of its clients'). Not a
+    /// request of the run's figures; absent in closed loop or when it got no expected answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unloaded_ttfb_ns: Option<u64>,
     /// Open loop: requests sent later than intended because no connection was free in time.
     pub late: u64,
     /// Bytes written (headers, bodies, TLS records).
@@ -182,6 +188,7 @@ impl HttpSummary {
             responses_per_s: per_second(p.completed as f64, p.seconds),
             sent_per_s: per_second(p.sent as f64, p.send_window),
             target_rate: p.target_rate,
+            unloaded_ttfb_ns: None,
             late: p.late,
             bytes_sent: p.bytes_sent,
             bytes_received: p.bytes_received,

@@ -569,6 +569,9 @@ pub fn run(
 ) -> Result<RunResult, ClientError> {
     let probe_stats_at_start = probe.run_stats();
     let setup = Setup::new(plan, probe)?;
+    // Open loop: what one request alone is answered in, before the load (the verdict's measure
+    // of the lanes); not a request of the run.
+    let unloaded = setup.job.schedule.as_ref().and_then(|_| worker::unloaded_first_byte(&setup.job));
     let test_id = netblast_wire::wire::TestId::random().to_string();
     let gate = StartGate::new();
     let (tx, rx) = mpsc::channel::<(usize, WorkerMsg)>();
@@ -611,7 +614,8 @@ pub fn run(
             c.merge_errors.push(e.to_string());
         }
     }
-    let http = summarize(&setup, &c, plan.time_bound.get());
+    let mut http = summarize(&setup, &c, plan.time_bound.get());
+    http.unloaded_ttfb_ns = unloaded.map(|d| d.as_nanos() as u64);
     let expected = plan.profile.workload.http().map(|h| h.expected().to_string()).unwrap_or_default();
     let interrupted_at = flags.interrupted().then(|| started.elapsed_s());
     let errors = run_errors(&mut c, &http, &expected, interrupted_at, setup.job.early.cause());

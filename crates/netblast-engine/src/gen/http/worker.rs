@@ -645,6 +645,52 @@ async fn exec(
     (false, t_done)
 }
 
+/// Requests sent one at a time before an open-loop load to learn what the target answers
+/// alone: the first on a new connection is slower (nginx: 210-230 us against 45-60 us after).
+const ALONE: usize = 5;
+
+/// The fastest first byte of five (`ALONE`) requests sent one at a time before the load, on a
+/// connection of its own that is closed after them (open loop): what the target answers with
+/// nothing of this test in flight, measured as the run's first-byte times are (from the send,
+/// after the connect). The verdict weighs the lanes against it, since under a load the target
+/// cannot keep up with, even the fastest answer of the run waited in its queue. `None` when no
+/// expected answer came within the request timeout (2 s at most in all); these requests are
+/// not counted in the run's figures.
+pub fn unloaded_first_byte(job: &Job) -> Option<Duration> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+    let local = tokio::task::LocalSet::new();
+    let p = job.requests.first()?;
+    let meters = Meters {
+        bytes: Rc::new(ByteCount::default()),
+        tcp: Rc::new(RefCell::new(ConnTcp::new())),
+        probe: job.probe.clone(),
+    };
+    let alone = async {
+        let (mut sender, _) = conn::open(&p.endpoint, job.version, job.tls.as_ref(), &meters).await.ok()?;
+        let mut fastest: Option<Duration> = None;
+        for _ in 0..ALONE {
+            let t_send = Instant::now();
+            let answer = match &mut sender {
+                Sender::H1(c) => c.exchange(&p.h1, p.method == Method::HEAD).await.map(|a| (a.status, a.head_at)),
+                Sender::H2(h) => h2_exchange(h.clone(), p).await,
+            };
+            match answer {
+                Ok((status, t_headers)) if job.expected.contains(status) => {
+                    let took = t_headers.duration_since(t_send);
+                    fastest = Some(fastest.map_or(took, |f| f.min(took)));
+                }
+                _ => break,
+            }
+            if !sender.is_usable() {
+                break;
+            }
+        }
+        fastest
+    };
+    let limit = job.timeout.min(Duration::from_secs(2));
+    local.block_on(&rt, async { tokio::time::timeout(limit, alone).await.ok().flatten() })
+}
+
 /// One HTTP/2 request on a stream of its own: (status, when the response head arrived). The
 /// body, if any, goes out as the peer's flow-control window allows; the response's data is
 /// counted and its window handed back at once, as a client that reads it would.

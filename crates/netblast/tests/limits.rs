@@ -246,18 +246,23 @@ fn the_hosts_cpus_agree_with_proc_stat_and_a_saturated_one_is_named() {
     }
 }
 
+/// An open-loop HTTP run of `url` at `rate` over `connections` for `secs` seconds, its result.
+fn open_loop(url: &str, rate: &str, connections: &str, secs: &str) -> RunResult {
+    let o = util::run_cmd()
+        .args(["--url", url, "--rate", rate, "--connections", connections, "-t", secs, "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 #[test]
 fn an_open_loop_short_of_connections_names_the_pool() {
     // The built-in responder; 50 k/s over one connection whose answers take tens of µs (19 µs
     // at the fastest here): one lane cannot carry the rate, whatever the server could do.
     let responder = crate::http::Responder::start(false);
     let url = format!("http://{}/", responder.addr);
-    let o = util::run_cmd()
-        .args(["--url", &url, "--rate", "50000", "--connections", "1", "-t", "1", "--json"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r: RunResult = serde_json::from_slice(&o.stdout).unwrap();
+    let r = open_loop(&url, "50000", "1", "1");
     let h = r.summary.http.as_ref().unwrap();
     let v = netblast_spec::verdict::http(&r, h).unwrap();
     if h.late * 100 >= h.sent {
@@ -341,12 +346,7 @@ fn an_open_loop_beyond_a_slow_server_names_the_server_not_the_pool() {
     // answered in ~1 ms, at which 20 lanes carry 3 000/s three times over.
     let server = SerialServer::start(Duration::from_millis(1));
     let url = format!("http://{}/", server.addr);
-    let o = util::run_cmd()
-        .args(["--url", &url, "--rate", "3000", "--connections", "20", "-t", "2", "--json"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r: RunResult = serde_json::from_slice(&o.stdout).unwrap();
+    let r = open_loop(&url, "3000", "20", "2");
     let h = r.summary.http.as_ref().unwrap();
     let alone = h.unloaded_ttfb_ns.expect("open loop: the first byte of requests sent alone");
     assert!((1_000_000..20_000_000).contains(&alone), "alone {alone} ns: the 1 ms service, no queue");

@@ -76,10 +76,11 @@ pub struct HttpSummary {
     /// Open loop: the schedule's mean rate over the run (what was asked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_rate: Option<f64>,
-    /// Open loop: the first byte of one request sent alone before the load, on a connection of
-    /// its own (ns): what the target answered with nothing of this test in flight, the time
-    /// the verdict weighs the lanes against (a fleet's: the least of its clients'). Not a
-    /// request of the run's figures; absent in closed loop or when it got no expected answer.
+    /// Open loop: the fastest first byte of a few requests sent one at a time before the load,
+    /// on a connection of their own (ns): what the target answered with nothing of this test
+    /// in flight, the time the verdict weighs the lanes against (a fleet's: the least of its
+    /// clients'). Not requests of the run's figures; absent in closed loop or when no expected
+    /// answer came.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unloaded_ttfb_ns: Option<u64>,
     /// Open loop: requests sent later than intended because no connection was free in time.

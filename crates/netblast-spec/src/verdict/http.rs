@@ -6,9 +6,9 @@ use crate::profile::Workload;
 use crate::result::{HttpSummary, RunResult};
 use crate::units::{fmt_ns, fmt_per_s};
 
-/// How many times its fastest answer (the run's, or one request's alone before an open-loop
-/// load) a server's answers may take before a pool that ran out is said to have run out
-/// because the server slowed: one request alone on a lane takes up to about
+/// How many times its fastest answer (the run's, or that of a few requests sent one at a time
+/// before an open-loop load) a server's answers may take before a pool that ran out is said
+/// to have run out because the server slowed: one request alone on a lane takes up to about
 /// three times the fastest (57 µs against 19 µs from netblast's responder, 97 µs against 30 µs
 /// from nginx, on loopback); a queue at the server takes many more (1.2 ms against 145 µs from
 /// nginx at 50 lanes it could not serve).
@@ -68,9 +68,9 @@ pub fn http(r: &RunResult, h: &HttpSummary) -> Option<String> {
         // saturated and lanes enough for the rate at a few times its fastest answer, is the
         // server's limit: its lanes ran out because its answers slowed. Lanes too few for the
         // rate even then are the pool's limit, whatever the server could do with more.
-        // The fastest answer: the run's, or one request's alone before the load when faster
+        // The fastest answer: the run's, or the requests' sent alone before the load when faster
         // (a server that could not keep up from the first request on queued even the run's
-        // fastest: 275-330 us against nginx's 45-60 us alone).
+        // fastest: 275-330 us against nginx's 60-80 us alone).
         let fastest_ns = h.phases.ttfb.as_ref().map(|t| t.summary.min_ns).into_iter().chain(h.unloaded_ttfb_ns).min();
         let room = fastest_ns.is_some_and(|f| lanes >= target * SLOWED * f as f64 / 1e9);
         if h.responses_per_s < target * 0.95 && late >= 0.01 && worker.is_none() && room {

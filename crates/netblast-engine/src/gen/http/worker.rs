@@ -646,7 +646,7 @@ async fn exec(
 }
 
 /// Requests sent one at a time before an open-loop load to learn what the target answers
-/// alone: the first on a new connection is slower (nginx: 210-230 us against 45-60 us after).
+/// alone: the first on a new connection is slower (nginx: 210-230 us; the fastest of five 60-80 us).
 const ALONE: usize = 5;
 
 /// The fastest first byte of five (`ALONE`) requests sent one at a time before the load, on a

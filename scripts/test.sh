@@ -24,6 +24,17 @@ if cargo tree -p netblast --locked -e normal | grep -q 'azure_'; then
   echo "test.sh: the default build of netblast depends on the Azure SDK" >&2
   exit 1
 fi
+# `cargo bench` reuses setup.sh's release build only when it resolves every crate it shares with
+# the binary with the same features (benches/Cargo.toml says how): otherwise minutes of CI.
+features() {
+  cargo tree -p "$1" -e normal,build --locked -f '{p} {f}' --no-dedupe |
+    sed 's/^[│├└─ ]*//; s/ (\*)//; s/ (proc-macro)//' | sort -u
+}
+apart=$(comm -13 <(features netblast) <(features netblast-benches) | grep -v '^netblast-benches ' || true)
+if [ -n "$apart" ]; then
+  printf 'test.sh: the benches build these with features the binary does not (benches/Cargo.toml):\n%s\n' "$apart" >&2
+  exit 1
+fi
 cargo test --workspace --locked
 cargo test -p netblast --features azure --locked --test fleet azure
 # The truth checks of `cargo bench`: a change that breaks a measurement fails here; and the

@@ -35,7 +35,11 @@ impl Tolerance {
             Tolerance::Rel(f) => format!("±{}%", f * 100.0),
             Tolerance::Abs(a) => format!("±{a}"),
             Tolerance::Range(lo, hi) => format!("{lo:+}..{hi:+}"),
-            Tolerance::RelRange(lo, hi) => format!("{:+}%..{:+}%", lo * 100.0, hi * 100.0),
+            // At most a tenth of a percent shown: -9.5%, not -9.523809523809534%.
+            Tolerance::RelRange(lo, hi) => {
+                let pct = |x: f64| format!("{:+.1}", x * 100.0).trim_end_matches(".0").to_string();
+                format!("{}%..{}%", pct(lo), pct(hi))
+            }
         }
     }
 }

@@ -1,10 +1,11 @@
 //! `truth.find_max.*`: the search (`run --find-max`) against capacities made on purpose, its
-//! answer held against the capacity each was made with: nginx `limit_req` at 2 000 r/s; UDP
-//! through a `tbf` of 200 Mbit/s (the rate less headers); HTTP responses of a known size through
-//! a `tbf` of 50 Mbit/s (the rate over the bytes each response puts on the wire, read from the
-//! veth's counter); cps against nftables `limit rate` on SYNs at 1 000/s; and a target faster
-//! than the generator on this host, whose answer must be the generator's. Namespaces, tbf and
-//! nftables need root; nginx must be installed.
+//! answer and the lowest rate that failed held against the capacity each was made with (see
+//! [`bracket`]): nginx `limit_req` at 2 000 r/s; UDP through a `tbf` of 200 Mbit/s (the rate
+//! less headers); HTTP responses of a known size through a `tbf` of 50 Mbit/s (the rate over the
+//! bytes each response puts on the wire, read from the veth's counter); cps against nftables
+//! `limit rate` on SYNs at 1 000/s; and a target faster than the generator on this host, whose
+//! answer must be the generator's. Namespaces, tbf and nftables need root; nginx must be
+//! installed.
 
 use netblast_benches::netns::{counters, inside, tc, NsPair};
 use netblast_benches::truth::{self, Tolerance};
@@ -68,6 +69,31 @@ fn answer(r: &RunResult) -> (f64, Option<LimitedBy>, String) {
     )
 }
 
+/// How near a search must measure a limit made on purpose (5%).
+const TOL: f64 = 0.05;
+
+/// `name`: a search's answer against the limit `limit` made on purpose. The search stops when
+/// the lowest rate that failed is within its resolution above the highest that held, so a limit
+/// measured within [`TOL`] puts the answer (the highest that held) in limit × (1 − TOL) / (1 +
+/// resolution) ..= limit × (1 + TOL), and the lowest rate that failed at limit × (1 − TOL) or
+/// above (`name.failed_at`: a search that failed a rate the target carries fails there).
+fn bracket(name: &str, r: &RunResult, limit: f64, unit: &str, what: &str) {
+    let f = r.find_max.as_deref();
+    let res = f.map(|f| f.resolution).unwrap_or(0.0);
+    let (rate, _, sentence) = answer(r);
+    let failed = f.and_then(|f| f.failed_at).unwrap_or(f64::NAN);
+    let under = (1.0 - TOL) / (1.0 + res) - 1.0;
+    truth::check(name, rate, limit, unit, Tolerance::RelRange(under, TOL), &format!("{what}: {sentence}"));
+    truth::check(
+        &format!("{name}.failed_at"),
+        failed,
+        limit,
+        unit,
+        Tolerance::RelRange(-TOL, (1.0 + TOL) * (1.0 + res) - 1.0),
+        &format!("{what}: the lowest rate that did not hold, not under the limit by more than 5%"),
+    );
+}
+
 /// `truth.attribution.*` (below), then `truth.find_max.*`: nginx's and the generator's (no
 /// root), the namespaces' (root).
 pub(crate) fn truth_find_max(server: &netblast_benches::LocalServer, cpus: usize) -> Result<(), String> {
@@ -116,15 +142,8 @@ fn nginx_limit_req() -> Result<(), String> {
     })?;
     let r = search(Axis::Rate, (100.0, 50_000.0), &["http.failed<=1%"], base, format!("127.0.0.1:{p1}"));
     let _ = std::fs::remove_dir_all(&dir);
-    let (rate, _, sentence) = answer(&r?);
-    truth::check(
-        "truth.find_max.nginx_limit_req",
-        rate,
-        2000.0,
-        "req/s",
-        Tolerance::Rel(0.05),
-        &format!("nginx limit_req 2000r/s burst 20, http.failed<=1%: {sentence}"),
-    );
+    let r = r?;
+    bracket("truth.find_max.nginx_limit_req", &r, 2000.0, "req/s", "nginx limit_req 2000r/s burst 20, http.failed<=1%");
     Ok(())
 }
 
@@ -165,16 +184,14 @@ fn udp_tbf() -> Result<(), String> {
         }
     })?;
     let r = inside(&ns.a, move || search(Axis::Bitrate, (50e6, 800e6), &["lost<=0.1%"], base, target))??;
-    let (rate, _, sentence) = answer(&r);
     // tbf counts each datagram's frame: 1400 bytes of payload, 8 UDP, 20 IPv4, 14 Ethernet.
     let payload = 200e6 * 1400.0 / 1442.0;
-    truth::check(
+    bracket(
         "truth.find_max.udp_tbf",
-        rate,
+        &r,
         payload,
         "bit/s",
-        Tolerance::Rel(0.05),
-        &format!("UDP 1400 B through tbf 200mbit, lost<=0.1%: the rate less headers: {sentence}"),
+        "UDP 1400 B through tbf 200mbit, lost<=0.1%: the rate less headers",
     );
     Ok(())
 }
@@ -251,14 +268,12 @@ fn http_tbf() -> Result<(), String> {
     let bytes = (after - before) as f64 / responses as f64;
     tc(&ns.b, &format!("qdisc add dev {dev} root tbf rate 50mbit burst 64kb latency 100ms"))?;
     let r = inside(&ns.a, move || search(Axis::Rate, (20.0, 5_000.0), &["p99<=50ms"], base, target))??;
-    let (rate, _, sentence) = answer(&r);
-    truth::check(
+    bracket(
         "truth.find_max.http_tbf",
-        rate,
+        &r,
         50e6 / 8.0 / bytes,
         "resp/s",
-        Tolerance::Rel(0.05),
-        &format!("16 KiB responses ({bytes:.0} B each on the wire) through tbf 50mbit, p99<=50ms: {sentence}"),
+        &format!("16 KiB responses ({bytes:.0} B each on the wire) through tbf 50mbit, p99<=50ms"),
     );
     Ok(())
 }
@@ -281,14 +296,12 @@ fn cps_syn_limit() -> Result<(), String> {
         }
     })?;
     let r = inside(&ns.a, move || search(Axis::Rate, (100.0, 20_000.0), &["lost<=1%"], base, target))??;
-    let (rate, _, sentence) = answer(&r);
-    truth::check(
+    bracket(
         "truth.find_max.cps_syn_limit",
-        rate,
+        &r,
         1000.0,
         "conn/s",
-        Tolerance::Rel(0.05),
-        &format!("nftables limit rate 1000/second on SYNs, a 200 ms connect timeout, lost<=1%: {sentence}"),
+        "nftables limit rate 1000/second on SYNs, a 200 ms connect timeout, lost<=1%",
     );
     Ok(())
 }

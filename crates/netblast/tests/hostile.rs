@@ -179,12 +179,7 @@ fn busy_polling_flows_are_limited() {
 fn rr_buffers_follow_what_the_peer_sends_not_what_it_announces() {
     let (serve, addr) = util::spawn_server();
     let serve = util::KillOnDrop(serve);
-    let rss = |pid: u32| -> u64 {
-        let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        let line = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
-    };
-    let before = rss(serve.0.id());
+    let before = rss_of(serve.0.id());
     // 64 flows of 16 MiB requests and responses, blocking waits, and the client sends nothing:
     // 2 GiB if buffers were sized from the announcement.
     let big = rr(|r| {
@@ -197,9 +192,48 @@ fn rr_buffers_follow_what_the_peer_sends_not_what_it_announces() {
     let streams: Vec<TcpStream> = (0..64).map(|i| t.stream(i)).collect();
     t.start();
     std::thread::sleep(Duration::from_secs(1));
-    let grown = rss(serve.0.id()).saturating_sub(before);
+    let grown = rss_of(serve.0.id()).saturating_sub(before);
     assert!(grown < 128 << 20, "serve grew {} MiB for a peer that sent nothing", grown >> 20);
     drop(streams);
+}
+
+/// `serve`'s resident memory, in bytes.
+fn rss_of(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+#[test]
+fn serve_gives_back_the_memory_of_a_test_when_it_ends() {
+    // Found in the audit: the binary allocates with mimalloc, whose free pages malloc_trim
+    // does not reach; after 64 flows of 1 MiB messages serve kept what the test had used (the
+    // debug build: 26.8 -> 80.4 MB, and 81.6 MB after two more). Its own allocator's release
+    // now runs when the last connection closes: 27.8 -> 33.9-39.4 MB (what stays is mimalloc's
+    // segments, partly transparent huge pages).
+    let (serve, addr) = util::spawn_server();
+    let serve = util::KillOnDrop(serve);
+    std::thread::sleep(Duration::from_millis(500));
+    let before = rss_of(serve.0.id());
+    let o = util::run_cmd()
+        .args(["--target", &addr.to_string(), "--profile", "latency", "-P", "64", "--wait", "block"])
+        .args(["--req-size", "1M", "--resp-size", "1M", "-t", "2s"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", util::said(&o));
+    let bound = before + (24 << 20);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut after = rss_of(serve.0.id());
+    while after > bound && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        after = rss_of(serve.0.id());
+    }
+    assert!(
+        after <= bound,
+        "serve held {:.1} MB after the test, {:.1} MB before it (at most 24 MiB more)",
+        after as f64 / 1e6,
+        before as f64 / 1e6
+    );
 }
 
 #[test]

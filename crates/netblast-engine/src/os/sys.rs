@@ -201,10 +201,24 @@ fn each_ifaddr(mut f: impl FnMut(&str, Option<std::net::IpAddr>, Option<std::net
     Ok(())
 }
 
+/// The release of the process's own allocator, when it is not glibc's (set once by the
+/// binary: [`set_allocator_release`]).
+static ALLOCATOR_RELEASE: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Sets what [`release_free_memory`] calls besides `malloc_trim`: the release of the global
+/// allocator the binary chose (the netblast binary's mimalloc, whose free pages `malloc_trim`
+/// cannot reach). Only the first call counts.
+pub fn set_allocator_release(release: fn()) {
+    let _ = ALLOCATOR_RELEASE.set(release);
+}
+
 /// Gives the system back the memory the allocator holds free. glibc keeps what busy threads
 /// freed in their arenas: after 10 000 connections closed, a server held 350 MB it no longer
 /// used. Servers call this when they go idle; it takes milliseconds.
 pub fn release_free_memory() {
+    if let Some(release) = ALLOCATOR_RELEASE.get() {
+        release();
+    }
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only returns free pages to the system.
     unsafe {

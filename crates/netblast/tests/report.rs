@@ -10,6 +10,7 @@ use crate::util::{self, KillOnDrop};
 use netblast_spec::units::{fmt_bits_per_s, fmt_ns, fmt_per_s};
 use netblast_spec::RunResult;
 use std::path::Path;
+use std::process::Command;
 
 fn report(args: &[&str]) -> String {
     let o = util::bin().arg("report").args(args).output().unwrap();
@@ -300,4 +301,63 @@ fn a_page_per_kind_holds_its_own_figures_in_headless_chromium() {
         "the server's notes are warnings of their run: {warns:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `netblast report FILE` run to its end: the largest resident memory it reached, in bytes, as
+/// GNU time measures it (this test process's own `wait4` would count the pages the child
+/// shared with it before its exec).
+fn report_peak_rss(file: &Path) -> u64 {
+    let o = Command::new("/usr/bin/time")
+        .args(["-f", "peak %M"])
+        .arg(env!("CARGO_BIN_EXE_netblast"))
+        .arg("report")
+        .arg(file)
+        .stdout(std::process::Stdio::null())
+        .output()
+        .expect("/usr/bin/time (Debian's time, scripts/setup.sh installs it)");
+    assert!(o.status.success(), "report {}: {}", file.display(), util::said(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let kb = err.lines().rev().find_map(|l| l.strip_prefix("peak ")).and_then(|k| k.trim().parse::<u64>().ok());
+    kb.unwrap_or_else(|| panic!("no peak in /usr/bin/time's output: {err}")) * 1024
+}
+
+#[test]
+fn a_huge_result_is_reported_in_memory_near_its_size() {
+    // Found in the audit: `report` of a 198 MB result peaked at 1.6 GB. The check for a
+    // campaign's summary built the whole file into a JSON tree (a 196 MB result: 1.8 GB, now
+    // 0.59 GB with the same text). Here: 61 MB, 598 MB before, 232 MB after.
+    let (serve, addr) = util::spawn_server();
+    let _serve = KillOnDrop(serve);
+    let dir = util::tempdir::Dir::new("huge-result");
+    let small = dir.path().join("small.json");
+    let o = util::run_cmd()
+        .args(["--target", &addr.to_string(), "-t", "1", "-i", "100ms", "-o"])
+        .arg(&small)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", util::said(&o));
+    // The run's first interval 100 000 times over, 10 000 s of them.
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&small).unwrap()).unwrap();
+    let first = v["intervals"][0].clone();
+    let intervals: Vec<serde_json::Value> = (0..100_000u32)
+        .map(|i| {
+            let mut iv = first.clone();
+            iv["index"] = i.into();
+            iv["start_s"] = (f64::from(i) * 0.1).into();
+            iv["end_s"] = (f64::from(i + 1) * 0.1).into();
+            iv
+        })
+        .collect();
+    v["intervals"] = intervals.into();
+    let huge = dir.path().join("huge.json");
+    std::fs::write(&huge, serde_json::to_vec(&v).unwrap()).unwrap();
+    drop(v);
+    let size = std::fs::metadata(&huge).unwrap().len();
+    let peak = report_peak_rss(&huge);
+    assert!(
+        peak < size * 4 + (64 << 20),
+        "report of a {:.0} MB result peaked at {:.0} MB (at most 4 times its size and 64 MB)",
+        size as f64 / 1e6,
+        peak as f64 / 1e6
+    );
 }

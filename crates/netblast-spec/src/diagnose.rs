@@ -425,10 +425,24 @@ pub fn who_ran(load: &crate::result::HostLoad, c: &crate::result::CpuLoad) -> St
         return String::new();
     }
     let took: f64 = on.iter().map(|t| t.busy()).sum();
-    let names: Vec<String> = on.iter().map(|t| format!("{} {:.0}%", t.name, t.busy() * 100.0)).collect();
     let rest = if took < 0.5 * c.busy() { "; another process took the rest" } else { "" };
+    if on.len() > WHO_RAN_NAMED {
+        // 64 flows put 32 workers on each CPU: their sum, and the busiest, not 32 names.
+        let top = on.iter().max_by(|a, b| a.busy().total_cmp(&b.busy())).expect("not empty");
+        return format!(
+            " (netblast's {} threads {:.0}% of it in all, the busiest {} {:.0}%{rest})",
+            on.len(),
+            took * 100.0,
+            top.name,
+            top.busy() * 100.0
+        );
+    }
+    let names: Vec<String> = on.iter().map(|t| format!("{} {:.0}%", t.name, t.busy() * 100.0)).collect();
     format!(" (netblast's {} of it{rest})", names.join(", "))
 }
+
+/// At most this many threads on one CPU are named one by one in [`who_ran`]; more are summed.
+const WHO_RAN_NAMED: usize = 3;
 
 /// The client's worker thread that ran 90% of its time or more (the busiest), in words:
 /// `the client's worker 0 on CPU 0 ran 97% of the time`; `None` when none did, or when the
@@ -554,5 +568,26 @@ mod tests {
         };
         assert_eq!(l.shares().unwrap().app, 0.0);
         assert_eq!(TcpLimits::default().shares(), None);
+    }
+
+    #[test]
+    fn many_threads_on_one_cpu_are_summed_not_listed() {
+        use crate::result::{CpuLoad, CpuUsage, HostLoad, ThreadCpu};
+        let c = CpuLoad { cpu: 1, user: 0.3, system: 0.6, irq: 0.0, softirq: 0.0, steal: 0.0, idle: 0.1 };
+        let thread = |i: u32, busy: f64| ThreadCpu {
+            name: format!("worker {i}"),
+            cpu: Some(1),
+            usage: CpuUsage { user_s: 0.0, system_s: busy, wall_s: 1.0 },
+        };
+        // 64 flows on 2 CPUs: 32 workers each (the busiest 4%), as a real run's verdict had them
+        // one by one in 1 300 characters.
+        let many = HostLoad {
+            threads: (0..32).map(|i| thread(i, if i == 7 { 0.04 } else { 0.02 })).collect(),
+            ..Default::default()
+        };
+        let said = who_ran(&many, &c);
+        assert_eq!(said, " (netblast's 32 threads 66% of it in all, the busiest worker 7 4%)");
+        let few = HostLoad { threads: vec![thread(0, 0.12), thread(1, 0.1)], ..Default::default() };
+        assert_eq!(who_ran(&few, &c), " (netblast's worker 0 12%, worker 1 10% of it; another process took the rest)");
     }
 }

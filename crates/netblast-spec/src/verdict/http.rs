@@ -62,8 +62,14 @@ pub fn http(r: &RunResult, h: &HttpSummary) -> Option<String> {
     let ok_per_s = h.succeeded as f64 / h.seconds.max(1e-9);
     if let Some(target) = h.target_rate {
         let late = h.late as f64 / h.sent.max(1) as f64;
-        // Lanes the rate needs in flight at the measured latency (Little's law).
-        let needed = (target * mean_s).ceil();
+        // Lanes the rate needs in flight (Little's law) at each request's own time on its
+        // lane, written to answered: the latency from the intended time also counts the wait
+        // for a free lane, and read "111 244 requests are in flight, 50 lanes".
+        let on_lane_ns = match (&h.phases.ttfb, &h.phases.body) {
+            (Some(t), body) => t.summary.mean_ns + body.as_ref().map_or(0.0, |b| b.summary.mean_ns),
+            (None, _) => h.latency.mean_ns,
+        };
+        let needed = (target * on_lane_ns / 1e9).ceil();
         // The server answering slower than the rate, with the client's own threads not
         // saturated and lanes enough for the rate at a few times its fastest answer, is the
         // server's limit: its lanes ran out because its answers slowed. Lanes too few for the
@@ -87,13 +93,13 @@ pub fn http(r: &RunResult, h: &HttpSummary) -> Option<String> {
         if late >= 0.01 {
             return Some(format!(
                 "{lead}{head}connection pool exhausted: {} of {} requests ({}) waited for a free connection; at {} \
-                 and a mean latency of {}, {needed:.0} requests are in flight, {lanes:.0} lanes open ({lane_words}; \
-                 raise --connections){cpu}",
+                 and a mean {} from a request written to its answer, {needed:.0} requests are in flight, {lanes:.0} \
+                 lanes open ({lane_words}; raise --connections){cpu}",
                 h.late,
                 h.sent,
                 pct(late),
                 fmt_per_s(target),
-                fmt_ns(h.latency.mean_ns)
+                fmt_ns(on_lane_ns)
             ));
         }
         if h.responses_per_s < target * 0.95 {

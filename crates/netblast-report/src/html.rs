@@ -434,8 +434,7 @@ fn streams_table(out: &mut String, r: &RunResult) {
          <th class=\"l sort\">way</th><th class=\"l sort\">local → remote</th><th class=\"sort\">CPU client/server</th>"
     );
     let bytes = !msgs || udp;
-    let per_cpu = matches!(&r.plan.profile.workload, netblast_spec::profile::Workload::Msgrate(p)
-        if p.receivers == netblast_spec::profile::Receivers::PerCpu);
+    let per_cpu = r.plan.profile.workload.per_cpu_receivers();
     if bytes && per_cpu {
         // One receiver per server CPU takes what the kernel steers to it, not one flow's.
         out.push_str(

@@ -2,7 +2,7 @@
 //! columns and percentiles, retransmissions.
 
 use netblast_spec::hist::LatencySummary;
-use netblast_spec::profile::{Profile, Way, Workload};
+use netblast_spec::profile::{Profile, Way};
 use netblast_spec::result::Interval;
 use netblast_spec::units::fmt_ns;
 use std::fmt::Write;
@@ -28,7 +28,7 @@ pub(crate) fn udp(profile: &Profile) -> bool {
 
 /// Whether a UDP message-rate profile receives on one socket per server CPU (not per flow).
 pub(crate) fn per_cpu_receivers(profile: &Profile) -> bool {
-    matches!(&profile.workload, Workload::Msgrate(p) if p.receivers == netblast_spec::profile::Receivers::PerCpu)
+    profile.workload.per_cpu_receivers()
 }
 
 pub(crate) fn span(a: f64, b: f64) -> String {

@@ -352,10 +352,9 @@ fn a_compared_chart_states_each_runs_own_count() {
 fn per_cpu_receivers_are_named_per_cpu_not_per_flow() {
     // Found by a user: `--profile pps-udp` showed a flow's Received/s above its Sent/s (400 k vs
     // 282 k): the receivers are one per server CPU, and the kernel decides which takes what.
-    use netblast_spec::profile::{Receivers, Workload};
     let per_cpu: Vec<(String, RunResult)> = real()
         .into_iter()
-        .filter(|(_, r)| matches!(&r.plan.profile.workload, Workload::Msgrate(p) if p.receivers == Receivers::PerCpu))
+        .filter(|(_, r)| r.plan.profile.workload.per_cpu_receivers())
         .filter(|(_, r)| r.plan.profile.workload.uses_udp())
         .collect();
     assert!(!per_cpu.is_empty(), "a real per-CPU UDP result");

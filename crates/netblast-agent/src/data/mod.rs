@@ -80,9 +80,7 @@ fn extra_of(setup: &TestSetup) -> Extra {
 
 /// Whether the test's UDP datagrams go to this server's per-CPU receivers (one port).
 fn per_cpu_receivers(setup: &TestSetup) -> bool {
-    matches!(&setup.profile.workload, netblast_spec::profile::Workload::Msgrate(m)
-        if m.protocol == netblast_spec::profile::Protocol::Udp
-            && m.receivers == netblast_spec::profile::Receivers::PerCpu)
+    setup.profile.workload.per_cpu_receivers()
 }
 
 /// Takes what a set-up asks of this server's resources, or says which limit refuses it.

@@ -34,7 +34,7 @@ pub use crate::gen::flow::{FlowRole, MsgFlow, MsgSocket};
 use crate::measure::meter::{run_single, should_stop, Meter};
 use crate::measure::udpseq;
 use crate::os::net::{self, GsoBatch, OwnBatch, RecvBatch, SendBatch};
-use netblast_spec::profile::MsgrateSection;
+use netblast_spec::profile::{MsgrateSection, Section as _};
 use std::io::{self, ErrorKind};
 use std::net::{IpAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
@@ -90,7 +90,7 @@ pub fn spawn(end: &End<'_>, m: &MsgrateSection, conns: Vec<Conn>) -> io::Result<
 /// The server's per-CPU receivers of a UDP msgrate test that asks for them: all its streams
 /// receive (the profile allows client to server only), from the client at the other end.
 fn per_cpu_receivers(end: &End<'_>, m: &MsgrateSection, conns: &[Conn]) -> io::Result<Option<Arc<RecvGroup>>> {
-    if end.side != Side::Server || m.receivers != netblast_spec::profile::Receivers::PerCpu {
+    if end.side != Side::Server || !m.per_cpu_receivers() {
         return Ok(None);
     }
     let receiving = conns.iter().filter(|c| end.role(c.way) == FlowRole::Recv).count();

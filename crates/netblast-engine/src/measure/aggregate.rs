@@ -91,8 +91,7 @@ pub struct KindInfo {
 impl KindInfo {
     /// The kind information of a workload.
     pub fn of(w: &Workload) -> KindInfo {
-        let shared_receivers = matches!(w, Workload::Msgrate(m)
-            if m.protocol == Protocol::Udp && m.receivers == netblast_spec::profile::Receivers::PerCpu);
+        let shared_receivers = w.per_cpu_receivers();
         let section = w.section();
         KindInfo {
             kind: w.kind(),

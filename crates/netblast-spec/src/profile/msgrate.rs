@@ -305,6 +305,11 @@ impl Section for MsgrateSection {
         self.flows.is_none()
     }
 
+    fn per_cpu_receivers(&self) -> bool {
+        // `check` refuses per_cpu for TCP; a section not checked yet still answers for UDP only.
+        self.receivers == Receivers::PerCpu && self.protocol == Protocol::Udp
+    }
+
     fn flow_count_mut(&mut self) -> Option<&mut u32> {
         self.flows.as_mut()
     }

@@ -53,6 +53,12 @@ pub trait Section {
         false
     }
 
+    /// Whether the server receives its datagrams on one socket per server CPU sharing a port
+    /// (UDP msgrate's `receivers = "per_cpu"`), not on a socket per flow.
+    fn per_cpu_receivers(&self) -> bool {
+        false
+    }
+
     /// The flow count a fleet divides among servers (flows, an http test's connections);
     /// `None` without a count (one flow per CPU).
     fn flow_count_mut(&mut self) -> Option<&mut u32>;

@@ -195,6 +195,12 @@ impl Workload {
         self.section().flows_per_cpu()
     }
 
+    /// Whether the server receives on one socket per server CPU sharing a port, not one per
+    /// flow (UDP msgrate's `receivers = "per_cpu"`).
+    pub fn per_cpu_receivers(&self) -> bool {
+        self.section().per_cpu_receivers()
+    }
+
     /// Whether each stream has a worker of its own (message kinds), rather than streams being
     /// spread over one worker per CPU (bulk).
     pub fn worker_per_stream(&self) -> bool {

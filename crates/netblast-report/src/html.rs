@@ -423,11 +423,10 @@ fn streams_table(out: &mut String, r: &RunResult) {
     if ss.is_empty() || !r.parts.is_empty() {
         return;
     }
-    let kind = r.plan.profile.kind();
     // Streams count messages (msgrate, rr, cps) or carry bytes (bulk); http has none.
     let msgs = r.plan.profile.workload.counts_msgs();
     let udp = plots::is_udp(r);
-    let unit = if udp && kind == Kind::Msgrate { "datagrams" } else { kind.unit() };
+    let unit = r.plan.profile.workload.unit();
     let _ = write!(
         out,
         "<h2>Streams</h2><table id=\"streams\" class=\"sortable\"><tr><th class=\"sort\">stream</th>\

@@ -609,9 +609,8 @@ pub fn headline(r: &RunResult) -> Vec<Figure> {
 /// A headline metric of `r` in words: the kind's own names (transactions, connections,
 /// messages, datagrams) and what its latency is a latency of.
 fn label(name: &str, r: &RunResult) -> String {
-    use crate::profile::{Kind, Protocol, Workload};
+    use crate::profile::Kind;
     let kind = r.plan.profile.kind();
-    let udp = matches!(&r.plan.profile.workload, Workload::Msgrate(m) if m.protocol == Protocol::Udp);
     let section = r.plan.profile.workload.section();
     let (what_latency, lost) = (section.latency_name(), section.lost_name());
     match name {
@@ -619,7 +618,7 @@ fn label(name: &str, r: &RunResult) -> String {
         "throughput" => "throughput (sent)".into(),
         "throughput.up" => "throughput client → server".into(),
         "throughput.down" => "throughput server → client".into(),
-        "msgs" => format!("{} per second", if udp && kind == Kind::Msgrate { "datagrams" } else { kind.unit() }),
+        "msgs" => format!("{} per second", r.plan.profile.workload.unit()),
         "lost" => lost.into(),
         "lost%" => format!("{lost}, % of sent"),
         "jitter" => "jitter (RFC 3550)".into(),

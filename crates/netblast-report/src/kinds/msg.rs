@@ -5,7 +5,7 @@
 use crate::chart::{Plot, Series, Shape, Unit};
 use crate::lines::way_name;
 use crate::lines::{count, id_col, iv_span, label, per_cpu_receivers, span, udp, MAX_STREAM_LINES};
-use crate::series::{at, is_udp};
+use crate::series::at;
 use netblast_spec::hist::LatencySummary;
 use netblast_spec::profile::{Kind, Profile, Way, Workload};
 use netblast_spec::result::{Interval, MsgTotals, RunResult, StreamInfo};
@@ -148,7 +148,7 @@ pub(crate) fn udp_offloads(s: &mut String, profile: &Profile, kernel_drops: Opti
 /// the rate per client CPU.
 pub(crate) fn summary(s: &mut String, r: &RunResult) {
     let profile = &r.plan.profile;
-    let unit = if udp(profile) { "datagrams" } else { "messages" };
+    let unit = profile.workload.unit();
     for w in &r.summary.ways {
         let Some(m) = w.msgs else { continue };
         let _ = writeln!(
@@ -307,7 +307,7 @@ pub(crate) fn receivers_line(s: &mut String, r: &RunResult, way: Way, m: &MsgTot
 /// (a message is not a packet).
 pub(crate) fn ops(r: &RunResult, done: &str) -> Option<Plot> {
     let kind = r.plan.profile.kind();
-    let unit = if is_udp(r) && kind == Kind::Msgrate { "datagrams" } else { kind.unit() };
+    let unit = r.plan.profile.workload.unit();
     let two = r.summary.ways.len() > 1;
     let mut series = Vec::new();
     for w in r.summary.ways.iter().map(|w| w.way) {

@@ -331,6 +331,14 @@ impl Section for MsgrateSection {
         true
     }
 
+    fn unit(&self) -> &'static str {
+        if self.protocol == Protocol::Udp {
+            "datagrams"
+        } else {
+            "messages"
+        }
+    }
+
     fn lost_name(&self) -> &'static str {
         match self.protocol {
             Protocol::Udp => "datagrams lost",

@@ -93,6 +93,12 @@ pub trait Section {
         self.counts_msgs()
     }
 
+    /// What its streams count, in reports: the kind's word ([`Kind::unit`]), or a word of
+    /// its own (a UDP message is a datagram).
+    fn unit(&self) -> &'static str {
+        self.kind().unit()
+    }
+
     /// What its latency is a latency of, in reports ("round-trip latency").
     fn latency_name(&self) -> &'static str {
         "latency"

@@ -195,6 +195,12 @@ impl Workload {
         self.section().flows_per_cpu()
     }
 
+    /// What its streams count, in reports (messages, datagrams, transactions, connections,
+    /// responses).
+    pub fn unit(&self) -> &'static str {
+        self.section().unit()
+    }
+
     /// Whether the server receives on one socket per server CPU sharing a port, not one per
     /// flow (UDP msgrate's `receivers = "per_cpu"`).
     pub fn per_cpu_receivers(&self) -> bool {

@@ -8,8 +8,8 @@
 //!   timing), within 1 ms;
 //! - `loaded_p50`: loaded p50 against 20 ms + the queue's drain time (limit × 8 / rate),
 //!   within 20%, with a queue of 250 KB (20 ms);
-//! - `small_queue_added`: the latency added with a queue of 15 KB (1.2 ms) against its drain
-//!   time, within 1.5 ms: the bufferbloat removed;
+//! - `small_queue_added`: the latency added with a queue of 15 KB (1.2 ms): between none and
+//!   its drain time, 1 ms either side (each p50's own spread): the bufferbloat removed;
 //! - `probe_bytes`: the load's bytes with probes against without (four flows held at 20
 //!   Mbit/s each, runs in turn), within 1%;
 //! - `truth.verdict.queue`: every run behind the large queue says "a queue", the bulk verdict
@@ -37,6 +37,8 @@ const DELAY: Duration = Duration::from_millis(10);
 const LARGE: u64 = 250_000;
 /// The small queue, bytes (1.2 ms at the rate).
 const SMALL: u64 = 15_000;
+/// How near a probe's p50 is held to the path's round trip (`idle_rtt`), ms.
+const NOISE_MS: f64 = 1.0;
 /// Runs behind the large queue (each a loaded figure and a verdict).
 const RUNS: usize = 3;
 
@@ -164,7 +166,7 @@ pub(crate) fn truth_latency() -> Result<(), String> {
         worst_idle,
         path,
         "ms",
-        Tolerance::Abs(1.0),
+        Tolerance::Abs(NOISE_MS),
         &format!(
             "probe p50 before the load vs the path's round trip as the kernels alone answer it (the median of 21 \
              connects refused by b: {path:.2} ms; the line holds {} ms each way), the farthest of {RUNS} runs: {idle:.2?}",
@@ -182,8 +184,13 @@ pub(crate) fn truth_latency() -> Result<(), String> {
         drain_ms(LARGE)
     ));
     let added = ms(probes(&small)?.added_p50_ns.ok_or("no added latency")? as f64);
-    truth::check(NAMES[2], added, drain_ms(SMALL), "ms", Tolerance::Abs(1.5), &format!(
-        "latency added by 4 flows behind a {SMALL}-byte queue vs its drain time ({:.1} ms): bufferbloat removed (the {LARGE}-byte queue added {:.1} ms)",
+    // A queue adds between nothing (empty) and its drain time (full); each p50 is held to 1 ms
+    // of the path (idle_rtt), so the difference of two is within 1 ms of that span either side.
+    // (±1.5 ms around the drain time failed once at -0.33 ms: an idle p50 0.33 ms above the
+    // loaded one, within the idle figure's own spread of 21.50-21.69 ms.)
+    let drain = drain_ms(SMALL);
+    truth::check(NAMES[2], added, drain, "ms", Tolerance::Range(-drain - NOISE_MS, NOISE_MS), &format!(
+        "latency added by 4 flows behind a {SMALL}-byte queue, between none and its drain time ({:.1} ms), each p50 within {NOISE_MS} ms: bufferbloat removed (the {LARGE}-byte queue added {:.1} ms)",
         drain_ms(SMALL),
         loaded[0] - idle[0]
     ));

@@ -194,15 +194,13 @@ pub fn plan(
             );
         }
     }
-    if let Workload::Rr(r) = w {
-        if r.wait == crate::profile::WaitMode::Spin && peer.ip().is_loopback() && 2 * n_streams > client_cpus.len() {
-            notes.push(format!(
-                "wait = spin with {n_streams} flow(s) on this host: {} busy-polling threads share {} CPU(s) and will \
-                 take turns, which shows as millisecond outliers; use fewer flows or --wait block",
-                2 * n_streams,
-                client_cpus.len()
-            ));
-        }
+    if w.spins() && peer.ip().is_loopback() && 2 * n_streams > client_cpus.len() {
+        notes.push(format!(
+            "wait = spin with {n_streams} flow(s) on this host: {} busy-polling threads share {} CPU(s) and will \
+             take turns, which shows as millisecond outliers; use fewer flows or --wait block",
+            2 * n_streams,
+            client_cpus.len()
+        ));
     }
     let plan = Plan {
         origin,

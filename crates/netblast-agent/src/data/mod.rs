@@ -99,12 +99,7 @@ fn hold<'a>(shared: &'a Shared, setup: &TestSetup) -> Result<Holding<'a>, String
             l.fd_headroom
         ));
     }
-    let spinning = match &setup.profile.workload {
-        netblast_spec::profile::Workload::Rr(r) if r.wait == netblast_spec::profile::WaitMode::Spin => {
-            setup.streams.len() as u64
-        }
-        _ => 0,
-    };
+    let spinning = if setup.profile.workload.spins() { setup.streams.len() as u64 } else { 0 };
     let busy = shared.held.spinning.load(Ordering::Relaxed);
     if spinning > 0 && busy + spinning > l.spinning as u64 {
         return Err(format!(

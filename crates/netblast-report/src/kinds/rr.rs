@@ -40,10 +40,7 @@ pub(crate) fn summary(s: &mut String, r: &RunResult) {
             w.streams,
             if w.streams == 1 { "" } else { "s" },
             if is_udp { ", UDP" } else { ", TCP" },
-            match &profile.workload {
-                Workload::Rr(rr) if rr.wait == netblast_spec::profile::WaitMode::Spin => "spin",
-                _ => "block",
-            }
+            if profile.workload.spins() { "spin" } else { "block" }
         );
         if let Some(lost) = m.lost {
             let timeout = match &profile.workload {

@@ -168,6 +168,10 @@ impl Section for RrSection {
         true
     }
 
+    fn spins(&self) -> bool {
+        self.wait == WaitMode::Spin
+    }
+
     fn latency_name(&self) -> &'static str {
         "round-trip latency"
     }

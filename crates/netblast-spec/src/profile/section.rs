@@ -88,6 +88,12 @@ pub trait Section {
         false
     }
 
+    /// Whether each flow busy-polls, a thread taking a whole CPU at each end (rr's `wait =
+    /// "spin"`): a server counts them against its CPUs, a plan on one host warns of them.
+    fn spins(&self) -> bool {
+        false
+    }
+
     /// Whether each flow's server end is pinned.
     fn pins_server(&self) -> bool {
         self.counts_msgs()

@@ -201,6 +201,12 @@ impl Workload {
         self.section().unit()
     }
 
+    /// Whether each flow busy-polls, a thread taking a whole CPU at each end (rr's `wait =
+    /// "spin"`).
+    pub fn spins(&self) -> bool {
+        self.section().spins()
+    }
+
     /// Whether the server receives on one socket per server CPU sharing a port, not one per
     /// flow (UDP msgrate's `receivers = "per_cpu"`).
     pub fn per_cpu_receivers(&self) -> bool {

@@ -26,11 +26,6 @@ pub(crate) fn udp(profile: &Profile) -> bool {
     profile.workload.uses_udp()
 }
 
-/// Whether a UDP message-rate profile receives on one socket per server CPU (not per flow).
-pub(crate) fn per_cpu_receivers(profile: &Profile) -> bool {
-    profile.workload.per_cpu_receivers()
-}
-
 pub(crate) fn span(a: f64, b: f64) -> String {
     format!("{a:>6.2}-{b:<6.2} sec")
 }

@@ -67,7 +67,7 @@ impl Drop for Holding<'_> {
 /// What each stream of a test sets up besides its TCP connection (a descriptor each).
 fn extra_of(setup: &TestSetup) -> Extra {
     let w = &setup.profile.workload;
-    if per_cpu_receivers(setup) {
+    if setup.profile.workload.per_cpu_receivers() {
         Extra::UdpGroup
     } else if w.uses_udp() {
         Extra::Udp
@@ -76,11 +76,6 @@ fn extra_of(setup: &TestSetup) -> Extra {
     } else {
         Extra::None
     }
-}
-
-/// Whether the test's UDP datagrams go to this server's per-CPU receivers (one port).
-fn per_cpu_receivers(setup: &TestSetup) -> bool {
-    setup.profile.workload.per_cpu_receivers()
 }
 
 /// Takes what a set-up asks of this server's resources, or says which limit refuses it.
@@ -329,7 +324,7 @@ pub(crate) async fn control_conn(
     let entry = TestEntry::new(ways.clone(), extra_of(&setup), session.stream_key, stream_tx).with_udp(UdpReady {
         tcp: setup.profile.tcp.clone(),
         // Tied to the CPU its worker will be pinned to (where it can be, as below).
-        cpus: if per_cpu_receivers(&setup) {
+        cpus: if setup.profile.workload.per_cpu_receivers() {
             let usable = sys::allowed_cpus().unwrap_or_default();
             let same = same_kernel(&setup);
             setup

@@ -4,7 +4,7 @@
 
 use crate::chart::{Plot, Series, Shape, Unit};
 use crate::lines::way_name;
-use crate::lines::{count, id_col, iv_span, label, per_cpu_receivers, span, udp, MAX_STREAM_LINES};
+use crate::lines::{count, id_col, iv_span, label, span, udp, MAX_STREAM_LINES};
 use crate::series::at;
 use netblast_spec::hist::LatencySummary;
 use netblast_spec::profile::{Kind, Profile, Way, Workload};
@@ -16,7 +16,7 @@ use std::fmt::Write;
 pub(crate) fn header(profile: &Profile) -> &'static str {
     match udp(profile) {
         false => "[ ID] Interval           Messages     Msgs/s        Segments/s  Retr\n",
-        true if per_cpu_receivers(profile) => {
+        true if profile.workload.per_cpu_receivers() => {
             "Recv/s per CPU: what the server's receiver on the row's server CPU took (one receiver per CPU, SO_INCOMING_CPU: \
              the kernel, not the flow, decides which datagrams each takes; the flows' total is [SUM]'s)\n\
              [ ID] Interval           Sent/s        Bitrate          Recv/s/CPU    Lost/Total (receiver)  Jitter     Reordered  Dup\n"
@@ -279,7 +279,7 @@ pub(crate) fn wire_line(s: &mut String, m: &MsgTotals, profile: &Profile) {
 /// CPU's receiver dropped what, so a loss is the path's or a named receiver's.
 pub(crate) fn receivers_line(s: &mut String, r: &RunResult, way: Way, m: &MsgTotals) -> std::fmt::Result {
     let Some(q) = m.udp.and_then(|u| u.rcvbuf) else { return Ok(()) };
-    let per_cpu = per_cpu_receivers(&r.plan.profile);
+    let per_cpu = r.plan.profile.workload.per_cpu_receivers();
     let queue = format!("receive queue {} per socket", fmt_bytes(q));
     if !per_cpu {
         return writeln!(s, "      receivers: a socket per flow, {queue}");

@@ -285,3 +285,61 @@ fn scoped_ipv6_link_local_addresses_work_for_every_kind() {
     let r = run_in(&ns, &["--target", &target, "--profile", "cps", "--no-agent", "-t", "1"]);
     assert!(r.complete && r.summary.ways[0].msgs.is_some_and(|m| m.sent > 0), "{:?}", r.errors);
 }
+
+/// A TCP connection from 127.0.0.1:`port` to `to` (`SO_REUSEADDR`, as netblast binds).
+fn hold_from(port: u16, to: std::net::SocketAddr) -> std::net::TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.set_reuse_address(true).unwrap();
+    s.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], port)).into()).unwrap();
+    s.connect(&to.into()).unwrap();
+    s.into()
+}
+
+/// Whether `ss` lists a TCP socket from 127.0.0.1:`port` to `to` in `state`.
+fn tuple_in(state: &str, port: u16, to: std::net::SocketAddr) -> bool {
+    let out = std::process::Command::new("ss")
+        .args(["-Htan", "state", state, &format!("( sport = :{port} and dport = :{} )", to.port())])
+        .output()
+        .unwrap();
+    !String::from_utf8_lossy(&out.stdout).trim().is_empty()
+}
+
+#[test]
+fn a_source_port_held_to_the_same_peer_gives_way_or_is_named() {
+    // The docs test's `--cport 40000-40063` failed on CI with "Cannot assign requested address":
+    // an earlier run's connection from one of those ports to the same server was still in
+    // TIME_WAIT, and connect refuses a four-tuple that is held. Ports outside the kernel's
+    // ephemeral range, so nothing else takes them.
+    let (mut serve, addr) = util::spawn_server();
+    let run = |cport: &str| {
+        util::run_cmd().args(["--target", &addr.to_string(), "--cport", cport, "-P", "1", "-t", "1"]).output().unwrap()
+    };
+    // A live connection holds 23100: the flow gives way to 23101.
+    let held = hold_from(23100, addr);
+    let out = run("23100-23101");
+    assert!(out.status.success(), "{}", util::said(&out));
+    // With no other port in the range it waits for the connect timeout, then says what holds it.
+    let out = run("23100-23100");
+    let said = util::said(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("--cport 23100-23100") && said.contains("is held by another connection"), "{said}");
+    drop(held);
+
+    // A connection just closed by this side waits in TIME_WAIT; to a loopback peer the kernel
+    // lets it be reused a second later (tcp_tw_reuse, 2 by default), so the run goes on.
+    let reuse = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_tw_reuse").unwrap_or_default();
+    if reuse.trim() != "0" {
+        let s = hold_from(23102, addr);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        drop(s);
+        let t = std::time::Instant::now();
+        while !tuple_in("time-wait", 23102, addr) && t.elapsed() < std::time::Duration::from_secs(2) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(tuple_in("time-wait", 23102, addr), "no TIME_WAIT from 23102 was made");
+        let out = run("23102-23102");
+        assert!(out.status.success(), "{}", util::said(&out));
+    }
+    serve.kill().ok();
+    serve.wait().ok();
+}

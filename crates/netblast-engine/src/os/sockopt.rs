@@ -296,13 +296,50 @@ pub struct Dial<'a> {
 
 /// Opens a TCP connection with the options applied before `connect` (so the SYN already
 /// carries the window scale and MSS they imply), from the binding.
+///
+/// With a `--cport` range, the kernel refuses a port whose four-tuple to `addr` is held by
+/// another connection (one of this test's, another program's that the kernel gave the port to,
+/// or one waiting in `TIME_WAIT` after an earlier run: `connect` says EADDRNOTAVAIL). The
+/// socket then gives way to the range's other ports in turn, and when every one is held, tries
+/// again every 100 ms (a `TIME_WAIT` to a loopback peer may be reused a second after it began)
+/// until the connect timeout, then says which port is held and by what.
 pub fn connect(addr: SocketAddr, d: Dial<'_>) -> io::Result<TcpStream> {
-    let (tcp, nodelay_default, timeout) = (d.tcp, d.nodelay_default, d.timeout);
-    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    apply(SockRef::from(&sock), tcp, nodelay_default)?;
-    bind_nth(&sock, d.bind, d.n)?;
-    sock.connect_timeout(&addr.into(), timeout)?;
-    Ok(sock.into())
+    let deadline = std::time::Instant::now() + d.timeout;
+    let open = |n: usize| -> io::Result<Socket> {
+        let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        apply(SockRef::from(&sock), d.tcp, d.nodelay_default)?;
+        bind_nth(&sock, d.bind, n)?;
+        Ok(sock)
+    };
+    let Some((lo, hi)) = d.bind.ports else {
+        let sock = open(d.n)?;
+        sock.connect_timeout(&addr.into(), d.timeout)?;
+        return Ok(sock.into());
+    };
+    // The same address, the range's next port: socket numbers one address count apart.
+    let stride = d.bind.addrs.len().max(1);
+    loop {
+        for k in 0..d.bind.port_count() {
+            let sock = open(d.n + k * stride)?;
+            let left = deadline.saturating_duration_since(std::time::Instant::now()).max(Duration::from_millis(1));
+            match sock.connect_timeout(&addr.into(), left) {
+                Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => continue,
+                r => return r.map(|()| sock.into()),
+            }
+        }
+        if std::time::Instant::now() >= deadline {
+            let from = d.bind.addr(d.n).map_or_else(|| "this host".to_string(), |a| a.to_string());
+            return Err(io::Error::new(
+                io::ErrorKind::AddrNotAvailable,
+                format!(
+                    "--cport {lo}-{hi}: from {from}, every port's connection to {addr} is held by another \
+                     connection (this test's own, or one in TIME_WAIT for up to a minute after an earlier run \
+                     to the same peer; `ss -tan` shows them): wait, or give a wider range"
+                ),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// A plain TCP connection (the control connection) from the binding, marked with the test's

@@ -19,7 +19,6 @@ use netblast_engine::exec::api::{Live, RunOptions};
 use netblast_engine::exec::worker::RunFlags;
 use netblast_spec::fleet::{AgentHello, AgentMsg, CoordMsg, Order};
 use netblast_spec::plan;
-use netblast_spec::profile::Workload;
 use netblast_spec::result::AgentInfo;
 use netblast_spec::units::Cidr;
 use netblast_wire::wire::{self, nonblocking};
@@ -205,24 +204,7 @@ pub fn check_order(order: &Order, allow: &[Cidr]) -> Result<(), String> {
             "http.body_file: an agent opens no path a peer names; an order carries its body in http.body".into()
         );
     }
-    let mut targets: Vec<(String, u16)> = Vec::new();
-    match &order.profile.workload {
-        Workload::Http(h) => {
-            let default = if h.tls { 443 } else { 80 };
-            for u in &h.urls {
-                if u.starts_with('/') {
-                    targets.push((order.target.clone(), default));
-                } else {
-                    let rest = u.split_once("://").map(|(_, r)| r).unwrap_or(u);
-                    let authority = rest.split(['/', '?']).next().unwrap_or("");
-                    let port = if u.starts_with("https://") { 443 } else { 80 };
-                    targets.push((authority.to_string(), port));
-                }
-            }
-        }
-        _ => targets.push((order.target.clone(), plan::DEFAULT_PORT)),
-    }
-    for (t, port) in targets {
+    for (t, port) in order.profile.workload.section().dial_targets(&order.target, plan::DEFAULT_PORT) {
         let addrs = plan::resolve_all(&t, port).map_err(|e| e.to_string())?;
         if let Some(a) = addrs.iter().find(|a| !allow.iter().any(|n| n.contains(a.ip()))) {
             let list: Vec<String> = allow.iter().map(|n| n.to_string()).collect();

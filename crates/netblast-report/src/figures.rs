@@ -1,7 +1,7 @@
 //! Figures the text, HTML and CSV renderings share: a fleet test's headline figure in its
 //! kind's unit, the change between two runs, a run's name for people.
 
-use netblast_spec::profile::Kind;
+use netblast_spec::profile::{Headline, Kind};
 use netblast_spec::result::Summary;
 use netblast_spec::units::{fmt_bits_per_s, fmt_per_s};
 use netblast_spec::RunResult;
@@ -10,27 +10,29 @@ use netblast_spec::RunResult;
 /// received (bulk), messages, transactions or connections per second (msgrate, rr, cps),
 /// responses per second (http).
 pub fn part_figure(kind: Kind, sum: &Summary) -> f64 {
-    match kind {
-        Kind::Http => sum.http.as_ref().map(|h| h.responses_per_s).unwrap_or(0.0),
-        Kind::Bulk => sum.ways.iter().map(|w| w.receiver.map(|r| r.bits_per_s).unwrap_or(w.sender.bits_per_s)).sum(),
-        _ => sum.ways.iter().filter_map(|w| w.msgs.as_ref()).map(|m| m.sent_per_s).sum(),
+    match kind.headline() {
+        Headline::Responses => sum.http.as_ref().map(|h| h.responses_per_s).unwrap_or(0.0),
+        Headline::BitsReceived => {
+            sum.ways.iter().map(|w| w.receiver.map(|r| r.bits_per_s).unwrap_or(w.sender.bits_per_s)).sum()
+        }
+        Headline::OpsSent => sum.ways.iter().filter_map(|w| w.msgs.as_ref()).map(|m| m.sent_per_s).sum(),
     }
 }
 
 /// What [`part_figure`] is, in words.
 pub fn part_figure_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Http => "responses per second",
-        Kind::Bulk => "throughput (bits/s received; sent where no receiver reported)",
-        _ => "operations per second",
+    match kind.headline() {
+        Headline::Responses => "responses per second",
+        Headline::BitsReceived => "throughput (bits/s received; sent where no receiver reported)",
+        Headline::OpsSent => "operations per second",
     }
 }
 
 /// [`part_figure`] in words, with its unit.
 pub fn fmt_part_figure(kind: Kind, v: f64) -> String {
-    match kind {
-        Kind::Bulk => fmt_bits_per_s(v),
-        k => format!("{} {}", fmt_per_s(v), k.unit()),
+    match kind.headline() {
+        Headline::BitsReceived => fmt_bits_per_s(v),
+        Headline::OpsSent | Headline::Responses => format!("{} {}", fmt_per_s(v), kind.unit()),
     }
 }
 

@@ -6,7 +6,7 @@
 //! The window in flight is the measured rate × the measured RTT (the bandwidth-delay product
 //! the path held); a buffer below it for the rate wanted is the limit to raise.
 
-use crate::profile::{Way, Workload};
+use crate::profile::Way;
 use crate::result::{HostInfo, LimitShares, Part, RunResult, Summary, TcpLimits, WaySummary};
 use crate::units::{fmt_bits_per_s, fmt_bytes, fmt_ns};
 
@@ -154,10 +154,7 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
         (limit, share) = (Limit::SendBuffer, shares.app);
     }
     let rate = w.receiver.unwrap_or(w.sender).bits_per_s;
-    let wanted = match &r.profile.workload {
-        Workload::Bulk(b) => b.rate(w.way).map(|b| b.bits_per_s()),
-        _ => None,
-    };
+    let wanted = r.profile.workload.section().asked_bits_per_s(w.way);
     let per_flow = rate / f64::from(w.streams.max(1));
     let busy_cpu = sender_busy_cpu(r.summary, w.way);
     let (cpu_clock, decided) = asked_or_cpu(limit, &shares, wanted, per_flow, busy_cpu.is_some());

@@ -14,7 +14,7 @@
 use crate::exec::worker::{Event, FlowEnd, FlowSample};
 use hdrhistogram::Histogram;
 use netblast_spec::hist::{self, Distribution, EncodedHistogram, HistSum};
-use netblast_spec::profile::{Kind, Protocol, Way, Workload};
+use netblast_spec::profile::{Way, Workload};
 use netblast_spec::result::per_second;
 use netblast_spec::result::{
     CpuSummary, CpuUsage, Interval, MsgInterval, MsgTotals, RttSummary, RunError, SideTotal, StreamInfo,
@@ -70,10 +70,6 @@ impl Prev {
 /// What the aggregator needs to know about the test kind.
 #[derive(Debug, Clone, Copy)]
 pub struct KindInfo {
-    /// The test kind.
-    pub kind: Kind,
-    /// Transport of message kinds.
-    pub protocol: Protocol,
     /// The server's UDP receivers are per CPU: a stream's received figures are those of the
     /// receiver beside its server end, which takes datagrams of any flow; loss is per way.
     pub shared_receivers: bool,
@@ -86,6 +82,9 @@ pub struct KindInfo {
     /// A flow's sending end counts what it lost
     /// ([`netblast_spec::profile::Section::sender_counts_lost`]).
     pub sender_counts_lost: bool,
+    /// A flow's receiving end counts what was lost by sequence numbers
+    /// ([`netblast_spec::profile::Section::receiver_counts_lost`]).
+    pub receiver_counts_lost: bool,
 }
 
 impl KindInfo {
@@ -94,12 +93,11 @@ impl KindInfo {
         let shared_receivers = w.per_cpu_receivers();
         let section = w.section();
         KindInfo {
-            kind: w.kind(),
-            protocol: w.protocol(),
             shared_receivers,
             counts_msgs: w.counts_msgs(),
             own_listener: section.own_listener(),
             sender_counts_lost: section.sender_counts_lost(),
+            receiver_counts_lost: section.receiver_counts_lost(),
         }
     }
 
@@ -598,12 +596,13 @@ impl Aggregator {
         receiving: Option<ReceivingEnd>,
         mine: Option<&FlowEnd>,
     ) -> MsgTotals {
-        let lost = match (self.info.kind, self.info.protocol) {
+        let lost = if self.info.receiver_counts_lost {
             // A per-CPU receiver's count is not its stream's: loss is the way's.
-            (Kind::Msgrate, Protocol::Udp) if self.info.shared_receivers => None,
-            (Kind::Msgrate, Protocol::Udp) => received.map(|r| sent.saturating_sub(r)),
-            _ if self.info.sender_counts_lost => Some(mine.map(|e| e.lost).unwrap_or(0)),
-            _ => None,
+            received.filter(|_| !self.info.shared_receivers).map(|r| sent.saturating_sub(r))
+        } else if self.info.sender_counts_lost {
+            Some(mine.map(|e| e.lost).unwrap_or(0))
+        } else {
+            None
         };
         // A cps flow's statistics are many connections': no one socket's segment count.
         let one_socket = last_tcp.filter(|_| !self.info.own_listener);
@@ -746,12 +745,11 @@ mod tests {
     }
 
     const BULK: KindInfo = KindInfo {
-        kind: Kind::Bulk,
-        protocol: Protocol::Tcp,
         shared_receivers: false,
         counts_msgs: false,
         own_listener: false,
         sender_counts_lost: false,
+        receiver_counts_lost: false,
     };
 
     fn sample(id: u32, bytes: u64, tcp: Option<TcpStats>) -> FlowSample {
@@ -895,12 +893,11 @@ mod tests {
     #[test]
     fn latency_histograms_are_added_not_averaged() {
         let rr = KindInfo {
-            kind: Kind::Rr,
-            protocol: Protocol::Tcp,
             shared_receivers: false,
             counts_msgs: true,
             own_listener: false,
             sender_counts_lost: false,
+            receiver_counts_lost: false,
         };
         let mut a = Aggregator::new(vec![info(0, Way::Up), info(1, Way::Up)], 2, rr);
         let hist_of = |v: u64, n: u64| {
@@ -938,12 +935,11 @@ mod tests {
     #[test]
     fn udp_loss_is_sent_minus_received() {
         let udp = KindInfo {
-            kind: Kind::Msgrate,
-            protocol: Protocol::Udp,
             shared_receivers: false,
             counts_msgs: true,
             own_listener: false,
             sender_counts_lost: false,
+            receiver_counts_lost: true,
         };
         let mut a = Aggregator::new(vec![info(0, Way::Up)], 1, udp);
         a.on_worker(

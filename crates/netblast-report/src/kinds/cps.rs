@@ -230,10 +230,3 @@ pub(crate) fn failures_table(out: &mut String, r: &RunResult) {
     );
     out.push('\n');
 }
-
-/// cps' verdicts: local ports running out, then a rate asked and not reached.
-pub(crate) fn verdicts(r: &RunResult) -> Vec<String> {
-    let mut v = netblast_spec::verdict::cps(r);
-    v.extend(netblast_spec::verdict::cps_shortfall(r));
-    v
-}

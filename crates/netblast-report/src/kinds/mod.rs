@@ -96,12 +96,7 @@ pub(crate) fn plots(r: &RunResult, compact: bool) -> Vec<crate::chart::Plot> {
 /// ways', cps', HTTP's), then each host's.
 pub(crate) fn verdicts(r: &RunResult) -> Vec<String> {
     use netblast_spec::verdict;
-    let mut v = match r.plan.profile.kind() {
-        Kind::Msgrate => verdict::udp(r),
-        Kind::Cps => cps::verdicts(r),
-        Kind::Http => r.summary.http.as_ref().and_then(|h| verdict::http(r, h)).into_iter().collect(),
-        Kind::Bulk | Kind::Rr => Vec::new(),
-    };
+    let mut v = verdict::of_kind(r);
     v.extend(verdict::latency_probe(r));
     v.extend(verdict::hosts(r));
     v

@@ -243,14 +243,7 @@ pub fn causes(r: &RunResult) -> Vec<String> {
         .iter()
         .map(|d| if several { format!("{}: {}", d.way.name(), d.limit.name()) } else { d.limit.name().to_string() })
         .collect();
-    let kind_lines: Vec<String> = match &r.plan.profile.workload {
-        crate::profile::Workload::Http(_) => {
-            r.summary.http.as_ref().and_then(|h| crate::verdict::http(r, h)).into_iter().collect()
-        }
-        crate::profile::Workload::Cps(_) => crate::verdict::cps(r),
-        crate::profile::Workload::Msgrate(_) => crate::verdict::udp(r),
-        _ => Vec::new(),
-    };
+    let kind_lines = crate::verdict::of_kind(r);
     v.extend(kind_lines.iter().chain(crate::verdict::hosts(r).iter()).map(|l| head(l)));
     v
 }

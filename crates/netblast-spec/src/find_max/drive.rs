@@ -26,11 +26,7 @@ impl Steps<'_> {
     /// Operations per second a step at `asked` offers over `flows` flows: what its thresholds'
     /// samples are counted in (datagrams or messages of the block size for `-b`).
     pub fn ops_per_s(&self, asked: f64, flows: usize) -> f64 {
-        let block = match self.workload {
-            Workload::Msgrate(m) => m.msg_bytes.bytes(),
-            Workload::Bulk(b) => b.block_bytes.bytes(),
-            _ => 0,
-        };
+        let block = self.workload.section().op_bytes().unwrap_or(0);
         match self.axis {
             Axis::Bitrate if block > 0 => asked * flows.max(1) as f64 / (8.0 * block as f64),
             _ => asked,

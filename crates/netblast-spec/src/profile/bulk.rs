@@ -219,6 +219,14 @@ impl Section for BulkSection {
     fn pins_server(&self) -> bool {
         self.server_cpus.is_some()
     }
+
+    fn asked_bits_per_s(&self, way: Way) -> Option<f64> {
+        self.rate(way).map(|b| b.bits_per_s())
+    }
+
+    fn op_bytes(&self) -> Option<u64> {
+        Some(self.block_bytes.bytes())
+    }
 }
 
 /// bulk's own flags (the ones it shares with other kinds are [`SharedFlags`]).

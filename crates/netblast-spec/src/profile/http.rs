@@ -367,6 +367,21 @@ impl Section for HttpSection {
         Kind::Http
     }
 
+    fn dial_targets(&self, target: &str, _data_port: u16) -> Vec<(String, u16)> {
+        let default = if self.tls { 443 } else { 80 };
+        self.urls
+            .iter()
+            .map(|u| {
+                if u.starts_with('/') {
+                    return (target.to_string(), default);
+                }
+                let rest = u.split_once("://").map(|(_, r)| r).unwrap_or(u);
+                let authority = rest.split(['/', '?']).next().unwrap_or("");
+                (authority.to_string(), if u.starts_with("https://") { 443 } else { 80 })
+            })
+            .collect()
+    }
+
     fn shared_flags(&self) -> &'static [&'static str] {
         &["--rate", "--timeout", "-n", "--tls", "--insecure", "--cacert", "--sni"]
     }

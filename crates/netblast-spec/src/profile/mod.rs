@@ -29,7 +29,7 @@ pub use rr::{RrFlags, RrSection, WaitMode};
 pub use run::RunSection;
 pub use section::Section;
 pub use tcp::TcpSection;
-pub use workload::{FieldError, Kind, KindFlags, Workload};
+pub use workload::{FieldError, Headline, Kind, KindFlags, Workload};
 
 use crate::error::SpecError;
 use crate::units::{CpuList, Dur};

@@ -331,6 +331,14 @@ impl Section for MsgrateSection {
         true
     }
 
+    fn op_bytes(&self) -> Option<u64> {
+        Some(self.msg_bytes.bytes())
+    }
+
+    fn receiver_counts_lost(&self) -> bool {
+        self.protocol == Protocol::Udp
+    }
+
     fn unit(&self) -> &'static str {
         if self.protocol == Protocol::Udp {
             "datagrams"

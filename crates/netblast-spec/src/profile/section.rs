@@ -136,6 +136,32 @@ pub trait Section {
         true
     }
 
+    /// The hosts and ports its connections go to, from the run's target (`HOST` or
+    /// `HOST:PORT`): the target at `data_port` (netblast's), or an HTTP test's URLs'
+    /// authorities (a path alone goes to the target). What an agent checks against the
+    /// addresses it may reach.
+    fn dial_targets(&self, target: &str, data_port: u16) -> Vec<(String, u16)> {
+        vec![(target.to_string(), data_port)]
+    }
+
+    /// The rate each sending flow going `way` was asked to hold, bits/s (bulk's `-b`): a flow
+    /// held there is paced, not limited by its path.
+    fn asked_bits_per_s(&self, _way: Way) -> Option<f64> {
+        None
+    }
+
+    /// The bytes one operation carries where a rate is asked in bits/s (a msgrate message, a
+    /// bulk block): a find-max step at a bit rate counts its samples in these operations.
+    fn op_bytes(&self) -> Option<u64> {
+        None
+    }
+
+    /// Whether its receiver counts what was lost by sequence numbers (datagrams of a UDP
+    /// message stream), where [`Self::sender_counts_lost`] counts it at the sender.
+    fn receiver_counts_lost(&self) -> bool {
+        false
+    }
+
     /// Whether its headline has a bit rate: a transaction's, a connection's or a TCP
     /// message's bytes are not what rr, cps and msgrate over TCP measure (their headline is
     /// counts and latency).

@@ -60,6 +60,26 @@ impl Kind {
             Kind::Http => "responses",
         }
     }
+
+    /// The figure a fleet's tests of this kind are ranked by.
+    pub fn headline(self) -> Headline {
+        match self {
+            Kind::Bulk => Headline::BitsReceived,
+            Kind::Msgrate | Kind::Rr | Kind::Cps => Headline::OpsSent,
+            Kind::Http => Headline::Responses,
+        }
+    }
+}
+
+/// A kind's headline figure ([`Kind::headline`]), by which a fleet's tests are ranked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Headline {
+    /// Bits per second received (sent where no receiver reported).
+    BitsReceived,
+    /// What the streams count (messages, transactions, connections) sent per second.
+    OpsSent,
+    /// HTTP responses per second.
+    Responses,
 }
 
 /// A test's kind and its parameters (the `[bulk]`, `[msgrate]`, `[rr]`, `[cps]` or `[http]`

@@ -5,7 +5,7 @@
 
 //!
 //! A kind's own verdicts are in its file here (`cps.rs`, `udp.rs` for msgrate over UDP,
-//! `http.rs`); the report asks for them in its kind dispatch, then for the latency probes'
+//! `http.rs`), gathered by [`of_kind`]; the report asks for them, then for the latency probes'
 //! ([`latency_probe`]) and [`hosts`] after them.
 
 mod cps;
@@ -19,8 +19,24 @@ pub use probe::latency_probe;
 pub use udp::udp;
 
 use crate::diagnose::{cpu_words, saturated};
-use crate::profile::Way;
+use crate::profile::{Kind, Way};
 use crate::result::{HostLoad, RunResult};
+
+/// The kind's own verdicts, which come before the latency probes' and the hosts': UDP ways'
+/// loss (msgrate), local ports running out and a rate asked and not reached (cps), an HTTP
+/// test's pool, server or rate; none for bulk and rr, whose TCP ways have [`crate::diagnose`].
+pub fn of_kind(r: &RunResult) -> Vec<String> {
+    match r.plan.profile.kind() {
+        Kind::Msgrate => udp(r),
+        Kind::Cps => {
+            let mut v = cps(r);
+            v.extend(cps_shortfall(r));
+            v
+        }
+        Kind::Http => r.summary.http.as_ref().and_then(|h| http(r, h)).into_iter().collect(),
+        Kind::Bulk | Kind::Rr => Vec::new(),
+    }
+}
 
 /// A share in percent, one decimal below 10%.
 pub(crate) fn pct(x: f64) -> String {

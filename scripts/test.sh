@@ -4,7 +4,9 @@
 # `azure` feature (Azure discovery against a fake Resource Manager on loopback), then the truth
 # checks and fleet figures of `cargo bench` (short runs). Every command README.md and docs/*.md
 # show runs in `cargo test` (crates/netblast/tests/doc_commands.rs).
-# Tests that need root (eBPF, network namespaces) print SKIP with the reason when not root.
+# Tests that need root (eBPF, network namespaces) cannot run elsewhere: each is listed with its
+# reason in target/tmp/skipped-tests.txt, counted after the tests; NETBLAST_NO_SKIP=1 makes a
+# skip fail instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # `--repeat N`: the flake finder (scripts/flakes.sh): the tests N times, each failure listed.
@@ -35,7 +37,12 @@ if [ -n "$apart" ]; then
   printf 'test.sh: the benches build these with features the binary does not (benches/Cargo.toml):\n%s\n' "$apart" >&2
   exit 1
 fi
+rm -f target/tmp/skipped-tests.txt
 cargo test --workspace --locked
+if [ -s target/tmp/skipped-tests.txt ]; then
+  echo "test.sh: $(wc -l <target/tmp/skipped-tests.txt) tests passed without running (cannot run here):"
+  sed 's/^/  SKIPPED /' target/tmp/skipped-tests.txt
+fi
 cargo test -p netblast --features azure --locked --test fleet azure
 # The truth checks of `cargo bench`: a change that breaks a measurement fails here; and the
 # fleet coordinator against 240 and 1 000 simulated agents (`cargo bench -- fleet`, as README

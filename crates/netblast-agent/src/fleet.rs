@@ -199,10 +199,8 @@ pub fn check_order(order: &Order, allow: &[Cidr]) -> Result<(), String> {
     if let Err(e @ StartError::TooFar { .. }) = clock::instant_at(order.start_at_unix_ns, Duration::ZERO) {
         return Err(format!("start_at_unix_ns: {e}"));
     }
-    if order.profile.workload.http().is_some_and(|h| h.body_file.is_some()) {
-        return Err(
-            "http.body_file: an agent opens no path a peer names; an order carries its body in http.body".into()
-        );
+    if let Some((field, instead)) = order.profile.workload.section().host_path() {
+        return Err(format!("{field}: an agent opens no path a peer names; {instead}"));
     }
     for (t, port) in order.profile.workload.section().dial_targets(&order.target, plan::DEFAULT_PORT) {
         let addrs = plan::resolve_all(&t, port).map_err(|e| e.to_string())?;

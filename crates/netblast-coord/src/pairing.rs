@@ -64,7 +64,7 @@ pub fn tests(clients: usize, servers: usize, pairing: Pairing, profile: &Profile
         return Err("a fleet needs at least one client agent".into());
     }
     if servers == 0 {
-        if !profile.workload.is_http() {
+        if !profile.workload.aims_at_urls() {
             return Err(format!("a {} fleet needs server agents (--servers)", profile.kind().name()));
         }
         return Ok((0..clients).map(|c| Test { client: c, server: None, profile: profile.clone() }).collect());

@@ -8,7 +8,7 @@ use crate::config::{FleetConfig, FleetError, FleetEvent, LiveSink};
 use crate::pairing::{self, Test};
 use crate::session::{self, Event};
 use netblast_spec::fleet::{AgentHello, CoordMsg};
-use netblast_spec::profile::Profile;
+use netblast_spec::profile::{Profile, ServerPort};
 use netblast_spec::result::ClockInfo;
 use std::collections::HashMap;
 use std::future::Future;
@@ -340,19 +340,13 @@ pub fn server_target(server: &AgentState, profile: &Profile) -> Result<String, S
         Ok(a) if hello.addresses.is_empty() => a.ip(),
         _ => *hello.addresses.iter().find(|a| !a.is_loopback()).or(hello.addresses.first()).ok_or("no address")?,
     };
-    let port = match profile.workload.http() {
-        Some(h) => {
-            let p = if h.tls { hello.https_port } else { hello.http_port };
-            p.ok_or_else(|| {
-                format!(
-                    "server agent {} runs no HTTP{} responder: start it with serve --http{}",
-                    server.address,
-                    if h.tls { "S" } else { "" },
-                    if h.tls { "s" } else { "" }
-                )
-            })?
-        }
-        None => hello.data_port,
+    let missing = |what: &str, flag: &str| {
+        format!("server agent {} runs no {what} responder: start it with serve {flag}", server.address)
+    };
+    let port = match profile.workload.section().server_port() {
+        ServerPort::Data => hello.data_port,
+        ServerPort::Http => hello.http_port.ok_or_else(|| missing("HTTP", "--http"))?,
+        ServerPort::Https => hello.https_port.ok_or_else(|| missing("HTTPS", "--https"))?,
     };
     Ok(SocketAddr::new(ip, port).to_string())
 }

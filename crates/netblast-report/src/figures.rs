@@ -75,7 +75,7 @@ pub fn target(r: &RunResult) -> String {
         let more = if peers.len() > 4 { format!(" and {} more", peers.len() - 4) } else { String::new() };
         return format!("{} servers: {}{more}", peers.len(), named.join(", "));
     }
-    if p.profile.workload.is_http() {
+    if p.profile.workload.aims_at_urls() {
         return p.aimed_at();
     }
     if p.peer.is_empty() || p.peer.starts_with("0.0.0.0") || p.peer == p.target {

@@ -5,7 +5,7 @@
 use crate::text;
 use netblast_spec::fleet::{AgentMsg, FleetInterval, LogHeader, LogRecord};
 use netblast_spec::merge;
-use netblast_spec::profile::Kind;
+use netblast_spec::profile::{Headline, Kind};
 use netblast_spec::result::RunResult;
 use netblast_spec::units::{fmt_bits_per_s, fmt_per_s};
 use std::collections::BTreeMap;
@@ -62,7 +62,10 @@ pub fn test_rates(interval: &netblast_spec::result::Interval) -> (f64, Option<f6
 /// What a kind's operations are called in the fleet-wide line ([`Kind::unit`]); none for bulk,
 /// which counts bits only.
 pub fn ops_name(kind: Kind) -> Option<&'static str> {
-    (kind != Kind::Bulk).then(|| kind.unit())
+    match kind.headline() {
+        Headline::BitsReceived => None,
+        Headline::OpsSent | Headline::Responses => Some(kind.unit()),
+    }
 }
 
 #[derive(Default)]

@@ -19,7 +19,7 @@ use crate::markup::lat_cells;
 use crate::plots;
 use netblast_spec::assert::{headline, Figure};
 use netblast_spec::hist::LatencySummary;
-use netblast_spec::profile::{Kind, Way};
+use netblast_spec::profile::{Headline, Way};
 use netblast_spec::result::CpuUsage;
 use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_ns, fmt_per_s};
 use netblast_spec::RunResult;
@@ -554,7 +554,10 @@ fn tests_table(out: &mut String, r: &RunResult) {
          <th class=\"l sort\">client</th><th class=\"l sort\">address</th><th class=\"l sort\">peer</th>\
          <th class=\"sort\">{}</th>{}{}<th class=\"l sort\">complete</th></tr>",
         r.parts.len(),
-        if kind == Kind::Bulk { "throughput".to_string() } else { format!("{}/s", kind.unit()) },
+        match kind.headline() {
+            Headline::BitsReceived => "throughput".to_string(),
+            Headline::OpsSent | Headline::Responses => format!("{}/s", kind.unit()),
+        },
         if has_lat { "<th class=\"sort\">p50</th><th class=\"sort\">p99</th>" } else { "" },
         if has_limits { "<th class=\"l sort\">what held it</th><th class=\"l\">verdict</th>" } else { "" }
     );

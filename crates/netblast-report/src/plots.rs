@@ -13,7 +13,7 @@
 
 use crate::chart::{Plot, Series, Shape, Unit, XAxis};
 use netblast_spec::hist::{hist_of, EncodedHistogram, LatencySummary};
-use netblast_spec::profile::{Kind, Way};
+use netblast_spec::profile::Way;
 use netblast_spec::RunResult;
 
 /// The order charts appear in (a comparison lines up the same ids).
@@ -48,9 +48,7 @@ use crate::series::{at, groups, secs};
 /// per-stream lines), for overlaying several runs.
 pub fn plots(r: &RunResult, compact: bool) -> Result<Vec<Plot>, String> {
     let mut out = Vec::new();
-    let kind = r.plan.profile.kind();
-    let bytes_matter = kind == Kind::Bulk || (kind == Kind::Msgrate && is_udp(r));
-    if bytes_matter {
+    if r.plan.profile.workload.section().headline_bits() {
         out.extend(throughput(r, compact));
     }
     out.extend(probe(r));

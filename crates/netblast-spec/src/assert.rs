@@ -609,8 +609,6 @@ pub fn headline(r: &RunResult) -> Vec<Figure> {
 /// A headline metric of `r` in words: the kind's own names (transactions, connections,
 /// messages, datagrams) and what its latency is a latency of.
 fn label(name: &str, r: &RunResult) -> String {
-    use crate::profile::Kind;
-    let kind = r.plan.profile.kind();
     let section = r.plan.profile.workload.section();
     let (what_latency, lost) = (section.latency_name(), section.lost_name());
     match name {
@@ -624,7 +622,7 @@ fn label(name: &str, r: &RunResult) -> String {
         "jitter" => "jitter (RFC 3550)".into(),
         "rps" => "responses per second (any status)".into(),
         "rps.ok" => "responses per second that succeeded".into(),
-        "errors" if kind == Kind::Http => "run errors (failed requests are counted apart)".into(),
+        "errors" => section.errors_name().into(),
         "p50" | "p90" | "p99" | "p99.9" => format!("{what_latency} {name}"),
         "latency.max" => format!("{what_latency} max"),
         "rtt.p50" => "kernel RTT p50".into(),
@@ -634,7 +632,6 @@ fn label(name: &str, r: &RunResult) -> String {
         "added.p50" => "latency added by load p50".into(),
         "retransmits" => "retransmitted segments".into(),
         "retransmits%" => "retransmitted / sent segments".into(),
-        "errors" => "errors".into(),
         "http.failed" => "requests failed".into(),
         "http.failed%" => "requests failed, % of sent".into(),
         other => other.into(),

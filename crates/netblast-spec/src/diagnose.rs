@@ -118,7 +118,7 @@ pub fn part(r: &RunResult, p: &Part) -> Vec<Diagnosis> {
 }
 
 fn of(v: &View) -> Vec<Diagnosis> {
-    if v.profile.kind() != crate::profile::Kind::Bulk {
+    if !v.profile.workload.section().tcp_sets_the_rate() {
         return Vec::new();
     }
     v.summary.ways.iter().filter_map(|w| way(v, w, w.limits?)).collect()

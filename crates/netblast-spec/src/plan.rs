@@ -2,7 +2,7 @@
 //! the streams of a plan. Pure functions of their inputs (the machine's usable CPUs are passed
 //! in), so the client, `serve` and a coordinator plan the same way without the engine.
 
-use crate::profile::{Profile, Way, Workload};
+use crate::profile::{Profile, Way};
 use crate::result::Plan;
 use crate::units::{CpuList, Dur};
 use serde::{Deserialize, Serialize};
@@ -146,19 +146,11 @@ pub fn plan(
     cpus_from_flag: bool,
 ) -> Result<(Plan, SocketAddr), PlanError> {
     let w = &profile.workload;
-    let peer = match w {
-        // HTTP targets are resolved per URL by the http generator; --target only completes paths.
-        Workload::Http(h) => {
-            let port = if h.tls { 443 } else { 80 };
-            if target.is_empty() {
-                SocketAddr::from(([0, 0, 0, 0], 0))
-            } else {
-                resolve_target(target, port)?
-            }
-        }
-        // Any listener: the web ports by default.
-        Workload::Cps(c) if !c.agent => resolve_target(target, if c.tls { 443 } else { 80 })?,
-        _ => resolve_target(target, DEFAULT_PORT)?,
+    // URLs are resolved one by one by the http generator; a target only completes paths.
+    let peer = if target.is_empty() && w.aims_at_urls() {
+        SocketAddr::from(([0, 0, 0, 0], 0))
+    } else {
+        resolve_target(target, w.section().target_port(DEFAULT_PORT))?
     };
     let (client_cpus, note) = resolve_cpus(profile.run.cpus.as_ref(), allowed_cpus, cpus_from_flag)?;
     // A msgrate profile without a flow count runs one flow per CPU: say that in flow terms.

@@ -564,7 +564,7 @@ pub fn request(
         (g, _) => g,
     };
     let (profile, origin) = overrides.profile(a.test.profile.as_deref(), given.as_deref()).map_err(AppError::input)?;
-    let http = profile.workload.is_http();
+    let http = profile.workload.aims_at_urls();
     let target = match &given {
         // A URL target is requested as a --url; the peer comes from it.
         Some(t) if http && netblast_spec::profile::is_url(t) => String::new(),

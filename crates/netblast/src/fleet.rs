@@ -16,9 +16,7 @@ pub fn config(a: &FleetArgs, human: bool) -> Result<(FleetConfig, Vec<String>), 
     let input = |e: String| AppError::input(anyhow::anyhow!(e));
     let (mut profile, origin) = a.test.overrides.profile(a.test.profile.as_deref(), None).map_err(AppError::input)?;
     // Agents open no path a peer names: the body travels in the orders.
-    if let Some(h) = profile.workload.http_mut() {
-        h.inline_body_file().map_err(input)?;
-    }
+    profile.workload.section_mut().inline_host_files().map_err(input)?;
     let token = crate::cli::load_token(a.token_file.as_deref())?.ok_or_else(|| {
         input(
             "a fleet needs the agents' token: --token-file FILE or NETBLAST_TOKEN (agents take orders only from a \

@@ -160,3 +160,121 @@ fn scripts_name_no_registry_host_and_no_build_machine_path() {
     }
     assert!(offenders.is_empty(), "named in the project:\n{}", offenders.join("\n"));
 }
+
+/// Where a kind may be matched on (issue 55): the spec's lookup and each kind's section file,
+/// the kinds' own verdicts and their lookup (`verdict/`), the report's kind renderers and their
+/// lookup (`kinds/`), the engine's generator lookup and each kind's generator.
+const KIND_FILES: [&str; 6] = [
+    "crates/netblast-spec/src/profile/workload.rs",
+    "crates/netblast-spec/src/profile/{bulk,msgrate,rr,cps,http}.rs",
+    "crates/netblast-spec/src/verdict/",
+    "crates/netblast-report/src/kinds/",
+    "crates/netblast-engine/src/gen/mod.rs",
+    "crates/netblast-engine/src/gen/{bulk,msgrate,rr,cps,http}",
+];
+
+/// The kinds' variant names, as `Kind::` and `Workload::` spell them.
+const KIND_NAMES: [&str; 5] = ["Bulk", "Msgrate", "Rr", "Cps", "Http"];
+
+/// Whether `path` (from the repository's root) is one of [`KIND_FILES`].
+fn is_kind_file(path: &str) -> bool {
+    KIND_FILES.iter().any(|k| match k.split_once('{') {
+        Some((head, rest)) => {
+            let (names, tail) = rest.split_once('}').unwrap();
+            names.split(',').any(|n| path.starts_with(&format!("{head}{n}{tail}")))
+        }
+        None => path == *k || (k.ends_with('/') && path.starts_with(k)),
+    })
+}
+
+/// Whether a line of code (its comment cut) decides something by a kind: a match arm, a
+/// comparison, `matches!` or a `let` pattern on `Kind::X` or `Workload::X`, or `is_http()`.
+/// Building a workload (`Workload::Rr(RrSection { .. })`) is not deciding.
+fn decides_by_kind(code: &str) -> bool {
+    if code.contains("is_http()") {
+        return true;
+    }
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    for ty in ["Kind::", "Workload::"] {
+        for (p, _) in code.match_indices(ty) {
+            let (before, after) = (&code[..p], &code[p + ty.len()..]);
+            if before.ends_with(word) {
+                continue;
+            }
+            let Some(name) = KIND_NAMES.iter().find(|n| after.starts_with(**n) && !after[n.len()..].starts_with(word))
+            else {
+                continue;
+            };
+            let rest = after[name.len()..].trim_start();
+            let before = before.trim_end();
+            if after.contains("=>")
+                || before.ends_with("==")
+                || before.ends_with("!=")
+                || rest.starts_with("==")
+                || rest.starts_with("!=")
+                || before.ends_with("let")
+                || code.contains("matches!(")
+            {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+#[test]
+fn the_kind_detector_sees_each_way_of_deciding_by_kind() {
+    for decides in [
+        "        Kind::Bulk => 1,",
+        "        Workload::Http(h) => h.urls.len(),",
+        "    if kind == Kind::Msgrate {",
+        "    (kind != Kind::Bulk).then(|| kind.unit())",
+        "    if Kind::Rr == kind {",
+        "    let Workload::Cps(c) = &p.workload else { return };",
+        "    if let Workload::Bulk(b) = w {",
+        "    let tcp = matches!(w, crate::profile::Workload::Bulk(_));",
+        "    if p.workload.is_http() {",
+    ] {
+        assert!(decides_by_kind(decides), "{decides}");
+    }
+    for builds in [
+        "        workload: Workload::Rr(RrSection { rate: None, ..Default::default() }),",
+        "    Kind::ALL.iter().filter(|k| k.takes_omit())",
+        "    x => Workload::Bulk(b),",
+        "    match e.kind() { io::ErrorKind::Other => 1 }",
+        "    let k = HttpKind::Bulk;",
+    ] {
+        assert!(!decides_by_kind(builds), "{builds}");
+    }
+    assert!(is_kind_file("crates/netblast-engine/src/gen/http/worker.rs"));
+    assert!(is_kind_file("crates/netblast-spec/src/profile/rr.rs"));
+    assert!(!is_kind_file("crates/netblast-spec/src/profile/overrides.rs"));
+    assert!(!is_kind_file("crates/netblast-engine/src/gen/flow.rs"));
+}
+
+/// Outside the kinds' own files and their lookups ([`KIND_FILES`]), no code decides by a kind:
+/// what differs between kinds is asked of the kind (`Section`, `Kind`), so a new kind cannot be
+/// missed by an arm that catches "the rest". Test code (after `#[cfg(test)]`) may name kinds.
+#[test]
+fn no_code_outside_the_kind_files_decides_by_kind() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let out = Command::new("git").args(["-C", root, "ls-files", "crates/*/src/*.rs"]).output().unwrap();
+    let files: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
+    assert!(files.len() > 50, "{} source files", files.len());
+    let mut offenders = Vec::new();
+    for file in files.iter().filter(|f| !is_kind_file(f)) {
+        let text = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        for (n, line) in code.lines().enumerate() {
+            let line = line.split("//").next().unwrap();
+            if decides_by_kind(line) {
+                offenders.push(format!("{file}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "decided by kind outside the kinds' files (ask the kind: Section or Kind):\n{}",
+        offenders.join("\n")
+    );
+}

@@ -47,7 +47,7 @@ fn forward_bytes_match_ipv4() {
 #[test]
 fn forward_bytes_match_ipv6() {
     let Some(srv) = Server::start("[::1]:0") else {
-        eprintln!("SKIP forward_bytes_match_ipv6: no IPv6 loopback on this host");
+        crate::util::skipped("forward_bytes_match_ipv6", "no IPv6 loopback on this host");
         return;
     };
     let r = util::run(srv.addr, util::profile(|_| {}));

@@ -741,7 +741,10 @@ fn prometheus_value(at: std::net::SocketAddr, expr: &str) -> Option<f64> {
 #[test]
 fn prometheus_scraping_every_15s_holds_the_fleets_final_count() {
     if Command::new("prometheus").arg("--version").output().is_err() {
-        eprintln!("SKIP: Prometheus is not installed (Debian: prometheus; scripts/setup.sh)");
+        crate::util::skipped(
+            "prometheus_scraping_every_15s_holds_the_fleets_final_count",
+            "Prometheus is not installed (Debian: prometheus; scripts/setup.sh)",
+        );
         return;
     }
     let _one = one_fleet();

@@ -342,7 +342,7 @@ fn the_manifests_schedule_on_a_real_control_plane() {
     let t = match tools() {
         Ok(t) => t,
         Err(why) => {
-            eprintln!("SKIP the Kubernetes control-plane test: {why}");
+            util::skipped("the Kubernetes control-plane test", &why);
             return;
         }
     };

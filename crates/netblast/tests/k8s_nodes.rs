@@ -218,7 +218,7 @@ fn the_manifests_run_on_real_nodes() {
     let t = match tools() {
         Ok(t) => t,
         Err(why) => {
-            eprintln!("SKIP the Kubernetes real-node test: {why}");
+            crate::util::skipped("the Kubernetes real-node test", &why);
             return;
         }
     };
@@ -229,7 +229,7 @@ fn the_manifests_run_on_real_nodes() {
     let c = match Real::start(&t) {
         Ok(c) => c,
         Err(why) => {
-            eprintln!("SKIP the Kubernetes real-node test: {why}");
+            crate::util::skipped("the Kubernetes real-node test", &why);
             return;
         }
     };
@@ -341,7 +341,10 @@ impl Prometheus {
     fn start(c: &Real, t: &Tools) -> Option<Prometheus> {
         let bin = t.bin.join("prometheus");
         if !bin.is_file() {
-            eprintln!("SKIP Prometheus' Kubernetes discovery: {} is not built (scripts/k8s-build.sh)", bin.display());
+            crate::util::skipped(
+                "Prometheus' Kubernetes discovery",
+                &format!("{} is not built (scripts/k8s-build.sh)", bin.display()),
+            );
             return None;
         }
         let shipped = std::fs::read_to_string(

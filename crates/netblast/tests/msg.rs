@@ -356,7 +356,7 @@ fn rr_at_a_rate_sends_on_its_schedule() {
 #[test]
 fn rr_spin_mode_runs_and_measures() {
     if usable_cpus().len() < 2 {
-        eprintln!("SKIP rr_spin_mode_runs_and_measures: spinning needs two CPUs");
+        crate::util::skipped("rr_spin_mode_runs_and_measures", "spinning needs two CPUs");
         return;
     }
     let srv = Server::start("127.0.0.1:0").unwrap();

@@ -16,11 +16,11 @@ static EBPF: Mutex<()> = Mutex::new(());
 fn ebpf_or_skip(test: &str) -> Option<MutexGuard<'static, ()>> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP {test}: needs root to load eBPF programs");
+        crate::util::skipped(test, "needs root to load eBPF programs");
         return None;
     }
     if !netblast_probe::ebpf::built_in() {
-        eprintln!("SKIP {test}: this build has no eBPF probe ({})", netblast_probe::ebpf::BUILD);
+        crate::util::skipped(test, &format!("this build has no eBPF probe ({})", netblast_probe::ebpf::BUILD));
         return None;
     }
     // The traffic lane first, then the probe's lock: one order for every test that takes both.
@@ -201,7 +201,10 @@ fn only_a_group_thread_s_connections_count_in_it() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let Some((watch, tag)) = probe.thread_group() else {
-        eprintln!("SKIP only_a_group_thread_s_connections_count_in_it: this kernel's sock_ops cannot read the thread");
+        crate::util::skipped(
+            "only_a_group_thread_s_connections_count_in_it",
+            "this kernel's sock_ops cannot read the thread",
+        );
         return;
     };
     let server = std::thread::spawn(move || {
@@ -244,7 +247,10 @@ fn connections_sharing_a_local_port_both_count() {
     let Some(_lock) = ebpf_or_skip("connections_sharing_a_local_port_both_count") else { return };
     let probe = open_ebpf();
     let Some((watch, tag)) = probe.thread_group() else {
-        eprintln!("SKIP connections_sharing_a_local_port_both_count: this kernel's sock_ops cannot read the thread");
+        crate::util::skipped(
+            "connections_sharing_a_local_port_both_count",
+            "this kernel's sock_ops cannot read the thread",
+        );
         return;
     };
     let echo = || {
@@ -302,7 +308,7 @@ fn the_program_s_run_time_is_the_run_s_own() {
 fn unrelated_traffic_adds_nothing() {
     let Some(_lock) = ebpf_or_skip("unrelated_traffic_adds_nothing") else { return };
     if Command::new("iperf3").arg("--version").output().is_err() {
-        eprintln!("SKIP unrelated_traffic_adds_nothing: iperf3 is not installed");
+        crate::util::skipped("unrelated_traffic_adds_nothing", "iperf3 is not installed");
         return;
     }
     let probe = open_ebpf();
@@ -360,7 +366,7 @@ fn signal(child: &std::process::Child, sig: libc::c_int) {
 fn nothing_stays_attached_after_interrupt_or_kill() {
     let Some(_lock) = ebpf_or_skip("nothing_stays_attached_after_interrupt_or_kill") else { return };
     if Command::new("bpftool").arg("version").output().is_err() {
-        eprintln!("SKIP nothing_stays_attached_after_interrupt_or_kill: bpftool is not installed");
+        crate::util::skipped("nothing_stays_attached_after_interrupt_or_kill", "bpftool is not installed");
         return;
     }
     // Programs of netblast processes outside this test (a `serve` left running on the host)
@@ -423,7 +429,7 @@ fn nothing_stays_attached_after_interrupt_or_kill() {
 fn induced_loss_is_seen_and_matches_the_kernel() {
     let Some(_lock) = ebpf_or_skip("induced_loss_is_seen_and_matches_the_kernel") else { return };
     if Command::new("nft").arg("--version").output().is_err() {
-        eprintln!("SKIP induced_loss_is_seen_and_matches_the_kernel: nft is not installed");
+        crate::util::skipped("induced_loss_is_seen_and_matches_the_kernel", "nft is not installed");
         return;
     }
     let ns = util::NetnsPair::create();
@@ -598,7 +604,7 @@ fn statistics_with(caps: &[String]) -> String {
 fn the_manifests_capabilities_load_the_probe_and_each_is_needed() {
     let Some(_lock) = ebpf_or_skip("the_manifests_capabilities_load_the_probe_and_each_is_needed") else { return };
     if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("SKIP: no setpriv (util-linux)");
+        crate::util::skipped("the_manifests_capabilities_load_the_probe_and_each_is_needed", "no setpriv (util-linux)");
         return;
     }
     let caps = manifest_capabilities();

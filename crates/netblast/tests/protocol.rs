@@ -1,4 +1,5 @@
-//! Protocol v2 end to end: version negotiation, authentication, stream tags, hostile peers.
+//! The data-port protocol end to end (version 4, speaking with peers back to version 2:
+//! `netblast_wire::header`): version negotiation, authentication, stream tags, hostile peers.
 //! After every bad peer the server still serves a good client.
 
 use crate::util::{self, Server};

@@ -349,11 +349,29 @@ pub fn merged_exactly(what: &str, r: &RunResult) -> u64 {
     recv
 }
 
-/// Whether tests that make network namespaces can run here (root); prints why not.
+/// Where skipped tests are listed, one line each, for scripts/test.sh to count in its summary
+/// (a test that cannot run here passes in the harness's count; this list says it did not run).
+pub const SKIPPED: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/skipped-tests.txt");
+
+/// Records that `test` did not run, and why: a line in [`SKIPPED`] and on stderr. With
+/// `NETBLAST_NO_SKIP=1` (on a host that should run everything) a skip fails the test instead.
+pub fn skipped(test: &str, why: &str) {
+    if std::env::var_os("NETBLAST_NO_SKIP").is_some_and(|v| v == "1") {
+        panic!("{test} cannot run here ({why}), and NETBLAST_NO_SKIP=1 says every test must");
+    }
+    eprintln!("SKIP {test}: {why}");
+    let line = format!("{test}: {why}\n");
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(SKIPPED);
+    if let Ok(mut f) = file {
+        let _ = std::io::Write::write_all(&mut f, line.as_bytes());
+    }
+}
+
+/// Whether tests that make network namespaces can run here (root); records why not.
 pub fn netns_or_skip(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP {test}: needs root to make network namespaces");
+        skipped(test, "needs root to make network namespaces");
         return false;
     }
     true
@@ -473,7 +491,7 @@ pub fn scrape(at: SocketAddr) -> prometheus_parse::Scrape {
 /// base units, the format itself); returns false (said on stderr) where promtool is absent.
 pub fn promtool_passes(at: SocketAddr) -> bool {
     if Command::new("promtool").arg("--version").output().is_err() {
-        eprintln!("SKIP promtool check metrics: promtool is not installed (Debian: prometheus; scripts/setup.sh)");
+        skipped("promtool check metrics", "promtool is not installed (Debian: prometheus; scripts/setup.sh)");
         return false;
     }
     let mut c = std::net::TcpStream::connect(at).unwrap();
@@ -606,7 +624,7 @@ pub fn whole_records(whole: &[u8], len: usize) -> String {
 pub(crate) fn nginx_limited(rate: &str) -> Option<(KillOnDrop, u16, u16, tempdir::Dir)> {
     lane();
     if std::process::Command::new("nginx").arg("-v").output().is_err() {
-        eprintln!("SKIP nginx tests: nginx is not installed");
+        skipped("nginx tests", "nginx is not installed");
         return None;
     }
     let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();

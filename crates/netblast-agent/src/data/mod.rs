@@ -236,7 +236,7 @@ async fn read_frame(conn: &mut tokio::net::tcp::OwnedReadHalf) -> Result<Option<
 }
 
 fn check_setup(setup: &TestSetup) -> Result<(), String> {
-    if setup.profile.workload.is_http() {
+    if setup.profile.workload.aims_at_urls() {
         return Err("http tests go to the HTTP port (serve --http), not the data port".into());
     }
     setup.profile.validate("client's profile").map_err(|e| e.to_string())?;

@@ -39,7 +39,7 @@ fn run_load(
     opts: &RunOptions,
     live: &mut dyn FnMut(Live<'_>),
 ) -> Result<RunResult, ClientError> {
-    if plan.profile.workload.is_http() {
+    if plan.profile.workload.aims_at_urls() {
         crate::gen::http::run(plan, probe, flags, opts, live)
     } else if plan.profile.workload.agentless() {
         agentless::run(plan, peer, probe, flags, opts, live)
@@ -100,7 +100,7 @@ pub struct Resolved {
 pub fn resolve(req: Request) -> Result<Resolved, ClientError> {
     let mut warnings = Vec::new();
     let mut notes = Vec::new();
-    if !req.profile.workload.is_http() {
+    if !req.profile.workload.aims_at_urls() {
         let applied = crate::os::sockopt::check(&req.profile.tcp, req.profile.workload.nodelay_default())
             .map_err(|e| ClientError::Setting(e.to_string()))?;
         for b in applied {

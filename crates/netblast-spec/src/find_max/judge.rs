@@ -320,8 +320,7 @@ fn generator_limit(
     }
     // A TCP flow the path holds below its pace is the path's; UDP and message senders are not
     // held back by the path.
-    let tcp_bulk = matches!(w.plan.profile.workload, crate::profile::Workload::Bulk(_));
-    if tcp_bulk {
+    if w.plan.profile.workload.section().tcp_sets_the_rate() {
         return None;
     }
     Some(match starved {

@@ -227,6 +227,10 @@ impl Section for BulkSection {
     fn op_bytes(&self) -> Option<u64> {
         Some(self.block_bytes.bytes())
     }
+
+    fn tcp_sets_the_rate(&self) -> bool {
+        true
+    }
 }
 
 /// bulk's own flags (the ones it shares with other kinds are [`SharedFlags`]).

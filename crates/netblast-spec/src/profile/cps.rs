@@ -255,6 +255,15 @@ impl Section for CpsSection {
         Kind::Cps
     }
 
+    fn target_port(&self, data_port: u16) -> u16 {
+        // Any listener: the web ports by default.
+        match (self.agent, self.tls) {
+            (true, _) => data_port,
+            (false, true) => 443,
+            (false, false) => 80,
+        }
+    }
+
     fn shared_flags(&self) -> &'static [&'static str] {
         &[
             "--flows",

@@ -5,7 +5,7 @@
 #[cfg(feature = "clap")]
 use super::flags::parse_connections;
 use super::flags::{flag_err, parse_rate_range, set, SharedFlags};
-use super::section::{plural, FieldError, Section};
+use super::section::{plural, FieldError, Section, ServerPort};
 use super::RunSection;
 use super::{Kind, Way};
 use crate::error::SpecError;
@@ -365,6 +365,38 @@ impl HttpSection {
 impl Section for HttpSection {
     fn kind(&self) -> Kind {
         Kind::Http
+    }
+
+    fn aims_at_urls(&self) -> bool {
+        true
+    }
+
+    fn server_port(&self) -> ServerPort {
+        if self.tls {
+            ServerPort::Https
+        } else {
+            ServerPort::Http
+        }
+    }
+
+    fn host_path(&self) -> Option<(&'static str, &'static str)> {
+        self.body_file.is_some().then_some(("http.body_file", "an order carries its body in http.body"))
+    }
+
+    fn inline_host_files(&mut self) -> Result<(), String> {
+        self.inline_body_file()
+    }
+
+    fn target_port(&self, _data_port: u16) -> u16 {
+        if self.tls {
+            443
+        } else {
+            80
+        }
+    }
+
+    fn errors_name(&self) -> &'static str {
+        "run errors (failed requests are counted apart)"
     }
 
     fn dial_targets(&self, target: &str, _data_port: u16) -> Vec<(String, u16)> {

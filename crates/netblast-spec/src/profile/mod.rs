@@ -27,7 +27,7 @@ pub use overrides::{is_url, Overrides};
 pub use probe::LatencyProbe;
 pub use rr::{RrFlags, RrSection, WaitMode};
 pub use run::RunSection;
-pub use section::Section;
+pub use section::{Section, ServerPort};
 pub use tcp::TcpSection;
 pub use workload::{FieldError, Headline, Kind, KindFlags, Workload};
 
@@ -355,10 +355,11 @@ impl Profile {
             ));
         }
         if let Some(o) = self.run.omit {
-            if self.kind() != Kind::Bulk {
+            if !self.kind().takes_omit() {
+                let takers: Vec<&str> = Kind::ALL.iter().filter(|k| k.takes_omit()).map(|k| k.name()).collect();
                 return Err((
                     "run.omit",
-                    format!("applies to bulk tests; this profile's kind is {}", self.kind().name()),
+                    format!("applies to {} tests; this profile's kind is {}", takers.join(", "), self.kind().name()),
                 ));
             }
             if self.run.duration.is_none() {
@@ -376,7 +377,7 @@ impl Profile {
             }
         }
         if let Some(lp) = &self.run.latency_probe {
-            lp.check(self.kind(), self.run.interval())?;
+            lp.check(self.workload.section(), self.run.interval())?;
         }
         if self.run.cpus.as_ref().is_some_and(|c| c.0.is_empty()) {
             return Err(("run.cpus", "names no CPU".into()));

@@ -104,7 +104,7 @@ impl Overrides {
         let (mut profile, origin) = Profile::load(name)?;
         let mut overrides = self.clone();
         if let Some(u) = url_target {
-            if !profile.workload.is_http() {
+            if !profile.workload.aims_at_urls() {
                 return Err(SpecError::Flag {
                     flag: "--target".into(),
                     message: format!(
@@ -125,7 +125,7 @@ impl Overrides {
     fn kind_flags(&self) -> Vec<(&'static str, Vec<Kind>)> {
         let mut set: Vec<(&'static str, Vec<Kind>)> = self.shared.set().into_iter().map(|f| (f, takers(f))).collect();
         if self.omit.is_some() {
-            set.push(("--omit", vec![Kind::Bulk]));
+            set.push(("--omit", Kind::ALL.into_iter().filter(|k| k.takes_omit()).collect()));
         }
         set.extend(self.kinds.set().into_iter().map(|(f, kind)| (f, vec![kind])));
         set

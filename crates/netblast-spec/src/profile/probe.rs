@@ -4,8 +4,7 @@
 //! responsiveness measure).
 
 use super::msgrate::Protocol;
-use super::section::FieldError;
-use super::Kind;
+use super::section::{FieldError, Section};
 use crate::units::{Dur, Rate};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -61,8 +60,8 @@ impl LatencyProbe {
     }
 
     /// Checks the settings against the kind and the reporting interval.
-    pub fn check(&self, kind: Kind, interval: Duration) -> Result<(), FieldError> {
-        if kind == Kind::Http {
+    pub fn check(&self, section: &dyn Section, interval: Duration) -> Result<(), FieldError> {
+        if section.aims_at_urls() {
             return Err((
                 "run.latency_probe",
                 "applies to tests against `netblast serve` (bulk, udp, msgrate, rr, cps); an HTTP test's \
@@ -103,6 +102,7 @@ impl LatencyProbe {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::{BulkSection, HttpSection, RrSection};
 
     #[test]
     fn defaults_and_checks() {
@@ -111,13 +111,13 @@ mod tests {
         assert_eq!(p.idle(), Duration::from_secs(2));
         assert_eq!(p.idle_intervals(Duration::from_millis(500)), 4);
         let s = Duration::from_secs(1);
-        assert!(p.check(Kind::Bulk, s).is_ok());
-        assert!(p.check(Kind::Http, s).unwrap_err().1.contains("netblast serve"));
+        assert!(p.check(&BulkSection::default(), s).is_ok());
+        assert!(p.check(&HttpSection::default(), s).unwrap_err().1.contains("netblast serve"));
         let odd = LatencyProbe { idle: Some(Dur(Duration::from_millis(1500))), ..p.clone() };
-        assert_eq!(odd.check(Kind::Bulk, s).unwrap_err().0, "run.latency_probe.idle");
+        assert_eq!(odd.check(&BulkSection::default(), s).unwrap_err().0, "run.latency_probe.idle");
         let fast = LatencyProbe { rate: Some(Rate(5000.0)), ..p.clone() };
-        assert_eq!(fast.check(Kind::Rr, s).unwrap_err().0, "run.latency_probe.rate");
+        assert_eq!(fast.check(&RrSection::default(), s).unwrap_err().0, "run.latency_probe.rate");
         let sparse = LatencyProbe { rate: Some(Rate(0.5)), ..p };
-        assert!(sparse.check(Kind::Bulk, s).unwrap_err().1.contains("fewer than 2"));
+        assert!(sparse.check(&BulkSection::default(), s).unwrap_err().1.contains("fewer than 2"));
     }
 }

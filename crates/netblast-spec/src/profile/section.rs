@@ -7,6 +7,17 @@ use super::{Kind, Protocol, Way};
 use crate::units::CpuList;
 use std::time::Duration;
 
+/// Which of a server agent's ports a test of a kind goes to ([`Section::server_port`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerPort {
+    /// `netblast serve`'s data port.
+    Data,
+    /// Its HTTP responder (`serve --http`).
+    Http,
+    /// Its HTTPS responder (`serve --https`).
+    Https,
+}
+
 /// A field at fault and what is wrong with it.
 pub type FieldError = (&'static str, String);
 
@@ -160,6 +171,49 @@ pub trait Section {
     /// message stream), where [`Self::sender_counts_lost`] counts it at the sender.
     fn receiver_counts_lost(&self) -> bool {
         false
+    }
+
+    /// Whether it aims at URLs on any web server (an HTTP test), not at `netblast serve`'s
+    /// data port: it has no streams, an agent's data port refuses it, a fleet of it needs no
+    /// server agents, and a URL is its target.
+    fn aims_at_urls(&self) -> bool {
+        false
+    }
+
+    /// The port a target given without one is reached at, `data_port` being `netblast
+    /// serve`'s (a web server's for HTTP and for cps with no agent).
+    fn target_port(&self, data_port: u16) -> u16 {
+        data_port
+    }
+
+    /// Whether each flow goes as fast as TCP lets it (bulk): its rate is the path's, its
+    /// buffers' or its CPU's, so each TCP way's limit is diagnosed, and a flow held below its
+    /// pace was held by the path. A message, datagram or transaction sender goes at its own
+    /// pace.
+    fn tcp_sets_the_rate(&self) -> bool {
+        false
+    }
+
+    /// What the `errors` assertion counts, in reports.
+    fn errors_name(&self) -> &'static str {
+        "errors"
+    }
+
+    /// Which port of a server agent a fleet's clients are sent to.
+    fn server_port(&self) -> ServerPort {
+        ServerPort::Data
+    }
+
+    /// A path on the host it runs on that it would read (`http.body_file`): the field, and where
+    /// an order carries that content instead. An agent opens no path a peer names.
+    fn host_path(&self) -> Option<(&'static str, &'static str)> {
+        None
+    }
+
+    /// Reads each file it names into the section itself (`http.body_file` into `http.body`),
+    /// for a profile that travels to agents.
+    fn inline_host_files(&mut self) -> Result<(), String> {
+        Ok(())
     }
 
     /// Whether its headline has a bit rate: a transaction's, a connection's or a TCP

@@ -61,6 +61,15 @@ impl Kind {
         }
     }
 
+    /// Whether `--omit` (leaving the first seconds out of the totals, iperf3 -O) applies: to a
+    /// flow that runs as fast as TCP goes, whose start is slow start.
+    pub fn takes_omit(self) -> bool {
+        match self {
+            Kind::Bulk => true,
+            Kind::Msgrate | Kind::Rr | Kind::Cps | Kind::Http => false,
+        }
+    }
+
     /// The figure a fleet's tests of this kind are ranked by.
     pub fn headline(self) -> Headline {
         match self {
@@ -180,9 +189,10 @@ impl Workload {
         self.section().kind()
     }
 
-    /// Whether this is an http test (no data port, no streams).
-    pub fn is_http(&self) -> bool {
-        matches!(self, Workload::Http(_))
+    /// Whether it aims at URLs on any web server, not at `netblast serve`'s data port (no
+    /// streams; [`Section::aims_at_urls`]).
+    pub fn aims_at_urls(&self) -> bool {
+        self.section().aims_at_urls()
     }
 
     /// Whether the test's flows are UDP.

@@ -115,7 +115,8 @@ fn json_output_and_report_render_the_same_result() {
     assert_eq!(r.client.tcp.as_ref().map(|t| t.congestion_control.as_str()), Some(default.trim()));
     let reno = util::run_cmd().args(["--target", &srv.addr.to_string(), "-t", "0.5", "-C", "reno"]).output().unwrap();
     assert!(reno.status.success(), "{}", stderr_of(&reno));
-    assert!(String::from_utf8_lossy(&reno.stdout).contains("client side, congestion control reno,"));
+    let said = String::from_utf8_lossy(&reno.stdout);
+    assert!(said.contains("client side, congestion control reno,"), "{said}");
     let _ = std::fs::remove_file(&path);
 }
 

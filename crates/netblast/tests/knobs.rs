@@ -310,7 +310,9 @@ fn a_source_port_held_to_the_same_peer_gives_way_or_is_named() {
     // an earlier run's connection from one of those ports to the same server was still in
     // TIME_WAIT, and connect refuses a four-tuple that is held. Ports outside the kernel's
     // ephemeral range, so nothing else takes them.
-    let (mut serve, addr) = util::spawn_server();
+    let (serve, addr) = util::spawn_server();
+    // Stopped on every exit path, a failed assertion's too.
+    let _serve = util::KillOnDrop(serve);
     let run = |cport: &str| {
         util::run_cmd().args(["--target", &addr.to_string(), "--cport", cport, "-P", "1", "-t", "1"]).output().unwrap()
     };
@@ -340,6 +342,4 @@ fn a_source_port_held_to_the_same_peer_gives_way_or_is_named() {
         let out = run("23102-23102");
         assert!(out.status.success(), "{}", util::said(&out));
     }
-    serve.kill().ok();
-    serve.wait().ok();
 }

@@ -340,7 +340,7 @@ pub fn ack_flood(
 /// The rustls client of an attacker that accepts any certificate.
 fn tls_client() -> Result<Arc<rustls::ClientConfig>, String> {
     let h = netblast_spec::profile::HttpSection { insecure: true, ..Default::default() };
-    netblast_engine::gen::http::tls::client_config(&h)
+    netblast_engine::kinds::http::tls::client_config(&h)
 }
 
 /// TLS handshake flood: `threads` loops of full handshakes, each connection closed at once.

@@ -4,7 +4,7 @@
   `super::x`, also in doc links, outside `#[cfg(test)]` modules: every strongly connected set
   of files larger than one is listed);
 - no two of a crate's folders (its top-level modules: the engine's layers os < exec < measure
-  < gen < run) import each other, directly or around a circle;
+  < kinds < run) import each other, directly or around a circle;
 - no function outside tests is longer than 150 lines (a long function is a set of phases
   waiting for names), and no file longer than 800 lines outside its tests (a long file is
   several subjects waiting for their own files).

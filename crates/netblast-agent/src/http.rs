@@ -395,7 +395,7 @@ fn random_between(a: Duration, b: Duration) -> Duration {
 /// requested 20 ms delay should measure as 20 ms, not 20 ms rounded up to the next tick.
 async fn precise_sleep(d: Duration) {
     let until = Instant::now() + d;
-    match netblast_engine::gen::http::timer::HrTimer::new() {
+    match netblast_engine::kinds::http::timer::HrTimer::new() {
         Ok(t) if t.sleep_until(until).await.is_ok() => {}
         _ => tokio::time::sleep_until(until.into()).await,
     }

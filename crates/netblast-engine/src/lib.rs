@@ -5,12 +5,12 @@
 //! - [`run`]: a run from request to result: [`run::resolve`] (a profile, a target, a start and a
 //!   binding resolved against this host into a plan) and [`run::run`] (any kind); the data-port
 //!   [`run::client`].
-//! - [`gen`]: the generators, one module per kind, each run by both ends through
-//!   [`gen::spawn`]: [`gen::bulk`] (TCP streams as fast as the kernel takes bytes),
-//!   [`gen::msgrate`] (small messages, or UDP datagrams paced at a bit rate), [`gen::rr`]
-//!   (request/response round trips), [`gen::cps`] (new connections per second), and
-//!   [`gen::http`] (HTTP/1.1, HTTP/2 and HTTPS floods, client only); what every kind's flows are
-//!   made of ([`gen::flow`]).
+//! - [`kinds`]: the generators, one module per kind, each run by both ends through
+//!   [`kinds::spawn`]: [`kinds::bulk`] (TCP streams as fast as the kernel takes bytes),
+//!   [`kinds::msgrate`] (small messages, or UDP datagrams paced at a bit rate), [`kinds::rr`]
+//!   (request/response round trips), [`kinds::cps`] (new connections per second), and
+//!   [`kinds::http`] (HTTP/1.1, HTTP/2 and HTTPS floods, client only); what every kind's flows are
+//!   made of ([`kinds::flow`]).
 //! - [`measure`]: per-flow counters of the single-flow generators ([`measure::meter`]), UDP
 //!   sequence numbers and their accounting ([`measure::udpseq`]), and the aggregator that turns
 //!   worker events and server reports into intervals and a summary ([`measure::aggregate`]).
@@ -25,7 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod exec;
-pub mod gen;
+pub mod kinds;
 pub mod measure;
 pub mod os;
 pub mod run;

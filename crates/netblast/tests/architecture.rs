@@ -169,8 +169,8 @@ const KIND_FILES: [&str; 6] = [
     "crates/netblast-spec/src/profile/{bulk,msgrate,rr,cps,http}.rs",
     "crates/netblast-spec/src/verdict/",
     "crates/netblast-report/src/kinds/",
-    "crates/netblast-engine/src/gen/mod.rs",
-    "crates/netblast-engine/src/gen/{bulk,msgrate,rr,cps,http}",
+    "crates/netblast-engine/src/kinds/mod.rs",
+    "crates/netblast-engine/src/kinds/{bulk,msgrate,rr,cps,http}",
 ];
 
 /// The kinds' variant names, as `Kind::` and `Workload::` spell them.
@@ -246,10 +246,10 @@ fn the_kind_detector_sees_each_way_of_deciding_by_kind() {
     ] {
         assert!(!decides_by_kind(builds), "{builds}");
     }
-    assert!(is_kind_file("crates/netblast-engine/src/gen/http/worker.rs"));
+    assert!(is_kind_file("crates/netblast-engine/src/kinds/http/worker.rs"));
     assert!(is_kind_file("crates/netblast-spec/src/profile/rr.rs"));
     assert!(!is_kind_file("crates/netblast-spec/src/profile/overrides.rs"));
-    assert!(!is_kind_file("crates/netblast-engine/src/gen/flow.rs"));
+    assert!(!is_kind_file("crates/netblast-engine/src/kinds/flow.rs"));
 }
 
 /// Outside the kinds' own files and their lookups ([`KIND_FILES`]), no code decides by a kind:

@@ -9,7 +9,7 @@ use crate::config::{setup_timeout, HANDSHAKE_TIMEOUT, RECV_GRACE, SEND_GRACE};
 use crate::registry::{Extra, TestEntry, UdpReady};
 use crate::shared::Shared;
 use netblast_engine::exec::worker::{Event, EventTx, RunFlags, StartGate};
-use netblast_engine::gen::{self, Conn, Ctx, Side, Timing};
+use netblast_engine::kinds::{self, Conn, Ctx, Side, Timing};
 use netblast_engine::os::sockopt;
 use netblast_engine::os::sys;
 use netblast_spec::profile::Way;
@@ -188,7 +188,7 @@ pub(crate) async fn stream_conn(
     // the client reached, for them; its port goes back in the acknowledgement.
     let listener = if offer.extra == Extra::Listener {
         let opened = conn.local_addr().and_then(|local| {
-            let l = netblast_engine::gen::listen_on(local, shared.flow_ports)?;
+            let l = netblast_engine::kinds::listen_on(local, shared.flow_ports)?;
             // Marked before a SYN arrives: its SYN-ACKs and accepted connections carry the mark.
             netblast_engine::os::sockopt::mark(socket2::SockRef::from(&l), offer.udp.tcp.dscp)?;
             let port = l.local_addr()?.port();
@@ -478,7 +478,7 @@ fn connections(
             }
             None => cpu,
         };
-        let listener = listener.map(netblast_engine::gen::ListenerEnd::Listen);
+        let listener = listener.map(netblast_engine::kinds::ListenerEnd::Listen);
         conns.push(Conn { id: st.id, way: st.way, tcp, udp, listener, cpu });
     }
     Ok(conns)
@@ -538,7 +538,7 @@ async fn run_test(
     };
     let bound = setup.time_bound.get();
     let timing = Timing { send_for: bound + SEND_GRACE, give_up_after: bound + RECV_GRACE };
-    let handles = match gen::spawn(Side::Server, &setup.profile, timing, conns, &vec![None; bulk_workers], &ctx) {
+    let handles = match kinds::spawn(Side::Server, &setup.profile, timing, conns, &vec![None; bulk_workers], &ctx) {
         Ok(h) => h,
         Err(e) => {
             gate.cancel();

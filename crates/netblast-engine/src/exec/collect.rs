@@ -2,7 +2,7 @@
 //! workers (and, for a data-port test, the server) send, until the kind's collector says it
 //! has all it will get. Each interval a message completes is shown live as it is released.
 //! The data-port test's collector is its aggregator with the control connection
-//! (`run::client`), the HTTP test's its workers' gatherer (`gen::http`).
+//! (`run::client`), the HTTP test's its workers' gatherer (`kinds::http`).
 
 use crate::exec::api::Live;
 use netblast_spec::result::Interval;

@@ -11,7 +11,7 @@
 use crate::exec::api::{ClientError, Live, Measured, RunOptions};
 use crate::exec::collect::{collect, Collector};
 use crate::exec::worker::{Ctx, Event, EventTx, RunFlags, StartGate, Timing};
-use crate::gen::cps::any::Agentless;
+use crate::kinds::cps::any::Agentless;
 use crate::measure::aggregate::{Aggregator, KindInfo};
 use crate::os::{sockopt, sys};
 use crate::run::client::{DRAIN_GRACE, START_LEAD};
@@ -57,7 +57,7 @@ pub fn run(
     let timing = Timing { send_for: bound, give_up_after: bound + DRAIN_GRACE };
     let ids: Vec<u32> = setups.iter().map(|s| s.id).collect();
     let cpus: Vec<usize> = (0..setups.len()).map(|i| plan::client_cpu_of(plan, i, setups.len())).collect();
-    let handles = crate::gen::cps::spawn_agentless(
+    let handles = crate::kinds::cps::spawn_agentless(
         c,
         (peer, any),
         (&ids, &cpus),

@@ -15,8 +15,8 @@
 use crate::exec::api::{escape, ClientError, Envelope, Live, Measured, RunOptions};
 use crate::exec::collect::{collect, Collector};
 use crate::exec::worker::{Event, EventTx, RunFlags, StartGate};
-use crate::gen::ListenerEnd;
-use crate::gen::{self, Conn, Ctx, Side, Timing};
+use crate::kinds::ListenerEnd;
+use crate::kinds::{self, Conn, Ctx, Side, Timing};
 use crate::measure::aggregate::{Aggregator, KindInfo};
 use crate::os::sockopt;
 use crate::os::sys;
@@ -51,7 +51,7 @@ fn connect_error(peer: SocketAddr, e: io::Error) -> ClientError {
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
             format!("no answer within {}s (host down or filtered?)", CONNECT_TIMEOUT.as_secs())
         }
-        _ => gen::flow::describe_io(&e),
+        _ => kinds::flow::describe_io(&e),
     };
     ClientError::Connect { peer, why }
 }
@@ -78,7 +78,7 @@ impl From<ClientError> for Attempt {
 /// An I/O failure of a handshake: the server closing it is a busy server's answer.
 fn busy_or(e: io::Error, other: impl FnOnce(io::Error) -> ClientError) -> Attempt {
     if netblast_wire::wire::closed_early(&e) {
-        Attempt::Busy(gen::flow::describe_io(&e))
+        Attempt::Busy(kinds::flow::describe_io(&e))
     } else {
         Attempt::Failed(other(e))
     }
@@ -334,7 +334,7 @@ fn spawn_workers(
     let timing = Timing { send_for: plan.time_bound.get(), give_up_after: plan.time_bound.get() + DRAIN_GRACE };
     let bulk_workers = plan.client_cpus.len().max(1).min(conns.len()).max(1);
     let bulk_cpus: Vec<Option<usize>> = plan.client_cpus.iter().take(bulk_workers).map(|&c| Some(c)).collect();
-    let handles = gen::spawn(Side::Client, &plan.profile, timing, conns, &bulk_cpus, &ctx)
+    let handles = kinds::spawn(Side::Client, &plan.profile, timing, conns, &bulk_cpus, &ctx)
         .map_err(|e| ClientError::Io { what: "cannot start worker threads".into(), error: e })?;
     Ok((gate, handles))
 }
@@ -543,7 +543,7 @@ impl Collector for Collecting<'_> {
         if !self.stop_sent && (now >= self.bound_at || self.flags.stopping()) {
             if !self.control_closed {
                 if let Err(e) = blocking::write_frame(self.control, &ClientMsg::Stop) {
-                    let why = format!("cannot send stop: {}", gen::flow::describe_io(&e));
+                    let why = format!("cannot send stop: {}", kinds::flow::describe_io(&e));
                     self.agg.error(since(self.start), "control", why);
                 }
             }
@@ -625,7 +625,9 @@ fn spawn_reader(mut r: TcpStream, tx: mpsc::Sender<Incoming>) -> Result<std::thr
             let msg = match blocking::read_frame::<_, ServerMsg>(&mut r) {
                 Ok(Some(msg)) => Incoming::Server(msg),
                 Ok(None) => Incoming::ControlClosed("the server closed the control connection".into()),
-                Err(e) => Incoming::ControlClosed(format!("control connection failed: {}", gen::flow::describe_io(&e))),
+                Err(e) => {
+                    Incoming::ControlClosed(format!("control connection failed: {}", kinds::flow::describe_io(&e)))
+                }
             };
             let last = matches!(msg, Incoming::ControlClosed(_));
             if tx.send(msg).is_err() || last {

@@ -40,7 +40,7 @@ fn run_load(
     live: &mut dyn FnMut(Live<'_>),
 ) -> Result<RunResult, ClientError> {
     if plan.profile.workload.aims_at_urls() {
-        crate::gen::http::run(plan, probe, flags, opts, live)
+        crate::kinds::http::run(plan, probe, flags, opts, live)
     } else if plan.profile.workload.agentless() {
         agentless::run(plan, peer, probe, flags, opts, live)
     } else {

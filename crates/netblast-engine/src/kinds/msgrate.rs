@@ -28,9 +28,9 @@
 //! sending socket (segments out: packets on the wire).
 
 use crate::exec::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
-use crate::gen::flow::describe_io;
-use crate::gen::flow::{Conn, End, Side};
-pub use crate::gen::flow::{FlowRole, MsgFlow, MsgSocket};
+use crate::kinds::flow::describe_io;
+use crate::kinds::flow::{Conn, End, Side};
+pub use crate::kinds::flow::{FlowRole, MsgFlow, MsgSocket};
 use crate::measure::meter::{run_single, should_stop, Meter};
 use crate::measure::udpseq;
 use crate::os::net::{self, GsoBatch, OwnBatch, RecvBatch, SendBatch};

@@ -30,10 +30,10 @@
 pub mod any;
 
 use crate::exec::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
-use crate::gen::flow::ListenerEnd;
-use crate::gen::flow::{describe_io, FlowRole};
-use crate::gen::flow::{Conn, End};
-use crate::gen::msgrate::WAKE;
+use crate::kinds::flow::ListenerEnd;
+use crate::kinds::flow::{describe_io, FlowRole};
+use crate::kinds::flow::{Conn, End};
+use crate::kinds::msgrate::WAKE;
 use crate::measure::meter::{run_single, should_stop, Meter};
 use crate::os::net;
 use netblast_spec::profile::CpsSection;

@@ -53,13 +53,13 @@ impl Agentless {
 /// The client TLS configuration of a cps section: its trust, its version, and session
 /// resumption (an in-memory cache per configuration, shared by the flows) or none.
 fn config(c: &CpsSection) -> Result<Arc<ClientConfig>, String> {
-    let trust = crate::gen::http::tls::Trust { insecure: c.insecure, cacert: c.cacert.as_deref() };
+    let trust = crate::kinds::http::tls::Trust { insecure: c.insecure, cacert: c.cacert.as_deref() };
     let versions: &[&rustls::SupportedProtocolVersion] = match c.tls_version {
         None => rustls::DEFAULT_VERSIONS,
         Some(netblast_spec::profile::TlsVersion::Tls12) => &[&rustls::version::TLS12],
         Some(netblast_spec::profile::TlsVersion::Tls13) => &[&rustls::version::TLS13],
     };
-    let mut config = crate::gen::http::tls::build(trust, versions)?;
+    let mut config = crate::kinds::http::tls::build(trust, versions)?;
     config.resumption = if c.resume {
         rustls::client::Resumption::in_memory_sessions(1024)
     } else {

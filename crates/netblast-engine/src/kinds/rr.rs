@@ -15,9 +15,9 @@
 //! histogram per interval, TCP statistics of the client's socket.
 
 use crate::exec::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
-use crate::gen::flow::{describe_io, FlowRole};
-use crate::gen::flow::{Conn, End};
-use crate::gen::msgrate::{MsgFlow, MsgSocket, WAKE};
+use crate::kinds::flow::{describe_io, FlowRole};
+use crate::kinds::flow::{Conn, End};
+use crate::kinds::msgrate::{MsgFlow, MsgSocket, WAKE};
 use crate::measure::meter::{run_single, should_stop, Meter};
 use crate::os::net;
 use netblast_spec::profile::RrSection;

@@ -21,8 +21,8 @@
 //! (`send(MSG_ZEROCOPY)`, completions drained from the error queue).
 
 use crate::exec::worker::{Ctx, Deadlines, Event, FlowEnd, FlowSample, Sampled, Seat, Ticker, Timing, SETTLE};
-pub use crate::gen::flow::FlowRole;
-use crate::gen::flow::{describe_io, Conn, End, Side};
+pub use crate::kinds::flow::FlowRole;
+use crate::kinds::flow::{describe_io, Conn, End, Side};
 use crate::os::sys::CpuMark;
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};

@@ -25,7 +25,7 @@ mod abuse_h2;
 use netblast_spec::profile::{Direction, Profile, WaitMode, Way};
 use netblast_spec::units::{ByteSize, Dur};
 use netblast_wire::wire::{
-    self, blocking, ClientHandshake, ClientMsg, Header, Role, ServerMsg, StreamAck, StreamSetup, TestId, TestSetup,
+    self, ClientHandshake, ClientMsg, Header, Role, ServerMsg, StreamAck, StreamSetup, TestId, TestSetup, blocking,
 };
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

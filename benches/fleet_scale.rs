@@ -1,7 +1,7 @@
 //! `fleet.*`: the fleet coordinator at scale, against simulated agents
 //! (`netblast_benches::fleet_sim`).
 
-use netblast_benches::{figure, profile, run, secs, LocalServer};
+use netblast_benches::{LocalServer, figure, profile, run, secs};
 use netblast_spec::units::Dur;
 use std::time::Duration;
 

@@ -11,7 +11,7 @@ use netblast_spec::hist::{self, Distribution};
 use netblast_spec::profile::Way;
 use netblast_spec::result::{AgentInfo, HostInfo, Interval, RunResult, StreamInterval, TcpStats, WayInterval};
 use netblast_wire::auth::Token;
-use netblast_wire::wire::{self, nonblocking, ClientHandshake, Header, Role, TestId};
+use netblast_wire::wire::{self, ClientHandshake, Header, Role, TestId, nonblocking};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -30,11 +30,7 @@ pub fn tc(ns: &str, args: &str) -> Result<(), String> {
 
 fn ip(args: &[&str]) -> Result<(), String> {
     let st = Command::new("ip").args(args).status().map_err(|e| format!("ip: {e}"))?;
-    if st.success() {
-        Ok(())
-    } else {
-        Err(format!("ip {} failed", args.join(" ")))
-    }
+    if st.success() { Ok(()) } else { Err(format!("ip {} failed", args.join(" "))) }
 }
 
 impl NsPair {

@@ -11,7 +11,7 @@
 
 use netblast_benches::baseline;
 use netblast_benches::truth::{self};
-use netblast_benches::{figure, profile, run, run_with, secs, LocalServer};
+use netblast_benches::{LocalServer, figure, profile, run, run_with, secs};
 use netblast_spec::hist::{self, EncodedHistogram};
 use netblast_spec::units::Dur;
 use std::time::Instant;
@@ -519,7 +519,7 @@ fn options() -> Result<Options, String> {
                 return Err(format!(
                     "unknown option {f} (PREFIX..., --json FILE, --save-baseline NAME, --baseline NAME, \
                      --fail-on-regression, --repeat N)"
-                ))
+                ));
             }
             prefix => o.only.push(prefix.to_string()),
         }

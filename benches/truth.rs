@@ -127,11 +127,7 @@ pub fn figure(name: &str, value: f64, unit: &str, note: &str) {
 /// Judges `measured` against `truth` within `tol`.
 pub fn judge(measured: f64, truth: f64, tol: Tolerance) -> Outcome {
     let (lo, hi) = tol.bounds(truth);
-    if measured.is_finite() && measured >= lo && measured <= hi {
-        Outcome::Ok
-    } else {
-        Outcome::Fail
-    }
+    if measured.is_finite() && measured >= lo && measured <= hi { Outcome::Ok } else { Outcome::Fail }
 }
 
 /// Judges, prints and keeps a truth check; returns whether it passed.

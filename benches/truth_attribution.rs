@@ -14,10 +14,10 @@
 //! Each needs two CPUs; nginx and `taskset` for the nginx ones.
 
 use netblast_benches::truth::{self, Tolerance};
-use netblast_benches::{nginx, profile, run, LocalServer, Stopped};
+use netblast_benches::{LocalServer, Stopped, nginx, profile, run};
+use netblast_spec::RunResult;
 use netblast_spec::profile::HttpVersion;
 use netblast_spec::units::{CpuList, Dur, Rate};
-use netblast_spec::RunResult;
 use std::process::{Command, Stdio};
 
 use std::time::Duration;

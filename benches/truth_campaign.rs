@@ -5,12 +5,12 @@
 //! ratio: the same headers on both), and the two cells of 100 Mbit/s no difference. Needs root
 //! (namespaces, tbf).
 
-use netblast_benches::netns::{inside, tc, NsPair};
+use netblast_benches::netns::{NsPair, inside, tc};
 use netblast_benches::truth::{self, Tolerance};
-use netblast_benches::{profile, secs, ServerIn};
+use netblast_benches::{ServerIn, profile, secs};
 use netblast_probe::Probe;
-use netblast_spec::campaign::summary::{summarize, Digest, RunOutcome};
 use netblast_spec::campaign::Campaign;
+use netblast_spec::campaign::summary::{Digest, RunOutcome, summarize};
 use netblast_spec::units::Dur;
 use std::collections::BTreeMap;
 use std::time::Duration;

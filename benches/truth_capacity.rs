@@ -7,9 +7,9 @@
 //! answer must be the generator's. Namespaces, tbf and nftables need root; nginx must be
 //! installed.
 
-use netblast_benches::netns::{counters, inside, tc, NsPair};
+use netblast_benches::netns::{NsPair, counters, inside, tc};
 use netblast_benches::truth::{self, Tolerance};
-use netblast_benches::{profile, secs, ServerIn};
+use netblast_benches::{ServerIn, profile, secs};
 use netblast_probe::Probe;
 use netblast_spec::assert::Assertion;
 use netblast_spec::find_max::{Axis, LimitedBy, Search, Steps};

@@ -3,7 +3,7 @@
 //! by nftables) and netblast's figure held against it.
 
 use netblast_benches::truth::{self, Tolerance};
-use netblast_benches::{profile, run, run_with, secs, LocalServer};
+use netblast_benches::{LocalServer, profile, run, run_with, secs};
 use netblast_spec::hist::{self, EncodedHistogram};
 use netblast_spec::units::Dur;
 use std::time::Duration;
@@ -281,7 +281,7 @@ pub(crate) fn pps_segments_per_message(ns: &str, here: std::net::SocketAddr) -> 
 }
 
 pub(crate) fn truth_namespaces() -> Result<(), String> {
-    use netblast_benches::netns::{counters, inside, NsPair};
+    use netblast_benches::netns::{NsPair, counters, inside};
     let ns = NsPair::create(7)?;
     // The server lives in namespace b until dropped.
     let server = netblast_benches::ServerIn::start(&ns.b)?;

@@ -19,9 +19,9 @@
 //! - `truth.verdict.little_added`: behind the small queue the probes' verdict says the load
 //!   added little.
 
-use netblast_benches::netns::{inside, tc, NsPair};
+use netblast_benches::netns::{NsPair, inside, tc};
 use netblast_benches::truth::{self, Tolerance};
-use netblast_benches::{profile, ServerIn};
+use netblast_benches::{ServerIn, profile};
 use netblast_probe::Probe;
 use netblast_spec::diagnose;
 use netblast_spec::profile::LatencyProbe;
@@ -179,21 +179,35 @@ pub(crate) fn truth_latency() -> Result<(), String> {
         .collect::<Result<_, String>>()?;
     let want = 20.0 + drain_ms(LARGE);
     let worst = farthest(&loaded, want);
-    truth::check(NAMES[1], worst, want, "ms", Tolerance::Rel(0.2), &format!(
-        "probe p50 under 4 flows vs 20 ms + a {LARGE}-byte tbf queue drained at 100 Mbit/s ({:.0} ms), the farthest of {RUNS} runs: {loaded:.1?}",
-        drain_ms(LARGE)
-    ));
+    truth::check(
+        NAMES[1],
+        worst,
+        want,
+        "ms",
+        Tolerance::Rel(0.2),
+        &format!(
+            "probe p50 under 4 flows vs 20 ms + a {LARGE}-byte tbf queue drained at 100 Mbit/s ({:.0} ms), the farthest of {RUNS} runs: {loaded:.1?}",
+            drain_ms(LARGE)
+        ),
+    );
     let added = ms(probes(&small)?.added_p50_ns.ok_or("no added latency")? as f64);
     // A queue adds between nothing (empty) and its drain time (full); each p50 is held to 1 ms
     // of the path (idle_rtt), so the difference of two is within 1 ms of that span either side.
     // (±1.5 ms around the drain time failed once at -0.33 ms: an idle p50 0.33 ms above the
     // loaded one, within the idle figure's own spread of 21.50-21.69 ms.)
     let drain = drain_ms(SMALL);
-    truth::check(NAMES[2], added, drain, "ms", Tolerance::Range(-drain - NOISE_MS, NOISE_MS), &format!(
-        "latency added by 4 flows behind a {SMALL}-byte queue, between none and its drain time ({:.1} ms), each p50 within {NOISE_MS} ms: bufferbloat removed (the {LARGE}-byte queue added {:.1} ms)",
-        drain_ms(SMALL),
-        loaded[0] - idle[0]
-    ));
+    truth::check(
+        NAMES[2],
+        added,
+        drain,
+        "ms",
+        Tolerance::Range(-drain - NOISE_MS, NOISE_MS),
+        &format!(
+            "latency added by 4 flows behind a {SMALL}-byte queue, between none and its drain time ({:.1} ms), each p50 within {NOISE_MS} ms: bufferbloat removed (the {LARGE}-byte queue added {:.1} ms)",
+            drain_ms(SMALL),
+            loaded[0] - idle[0]
+        ),
+    );
     let bytes = |r: &RunResult| r.summary.ways.iter().map(|w| w.receiver.unwrap_or(w.sender).bytes).sum::<u64>() as f64;
     let sum = |rs: &[RunResult]| rs.iter().map(bytes).sum::<f64>();
     let ratio = sum(&with) / sum(&without).max(1.0);

@@ -10,15 +10,15 @@
 //! microsecond path a 16 KB window still carries tens of Gbit/s): they run over a 10 ms round
 //! trip made by the delay line (`scripts/delayline.py`) in a middle namespace.
 
-use netblast_benches::netns::{inside, NsPair};
+use netblast_benches::netns::{NsPair, inside};
 use netblast_benches::truth::{self, Tolerance};
-use netblast_benches::{profile, run, LocalServer, ServerIn};
+use netblast_benches::{LocalServer, ServerIn, profile, run};
+use netblast_spec::RunResult;
 use netblast_spec::diagnose::{self, Limit};
 use netblast_spec::units::{BitRate, Dur};
-use netblast_spec::RunResult;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Runs per cause.
@@ -71,11 +71,7 @@ fn sh(ns: &str, args: &[&str]) -> Result<(), String> {
         .args(args)
         .status()
         .map_err(|e| format!("{}: {e}", args[0]))?;
-    if st.success() {
-        Ok(())
-    } else {
-        Err(format!("{} failed in {ns}", args.join(" ")))
-    }
+    if st.success() { Ok(()) } else { Err(format!("{} failed in {ns}", args.join(" "))) }
 }
 
 /// Spins on `cpu` until dropped: a busy CPU made on purpose.

@@ -20,7 +20,9 @@ fn main() {
         }
     }
     entries.sort();
-    let mut out = String::from("/// Profiles embedded from `configs/*.toml` at build time: (name, TOML text).\npub static EMBEDDED: &[(&str, &str)] = &[\n");
+    let mut out = String::from(
+        "/// Profiles embedded from `configs/*.toml` at build time: (name, TOML text).\npub static EMBEDDED: &[(&str, &str)] = &[\n",
+    );
     for (name, path) in entries {
         out.push_str(&format!("    ({name:?}, include_str!({:?})),\n", path.display().to_string()));
     }

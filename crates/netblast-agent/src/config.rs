@@ -6,8 +6,8 @@ use netblast_spec::units::Cidr;
 use netblast_wire::auth::Token;
 use netblast_wire::wire::Refusal;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// How long a new connection may take to send its header (and handshake).
@@ -106,7 +106,10 @@ impl LogBudget {
             self.used.store(0, Ordering::Relaxed);
             let n = self.unlogged.swap(0, Ordering::Relaxed);
             if n > 0 {
-                tracing::warn!(unlogged = n, "{n} more refused connections were not logged (over {REFUSALS_LOGGED} a second; counted in the metrics)");
+                tracing::warn!(
+                    unlogged = n,
+                    "{n} more refused connections were not logged (over {REFUSALS_LOGGED} a second; counted in the metrics)"
+                );
             }
         }
         if self.used.fetch_add(1, Ordering::Relaxed) < REFUSALS_LOGGED {

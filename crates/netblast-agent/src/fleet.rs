@@ -23,11 +23,11 @@ use netblast_spec::result::AgentInfo;
 use netblast_spec::units::Cidr;
 use netblast_wire::wire::{self, nonblocking};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, watch, Mutex};
+use tokio::sync::{Mutex, mpsc, watch};
 
 /// Most orders one agent runs at once, over all its coordinators' sessions.
 pub const MAX_ORDERS: usize = 64;

@@ -15,11 +15,11 @@
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use netblast_spec::units::{ByteSize, Dur};
-use rustls::pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -348,7 +348,7 @@ pub fn shape(query: &str, default_size: u64, max_body: u64) -> Result<Shape, Str
                     return Err(format!(
                         "size {s} is over this responder's limit of {} (serve --http-max-body)",
                         ByteSize(max_body.min(MAX_SIZE))
-                    ))
+                    ));
                 }
                 Err(e) => return Err(e.to_string()),
             },
@@ -358,7 +358,7 @@ pub fn shape(query: &str, default_size: u64, max_body: u64) -> Result<Shape, Str
                 // A 1xx is not a final answer; 101 promises a protocol switch this responder
                 // does not make (RFC 9110 15.2).
                 Some(c) if c.is_informational() => {
-                    return Err(format!("status {c} is not a final response; ask for 200..599"))
+                    return Err(format!("status {c} is not a final response; ask for 200..599"));
                 }
                 Some(c) => out.status = c.as_u16(),
                 None => return Err(format!("invalid status {:?}", v.chars().take(20).collect::<String>())),

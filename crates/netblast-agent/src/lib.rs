@@ -33,7 +33,7 @@ pub mod shared;
 pub mod unproven;
 
 pub use config::AgentConfig;
-pub use config::{is_loopback, Access, Held, Limits, ServeConfig, ServeStats, SHUTDOWN_GRACE};
+pub use config::{Access, Held, Limits, SHUTDOWN_GRACE, ServeConfig, ServeStats, is_loopback};
 
 use registry::Registry;
 use std::future::Future;

@@ -5,7 +5,7 @@ use netblast_metrics::prometheus_client::metrics::counter::Counter;
 use netblast_metrics::prometheus_client::metrics::family::Family;
 use netblast_metrics::prometheus_client::metrics::gauge::Gauge;
 use netblast_metrics::prometheus_client::registry::Registry;
-pub use netblast_metrics::{encode, label, serve_http, HdrMetric, Labels, CONTENT_TYPE};
+pub use netblast_metrics::{CONTENT_TYPE, HdrMetric, Labels, encode, label, serve_http};
 
 /// What a `serve` exposes: its data-port tests, its HTTP responder, its refusals.
 #[derive(Debug, Default, Clone)]

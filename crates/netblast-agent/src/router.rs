@@ -6,7 +6,7 @@
 use crate::config::HANDSHAKE_TIMEOUT;
 use crate::shared::Shared;
 use crate::unproven::{Stage, UnprovenSlot};
-use netblast_wire::wire::{self, Header, Refusal, Role, Session, StreamAck, HEADER_LEN, STREAM_TAG_LEN};
+use netblast_wire::wire::{self, HEADER_LEN, Header, Refusal, Role, STREAM_TAG_LEN, Session, StreamAck};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

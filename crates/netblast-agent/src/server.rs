@@ -12,8 +12,8 @@ use netblast_probe::{Probe, ProbeMode};
 use netblast_spec::units::Cidr;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 /// Everything a server is started with (the binary's `serve` flags, resolved).
 #[derive(Debug, Clone)]

@@ -3,8 +3,8 @@
 use crate::config::{Access, AgentConfig, Held, Limits, ServeStats};
 use crate::registry::Registry;
 use netblast_probe::Probe;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What every connection of one server shares.
 #[derive(Debug)]

@@ -11,7 +11,7 @@
 //! after it before its one round trip of proof. The time to prove shrinks as the places fill:
 //! [`proof_deadline`].
 
-use crate::config::{Limits, HANDSHAKE_TIMEOUT};
+use crate::config::{HANDSHAKE_TIMEOUT, Limits};
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -210,7 +210,7 @@ impl UnprovenSlot {
 
     /// Completes when the connection is closed to make room (at once if it already was), with
     /// the cap that made it.
-    pub fn evicted(&self) -> impl std::future::Future<Output = Crowded> + Send + 'static {
+    pub fn evicted(&self) -> impl std::future::Future<Output = Crowded> + Send + 'static + use<> {
         let state = self.state.clone();
         async move {
             state.evicted.notified().await;

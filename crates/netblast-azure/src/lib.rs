@@ -107,7 +107,7 @@ impl Query {
                 other => {
                     return Err(format!(
                         "azure:{text}: unknown key {other:?} (expected vmss, rg, tag, subscription, port)"
-                    ))
+                    ));
                 }
             };
             if seen {
@@ -200,7 +200,7 @@ impl CredentialSource {
             _ => {
                 return Err(format!(
                     "NETBLAST_ARM_CREDENTIAL={v}: expected token, environment, managed-identity or azure-cli"
-                ))
+                ));
             }
         })
     }
@@ -361,11 +361,7 @@ fn root_cause(e: &azure_core::Error) -> String {
         inner = s;
     }
     let (outer, root) = (e.to_string(), inner.to_string());
-    if outer == root {
-        root
-    } else {
-        format!("{root} ({outer})")
-    }
+    if outer == root { root } else { format!("{root} ({outer})") }
 }
 
 /// The primary private address of a network interface, if it is one this list wants.
@@ -463,13 +459,10 @@ fn resource_group_of(id: &str) -> Option<&str> {
 /// only one), lower case: Resource Manager's ids compare without case.
 fn primary_nic_id(vm: &azure_mgmt_compute::package_2024_07_01::models::VirtualMachine) -> Option<String> {
     let nics = &vm.properties.as_ref()?.network_profile.as_ref()?.network_interfaces;
-    let nic = nics.iter().find(|n| n.properties.as_ref().and_then(|p| p.primary) == Some(true)).or_else(|| {
-        if nics.len() == 1 {
-            nics.first()
-        } else {
-            None
-        }
-    })?;
+    let nic = nics
+        .iter()
+        .find(|n| n.properties.as_ref().and_then(|p| p.primary) == Some(true))
+        .or_else(|| if nics.len() == 1 { nics.first() } else { None })?;
     nic.sub_resource.id.as_deref().map(str::to_ascii_lowercase)
 }
 
@@ -586,7 +579,7 @@ pub async fn discover(q: &Query, opts: &Options) -> Result<Found, Error> {
                     Some(OrchestrationMode::UnknownValue(v)) => {
                         return Err(arm(ListError::Other(format!(
                             "the scale set's orchestration mode {v:?} is neither Uniform nor Flexible"
-                        ))))
+                        ))));
                     }
                 };
                 tracing::info!(query = %q, "azure: {mode} orchestration");

@@ -1,8 +1,8 @@
 //! Discovery against a fake Resource Manager on loopback: scale sets in either orchestration
 //! mode, tags, pages, throttling, refusals, silence.
 
-use netblast_azure::fake_arm::{self, flexible_set, nic, page, uniform_set, FakeArm, Reply};
-use netblast_azure::{discover, CredentialSource, Options, Orchestration, Query};
+use netblast_azure::fake_arm::{self, FakeArm, Reply, flexible_set, nic, page, uniform_set};
+use netblast_azure::{CredentialSource, Options, Orchestration, Query, discover};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -10,8 +10,10 @@ const SET: &str = "/subscriptions/sub1/resourceGroups/perf/providers/Microsoft.C
 const RG_NICS: &str = "/subscriptions/sub1/resourceGroups/perf/providers/Microsoft.Network/networkInterfaces";
 
 fn opts(arm: &FakeArm, timeout: Duration) -> Options {
-    // Every test uses the same token, so setting it from parallel tests is harmless.
-    std::env::set_var("NETBLAST_ARM_TOKEN", "test-token");
+    // SAFETY: every test sets the same value, and the only readers in this process are std's
+    // own (`std::env::var`, under std's environment lock); the endpoints are IP literals, so no
+    // resolver calls libc's getenv beside a write.
+    unsafe { std::env::set_var("NETBLAST_ARM_TOKEN", "test-token") };
     Options { endpoint: arm.endpoint(), timeout, credential: Some(CredentialSource::Token) }
 }
 
@@ -196,7 +198,8 @@ async fn an_unreachable_endpoint_and_missing_credentials_are_clear() {
     // A port nothing listens on (bound, then released).
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let q = Query::parse("vmss=clients,rg=perf,subscription=sub1").unwrap();
-    std::env::set_var("NETBLAST_ARM_TOKEN", "test-token");
+    // SAFETY: as in `opts`.
+    unsafe { std::env::set_var("NETBLAST_ARM_TOKEN", "test-token") };
     let o = Options {
         endpoint: format!("http://127.0.0.1:{port}"),
         timeout: Duration::from_secs(5),

@@ -197,10 +197,12 @@ mod tests {
                 AgentSource::Registered { group: "default".into(), count: 2 },
             ]
         );
-        assert!(parse("dns:localhost:7000", "--servers")
-            .unwrap()
-            .iter()
-            .all(|a| matches!(a, AgentSource::Dial(s) if s.port() == 7000)));
+        assert!(
+            parse("dns:localhost:7000", "--servers")
+                .unwrap()
+                .iter()
+                .all(|a| matches!(a, AgentSource::Dial(s) if s.port() == 7000))
+        );
         for bad in ["", "registered:x:0", "registered:web:many", "@/no/such/file", "dns:no-such-host.invalid"] {
             let e = parse(bad, "--clients").unwrap_err();
             assert!(e.starts_with("--clients"), "{bad}: {e}");

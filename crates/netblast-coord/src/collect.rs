@@ -3,10 +3,10 @@
 //! failed (failing agents that stall or go silent), and make the fleet's result: the exact
 //! merge of every final result and every agent's status.
 
-use crate::config::{FleetError, FleetEvent, CANCEL_GRACE, FINAL_GRACE};
+use crate::config::{CANCEL_GRACE, FINAL_GRACE, FleetError, FleetEvent};
 use crate::pairing::Test;
-use crate::roster::{server_target, Roster, Status};
-use crate::session::{now_ns, Event};
+use crate::roster::{Roster, Status, server_target};
+use crate::session::{Event, now_ns};
 use netblast_spec::fleet::{AgentMsg, CoordMsg, FleetInterval, LogAgent, LogHeader, LogRecord, LogTest, Order};
 use netblast_spec::merge;
 use netblast_spec::result::{AgentInfo, AgentStatus, Interval, RunError, RunResult};

@@ -26,6 +26,6 @@ pub mod roster;
 pub mod run;
 pub mod session;
 
-pub use config::{default_log_path, FleetConfig, FleetError, FleetEvent};
+pub use config::{FleetConfig, FleetError, FleetEvent, default_log_path};
 pub use netblast_spec::fleet::FleetInterval;
 pub use run::run;

@@ -7,7 +7,7 @@ use netblast_spec::fleet::{self, AgentHello, AgentMsg, ClockSample, CoordMsg};
 use netblast_spec::result::ClockInfo;
 use netblast_wire::auth::Token;
 use netblast_wire::wire::{
-    self, busy_words, nonblocking, ClientHandshake, Header, Role, TestId, BUSY_BACKOFF, HEADER_LEN,
+    self, BUSY_BACKOFF, ClientHandshake, HEADER_LEN, Header, Role, TestId, busy_words, nonblocking,
 };
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -270,7 +270,10 @@ mod tests {
         let om = "# HELP a_bytes Bytes moved.\n# TYPE a_bytes counter\n# UNIT a_bytes bytes\na_bytes_total 3\n\
                   # HELP b Tests.\n# TYPE b gauge\nb 1\n# EOF\n";
         let t = text_004(om);
-        assert_eq!(t, "# HELP a_bytes_total Bytes moved.\n# TYPE a_bytes_total counter\na_bytes_total 3\n# HELP b Tests.\n# TYPE b gauge\nb 1\n");
+        assert_eq!(
+            t,
+            "# HELP a_bytes_total Bytes moved.\n# TYPE a_bytes_total counter\na_bytes_total 3\n# HELP b Tests.\n# TYPE b gauge\nb 1\n"
+        );
         assert!(wants_openmetrics(Some("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")));
         assert!(!wants_openmetrics(Some("text/plain;version=0.0.4")) && !wants_openmetrics(None));
     }

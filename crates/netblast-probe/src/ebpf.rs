@@ -24,12 +24,12 @@
 //! serve` runs nothing for the host's other connections. The program and its maps stay
 //! loaded in between.
 
-use crate::abi::{self, NbFlow, NbGroup};
 use crate::ProbeError;
+use crate::abi::{self, NbFlow, NbGroup};
+use aya::Ebpf;
 use aya::maps::{Array, HashMap, MapData, PerCpuHashMap, PerCpuValues};
 use aya::programs::sock_ops::SockOpsLinkId;
 use aya::programs::{CgroupAttachMode, SockOps};
-use aya::Ebpf;
 use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, RwLock};
@@ -178,13 +178,8 @@ impl EbpfProbe {
         }
         let cgroup = cgroup2_root().ok_or(ProbeError::NoCgroup2)?;
         raise_memlock();
-        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| {
-            if denied(&e) {
-                ProbeError::Privilege(chain(&e))
-            } else {
-                ProbeError::Load(chain(&e))
-            }
-        })?;
+        let mut ebpf = Ebpf::load(OBJECT)
+            .map_err(|e| if denied(&e) { ProbeError::Privilege(chain(&e)) } else { ProbeError::Load(chain(&e)) })?;
         // The build with thread groups where this kernel's verifier takes it (sock_ops reading
         // the current thread), else the one without.
         let mut by_thread = true;

@@ -3,7 +3,7 @@
 //! baseline; what limited which cells; failed cells), CSV (a row per cell and figure) and one
 //! HTML page with a chart per figure against each axis, error bars from the intervals.
 
-use crate::chart::{nice_ticks, Unit, MB, ML, MR, MT, PALETTE};
+use crate::chart::{MB, ML, MR, MT, PALETTE, Unit, nice_ticks};
 use crate::markup::esc;
 use netblast_spec::assert::FigureUnit;
 use netblast_spec::campaign::summary::{CellSummary, FigureInfo, Summary};
@@ -38,7 +38,7 @@ pub fn read_json(bytes: &[u8]) -> Result<Summary, String> {
     match v.get("schema").and_then(|s| s.as_str()) {
         Some(netblast_spec::campaign::summary::SCHEMA) => {}
         Some(other) => {
-            return Err(format!("schema {other}: this build reads {}", netblast_spec::campaign::summary::SCHEMA))
+            return Err(format!("schema {other}: this build reads {}", netblast_spec::campaign::summary::SCHEMA));
         }
         None => return Err("not a campaign summary (no schema)".into()),
     }
@@ -302,11 +302,7 @@ pub fn csv(s: &Summary) -> String {
 
 /// A CSV field, quoted when it holds a comma, a quote or a line break.
 fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
+    if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
 }
 
 /// The chart unit a figure's values are drawn in.
@@ -540,7 +536,7 @@ fn chart(s: &Summary, f: &FigureInfo, ai: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use netblast_spec::campaign::summary::{summarize, Digest, RunOutcome};
+    use netblast_spec::campaign::summary::{Digest, RunOutcome, summarize};
     use netblast_spec::campaign::{Campaign, RunId};
     use std::collections::BTreeMap;
 

@@ -207,11 +207,7 @@ fn tick_label(v: f64) -> String {
     }
     let s = format!("{v:.6}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s.len() > 7 {
-        sig3(v)
-    } else {
-        s.to_string()
-    }
+    if s.len() > 7 { sig3(v) } else { s.to_string() }
 }
 
 /// The x range of a plot: seconds from 0, or the spectrum's 1 … 1/(1−q) of its deepest line.

@@ -9,10 +9,10 @@
 //! a row has no figure for is empty. Each table has one fixed header whatever the kind, so
 //! files of different runs line up.
 
+use netblast_spec::RunResult;
 use netblast_spec::hist::LatencySummary;
 use netblast_spec::profile::Way;
 use netblast_spec::result::{Interval, MsgInterval};
-use netblast_spec::RunResult;
 use std::fmt::Write;
 
 /// The header of [`intervals`].

@@ -1,10 +1,10 @@
 //! Figures the text, HTML and CSV renderings share: a fleet test's headline figure in its
 //! kind's unit, the change between two runs, a run's name for people.
 
+use netblast_spec::RunResult;
 use netblast_spec::profile::{Headline, Kind};
 use netblast_spec::result::Summary;
 use netblast_spec::units::{fmt_bits_per_s, fmt_per_s};
-use netblast_spec::RunResult;
 
 /// A test's headline figure in the kind's own unit, for ranking the tests of a fleet: bits/s
 /// received (bulk), messages, transactions or connections per second (msgrate, rr, cps),

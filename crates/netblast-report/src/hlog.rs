@@ -4,10 +4,10 @@
 //! interval for HTTP (`http`), tagged so, values in nanoseconds, timestamps in seconds from the
 //! run's start (`StartTime` in the header).
 
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
-use netblast_spec::hist::hist_of;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use netblast_spec::RunResult;
+use netblast_spec::hist::hist_of;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Writes the log; returns it and how many histograms it holds. A result without latency

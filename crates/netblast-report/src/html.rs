@@ -17,12 +17,12 @@ use crate::figures::{change_percent, fmt_part_figure, p50_p99, part_figure, part
 use crate::markup::esc;
 use crate::markup::lat_cells;
 use crate::plots;
-use netblast_spec::assert::{headline, Figure};
+use netblast_spec::RunResult;
+use netblast_spec::assert::{Figure, headline};
 use netblast_spec::hist::LatencySummary;
 use netblast_spec::profile::{Headline, Way};
 use netblast_spec::result::CpuUsage;
 use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_ns, fmt_per_s};
-use netblast_spec::RunResult;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
@@ -570,11 +570,7 @@ fn tests_table(out: &mut String, r: &RunResult) {
         }
         if has_limits {
             let way = |d: &netblast_spec::diagnose::Diagnosis| {
-                if two_ways {
-                    format!("{}: ", plots::way_name(d.way))
-                } else {
-                    String::new()
-                }
+                if two_ways { format!("{}: ", plots::way_name(d.way)) } else { String::new() }
             };
             let held: Vec<String> =
                 verdicts[i].iter().map(|d| format!("{}{} {:.0}%", way(d), d.limit.name(), d.share * 100.0)).collect();

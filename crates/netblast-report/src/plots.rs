@@ -12,9 +12,9 @@
 //! - HTTP: `http-rate` (sent, responses, target), `http-status` (responses by code), `failures`.
 
 use crate::chart::{Plot, Series, Shape, Unit, XAxis};
-use netblast_spec::hist::{hist_of, EncodedHistogram, LatencySummary};
-use netblast_spec::profile::Way;
 use netblast_spec::RunResult;
+use netblast_spec::hist::{EncodedHistogram, LatencySummary, hist_of};
+use netblast_spec::profile::Way;
 
 /// The order charts appear in (a comparison lines up the same ids).
 pub const ORDER: [&str; 15] = [

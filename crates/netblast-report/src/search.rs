@@ -4,9 +4,9 @@
 
 use crate::chart::{Plot, Series, Shape, Unit, XAxis};
 use crate::markup::esc;
+use netblast_spec::RunResult;
 use netblast_spec::find_max::{Axis, StepOutcome};
 use netblast_spec::units::fmt_ns;
-use netblast_spec::RunResult;
 use std::fmt::Write;
 
 fn ns(v: Option<u64>) -> String {

@@ -2,8 +2,8 @@
 //! and whether a result is UDP.
 
 use crate::chart::Series;
-use netblast_spec::result::Interval;
 use netblast_spec::RunResult;
+use netblast_spec::result::Interval;
 use std::collections::BTreeMap;
 
 /// Most per-stream (or per-agent) lines on a chart; beyond it only the total.

@@ -7,8 +7,8 @@
 //! its latency the sum of their histograms, so a step's p99 is exact, not an average of
 //! per-interval p99s.
 
-use netblast_spec::hist::{HistSum, LatencySummary};
 use netblast_spec::RunResult;
+use netblast_spec::hist::{HistSum, LatencySummary};
 
 /// A step missed its rate when it achieved less than this share of the offered rate.
 pub const RATE_HELD: f64 = 0.95;

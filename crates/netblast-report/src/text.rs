@@ -349,11 +349,7 @@ fn cpu_line(r: &RunResult) -> String {
     let unit = r.plan.profile.kind().unit();
     // Below 50 ms of CPU (five clock ticks) a figure per CPU-second is mostly rounding: unknown.
     let per_cpu = |amount: f64, cpu_s: f64, fmt: &dyn Fn(f64) -> String| {
-        if cpu_s >= MIN_CPU_S {
-            fmt(amount / cpu_s)
-        } else {
-            "\u{2014}".to_string()
-        }
+        if cpu_s >= MIN_CPU_S { fmt(amount / cpu_s) } else { "\u{2014}".to_string() }
     };
     let bits = |v: f64| format!("{:.1} Gbit", v / 1e9);
     let n = |v: f64| format!("{} {unit}", count(v.round() as u64));
@@ -569,7 +565,7 @@ pub fn compare(runs: &[(String, &RunResult)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kinds::http::{latency_bars, BARS, BAR_WIDTH};
+    use crate::kinds::http::{BAR_WIDTH, BARS, latency_bars};
 
     use netblast_spec::result::{StreamInterval, WayInterval};
 

@@ -9,7 +9,7 @@
 //! starts, HTTP outcomes.
 
 use netblast_report::{csv, html, text};
-use netblast_spec::assert::{headline, Assertion, Figure};
+use netblast_spec::assert::{Assertion, Figure, headline};
 use netblast_spec::hist::{self, Distribution, LatencySummary};
 use netblast_spec::result::RunResult;
 use netblast_spec::units::{fmt_bits_per_s, fmt_ns};
@@ -154,7 +154,7 @@ fn one_value(name: &str, r: &RunResult) -> Result<(), String> {
                 "retransmits: summary and headline",
                 &format!("{a:?}"),
                 &format!("{:?}", b.map(|f| &f.shown)),
-            )
+            );
         }
     }
     // Throughput per way: the headline and the text's summary lines.

@@ -318,15 +318,7 @@ impl Assertion {
             Metric::HttpFailed => {
                 let h = s.http.as_ref().ok_or("not an HTTP result")?;
                 let failed = h.sent.saturating_sub(h.succeeded) as f64;
-                Ok(if self.percent {
-                    if h.sent > 0 {
-                        failed / h.sent as f64
-                    } else {
-                        0.0
-                    }
-                } else {
-                    failed
-                })
+                Ok(if self.percent { if h.sent > 0 { failed / h.sent as f64 } else { 0.0 } } else { failed })
             }
             Metric::Rps => Ok(s.http.as_ref().ok_or("not an HTTP result")?.responses_per_s),
             Metric::RpsOk => {
@@ -673,7 +665,7 @@ mod tests {
 
     #[test]
     fn verdicts_on_a_result() {
-        use crate::merge::tests::{build, Cell, Samples};
+        use crate::merge::tests::{Cell, Samples, build};
         use crate::result::SideTotal;
         // One rr stream, one interval: round trips of 1, 2, 3 ms.
         let mut samples = Samples::new();

@@ -3,8 +3,8 @@
 //! into hundreds of megabytes before anything validated it. Each bound is named in the error
 //! with the field it holds.
 
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use std::fmt;
 use std::marker::PhantomData;
 

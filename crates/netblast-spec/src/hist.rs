@@ -7,8 +7,8 @@
 
 use base64::Engine as _;
 use hdrhistogram::{
-    serialization::{Deserializer, Serializer, V2DeflateSerializer},
     Histogram,
+    serialization::{Deserializer, Serializer, V2DeflateSerializer},
 };
 use serde::{Deserialize, Serialize};
 

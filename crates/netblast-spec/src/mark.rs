@@ -7,7 +7,7 @@
 //! (expedited forwarding, 46), `VA` (voice admit, 44), `LE` (lower effort, 1); or a number
 //! 0–63 (decimal, or hex with `0x`).
 
-use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 use std::{fmt, str::FromStr};
 
 /// A DSCP code point, 0–63.

@@ -19,11 +19,7 @@ pub fn t95(df: f64) -> f64 {
         return f64::INFINITY;
     }
     let d = df.floor() as usize;
-    if d <= T95.len() {
-        T95[d - 1]
-    } else {
-        1.96
-    }
+    if d <= T95.len() { T95[d - 1] } else { 1.96 }
 }
 
 /// One figure over a set of runs.
@@ -77,11 +73,7 @@ impl Spread {
 
     /// Run-to-run spread: the standard deviation as a share of the mean (0 when the mean is 0).
     pub fn cv(&self) -> f64 {
-        if self.mean == 0.0 {
-            0.0
-        } else {
-            self.stdev / self.mean.abs()
-        }
+        if self.mean == 0.0 { 0.0 } else { self.stdev / self.mean.abs() }
     }
 }
 

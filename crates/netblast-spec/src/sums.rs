@@ -31,7 +31,10 @@ impl std::fmt::Display for SumError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SumError::Overflow { input, field } => {
-                write!(f, "{input}: {field}: its total over the inputs passes 2^64 - 1; a counter this large is not a measurement")
+                write!(
+                    f,
+                    "{input}: {field}: its total over the inputs passes 2^64 - 1; a counter this large is not a measurement"
+                )
             }
             SumError::Twice { a, b, test_id } => {
                 write!(f, "{a} and {b} both hold test {test_id}: a test is added once (is one file given twice?)")
@@ -42,11 +45,7 @@ impl std::fmt::Display for SumError {
 
 /// The ids of the tests `r` holds: its parts' (a merged result), or its own.
 fn tests_of(r: &RunResult) -> Vec<&str> {
-    if r.parts.is_empty() {
-        vec![r.test_id.as_str()]
-    } else {
-        r.parts.iter().map(|p| p.test_id.as_str()).collect()
-    }
+    if r.parts.is_empty() { vec![r.test_id.as_str()] } else { r.parts.iter().map(|p| p.test_id.as_str()).collect() }
 }
 
 /// Checks `inputs` (name, result) before they are added.

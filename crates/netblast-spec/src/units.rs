@@ -5,7 +5,7 @@
 //! iperf3's `-l 128K`); `10KB`, `10MB`, `10GB` are decimal (powers of 1000).
 //! Rates: `5000`, `5000/s`, `10k/s`, `1.5M/s` (decimal multipliers, per second).
 
-use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 use std::{fmt, str::FromStr, time::Duration};
 
 /// Why a unit string could not be read; the caller adds the field or flag name.

@@ -4,11 +4,11 @@
 //! binary runs its tests one at a time so that the peak is the decode's own.
 
 use base64::Engine as _;
-use netblast_spec::hist::{new_latency_histogram, record_ns, EncodedHistogram};
+use netblast_spec::hist::{EncodedHistogram, new_latency_histogram, record_ns};
 use proptest::prelude::*;
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 struct Counting;
 

@@ -3,9 +3,9 @@
 //! proof, the dialing side's proof; the stream key both sides derive; a stream connection's
 //! tagged preamble. Sans I/O first, then over blocking and tokio streams.
 
-use crate::auth::{self, StreamKey, Token, Transcript, NONCE_LEN, PROOF_LEN, TAG_LEN};
-use crate::frame::{refusal, Refusal, ServerMsg};
-use crate::header::{Header, Role, StreamAck, VersionMismatch, HEADER_LEN, MAGIC, MIN_VERSION, VERSION};
+use crate::auth::{self, NONCE_LEN, PROOF_LEN, StreamKey, TAG_LEN, Token, Transcript};
+use crate::frame::{Refusal, ServerMsg, refusal};
+use crate::header::{HEADER_LEN, Header, MAGIC, MIN_VERSION, Role, StreamAck, VERSION, VersionMismatch};
 
 /// Length of a [`ServerHello`].
 pub const SERVER_HELLO_LEN: usize = 76;
@@ -80,7 +80,9 @@ pub enum HandshakeError {
     )]
     TokenRequired,
     /// The listener did not prove it knows the token.
-    #[error("authentication failed: the server did not prove it knows the token (a different token, or not the server meant)")]
+    #[error(
+        "authentication failed: the server did not prove it knows the token (a different token, or not the server meant)"
+    )]
     ServerNotAuthenticated,
     /// The listener has no token but this side insists on one.
     #[error("the server does not authenticate (it runs without --token-file); refusing to send it orders")]

@@ -115,11 +115,7 @@ pub struct VersionMismatch {
 }
 
 fn range((lo, hi): (u16, u16)) -> String {
-    if lo == hi {
-        format!("{hi}")
-    } else {
-        format!("{lo} to {hi}")
-    }
+    if lo == hi { format!("{hi}") } else { format!("{lo} to {hi}") }
 }
 
 /// The highest version both a peer speaking `theirs` (oldest, newest) and this build speak on

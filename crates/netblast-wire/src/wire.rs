@@ -51,7 +51,7 @@ pub mod nonblocking {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::{Token, NONCE_LEN};
+    use crate::auth::{NONCE_LEN, Token};
     use std::io::{Read, Write};
 
     #[test]

@@ -6,8 +6,8 @@
 
 use netblast_wire::auth::{Token, Transcript};
 use netblast_wire::wire::{
-    self, blocking, ClientHandshake, ClientMsg, Header, Role, ServerHello, ServerMsg, StreamAck, TestId, HEADER_LEN,
-    SERVER_HELLO_LEN,
+    self, ClientHandshake, ClientMsg, HEADER_LEN, Header, Role, SERVER_HELLO_LEN, ServerHello, ServerMsg, StreamAck,
+    TestId, blocking,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};

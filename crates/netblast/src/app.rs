@@ -3,7 +3,7 @@
 use crate::cli::{Cli, Command, FleetArgs, MergeArgs, ReportArgs, RunArgs, ServeArgs};
 use crate::out::{self, Sinks};
 pub use crate::outcome::{AppError, Outcome};
-use crate::status::{print_stdout, Status};
+use crate::status::{Status, print_stdout};
 use anyhow::Context;
 use netblast_engine::exec::worker::RunFlags;
 use netblast_probe::Probe;

@@ -573,7 +573,7 @@ pub fn request(
         None => {
             return Err(AppError::input(anyhow::anyhow!(
                 "a server is required: `netblast run HOST` or --target HOST[:PORT] (where does `netblast serve` run?)"
-            )))
+            )));
         }
     };
     let start_at_unix_ns = match &a.start_at {
@@ -691,11 +691,7 @@ fn with_family(target: &str, v6: bool) -> anyhow::Result<String> {
 }
 
 fn bracket(host: &str) -> String {
-    if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]")
-    } else {
-        host.to_string()
-    }
+    if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_string() }
 }
 
 /// `LO-HI` (or one port): the ports a serve's flows may take.

@@ -6,12 +6,12 @@
 use crate::cli::{FleetArgs, RunArgs};
 use crate::out::{self, Sinks};
 use crate::outcome::{AppError, Outcome};
-use crate::status::{print_stdout, Status};
+use crate::status::{Status, print_stdout};
 use netblast_engine::exec::worker::RunFlags;
 use netblast_probe::Probe;
 use netblast_spec::assert::Assertion;
 use netblast_spec::find_max::{self, Axis, Ending, Search};
-use netblast_spec::profile::{parse_rate_range, Overrides};
+use netblast_spec::profile::{Overrides, parse_rate_range};
 use netblast_spec::units::{BitRate, BitRateArg};
 use netblast_spec::{Profile, RunResult};
 use std::path::{Path, PathBuf};

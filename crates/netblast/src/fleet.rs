@@ -6,9 +6,9 @@ use crate::outcome::AppError;
 use crate::status::Status;
 use anyhow::Context;
 use netblast_coord::live::{FleetMetrics, Live, Shown};
-use netblast_coord::{agents, FleetConfig, FleetError};
-use netblast_spec::units::Dur;
+use netblast_coord::{FleetConfig, FleetError, agents};
 use netblast_spec::RunResult;
+use netblast_spec::units::Dur;
 
 /// The coordinator's settings from the flags, and what discovering the agents found (for a
 /// person). Says where the frame log goes when no `-o` or `--frames` chose it.

@@ -3,7 +3,7 @@
 //! incomplete, 2 bad input, 3 a fleet without some of its agents, 4 an `--assert` failed).
 
 use clap::Parser;
-use netblast::app::{dispatch, Outcome};
+use netblast::app::{Outcome, dispatch};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -44,7 +44,7 @@ fn main() -> ExitCode {
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-extern "C" {
+unsafe extern "C" {
     /// mimalloc's own release (linked with the `mimalloc` crate): with `force`, frees what
     /// the calling thread's heap and abandoned heaps hold and returns free pages to the system.
     fn mi_collect(force: bool);

@@ -3,7 +3,7 @@
 //! and partial log.
 
 use crate::outcome::{AppError, Outcome};
-use crate::status::{print_stdout, Status};
+use crate::status::{Status, print_stdout};
 use anyhow::Context;
 use netblast_engine::exec::api::Live;
 use netblast_report::{json, text};

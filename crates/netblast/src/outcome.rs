@@ -37,10 +37,6 @@ impl AppError {
 
     /// A client error: bad input (exit 2) when it is the user's, else exit 1.
     pub fn client(e: ClientError) -> AppError {
-        if e.is_input() {
-            AppError::input(e)
-        } else {
-            AppError::run(e)
-        }
+        if e.is_input() { AppError::input(e) } else { AppError::run(e) }
     }
 }

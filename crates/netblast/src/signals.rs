@@ -29,7 +29,7 @@ pub fn watch_signals(flags: Arc<RunFlags>) -> Option<signal_hook::iterator::Hand
 
 /// Completes on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
+    use tokio::signal::unix::{SignalKind, signal};
     match signal(SignalKind::terminate()) {
         Ok(mut term) => {
             tokio::select! {

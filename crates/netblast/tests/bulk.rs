@@ -1,9 +1,9 @@
 //! Bulk TCP streams end to end against a real server.
 
 use crate::util::{self, Server};
+use netblast_spec::RunResult;
 use netblast_spec::profile::{Direction, Way};
 use netblast_spec::units::ByteSize;
-use netblast_spec::RunResult;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;

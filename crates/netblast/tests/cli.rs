@@ -228,8 +228,8 @@ print(h.get_total_count(), h.get_value_at_percentile(50.0), h.get_value_at_perce
 
 #[test]
 fn hlog_round_trips_through_the_hdrhistogram_interval_log_reader() {
-    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
     use hdrhistogram::serialization::Deserializer;
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
     let srv = Server::start("127.0.0.1:0").unwrap();
     let dir = std::env::temp_dir();
     let (path, log) =

@@ -2,9 +2,9 @@
 //! and each failure cause is produced for real (a port range, a reset, dropped SYNs) and named.
 
 use crate::util::{self, Server};
+use netblast_spec::RunResult;
 use netblast_spec::profile::{CloseMode, CpsSection, Profile};
 use netblast_spec::units::ByteSize;
-use netblast_spec::RunResult;
 
 fn cps(edit: impl FnOnce(&mut CpsSection)) -> Profile {
     let (mut p, _) = Profile::load("cps").unwrap();

@@ -2,8 +2,8 @@
 //! over agents that register on loopback.
 
 use crate::util::{self, KillOnDrop};
-use netblast_spec::hist::hist_of;
 use netblast_spec::RunResult;
+use netblast_spec::hist::hist_of;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -597,7 +597,7 @@ fn an_agent_bound_to_one_address_is_reached_at_it() {
 #[cfg(feature = "azure")]
 #[test]
 fn agents_found_in_azure_take_part() {
-    use netblast_azure::fake_arm::{flexible_set, nic, FakeArm, Reply};
+    use netblast_azure::fake_arm::{FakeArm, Reply, flexible_set, nic};
     let _one = one_fleet();
     let token = util::token_file("azure", "a-token-for-azure-agents");
     let (port, _agents) = bound_pair(&token);

@@ -7,7 +7,7 @@ use crate::util::{self, KillOnDrop};
 use netblast_spec::fleet::AgentMsg;
 use netblast_spec::result::RunResult;
 use netblast_wire::auth::Token;
-use netblast_wire::wire::{self, nonblocking, Header, HEADER_LEN};
+use netblast_wire::wire::{self, HEADER_LEN, Header, nonblocking};
 use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::{Duration, Instant};

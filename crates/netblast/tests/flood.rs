@@ -4,8 +4,8 @@
 
 use crate::util;
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "a-token-long-enough-for-the-flood-tests";

@@ -3,10 +3,10 @@
 
 use crate::util::{self, Server};
 use netblast_agent::{Limits, ServeConfig};
-use netblast_spec::profile::{Profile, WaitMode, Way};
 use netblast_spec::RunResult;
+use netblast_spec::profile::{Profile, WaitMode, Way};
 use netblast_wire::wire::{
-    self, blocking, ClientHandshake, ClientMsg, Header, Role, ServerMsg, StreamAck, StreamSetup, TestId, TestSetup,
+    self, ClientHandshake, ClientMsg, Header, Role, ServerMsg, StreamAck, StreamSetup, TestId, TestSetup, blocking,
 };
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -1,9 +1,9 @@
 //! HTTP floods against the built-in responder and against a real nginx.
 
 use crate::util::{self, KillOnDrop};
+use netblast_spec::RunResult;
 use netblast_spec::profile::{HttpSection, HttpVersion, Profile, Workload};
 use netblast_spec::units::{Dur, Rate};
-use netblast_spec::RunResult;
 use std::net::SocketAddr;
 use std::time::Duration;
 

@@ -10,7 +10,7 @@
 //! not there, a port below 1024 without the capability to bind it, a host port a process of the
 //! node already holds. Root only; SKIP with the reason where a tool is missing.
 
-use crate::{render, tools, Tools};
+use crate::{Tools, render, tools};
 use netblast_spec::result::RunResult;
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -1,8 +1,8 @@
 //! `netblast merge`: results of concurrent runs merge exactly.
 
 use crate::util::{self, KillOnDrop};
-use netblast_spec::hist::{hist_of, Distribution};
 use netblast_spec::RunResult;
+use netblast_spec::hist::{Distribution, hist_of};
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! `serve --metrics` (issue 11): scraped during and after real runs, parsed with a real
 //! exposition-format parser (the `prometheus-parse` crate), held against the runs' results.
 
-use crate::util::{self, histogram_count, scrape, value, KillOnDrop};
+use crate::util::{self, KillOnDrop, histogram_count, scrape, value};
 use netblast_spec::RunResult;
 use std::io::BufRead;
 use std::net::SocketAddr;

@@ -1,9 +1,9 @@
 //! msgrate and rr end to end against a real server.
 
 use crate::util::{self, Server};
+use netblast_spec::RunResult;
 use netblast_spec::profile::{MsgrateSection, Profile, Protocol, RrSection, WaitMode, Workload};
 use netblast_spec::units::{ByteSize, CpuList};
-use netblast_spec::RunResult;
 
 fn msgrate(edit: impl FnOnce(&mut MsgrateSection)) -> Profile {
     let (mut p, _) = Profile::load("pps-8core").unwrap();

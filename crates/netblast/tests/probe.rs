@@ -2,7 +2,7 @@
 //! they print SKIP and the reason. They take a lock so that no two of them load programs at
 //! once (the cleanup test counts what is loaded).
 
-use crate::util::{self, bin, Server};
+use crate::util::{self, Server, bin};
 use netblast_probe::{Probe, ProbeMode};
 use netblast_spec::profile::Direction;
 use netblast_spec::{Profile, RunResult};

@@ -8,8 +8,8 @@ use netblast_engine::exec::api::{ClientError, RunOptions};
 use netblast_probe::Probe;
 use netblast_wire::auth::Token;
 use netblast_wire::wire::{
-    self, blocking, ClientHandshake, ClientMsg, Header, Refusal, Role, ServerHello, ServerMsg, StreamAck, TestId,
-    TestSetup, SERVER_HELLO_LEN,
+    self, ClientHandshake, ClientMsg, Header, Refusal, Role, SERVER_HELLO_LEN, ServerHello, ServerMsg, StreamAck,
+    TestId, TestSetup, blocking,
 };
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -7,8 +7,8 @@
 use crate::browser::{browse, figure, ink, marks, row_cells, table};
 use crate::http::Responder;
 use crate::util::{self, KillOnDrop};
-use netblast_spec::units::{fmt_bits_per_s, fmt_ns, fmt_per_s};
 use netblast_spec::RunResult;
+use netblast_spec::units::{fmt_bits_per_s, fmt_ns, fmt_per_s};
 use std::path::Path;
 use std::process::Command;
 

@@ -5,7 +5,7 @@
 //! to their test by id and tag and handed to pinned worker threads when the test starts.
 //! Anything else is dropped after one log line, counted.
 
-use crate::config::{setup_timeout, HANDSHAKE_TIMEOUT, RECV_GRACE, SEND_GRACE};
+use crate::config::{HANDSHAKE_TIMEOUT, RECV_GRACE, SEND_GRACE, setup_timeout};
 use crate::registry::{Extra, TestEntry, UdpReady};
 use crate::shared::Shared;
 use netblast_engine::exec::worker::{Event, EventTx, RunFlags, StartGate};
@@ -16,14 +16,14 @@ use netblast_spec::profile::Way;
 use netblast_spec::result::{CpuUsage, MAX_STREAM_DETAIL};
 use netblast_wire::gather::Gather;
 use netblast_wire::wire::{
-    self, ClientMsg, Header, Refusal, ServerMsg, ServerSample, ServerStreamFinal, Session, StreamAck, TestId,
-    TestSetup, STREAM_TAG_LEN,
+    self, ClientMsg, Header, Refusal, STREAM_TAG_LEN, ServerMsg, ServerSample, ServerStreamFinal, Session, StreamAck,
+    TestId, TestSetup,
 };
 use socket2::SockRef;
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

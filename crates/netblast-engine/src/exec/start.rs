@@ -3,7 +3,7 @@
 //! step before it (the data-port test's control reader), the wait, the gate opened, and this
 //! thread's CPU time and the host's counters from then on; at the end, the result's envelope.
 
-use crate::exec::api::{start_instant, ClientError, Envelope};
+use crate::exec::api::{ClientError, Envelope, start_instant};
 use crate::exec::clock;
 use crate::exec::worker::StartGate;
 use crate::os::host::HostMark;

@@ -14,7 +14,7 @@ pub mod http;
 pub mod msgrate;
 pub mod rr;
 
-pub use flow::{listen_on, Conn, End, FlowRole, ListenerEnd, MsgFlow, MsgSocket, Side};
+pub use flow::{Conn, End, FlowRole, ListenerEnd, MsgFlow, MsgSocket, Side, listen_on};
 use netblast_spec::profile::{Profile, Workload};
 use std::io;
 use std::thread::JoinHandle;

@@ -31,15 +31,15 @@ use crate::exec::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
 use crate::kinds::flow::describe_io;
 use crate::kinds::flow::{Conn, End, Side};
 pub use crate::kinds::flow::{FlowRole, MsgFlow, MsgSocket};
-use crate::measure::meter::{run_single, should_stop, Meter};
+use crate::measure::meter::{Meter, run_single, should_stop};
 use crate::measure::udpseq;
 use crate::os::net::{self, GsoBatch, OwnBatch, RecvBatch, SendBatch};
 use netblast_spec::profile::{MsgrateSection, Section as _};
 use std::io::{self, ErrorKind};
 use std::net::{IpAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a blocking call waits before the loop looks at the clock and flags again.

@@ -15,10 +15,10 @@
 //! histogram per interval, TCP statistics of the client's socket.
 
 use crate::exec::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
-use crate::kinds::flow::{describe_io, FlowRole};
 use crate::kinds::flow::{Conn, End};
+use crate::kinds::flow::{FlowRole, describe_io};
 use crate::kinds::msgrate::{MsgFlow, MsgSocket, WAKE};
-use crate::measure::meter::{run_single, should_stop, Meter};
+use crate::measure::meter::{Meter, run_single, should_stop};
 use crate::os::net;
 use netblast_spec::profile::RrSection;
 use netblast_spec::profile::WaitMode;
@@ -299,7 +299,7 @@ fn udp_client(fd: RawFd, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: 
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => continue,
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => continue,
             Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
-                return Err("the server's UDP port is closed (ICMP port unreachable)".into())
+                return Err("the server's UDP port is closed (ICMP port unreachable)".into());
             }
             Err(e) => return Err(describe_io(&e)),
         }
@@ -310,7 +310,7 @@ fn udp_client(fd: RawFd, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: 
                 Ok(_) => {} // a late answer to an earlier request: not this one
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
                 Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
-                    return Err("the server's UDP port is closed (ICMP port unreachable)".into())
+                    return Err("the server's UDP port is closed (ICMP port unreachable)".into());
                 }
                 Err(e) => return Err(describe_io(&e)),
             }

@@ -17,9 +17,9 @@ use netblast_spec::hist::{self, Distribution, EncodedHistogram, HistSum};
 use netblast_spec::profile::{Way, Workload};
 use netblast_spec::result::per_second;
 use netblast_spec::result::{
-    CpuSummary, CpuUsage, Interval, MsgInterval, MsgTotals, RttSummary, RunError, SideTotal, StreamInfo,
-    StreamInterval, StreamSummary, Summary, TcpPackets, ThreadCpu, UdpQuality, UdpTotals, WayInterval, WayParts,
-    WaySummary, MAX_STREAM_DETAIL,
+    CpuSummary, CpuUsage, Interval, MAX_STREAM_DETAIL, MsgInterval, MsgTotals, RttSummary, RunError, SideTotal,
+    StreamInfo, StreamInterval, StreamSummary, Summary, TcpPackets, ThreadCpu, UdpQuality, UdpTotals, WayInterval,
+    WayParts, WaySummary,
 };
 use netblast_wire::gather::Gather;
 use netblast_wire::wire::{ServerSample, ServerStreamFinal, ServerWaySample};

@@ -6,11 +6,7 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 fn check(rc: isize) -> io::Result<usize> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(rc as usize)
-    }
+    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(rc as usize) }
 }
 
 /// `send(2)` with `MSG_NOSIGNAL` added.

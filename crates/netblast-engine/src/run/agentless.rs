@@ -9,7 +9,7 @@
 //! 4. Build the result: no server host, no server figures, no server CPU.
 
 use crate::exec::api::{ClientError, Live, Measured, RunOptions};
-use crate::exec::collect::{collect, Collector};
+use crate::exec::collect::{Collector, collect};
 use crate::exec::worker::{Ctx, Event, EventTx, RunFlags, StartGate, Timing};
 use crate::kinds::cps::any::Agentless;
 use crate::measure::aggregate::{Aggregator, KindInfo};
@@ -19,7 +19,7 @@ use netblast_probe::Probe;
 use netblast_spec::plan::{self, stream_setups};
 use netblast_spec::result::{HostInfo, Interval, Plan, RunResult, StreamInfo};
 use std::net::SocketAddr;
-use std::sync::{mpsc, Arc};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 /// Runs a cps test with no agent against `peer` (the plan's target, resolved).

@@ -12,8 +12,8 @@
 //!    the start (a reset, a dead server, Ctrl-C) is recorded in the result, which is then
 //!    marked incomplete; nothing measured is thrown away.
 
-use crate::exec::api::{escape, ClientError, Envelope, Live, Measured, RunOptions};
-use crate::exec::collect::{collect, Collector};
+use crate::exec::api::{ClientError, Envelope, Live, Measured, RunOptions, escape};
+use crate::exec::collect::{Collector, collect};
 use crate::exec::worker::{Event, EventTx, RunFlags, StartGate};
 use crate::kinds::ListenerEnd;
 use crate::kinds::{self, Conn, Ctx, Side, Timing};
@@ -25,13 +25,13 @@ use netblast_spec::plan::{self, stream_setups};
 use netblast_spec::result::{CpuUsage, Interval, Plan, RunResult, StreamInfo};
 use netblast_wire::auth::StreamKey;
 use netblast_wire::wire::{
-    blocking, busy_words, ClientHandshake, ClientMsg, HandshakeFailure, Header, Refusal, Role, ServerMsg, StreamAck,
-    TestId, TestSetup, BUSY_BACKOFF,
+    BUSY_BACKOFF, ClientHandshake, ClientMsg, HandshakeFailure, Header, Refusal, Role, ServerMsg, StreamAck, TestId,
+    TestSetup, blocking, busy_words,
 };
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, UdpSocket};
-use std::sync::mpsc;
 use std::sync::Arc;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// How long a TCP connect may take.
@@ -143,7 +143,7 @@ fn open_stream(
     match StreamAck::from_byte(ack[0]) {
         Some(StreamAck::Ok) => {}
         Some(other) => {
-            return Err(ClientError::Refused { peer, message: format!("stream {id}: {}", other.describe()) }.into())
+            return Err(ClientError::Refused { peer, message: format!("stream {id}: {}", other.describe()) }.into());
         }
         None => return Err(ClientError::NotNetblast { peer, why: format!("stream ack byte {}", ack[0]) }.into()),
     }
@@ -621,17 +621,19 @@ impl Collector for Collecting<'_> {
 fn spawn_reader(mut r: TcpStream, tx: mpsc::Sender<Incoming>) -> Result<std::thread::JoinHandle<()>, ClientError> {
     std::thread::Builder::new()
         .name("netblast-ctl".into())
-        .spawn(move || loop {
-            let msg = match blocking::read_frame::<_, ServerMsg>(&mut r) {
-                Ok(Some(msg)) => Incoming::Server(msg),
-                Ok(None) => Incoming::ControlClosed("the server closed the control connection".into()),
-                Err(e) => {
-                    Incoming::ControlClosed(format!("control connection failed: {}", kinds::flow::describe_io(&e)))
+        .spawn(move || {
+            loop {
+                let msg = match blocking::read_frame::<_, ServerMsg>(&mut r) {
+                    Ok(Some(msg)) => Incoming::Server(msg),
+                    Ok(None) => Incoming::ControlClosed("the server closed the control connection".into()),
+                    Err(e) => {
+                        Incoming::ControlClosed(format!("control connection failed: {}", kinds::flow::describe_io(&e)))
+                    }
+                };
+                let last = matches!(msg, Incoming::ControlClosed(_));
+                if tx.send(msg).is_err() || last {
+                    return;
                 }
-            };
-            let last = matches!(msg, Incoming::ControlClosed(_));
-            if tx.send(msg).is_err() || last {
-                return;
             }
         })
         .map_err(|e| ClientError::Io { what: "cannot start the control reader".into(), error: e })

@@ -15,7 +15,7 @@ use netblast_spec::profile::{LatencyProbe, Profile, RrSection, RunSection, Workl
 use netblast_spec::result::{Interval, LatencyProbeResult, Plan, ProbeInterval, ProbeSpan, RunResult};
 use netblast_spec::units::{CpuList, Dur, Rate};
 use std::net::SocketAddr;
-use std::sync::{mpsc, Arc};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 /// Least time from now to the probe's start.

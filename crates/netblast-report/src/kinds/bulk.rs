@@ -3,9 +3,9 @@
 
 use crate::chart::{Plot, Series, Shape, Unit};
 use crate::lines::way_name;
-use crate::lines::{id_col, iv_span, label, span, MAX_STREAM_LINES};
+use crate::lines::{MAX_STREAM_LINES, id_col, iv_span, label, span};
 use crate::markup::esc;
-use crate::series::{at, MAX_LINES};
+use crate::series::{MAX_LINES, at};
 use netblast_spec::profile::{Profile, Way, Workload};
 use netblast_spec::result::{Interval, RunResult, StreamInfo, WaySummary};
 use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, known};

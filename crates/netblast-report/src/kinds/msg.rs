@@ -4,7 +4,7 @@
 
 use crate::chart::{Plot, Series, Shape, Unit};
 use crate::lines::way_name;
-use crate::lines::{count, id_col, iv_span, label, span, udp, MAX_STREAM_LINES};
+use crate::lines::{MAX_STREAM_LINES, count, id_col, iv_span, label, span, udp};
 use crate::series::at;
 use netblast_spec::hist::LatencySummary;
 use netblast_spec::profile::{Kind, Profile, Way, Workload};
@@ -76,7 +76,7 @@ pub(crate) fn rows(iv: &Interval, streams: &[StreamInfo], line: impl Fn(&Row) ->
 }
 
 /// A count over the interval's length, as a rate.
-pub(crate) fn per_interval(iv: &Interval) -> impl Fn(u64) -> String {
+pub(crate) fn per_interval(iv: &Interval) -> impl Fn(u64) -> String + use<> {
     let secs = (iv.end_s - iv.start_s).max(1e-9);
     move |n: u64| fmt_per_s(n as f64 / secs)
 }

@@ -489,7 +489,7 @@ fn settings(
             }
             // An axis lists its values: one value alone is a fixed setting.
             _ if section == "axes" => {
-                return Err(bad("lists its values: [1, 2]; one fixed value goes in [set]".into()))
+                return Err(bad("lists its values: [1, 2]; one fixed value goes in [set]".into()));
             }
             other => vec![scalar(other).map_err(bad)?],
         };
@@ -719,7 +719,9 @@ profile = ["bulk-1flow", "latency"]
         assert!(fixed.contains("flows is in [set] or another axis"), "{fixed}");
         assert!(err("[axes]\np = [{ name = \"a\", output = \"x\" }]\n").contains("campaign's own"));
         assert!(err("[axes]\np = [{ name = \"a\", flows = [1] }]\n").contains("not a value a flag takes"));
-        assert!(err("[fleet]\ntoken-file = \"t\"\n[axes]\np = [{ name = \"a\", servers = \"s\" }]\n")
-            .contains("fleet.clients"));
+        assert!(
+            err("[fleet]\ntoken-file = \"t\"\n[axes]\np = [{ name = \"a\", servers = \"s\" }]\n")
+                .contains("fleet.clients")
+        );
     }
 }

@@ -6,7 +6,7 @@
 //! summary made again from the same files is the same summary.
 
 use super::{Axis, Campaign, Cell, Order, RunId, Scalar};
-use crate::assert::{headline, FigureUnit};
+use crate::assert::{FigureUnit, headline};
 use crate::result::RunResult;
 use crate::stats::{Change, Spread};
 use serde::{Deserialize, Serialize};
@@ -251,11 +251,7 @@ pub fn causes(r: &RunResult) -> Vec<String> {
 /// A verdict's head: up to its first colon, at most 80 characters.
 fn head(line: &str) -> String {
     let h = line.split(':').next().unwrap_or(line).trim();
-    if h.chars().count() > 80 {
-        format!("{}…", h.chars().take(80).collect::<String>())
-    } else {
-        h.to_string()
-    }
+    if h.chars().count() > 80 { format!("{}…", h.chars().take(80).collect::<String>()) } else { h.to_string() }
 }
 
 /// The summary of `c`'s runs: `runs` holds each run that was made.

@@ -2,7 +2,7 @@
 //! the runtime: `netblast run`, the self-check), judged and recorded; the result the search is
 //! written as.
 
-use super::{judge, step_seconds, Axis, Ending, FindMax, Search};
+use super::{Axis, Ending, FindMax, Search, judge, step_seconds};
 use crate::assert::Assertion;
 use crate::profile::Workload;
 use crate::result::RunResult;

@@ -19,6 +19,6 @@ mod judge;
 mod search;
 
 pub use crate::result::{Axis, Ending, FindMax, LimitedBy, Step, StepOutcome};
-pub use drive::{bottom_failed, Steps};
-pub use judge::{judge, step_seconds, window, Judged, HELD};
+pub use drive::{Steps, bottom_failed};
+pub use judge::{HELD, Judged, judge, step_seconds, window};
 pub use search::Search;

@@ -138,11 +138,7 @@ fn midpoint(lo: f64, hi: f64) -> f64 {
         let p = 10f64.powi(-decimals);
         (m / p).round() * p
     };
-    if r > lo && r < hi {
-        r
-    } else {
-        m
-    }
+    if r > lo && r < hi { r } else { m }
 }
 
 #[cfg(test)]

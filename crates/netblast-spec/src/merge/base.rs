@@ -12,7 +12,9 @@ pub enum MergeError {
     #[error("nothing to merge")]
     Empty,
     /// An input of another schema (a /1 result has no absolute start).
-    #[error("{input}: schema {schema} cannot be merged (needs {SCHEMA_V2} or later, which records when the run started; rerun with this netblast)")]
+    #[error(
+        "{input}: schema {schema} cannot be merged (needs {SCHEMA_V2} or later, which records when the run started; rerun with this netblast)"
+    )]
     Schema {
         /// The input.
         input: String,

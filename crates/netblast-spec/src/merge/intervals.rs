@@ -1,7 +1,7 @@
 //! Intervals merged on the reference clock, a short tail folded into the interval before it,
 //! and the totals of a partial log added up from its intervals.
 
-use super::base::{sum_all, sum_any, HistAcc, Input, MergeError, Place};
+use super::base::{HistAcc, Input, MergeError, Place, sum_all, sum_any};
 use crate::profile::Way;
 use crate::result::per_second;
 use crate::result::{

@@ -16,7 +16,7 @@
 //! retransmissions, CPU of the servers) is `None` in the merge when any input lacks it.
 
 use crate::hist::{self, Distribution, EncodedHistogram, HistError};
-use crate::result::{AgentStatus, ClockInfo, ClockSource, Part, RunError, RunResult, StreamInfo, SCHEMA, SCHEMA_V2};
+use crate::result::{AgentStatus, ClockInfo, ClockSource, Part, RunError, RunResult, SCHEMA, SCHEMA_V2, StreamInfo};
 
 mod base;
 mod intervals;
@@ -314,8 +314,8 @@ pub(crate) mod tests {
     use crate::profile::Profile;
     use crate::profile::Way;
     use crate::result::{
-        per_second, CpuSummary, HostInfo, Interval, MsgInterval, MsgTotals, Plan, ProbeInfo, SideTotal, StreamInterval,
-        StreamSummary, Summary, WayInterval, WaySummary, SCHEMA_V1,
+        CpuSummary, HostInfo, Interval, MsgInterval, MsgTotals, Plan, ProbeInfo, SCHEMA_V1, SideTotal, StreamInterval,
+        StreamSummary, Summary, WayInterval, WaySummary, per_second,
     };
     use crate::units::Dur;
     use hdrhistogram::Histogram;

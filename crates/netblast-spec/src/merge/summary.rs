@@ -1,7 +1,7 @@
 //! Totals merged: each way's, HTTP's and the CPU cost, with spans shifted onto the merged
 //! clock; and an agent's own totals from its parts.
 
-use super::base::{sum_all, sum_any, HistAcc, MergeError, Place};
+use super::base::{HistAcc, MergeError, Place, sum_all, sum_any};
 use crate::profile::Way;
 use crate::result::{
     CpuSummary, CpuUsage, HttpConnections, HttpErrorCount, HttpParts, HttpPhases, HttpSummary, HttpTcp, MsgTotals,
@@ -66,11 +66,7 @@ pub(crate) fn merge_summaries(names: &[&str], sums: &[&Summary], places: &[Place
     let http = {
         let parts: Vec<(usize, &HttpSummary)> =
             sums.iter().enumerate().filter_map(|(j, s)| s.http.as_ref().map(|h| (j, h))).collect();
-        if parts.is_empty() {
-            None
-        } else {
-            Some(merge_http_summary(names, &parts, &shifted)?)
-        }
+        if parts.is_empty() { None } else { Some(merge_http_summary(names, &parts, &shifted)?) }
     };
     let bits: f64 = match &http {
         Some(h) => (h.bytes_sent + h.bytes_received) as f64 * 8.0,
@@ -197,11 +193,7 @@ pub(crate) fn merge_http_summary(
     let targets: Vec<f64> = parts.iter().filter_map(|(_, h)| h.target_rate).collect();
     let first = parts[0].1;
     let same = |f: fn(&HttpSummary) -> &str| {
-        if parts.iter().all(|(_, h)| f(h) == f(first)) {
-            f(first).to_string()
-        } else {
-            "mixed".to_string()
-        }
+        if parts.iter().all(|(_, h)| f(h) == f(first)) { f(first).to_string() } else { "mixed".to_string() }
     };
     let tcp_parts: Vec<&HttpTcp> = parts.iter().filter_map(|(_, h)| h.tcp.as_ref()).collect();
     let tcp = (tcp_parts.len() == parts.len()).then(|| {

@@ -1,9 +1,9 @@
 //! `[bulk]`: TCP bulk streams (iperf3's test).
 
-use super::flags::{flag_err, set, SharedFlags};
-use super::section::{check_flows, plural, FieldError, Section};
 use super::Kind;
 use super::RunSection;
+use super::flags::{SharedFlags, flag_err, set};
+use super::section::{FieldError, Section, check_flows, plural};
 use crate::error::SpecError;
 use crate::units::ByteSize;
 use serde::{Deserialize, Serialize};

@@ -2,9 +2,9 @@
 //! optionally exchange a request and a response, close it, and again, one flow per pinned CPU.
 //! What firewall, SNAT and load-balancer tests measure.
 
-use super::flags::{flag_err, parse_rate_range, set, set_some, SharedFlags};
-use super::section::{check_flows, flows_words, FieldError, Section};
 use super::RunSection;
+use super::flags::{SharedFlags, flag_err, parse_rate_range, set, set_some};
+use super::section::{FieldError, Section, check_flows, flows_words};
 use super::{Kind, Way};
 use crate::error::SpecError;
 use crate::units::{ByteSize, CpuList, Dur, Rate};
@@ -349,11 +349,7 @@ impl Section for CpsSection {
     }
 
     fn latency_name(&self) -> &'static str {
-        if self.tls {
-            "handshake latency"
-        } else {
-            "connect latency"
-        }
+        if self.tls { "handshake latency" } else { "connect latency" }
     }
 
     fn pins_server(&self) -> bool {

@@ -2,11 +2,11 @@
 //! (as fast as responses come back) or open loop (requests at intended times, latency from the
 //! intended time).
 
+use super::RunSection;
 #[cfg(feature = "clap")]
 use super::flags::parse_connections;
-use super::flags::{flag_err, parse_rate_range, set, SharedFlags};
-use super::section::{plural, FieldError, Section, ServerPort};
-use super::RunSection;
+use super::flags::{SharedFlags, flag_err, parse_rate_range, set};
+use super::section::{FieldError, Section, ServerPort, plural};
 use super::{Kind, Way};
 use crate::error::SpecError;
 use crate::units::{ByteSize, Dur, Rate};
@@ -372,11 +372,7 @@ impl Section for HttpSection {
     }
 
     fn server_port(&self) -> ServerPort {
-        if self.tls {
-            ServerPort::Https
-        } else {
-            ServerPort::Http
-        }
+        if self.tls { ServerPort::Https } else { ServerPort::Http }
     }
 
     fn host_path(&self) -> Option<(&'static str, &'static str)> {
@@ -388,11 +384,7 @@ impl Section for HttpSection {
     }
 
     fn target_port(&self, _data_port: u16) -> u16 {
-        if self.tls {
-            443
-        } else {
-            80
-        }
+        if self.tls { 443 } else { 80 }
     }
 
     fn errors_name(&self) -> &'static str {
@@ -658,7 +650,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    extern "C" {
+    unsafe extern "C" {
         #[link_name = "mkfifo"]
         fn libc_mkfifo(path: *const std::ffi::c_char, mode: u32) -> i32;
     }

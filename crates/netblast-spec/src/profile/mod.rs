@@ -19,11 +19,11 @@ mod tcp;
 mod workload;
 
 pub use bulk::{BulkFlags, BulkSection, Direction, SendMode, Way};
-pub use cps::{unescape, CloseMode, CpsFlags, CpsSection, ReadMode, TlsVersion};
-pub use flags::{parse_rate_range, SharedFlags};
-pub use http::{read_body_file, HttpFlags, HttpSection, HttpVersion, RateStep, StatusSet, MAX_BODY};
+pub use cps::{CloseMode, CpsFlags, CpsSection, ReadMode, TlsVersion, unescape};
+pub use flags::{SharedFlags, parse_rate_range};
+pub use http::{HttpFlags, HttpSection, HttpVersion, MAX_BODY, RateStep, StatusSet, read_body_file};
 pub use msgrate::{MsgrateFlags, MsgrateSection, Protocol, Receivers, RecvMode};
-pub use overrides::{is_url, Overrides};
+pub use overrides::{Overrides, is_url};
 pub use probe::LatencyProbe;
 pub use rr::{RrFlags, RrSection, WaitMode};
 pub use run::RunSection;

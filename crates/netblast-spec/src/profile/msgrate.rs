@@ -1,10 +1,10 @@
 //! `[msgrate]`: small messages as fast as possible, one flow per pinned CPU (qperf `tcp_bw -m 1`
 //! pinned with taskset, summed by hand, in one command).
 
-use super::flags::{set, SharedFlags};
-use super::section::{check_flows, flows_words, FieldError, Section};
 use super::RunSection;
-use super::{Direction, Kind, Way, MAX_FLOWS};
+use super::flags::{SharedFlags, set};
+use super::section::{FieldError, Section, check_flows, flows_words};
+use super::{Direction, Kind, MAX_FLOWS, Way};
 use crate::error::SpecError;
 use crate::units::{BitRate, ByteSize, CpuList};
 use serde::{Deserialize, Serialize};
@@ -340,11 +340,7 @@ impl Section for MsgrateSection {
     }
 
     fn unit(&self) -> &'static str {
-        if self.protocol == Protocol::Udp {
-            "datagrams"
-        } else {
-            "messages"
-        }
+        if self.protocol == Protocol::Udp { "datagrams" } else { "messages" }
     }
 
     fn lost_name(&self) -> &'static str {

@@ -5,7 +5,7 @@
 //! is overridden, the profile's description is rewritten from the resulting workload, so a
 //! result never says "One TCP flow for 10 s" of a run with 64 flows for 3 s.
 
-use super::flags::{flag_err, set_some, SharedFlags};
+use super::flags::{SharedFlags, flag_err, set_some};
 use super::{Kind, KindFlags, Profile, Workload};
 use crate::error::SpecError;
 use crate::units::{ByteSize, CpuList, Dur, Rate};

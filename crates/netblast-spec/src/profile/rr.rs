@@ -1,10 +1,10 @@
 //! `[rr]`: request/response round trips (qperf `tcp_lat`, netperf `TCP_RR`).
 
-use super::flags::{flag_err, parse_rate_range, set, SharedFlags};
-use super::msgrate::max_message;
-use super::msgrate::Protocol;
-use super::section::{check_flows, plural, FieldError, Section};
 use super::RunSection;
+use super::flags::{SharedFlags, flag_err, parse_rate_range, set};
+use super::msgrate::Protocol;
+use super::msgrate::max_message;
+use super::section::{FieldError, Section, check_flows, plural};
 use super::{Kind, Way};
 use crate::error::SpecError;
 use crate::units::{ByteSize, CpuList, Dur, Rate};

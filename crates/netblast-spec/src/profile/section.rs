@@ -226,11 +226,7 @@ pub trait Section {
 
 /// "s" unless one.
 pub(crate) fn plural(n: u32) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
+    if n == 1 { "" } else { "s" }
 }
 
 /// A flow count in words: `n flows`, or one per CPU without one.

@@ -129,11 +129,7 @@ pub struct CpuUsage {
 impl CpuUsage {
     /// Average number of CPUs busy: (user + system) / wall (qperf's `cpus_used`).
     pub fn cpus_used(&self) -> f64 {
-        if self.wall_s > 0.0 {
-            (self.user_s + self.system_s) / self.wall_s
-        } else {
-            0.0
-        }
+        if self.wall_s > 0.0 { (self.user_s + self.system_s) / self.wall_s } else { 0.0 }
     }
 
     /// User + system seconds.

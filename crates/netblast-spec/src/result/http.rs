@@ -240,11 +240,7 @@ impl HttpSummary {
 
 /// Succeeded out of sent; 0 when nothing was sent.
 fn success_ratio(succeeded: u64, sent: u64) -> f64 {
-    if sent > 0 {
-        succeeded as f64 / sent as f64
-    } else {
-        0.0
-    }
+    if sent > 0 { succeeded as f64 / sent as f64 } else { 0.0 }
 }
 
 impl HttpTcp {

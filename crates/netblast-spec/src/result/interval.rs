@@ -1,7 +1,7 @@
 //! One interval of a run: per stream, per way (with its message figures) and HTTP's.
 
 use super::tcp::TcpStats;
-use super::way::{per_second, UdpQuality};
+use super::way::{UdpQuality, per_second};
 use crate::hist::Distribution;
 use crate::profile::Way;
 use serde::{Deserialize, Serialize};

@@ -515,9 +515,5 @@ impl WaySummary {
 /// `n` per second over `secs` seconds; 0 over an empty span (a count without a span has no
 /// rate). Every rate in a result is computed here.
 pub fn per_second(n: f64, secs: f64) -> f64 {
-    if secs > 0.0 {
-        n / secs
-    } else {
-        0.0
-    }
+    if secs > 0.0 { n / secs } else { 0.0 }
 }

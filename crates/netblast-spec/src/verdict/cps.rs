@@ -153,7 +153,7 @@ mod tests {
         if let Workload::Cps(c) = &mut p.workload {
             c.close = CloseMode::Fin;
         }
-        use crate::merge::tests::{build, Cell};
+        use crate::merge::tests::{Cell, build};
         let one = [(0, [(0, Cell { bytes: 1, lat: vec![1000] })].into_iter().collect())].into_iter().collect();
         let mut r = build(&one, 0, "a");
         let conns = crate::result::ConnCounts { port_exhausted: 500, ..Default::default() };
@@ -207,7 +207,7 @@ mod tests {
         if let Workload::Cps(c) = &mut p.workload {
             c.rate = Some("20k".parse().unwrap());
         }
-        use crate::merge::tests::{build, Cell};
+        use crate::merge::tests::{Cell, build};
         let one = [(0, [(0, Cell { bytes: 1, lat: vec![1000] })].into_iter().collect())].into_iter().collect();
         let mut r = build(&one, 0, "a");
         r.summary.ways.truncate(1);

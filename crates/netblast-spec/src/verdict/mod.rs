@@ -13,7 +13,7 @@ mod http;
 mod probe;
 mod udp;
 
-pub use cps::{cps, cps_shortfall, DEFAULT_PORTS};
+pub use cps::{DEFAULT_PORTS, cps, cps_shortfall};
 pub use http::http;
 pub use probe::latency_probe;
 pub use udp::udp;
@@ -40,11 +40,7 @@ pub fn of_kind(r: &RunResult) -> Vec<String> {
 
 /// A share in percent, one decimal below 10%.
 pub(crate) fn pct(x: f64) -> String {
-    if x < 0.1 {
-        format!("{:.1}%", x * 100.0)
-    } else {
-        format!("{:.0}%", x * 100.0)
-    }
+    if x < 0.1 { format!("{:.1}%", x * 100.0) } else { format!("{:.0}%", x * 100.0) }
 }
 
 /// The receiving side's host of a way.

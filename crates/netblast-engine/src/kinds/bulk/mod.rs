@@ -20,9 +20,9 @@
 //! in-memory file holding the same pattern: no copy from user space) and `msg_zerocopy`
 //! (`send(MSG_ZEROCOPY)`, completions drained from the error queue).
 
-use crate::exec::worker::{Ctx, Deadlines, Event, FlowEnd, FlowSample, Sampled, Seat, Ticker, Timing, SETTLE};
+use crate::exec::worker::{Ctx, Deadlines, Event, FlowEnd, FlowSample, SETTLE, Sampled, Seat, Ticker, Timing};
 pub use crate::kinds::flow::FlowRole;
-use crate::kinds::flow::{describe_io, Conn, End, Side};
+use crate::kinds::flow::{Conn, End, Side, describe_io};
 use crate::os::sys::CpuMark;
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};
@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod sender;
-use sender::{drain_errqueue, enable_zerocopy, receive, Sender, Step};
+use sender::{Sender, Step, drain_errqueue, enable_zerocopy, receive};
 
 /// One connected stream handed to a worker.
 #[derive(Debug)]

@@ -7,8 +7,8 @@
 
 use netblast_spec::profile::{CpsSection, ReadMode};
 use netblast_spec::result::{Answers, ConnCounts, TlsCounts};
-use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
+use rustls::pki_types::ServerName;
 use socket2::Socket;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::SocketAddr;

@@ -31,10 +31,10 @@ pub mod any;
 
 use crate::exec::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
 use crate::kinds::flow::ListenerEnd;
-use crate::kinds::flow::{describe_io, FlowRole};
 use crate::kinds::flow::{Conn, End};
+use crate::kinds::flow::{FlowRole, describe_io};
 use crate::kinds::msgrate::WAKE;
-use crate::measure::meter::{run_single, should_stop, Meter};
+use crate::measure::meter::{Meter, run_single, should_stop};
 use crate::os::net;
 use netblast_spec::profile::CpsSection;
 use netblast_spec::profile::{CloseMode, TcpSection};

@@ -4,7 +4,7 @@
 use super::h1::{H1Conn, Io};
 use super::stats::{ConnTcp, ErrorKind, Failure};
 use bytes::Bytes;
-use netblast_probe::{tcpinfo, FlowWatch, Probe};
+use netblast_probe::{FlowWatch, Probe, tcpinfo};
 use netblast_spec::profile::HttpVersion;
 use rustls::pki_types::ServerName;
 use std::cell::{Cell, RefCell};

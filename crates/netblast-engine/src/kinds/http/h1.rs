@@ -122,7 +122,7 @@ impl H1Conn {
                     }
                     match self.fill().await {
                         Ok(0) => {
-                            return Err((ErrorKind::Reset, "the server closed the connection before answering".into()))
+                            return Err((ErrorKind::Reset, "the server closed the connection before answering".into()));
                         }
                         Ok(_) => {}
                         Err(e) => return Err(io_fail(e, "reading the response")),
@@ -176,7 +176,7 @@ impl H1Conn {
             }
             match self.fill().await {
                 Ok(0) => {
-                    return Err((ErrorKind::Reset, format!("connection closed with {n} bytes of the body missing")))
+                    return Err((ErrorKind::Reset, format!("connection closed with {n} bytes of the body missing")));
                 }
                 Ok(_) => {}
                 Err(e) => return Err(io_fail(e, "reading the response body")),

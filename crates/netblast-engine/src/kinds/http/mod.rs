@@ -30,7 +30,7 @@ pub mod tls;
 pub mod worker;
 
 use crate::exec::api::{ClientError, Live, Measured, RunOptions};
-use crate::exec::collect::{collect, Collector};
+use crate::exec::collect::{Collector, collect};
 use crate::exec::worker::{RunFlags, Seat, StartGate};
 use crate::os::sys;
 use bytes::Bytes;
@@ -50,7 +50,7 @@ use schedule::Schedule;
 use stats::{IntervalStats, RunStats};
 use std::collections::BTreeMap;
 use std::net::ToSocketAddrs;
-use std::sync::{mpsc, Arc};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 use worker::{Job, Prepared, WorkerMsg};
 

@@ -2,7 +2,7 @@
 
 use netblast_spec::profile::{HttpSection, HttpVersion};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{pem::PemObject, CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::sync::Arc;
 

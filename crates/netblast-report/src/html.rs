@@ -69,13 +69,13 @@ pub fn render(name: &str, r: &RunResult) -> Result<String, String> {
     for (i, p) in search.iter().enumerate() {
         figure(&mut b, p, i);
     }
-    crate::kinds::html_lead(&mut b, r);
+    crate::kinds::of(r).html_lead(&mut b, r);
     for (i, p) in plots::plots(r, false)?.iter().enumerate() {
         figure(&mut b, p, search.len() + i);
     }
     cpu_table(&mut b, &[(name.to_string(), r)]);
     verdicts(&mut b, r);
-    crate::kinds::html_tables(&mut b, r);
+    crate::kinds::of(r).html_tables(&mut b, r);
     streams_table(&mut b, r);
     mesh_matrix(&mut b, r);
     tests_table(&mut b, r);

@@ -64,7 +64,7 @@ pub fn plots(r: &RunResult, compact: bool) -> Result<Vec<Plot>, String> {
         out.push(spectrum("rtt", &format!("Kernel RTT by percentile ({source})"), &rtt)?);
     }
     // The kind's own charts, then every chart in its place.
-    out.extend(crate::kinds::plots(r, compact));
+    out.extend(crate::kinds::of(r).plots(r, compact));
     out.sort_by_key(|p| ORDER.iter().position(|id| *id == p.id).unwrap_or(ORDER.len()));
     Ok(out)
 }

@@ -73,7 +73,7 @@ pub fn sockets(streams: &[StreamInfo]) -> String {
 
 /// The column header of interval lines: the kind's.
 pub fn interval_header(profile: &Profile) -> String {
-    crate::kinds::interval_header(profile)
+    crate::kinds::for_kind(profile.kind()).interval_header(profile)
 }
 
 /// One interval as text: per-stream lines (when few), then one line per way.
@@ -85,9 +85,9 @@ pub fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
     }
     if netblast_spec::omit::is_omitted(iv, profile.run.omit().as_secs_f64()) {
         // Shown as iperf3 -O shows them, and left out of the totals.
-        return crate::kinds::bulk::interval(iv, streams, profile).replace('\n', "  (omitted)\n");
+        return crate::kinds::for_kind(profile.kind()).interval(iv, streams, profile).replace('\n', "  (omitted)\n");
     }
-    crate::kinds::interval(iv, streams, profile)
+    crate::kinds::for_kind(profile.kind()).interval(iv, streams, profile)
 }
 
 /// The least CPU time a figure per CPU-second is computed over (five 10 ms clock ticks).
@@ -316,7 +316,7 @@ pub fn summary(r: &RunResult) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "- - - - - - - - - - - - - - - - - - - - - - - - -");
     parts_and_agents(&mut s, r);
-    crate::kinds::summary(&mut s, r);
+    crate::kinds::of(r).summary(&mut s, r);
     if let Some(p) = &r.latency_probe {
         s.push_str(&crate::probe::summary_line(p));
     }
@@ -424,7 +424,7 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
                 fmt_bytes(w.cwnd_max_bytes),
             );
         }
-        crate::kinds::way_tcp(s, r, w.way);
+        crate::kinds::of(r).way_tcp(s, r, w.way);
     }
     for (who, p) in [("client", Some(&r.probe)), ("server", r.server_probe.as_ref())] {
         if let Some((ns, runs)) = p.and_then(|p| p.kernel_run_ns.zip(p.kernel_runs)) {
@@ -448,7 +448,7 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
         let why = sp.fallback_reason.as_deref().map(|f| format!(" ({f})")).unwrap_or_default();
         let _ = writeln!(s, "Server TCP statistics from {}{why}", sp.tcp_source);
     }
-    crate::kinds::tcp_notes(s, r);
+    crate::kinds::of(r).tcp_notes(s, r);
     // Plan notes were printed with the header; the rest come here.
     for w in r.warnings.iter().filter(|w| w.source != "plan") {
         let _ = writeln!(s, "note: {}: {}", w.source, w.message);

@@ -12,6 +12,31 @@ use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, known};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+/// bulk's part of the report: iperf3's columns, the limits under each way's TCP line and their
+/// table, per-stream charts.
+pub(crate) struct Report;
+
+impl super::KindReport for Report {
+    fn interval_header(&self, profile: &Profile) -> String {
+        header(profile)
+    }
+    fn interval(&self, iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String {
+        interval(iv, streams, profile)
+    }
+    fn summary(&self, s: &mut String, r: &RunResult) {
+        summary(s, r)
+    }
+    fn way_tcp(&self, s: &mut String, r: &RunResult, way: Way) {
+        limit_lines(s, r, way)
+    }
+    fn html_tables(&self, out: &mut String, r: &RunResult) {
+        limits_table(out, r)
+    }
+    fn plots(&self, r: &RunResult, compact: bool) -> Vec<Plot> {
+        plots(r, compact)
+    }
+}
+
 /// The column header (a paced test says its rate first: the sender's column also fills and
 /// drains its send buffer, the receiver's count is the rate held). It names no mechanism:
 /// older results were paced by the kernel alone (`SO_MAX_PACING_RATE` at the rate), newer ones

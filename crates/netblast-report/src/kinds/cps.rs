@@ -8,6 +8,27 @@ use netblast_spec::result::{Interval, RunResult, StreamInfo, WaySummary};
 use netblast_spec::units::{fmt_per_s, known};
 use std::fmt::Write;
 
+/// cps' part of the report: connections per second, their failures named and tabled.
+pub(crate) struct Report;
+
+impl super::KindReport for Report {
+    fn interval_header(&self, profile: &Profile) -> String {
+        header(profile).to_string()
+    }
+    fn interval(&self, iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String {
+        interval(iv, streams, profile)
+    }
+    fn summary(&self, s: &mut String, r: &RunResult) {
+        summary(s, r)
+    }
+    fn html_tables(&self, out: &mut String, r: &RunResult) {
+        failures_table(out, r)
+    }
+    fn plots(&self, r: &RunResult, _compact: bool) -> Vec<crate::chart::Plot> {
+        super::msg::plots(r, "established")
+    }
+}
+
 /// The column header of cps' interval lines (with TLS the latency is the handshake's).
 pub(crate) fn header(profile: &Profile) -> &'static str {
     if profile.workload.cps().is_some_and(|c| c.tls) {

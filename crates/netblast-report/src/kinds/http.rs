@@ -14,6 +14,31 @@ use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_ns, fmt_per_s};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+/// HTTP's part of the report: hey's and wrk's figures, the sweep's steps, statuses and errors.
+pub(crate) struct Report;
+
+impl super::KindReport for Report {
+    fn interval_header(&self, _profile: &Profile) -> String {
+        HEADER.to_string()
+    }
+    fn interval(&self, iv: &Interval, _streams: &[netblast_spec::result::StreamInfo], profile: &Profile) -> String {
+        interval(iv, profile)
+    }
+    fn summary(&self, s: &mut String, r: &RunResult) {
+        summary(s, r);
+        sweep_lines(s, r);
+    }
+    fn html_lead(&self, out: &mut String, r: &RunResult) {
+        sweep_table(out, r)
+    }
+    fn html_tables(&self, out: &mut String, r: &RunResult) {
+        tables(out, r)
+    }
+    fn plots(&self, r: &RunResult, compact: bool) -> Vec<Plot> {
+        plots(r, compact)
+    }
+}
+
 pub(crate) fn interval(iv: &Interval, profile: &Profile) -> String {
     let Some(h) = &iv.http else { return String::new() };
     let lat = |f: fn(&LatencySummary) -> u64| h.latency.as_ref().map(|l| fmt_ns(f(l) as f64)).unwrap_or_default();

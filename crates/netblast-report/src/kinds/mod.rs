@@ -1,9 +1,10 @@
 //! Each kind's part of the human report: its interval columns and lines, its summary, and what
-//! it adds to the TCP lines. The text frame (`text.rs`) asks here and prints the rest (the
-//! header, fleet parts and agents, TCP, CPU, verdicts, notes and errors) the same for every kind.
+//! it adds to the TCP lines, the HTML page and its charts. The text frame (`text.rs`) and the
+//! page (`html.rs`) ask [`for_kind`] and print the rest (the header, fleet parts and agents,
+//! TCP, CPU, verdicts, notes and errors) the same for every kind.
 //!
-//! A kind plugs in with its module and one arm in each function below; its verdicts too
-//! ([`verdicts`]), which the spec's `verdict` module writes.
+//! A kind plugs in with its file, one [`KindReport`] for it, and one arm in [`for_kind`]; its
+//! verdicts are the spec's `verdict` module's ([`verdicts`]).
 
 pub(crate) mod bulk;
 pub(crate) mod cps;
@@ -11,85 +12,52 @@ pub(crate) mod http;
 pub(crate) mod msg;
 pub(crate) mod rr;
 
+use crate::chart::Plot;
 use netblast_spec::profile::{Kind, Profile, Way};
 use netblast_spec::result::{Interval, RunResult, StreamInfo};
 
-/// The column header of interval lines.
-pub(crate) fn interval_header(profile: &Profile) -> String {
-    match profile.kind() {
-        Kind::Bulk => bulk::header(profile),
-        Kind::Msgrate => msg::header(profile).to_string(),
-        Kind::Rr => rr::HEADER.to_string(),
-        Kind::Cps => cps::header(profile).to_string(),
-        Kind::Http => http::HEADER.to_string(),
+/// A kind's part of the report. The methods with a body are what most kinds leave out.
+pub(crate) trait KindReport: Sync {
+    /// The column header of interval lines.
+    fn interval_header(&self, profile: &Profile) -> String;
+
+    /// One interval's lines (an interval neither a short tail nor, for kinds that take no
+    /// `--omit`, omitted).
+    fn interval(&self, iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String;
+
+    /// The kind's totals, after the separator and the fleet's parts.
+    fn summary(&self, s: &mut String, r: &RunResult);
+
+    /// What the kind adds under a way's TCP line.
+    fn way_tcp(&self, _s: &mut String, _r: &RunResult, _way: Way) {}
+
+    /// What the kind adds after the TCP and CPU lines.
+    fn tcp_notes(&self, _s: &mut String, _r: &RunResult) {}
+
+    /// The kind's tables of the HTML page above its figures.
+    fn html_lead(&self, _out: &mut String, _r: &RunResult) {}
+
+    /// The kind's tables of the HTML page after the CPU table and the verdicts.
+    fn html_tables(&self, _out: &mut String, _r: &RunResult) {}
+
+    /// The kind's own charts (the HTML page's; every kind's common ones are `plots`').
+    fn plots(&self, r: &RunResult, compact: bool) -> Vec<Plot>;
+}
+
+/// The report of `kind`: the one place the report decides by kind.
+pub(crate) fn for_kind(kind: Kind) -> &'static dyn KindReport {
+    match kind {
+        Kind::Bulk => &bulk::Report,
+        Kind::Msgrate => &msg::Report,
+        Kind::Rr => &rr::Report,
+        Kind::Cps => &cps::Report,
+        Kind::Http => &http::Report,
     }
 }
 
-/// One interval's lines (an interval neither omitted nor a short tail).
-pub(crate) fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String {
-    match profile.kind() {
-        Kind::Bulk => bulk::interval(iv, streams, profile),
-        Kind::Msgrate => msg::interval(iv, streams, profile),
-        Kind::Rr => rr::interval(iv, streams, profile),
-        Kind::Cps => cps::interval(iv, streams, profile),
-        Kind::Http => http::interval(iv, profile),
-    }
-}
-
-/// The kind's totals, after the separator and the fleet's parts.
-pub(crate) fn summary(s: &mut String, r: &RunResult) {
-    match r.plan.profile.kind() {
-        Kind::Bulk => bulk::summary(s, r),
-        Kind::Msgrate => msg::summary(s, r),
-        Kind::Rr => rr::summary(s, r),
-        Kind::Cps => cps::summary(s, r),
-        Kind::Http => {
-            http::summary(s, r);
-            http::sweep_lines(s, r);
-        }
-    }
-}
-
-/// What the kind adds under a way's TCP line.
-pub(crate) fn way_tcp(s: &mut String, r: &RunResult, way: Way) {
-    if r.plan.profile.kind() == Kind::Bulk {
-        bulk::limit_lines(s, r, way);
-    }
-}
-
-/// What the kind adds after the TCP and CPU lines.
-pub(crate) fn tcp_notes(s: &mut String, r: &RunResult) {
-    if r.plan.profile.kind() == Kind::Rr {
-        rr::kernel_note(s, r);
-    }
-}
-
-/// The kind's tables of the HTML page above its figures.
-pub(crate) fn html_lead(out: &mut String, r: &RunResult) {
-    if r.plan.profile.kind() == Kind::Http {
-        http::sweep_table(out, r);
-    }
-}
-
-/// The kind's tables of the HTML page after the CPU table and the verdicts.
-pub(crate) fn html_tables(out: &mut String, r: &RunResult) {
-    match r.plan.profile.kind() {
-        Kind::Bulk => bulk::limits_table(out, r),
-        Kind::Cps => cps::failures_table(out, r),
-        Kind::Http => http::tables(out, r),
-        Kind::Msgrate | Kind::Rr => {}
-    }
-}
-
-/// The kind's own charts (the HTML page's; every kind's common ones are `plots`').
-pub(crate) fn plots(r: &RunResult, compact: bool) -> Vec<crate::chart::Plot> {
-    match r.plan.profile.kind() {
-        Kind::Bulk => bulk::plots(r, compact),
-        Kind::Msgrate => msg::plots(r, "sent"),
-        Kind::Rr => msg::plots(r, "completed"),
-        Kind::Cps => msg::plots(r, "established"),
-        Kind::Http => http::plots(r, compact),
-    }
+/// The report of a result's kind.
+pub(crate) fn of(r: &RunResult) -> &'static dyn KindReport {
+    for_kind(r.plan.profile.kind())
 }
 
 /// The verdicts beside the TCP ways' (which are printed under each way): the kind's own (UDP

@@ -12,6 +12,24 @@ use netblast_spec::result::{Interval, MsgTotals, RunResult, StreamInfo};
 use netblast_spec::units::{fmt_bits_per_s, fmt_bytes, fmt_ns, fmt_per_s, known};
 use std::fmt::Write;
 
+/// msgrate's part of the report: messages (or datagrams) per second, UDP's quality.
+pub(crate) struct Report;
+
+impl super::KindReport for Report {
+    fn interval_header(&self, profile: &Profile) -> String {
+        header(profile).to_string()
+    }
+    fn interval(&self, iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String {
+        interval(iv, streams, profile)
+    }
+    fn summary(&self, s: &mut String, r: &RunResult) {
+        summary(s, r)
+    }
+    fn plots(&self, r: &RunResult, _compact: bool) -> Vec<Plot> {
+        plots(r, "sent")
+    }
+}
+
 /// The column header: msgrate's over TCP, over UDP, over UDP with a receiver per server CPU.
 pub(crate) fn header(profile: &Profile) -> &'static str {
     match udp(profile) {

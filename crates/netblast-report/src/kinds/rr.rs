@@ -7,6 +7,27 @@ use netblast_spec::result::{Interval, RunResult, StreamInfo};
 use netblast_spec::units::{fmt_ns, fmt_per_s};
 use std::fmt::Write;
 
+/// rr's part of the report: transactions and round trips, the kernel's RTT beside them.
+pub(crate) struct Report;
+
+impl super::KindReport for Report {
+    fn interval_header(&self, _profile: &Profile) -> String {
+        HEADER.to_string()
+    }
+    fn interval(&self, iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> String {
+        interval(iv, streams, profile)
+    }
+    fn summary(&self, s: &mut String, r: &RunResult) {
+        summary(s, r)
+    }
+    fn tcp_notes(&self, s: &mut String, r: &RunResult) {
+        kernel_note(s, r)
+    }
+    fn plots(&self, r: &RunResult, _compact: bool) -> Vec<crate::chart::Plot> {
+        super::msg::plots(r, "completed")
+    }
+}
+
 /// The column header of rr's interval lines.
 pub(crate) const HEADER: &str = "[ ID] Interval           Trans/s       RTT p50    p99        p99.9      max\n";
 

@@ -134,6 +134,11 @@ impl Default for BulkSection {
     }
 }
 
+/// What is true of every bulk test: it counts bytes (its unit word, messages, is never shown),
+/// its slow start is what `--omit` leaves out, and a fleet ranks it by bits per second received.
+pub(crate) const FACTS: super::section::KindFacts =
+    super::section::KindFacts { unit: "messages", takes_omit: true, headline: super::Headline::BitsReceived };
+
 impl Section for BulkSection {
     fn kind(&self) -> Kind {
         Kind::Bulk

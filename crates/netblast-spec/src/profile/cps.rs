@@ -250,7 +250,16 @@ impl Default for CpsSection {
     }
 }
 
+/// What is true of every cps test: it counts connections, takes no `--omit`, and a fleet ranks
+/// it by connections per second.
+pub(crate) const FACTS: super::section::KindFacts =
+    super::section::KindFacts { unit: "connections", takes_omit: false, headline: super::Headline::OpsSent };
+
 impl Section for CpsSection {
+    fn open_loop_rate(&self) -> Option<f64> {
+        self.rate.map(|r| r.per_second())
+    }
+
     fn kind(&self) -> Kind {
         Kind::Cps
     }

@@ -362,7 +362,16 @@ impl HttpSection {
     }
 }
 
+/// What is true of every http test: it counts responses, takes no `--omit`, and a fleet ranks it
+/// by responses per second.
+pub(crate) const FACTS: super::section::KindFacts =
+    super::section::KindFacts { unit: "responses", takes_omit: false, headline: super::Headline::Responses };
+
 impl Section for HttpSection {
+    fn open_loop_rate(&self) -> Option<f64> {
+        self.rate.map(|r| r.per_second())
+    }
+
     fn kind(&self) -> Kind {
         Kind::Http
     }

@@ -197,6 +197,11 @@ pub(crate) fn max_message(protocol: Protocol, tcp_max: u64) -> u64 {
     }
 }
 
+/// What is true of every msgrate test: it counts messages (datagrams over UDP, its section
+/// says), takes no `--omit`, and a fleet ranks it by messages sent per second.
+pub(crate) const FACTS: super::section::KindFacts =
+    super::section::KindFacts { unit: "messages", takes_omit: false, headline: super::Headline::OpsSent };
+
 impl Section for MsgrateSection {
     fn kind(&self) -> Kind {
         Kind::Msgrate

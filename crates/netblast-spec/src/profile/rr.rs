@@ -92,7 +92,16 @@ impl Default for RrSection {
     }
 }
 
+/// What is true of every rr test: it counts transactions, takes no `--omit`, and a fleet ranks
+/// it by transactions per second.
+pub(crate) const FACTS: super::section::KindFacts =
+    super::section::KindFacts { unit: "transactions", takes_omit: false, headline: super::Headline::OpsSent };
+
 impl Section for RrSection {
+    fn open_loop_rate(&self) -> Option<f64> {
+        self.rate.map(|r| r.per_second())
+    }
+
     fn kind(&self) -> Kind {
         Kind::Rr
     }

@@ -222,6 +222,12 @@ pub trait Section {
     fn headline_bits(&self) -> bool {
         true
     }
+
+    /// The constant open-loop rate in operations per second, when one is set (what `--rate`
+    /// sets; `None` for kinds without one).
+    fn open_loop_rate(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// "s" unless one.
@@ -243,4 +249,16 @@ pub(crate) fn check_flows(field: &'static str, flows: Option<u32>) -> Result<(),
         Some(f) if f == 0 || f > super::MAX_FLOWS => Err((field, format!("{f} is outside 1..{}", super::MAX_FLOWS))),
         _ => Ok(()),
     }
+}
+
+/// What is true of every test of a kind, whatever its section says: each kind's file has its
+/// `FACTS`.
+#[derive(Debug)]
+pub(crate) struct KindFacts {
+    /// What the kind's streams count, in reports.
+    pub unit: &'static str,
+    /// Whether `--omit` applies.
+    pub takes_omit: bool,
+    /// The figure a fleet's tests of the kind are ranked by.
+    pub headline: super::Headline,
 }

@@ -2,81 +2,171 @@
 //! the kind is the section's to say ([`Section`], implemented in each kind's file); the
 //! methods here delegate to it, so no other code works it out again from a kind.
 //!
-//! This file is the profile's one list of the kinds: their names ([`Kind`]), their sections
-//! ([`Workload`], read and written under their names in a profile file) and their own flags
-//! ([`KindFlags`]). Adding a kind is its file beside this one and an arm in each of these.
+//! This file is the profile's one list of the kinds (`kinds!`): their names ([`Kind`]), their
+//! sections ([`Workload`], read and written under their names in a profile file) and their own
+//! flags ([`KindFlags`]). Adding a kind is its file beside this one (its section, its flags,
+//! its `FACTS` and its [`Section`]), declared in `profile/mod.rs`, and one line in `kinds!`.
 
 use super::flags::SharedFlags;
 pub use super::section::FieldError;
 use super::section::Section;
-use super::{
-    BulkFlags, BulkSection, CpsFlags, CpsSection, HttpFlags, HttpSection, MsgrateFlags, MsgrateSection, Protocol,
-    RrFlags, RrSection, RunSection, Way,
-};
+use super::{BulkSection, CpsSection, HttpSection, MsgrateSection, Protocol, RrSection, RunSection, Way};
 use crate::error::SpecError;
 use crate::units::CpuList;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::time::Duration;
 
-/// The test kinds netblast runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
+/// The profile's one list of kinds: each kind's line names its variant, its module (whose name
+/// is the kind's in profiles and results), its section and its own flags, and the macro below
+/// makes of them [`Kind`], [`Workload`], [`KindFlags`] and every match between them.
+macro_rules! kinds {
+    ($($(#[doc = $doc:literal])+ $v:ident($m:ident): $section:ty, $flags:ty;)+) => {
+        /// The test kinds netblast runs.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum Kind {
+            $($(#[doc = $doc])+ $v,)+
+        }
+
+        impl Kind {
+            /// Every kind, in the order `netblast profiles` and the docs list them.
+            pub const ALL: [Kind; [$(Kind::$v),+].len()] = [$(Kind::$v),+];
+
+            /// The kind's name as written in profiles.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Kind::$v => stringify!($m),)+
+                }
+            }
+
+            /// What is true of every test of the kind (its file's `FACTS`).
+            fn facts(self) -> &'static super::section::KindFacts {
+                match self {
+                    $(Kind::$v => &super::$m::FACTS,)+
+                }
+            }
+        }
+
+        /// A test's kind and its parameters (the section named after the kind).
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Workload {
+            $($(#[doc = $doc])+ $v($section),)+
+        }
+
+        impl Workload {
+            /// The kind's section, through which everything that depends on the kind is asked.
+            pub fn section(&self) -> &dyn Section {
+                match self {
+                    $(Workload::$v(x) => x.as_section(),)+
+                }
+            }
+
+            /// The kind's section, to change.
+            pub fn section_mut(&mut self) -> &mut dyn Section {
+                match self {
+                    $(Workload::$v(x) => x.as_section_mut(),)+
+                }
+            }
+
+            /// The section of `kind` as a profile file (or a result, or the wire) holds it under
+            /// the kind's name; `None` where it is written as null.
+            pub(super) fn read_section<'de, D: Deserializer<'de>>(kind: Kind, d: D) -> Result<Option<Workload>, D::Error> {
+                Ok(match kind {
+                    $(Kind::$v => Option::<$section>::deserialize(d)?.map(Workload::$v),)+
+                })
+            }
+
+            /// Writes the section into `map` under the kind's name.
+            pub(super) fn write_section<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
+                let name = self.kind().name();
+                match self {
+                    $(Workload::$v(x) => map.serialize_entry(name, x),)+
+                }
+            }
+
+            /// The kind's workload with every parameter at its default.
+            pub fn default_for(kind: Kind) -> Workload {
+                match kind {
+                    $(Kind::$v => Workload::$v(<$section>::default()),)+
+                }
+            }
+        }
+
+        /// Each kind's own flags, defined in its file beside its section (`CpsFlags` in
+        /// `cps.rs`, which also applies them); the command line flattens them all.
+        #[derive(Debug, Clone, Default, PartialEq)]
+        #[cfg_attr(feature = "clap", derive(clap::Args))]
+        pub struct KindFlags {
+            $(
+                #[doc = concat!(stringify!($m), "'s own flags.")]
+                #[cfg_attr(feature = "clap", command(flatten))]
+                pub $m: $flags,
+            )+
+        }
+
+        impl KindFlags {
+            /// The flags that are set, each with the kind that takes it.
+            pub(super) fn set(&self) -> Vec<(&'static str, Kind)> {
+                let own = [$((self.$m.set(), Kind::$v)),+];
+                own.into_iter().flat_map(|(flags, kind)| flags.into_iter().map(move |f| (f, kind))).collect()
+            }
+
+            /// Applies the flags of `w`'s kind (and the shared ones it takes) to its section.
+            pub(super) fn apply(&self, w: &mut Workload, shared: &SharedFlags, run: &mut RunSection) -> Result<(), SpecError> {
+                match w {
+                    $(Workload::$v(x) => x.apply(&self.$m, shared, run),)+
+                }
+            }
+        }
+    };
+}
+
+kinds! {
     /// TCP bulk streams, like iperf3.
-    Bulk,
+    Bulk(bulk): super::bulk::BulkSection, super::bulk::BulkFlags;
     /// Small messages as fast as possible, one flow per pinned CPU (qperf tcp_bw -m 1).
-    Msgrate,
+    Msgrate(msgrate): super::msgrate::MsgrateSection, super::msgrate::MsgrateFlags;
     /// Request/response round trips (qperf tcp_lat, netperf TCP_RR).
-    Rr,
-    /// HTTP/1.1, HTTP/2, HTTPS request floods (hey, wrk, wrk2, vegeta).
-    Http,
+    Rr(rr): super::rr::RrSection, super::rr::RrFlags;
     /// New TCP connections per second, one flow per pinned CPU (netperf TCP_CRR, ethr -t c).
-    Cps,
+    Cps(cps): super::cps::CpsSection, super::cps::CpsFlags;
+    /// HTTP/1.1, HTTP/2, HTTPS request floods (hey, wrk, wrk2, vegeta).
+    Http(http): Box<super::http::HttpSection>, super::http::HttpFlags;
+}
+
+/// A section as the trait object every kind-dependent question is asked of (a boxed one too:
+/// a method call reaches the section through the box).
+trait AsSection {
+    fn as_section(&self) -> &dyn Section;
+    fn as_section_mut(&mut self) -> &mut dyn Section;
+}
+
+impl<T: Section> AsSection for T {
+    fn as_section(&self) -> &dyn Section {
+        self
+    }
+    fn as_section_mut(&mut self) -> &mut dyn Section {
+        self
+    }
 }
 
 impl Kind {
-    /// Every kind, in the order `netblast profiles` and the docs list them.
-    pub const ALL: [Kind; 5] = [Kind::Bulk, Kind::Msgrate, Kind::Rr, Kind::Cps, Kind::Http];
-
-    /// The kind's name as written in profiles.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Bulk => "bulk",
-            Kind::Msgrate => "msgrate",
-            Kind::Rr => "rr",
-            Kind::Http => "http",
-            Kind::Cps => "cps",
-        }
-    }
-
     /// What the kind's streams count, in reports: messages, transactions, connections or
     /// responses (bulk: messages, never counted).
     pub fn unit(self) -> &'static str {
-        match self {
-            Kind::Bulk | Kind::Msgrate => "messages",
-            Kind::Rr => "transactions",
-            Kind::Cps => "connections",
-            Kind::Http => "responses",
-        }
+        self.facts().unit
     }
 
     /// Whether `--omit` (leaving the first seconds out of the totals, iperf3 -O) applies: to a
     /// flow that runs as fast as TCP goes, whose start is slow start.
     pub fn takes_omit(self) -> bool {
-        match self {
-            Kind::Bulk => true,
-            Kind::Msgrate | Kind::Rr | Kind::Cps | Kind::Http => false,
-        }
+        self.facts().takes_omit
     }
 
     /// The figure a fleet's tests of this kind are ranked by.
     pub fn headline(self) -> Headline {
-        match self {
-            Kind::Bulk => Headline::BitsReceived,
-            Kind::Msgrate | Kind::Rr | Kind::Cps => Headline::OpsSent,
-            Kind::Http => Headline::Responses,
-        }
+        self.facts().headline
     }
 }
 
@@ -91,45 +181,7 @@ pub enum Headline {
     Responses,
 }
 
-/// A test's kind and its parameters (the `[bulk]`, `[msgrate]`, `[rr]`, `[cps]` or `[http]`
-/// section).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Workload {
-    /// TCP bulk streams (iperf3).
-    Bulk(BulkSection),
-    /// Small messages as fast as possible, one pinned flow per CPU (qperf tcp_bw -m 1).
-    Msgrate(MsgrateSection),
-    /// Request/response round trips (qperf tcp_lat, netperf TCP_RR).
-    Rr(RrSection),
-    /// HTTP request floods (hey, wrk, wrk2, vegeta).
-    Http(Box<HttpSection>),
-    /// New TCP connections per second (netperf TCP_CRR, ethr -t c).
-    Cps(CpsSection),
-}
-
 impl Workload {
-    /// The kind's section, through which everything that depends on the kind is asked.
-    pub fn section(&self) -> &dyn Section {
-        match self {
-            Workload::Bulk(b) => b,
-            Workload::Msgrate(m) => m,
-            Workload::Rr(r) => r,
-            Workload::Http(h) => h.as_ref(),
-            Workload::Cps(c) => c,
-        }
-    }
-
-    /// The kind's section, to change.
-    pub fn section_mut(&mut self) -> &mut dyn Section {
-        match self {
-            Workload::Bulk(b) => b,
-            Workload::Msgrate(m) => m,
-            Workload::Rr(r) => r,
-            Workload::Http(h) => h.as_mut(),
-            Workload::Cps(c) => c,
-        }
-    }
-
     /// The flow count a fleet divides among servers (`--pairing spread`): flows, an http
     /// test's connections; `None` for msgrate and cps without a count (one flow per CPU).
     pub fn flow_count_mut(&mut self) -> Option<&mut u32> {
@@ -147,41 +199,6 @@ impl Workload {
         };
         let f = (to - from) as f64 / total.max(1) as f64;
         self.section_mut().share_totals(f, &part_of);
-    }
-
-    /// The section of `kind` as a profile file (or a result, or the wire) holds it under the
-    /// kind's name; `None` where it is written as null.
-    pub(super) fn read_section<'de, D: Deserializer<'de>>(kind: Kind, d: D) -> Result<Option<Workload>, D::Error> {
-        Ok(match kind {
-            Kind::Bulk => Option::<BulkSection>::deserialize(d)?.map(Workload::Bulk),
-            Kind::Msgrate => Option::<MsgrateSection>::deserialize(d)?.map(Workload::Msgrate),
-            Kind::Rr => Option::<RrSection>::deserialize(d)?.map(Workload::Rr),
-            Kind::Http => Option::<HttpSection>::deserialize(d)?.map(|h| Workload::Http(Box::new(h))),
-            Kind::Cps => Option::<CpsSection>::deserialize(d)?.map(Workload::Cps),
-        })
-    }
-
-    /// Writes the section into `map` under the kind's name.
-    pub(super) fn write_section<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
-        let name = self.kind().name();
-        match self {
-            Workload::Bulk(b) => map.serialize_entry(name, b),
-            Workload::Msgrate(m) => map.serialize_entry(name, m),
-            Workload::Rr(r) => map.serialize_entry(name, r),
-            Workload::Http(h) => map.serialize_entry(name, h.as_ref()),
-            Workload::Cps(c) => map.serialize_entry(name, c),
-        }
-    }
-
-    /// The kind's workload with every parameter at its default.
-    pub fn default_for(kind: Kind) -> Workload {
-        match kind {
-            Kind::Bulk => Workload::Bulk(BulkSection::default()),
-            Kind::Msgrate => Workload::Msgrate(MsgrateSection::default()),
-            Kind::Rr => Workload::Rr(RrSection::default()),
-            Kind::Http => Workload::Http(Box::default()),
-            Kind::Cps => Workload::Cps(CpsSection::default()),
-        }
     }
 
     /// The kind.
@@ -329,15 +346,10 @@ impl Workload {
         }
     }
 
-    /// The constant open-loop rate in operations per second (an http test's `rate`, a cps
-    /// test's), when one is set: what `--rate` sets.
+    /// The constant open-loop rate in operations per second (an http, cps or rr test's
+    /// `rate`), when one is set: what `--rate` sets.
     pub fn rate(&self) -> Option<f64> {
-        match self {
-            Workload::Http(h) => h.rate.map(|r| r.per_second()),
-            Workload::Cps(c) => c.rate.map(|r| r.per_second()),
-            Workload::Rr(r) => r.rate.map(|r| r.per_second()),
-            _ => None,
-        }
+        self.section().open_loop_rate()
     }
 
     /// The cps parameters, when this is a cps test.
@@ -366,53 +378,6 @@ impl Workload {
         match self {
             Workload::Http(h) => Some(h),
             _ => None,
-        }
-    }
-}
-
-/// Each kind's own flags, defined in its file beside its section (`CpsFlags` in `cps.rs`,
-/// which also applies them); the command line flattens them all.
-#[derive(Debug, Clone, Default, PartialEq)]
-#[cfg_attr(feature = "clap", derive(clap::Args))]
-pub struct KindFlags {
-    /// bulk's own flags.
-    #[cfg_attr(feature = "clap", command(flatten))]
-    pub bulk: BulkFlags,
-    /// msgrate's own flags.
-    #[cfg_attr(feature = "clap", command(flatten))]
-    pub msgrate: MsgrateFlags,
-    /// rr's own flags.
-    #[cfg_attr(feature = "clap", command(flatten))]
-    pub rr: RrFlags,
-    /// cps' own flags.
-    #[cfg_attr(feature = "clap", command(flatten))]
-    pub cps: CpsFlags,
-    /// http's own flags.
-    #[cfg_attr(feature = "clap", command(flatten))]
-    pub http: HttpFlags,
-}
-
-impl KindFlags {
-    /// The flags that are set, each with the kind that takes it.
-    pub(super) fn set(&self) -> Vec<(&'static str, Kind)> {
-        let own = [
-            (self.bulk.set(), Kind::Bulk),
-            (self.msgrate.set(), Kind::Msgrate),
-            (self.rr.set(), Kind::Rr),
-            (self.cps.set(), Kind::Cps),
-            (self.http.set(), Kind::Http),
-        ];
-        own.into_iter().flat_map(|(flags, kind)| flags.into_iter().map(move |f| (f, kind))).collect()
-    }
-
-    /// Applies the flags of `w`'s kind (and the shared ones it takes) to its section.
-    pub(super) fn apply(&self, w: &mut Workload, shared: &SharedFlags, run: &mut RunSection) -> Result<(), SpecError> {
-        match w {
-            Workload::Bulk(b) => b.apply(&self.bulk, shared, run),
-            Workload::Msgrate(m) => m.apply(&self.msgrate, shared, run),
-            Workload::Rr(r) => r.apply(&self.rr, shared, run),
-            Workload::Cps(c) => c.apply(&self.cps, shared, run),
-            Workload::Http(h) => h.apply(&self.http, shared, run),
         }
     }
 }

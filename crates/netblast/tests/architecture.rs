@@ -278,3 +278,34 @@ fn no_code_outside_the_kind_files_decides_by_kind() {
         offenders.join("\n")
     );
 }
+
+/// The report reaches a kind's renderer only through its lookup (`kinds::for_kind`, or
+/// `kinds::of` a result), never a kind's file by name: a kind's part of the report is its
+/// `KindReport` and nothing else. Test code may name them.
+#[test]
+fn the_report_reaches_a_kind_only_through_its_lookup() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let out = Command::new("git").args(["-C", root, "ls-files", "crates/netblast-report/src/*.rs"]).output().unwrap();
+    let files: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
+    assert!(files.len() > 10, "{} report source files", files.len());
+    let lookups = ["for_kind(", "of(", "verdicts(", "KindReport"];
+    let mut offenders = Vec::new();
+    for file in files.iter().filter(|f| !f.starts_with("crates/netblast-report/src/kinds/")) {
+        let text = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        for (n, line) in code.lines().enumerate() {
+            let line = line.split("//").next().unwrap();
+            for (p, _) in line.match_indices("kinds::") {
+                let after = &line[p + "kinds::".len()..];
+                if !lookups.iter().any(|l| after.starts_with(l)) {
+                    offenders.push(format!("{file}:{}: {}", n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "a kind's report file named outside report/src/kinds/ (ask kinds::for_kind):\n{}",
+        offenders.join("\n")
+    );
+}

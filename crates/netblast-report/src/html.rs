@@ -172,8 +172,8 @@ fn row(out: &mut String, head: &str, cells: impl Iterator<Item = String>) {
 
 /// Streams, or an HTTP test's connections.
 fn streams(r: &RunResult) -> String {
-    match r.plan.profile.workload.http() {
-        Some(h) => format!("{} connection{}", h.connections, if h.connections == 1 { "" } else { "s" }),
+    match r.plan.profile.workload.section().connections_not_streams() {
+        Some(n) => format!("{n} connection{}", if n == 1 { "" } else { "s" }),
         None => r.streams.len().to_string(),
     }
 }

@@ -372,6 +372,20 @@ impl Section for HttpSection {
         self.rate.map(|r| r.per_second())
     }
 
+    fn aimed_at(&self, target: &str) -> Option<String> {
+        let scheme = if self.tls { "https" } else { "http" };
+        let urls: Vec<String> = self
+            .urls
+            .iter()
+            .map(|u| if u.starts_with('/') { format!("{scheme}://{target}{u}") } else { u.clone() })
+            .collect();
+        Some(urls.join(", "))
+    }
+
+    fn connections_not_streams(&self) -> Option<u32> {
+        Some(self.connections)
+    }
+
     fn kind(&self) -> Kind {
         Kind::Http
     }

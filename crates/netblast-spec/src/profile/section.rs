@@ -228,6 +228,18 @@ pub trait Section {
     fn open_loop_rate(&self) -> Option<f64> {
         None
     }
+
+    /// What a test aimed at `target` is aimed at, in words, where that is not the peer's
+    /// address: an http test's URLs, paths completed with the target.
+    fn aimed_at(&self, _target: &str) -> Option<String> {
+        None
+    }
+
+    /// The connections it keeps that are not streams (an http test's), as the report counts
+    /// them in place of streams.
+    fn connections_not_streams(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// "s" unless one.

@@ -178,14 +178,7 @@ impl Plan {
     /// What the run is aimed at, in words: the peer's address, or for http its URLs (paths
     /// completed with the target).
     pub fn aimed_at(&self) -> String {
-        let Some(h) = self.profile.workload.http() else { return self.peer.clone() };
-        let scheme = if h.tls { "https" } else { "http" };
-        let urls: Vec<String> = h
-            .urls
-            .iter()
-            .map(|u| if u.starts_with('/') { format!("{scheme}://{}{u}", self.target) } else { u.clone() })
-            .collect();
-        urls.join(", ")
+        self.profile.workload.section().aimed_at(&self.target).unwrap_or_else(|| self.peer.clone())
     }
 }
 

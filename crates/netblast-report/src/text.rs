@@ -83,11 +83,12 @@ pub fn interval(iv: &Interval, streams: &[StreamInfo], profile: &Profile) -> Str
     if iv.is_short_tail(profile.run.interval().as_secs_f64()) {
         return String::new();
     }
+    let lines = crate::kinds::for_kind(profile.kind()).interval(iv, streams, profile);
     if netblast_spec::omit::is_omitted(iv, profile.run.omit().as_secs_f64()) {
         // Shown as iperf3 -O shows them, and left out of the totals.
-        return crate::kinds::for_kind(profile.kind()).interval(iv, streams, profile).replace('\n', "  (omitted)\n");
+        return lines.replace('\n', "  (omitted)\n");
     }
-    crate::kinds::for_kind(profile.kind()).interval(iv, streams, profile)
+    lines
 }
 
 /// The least CPU time a figure per CPU-second is computed over (five 10 ms clock ticks).

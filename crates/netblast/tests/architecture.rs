@@ -252,26 +252,34 @@ fn the_kind_detector_sees_each_way_of_deciding_by_kind() {
     assert!(!is_kind_file("crates/netblast-engine/src/kinds/flow.rs"));
 }
 
+/// Calls `f(file, line number, code)` for each line of the repository's files matching `glob`
+/// (from the root, as `git ls-files` takes it), before the file's first `#[cfg(test)]` and with
+/// `//` comments cut; at least `least` files, or the glob is wrong.
+fn for_code_lines(glob: &str, least: usize, mut f: impl FnMut(&str, usize, &str)) {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let out = Command::new("git").args(["-C", root, "ls-files", glob]).output().unwrap();
+    let files: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
+    assert!(files.len() > least, "{} files match {glob}", files.len());
+    for file in &files {
+        let text = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        for (n, line) in code.lines().enumerate() {
+            f(file, n + 1, line.split("//").next().unwrap());
+        }
+    }
+}
+
 /// Outside the kinds' own files and their lookups ([`KIND_FILES`]), no code decides by a kind:
 /// what differs between kinds is asked of the kind (`Section`, `Kind`), so a new kind cannot be
 /// missed by an arm that catches "the rest". Test code (after `#[cfg(test)]`) may name kinds.
 #[test]
 fn no_code_outside_the_kind_files_decides_by_kind() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    let out = Command::new("git").args(["-C", root, "ls-files", "crates/*/src/*.rs"]).output().unwrap();
-    let files: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
-    assert!(files.len() > 50, "{} source files", files.len());
     let mut offenders = Vec::new();
-    for file in files.iter().filter(|f| !is_kind_file(f)) {
-        let text = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
-        let code = text.split("#[cfg(test)]").next().unwrap();
-        for (n, line) in code.lines().enumerate() {
-            let line = line.split("//").next().unwrap();
-            if decides_by_kind(line) {
-                offenders.push(format!("{file}:{}: {}", n + 1, line.trim()));
-            }
+    for_code_lines("crates/*/src/*.rs", 50, |file, n, line| {
+        if !is_kind_file(file) && decides_by_kind(line) {
+            offenders.push(format!("{file}:{n}: {}", line.trim()));
         }
-    }
+    });
     assert!(
         offenders.is_empty(),
         "decided by kind outside the kinds' files (ask the kind: Section or Kind):\n{}",
@@ -284,25 +292,18 @@ fn no_code_outside_the_kind_files_decides_by_kind() {
 /// `KindReport` and nothing else. Test code may name them.
 #[test]
 fn the_report_reaches_a_kind_only_through_its_lookup() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    let out = Command::new("git").args(["-C", root, "ls-files", "crates/netblast-report/src/*.rs"]).output().unwrap();
-    let files: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
-    assert!(files.len() > 10, "{} report source files", files.len());
     let lookups = ["for_kind(", "of(", "verdicts(", "KindReport"];
     let mut offenders = Vec::new();
-    for file in files.iter().filter(|f| !f.starts_with("crates/netblast-report/src/kinds/")) {
-        let text = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
-        let code = text.split("#[cfg(test)]").next().unwrap();
-        for (n, line) in code.lines().enumerate() {
-            let line = line.split("//").next().unwrap();
-            for (p, _) in line.match_indices("kinds::") {
-                let after = &line[p + "kinds::".len()..];
-                if !lookups.iter().any(|l| after.starts_with(l)) {
-                    offenders.push(format!("{file}:{}: {}", n + 1, line.trim()));
-                }
+    for_code_lines("crates/netblast-report/src/*.rs", 10, |file, n, line| {
+        if file.starts_with("crates/netblast-report/src/kinds/") {
+            return;
+        }
+        for (p, _) in line.match_indices("kinds::") {
+            if !lookups.iter().any(|l| line[p + "kinds::".len()..].starts_with(l)) {
+                offenders.push(format!("{file}:{n}: {}", line.trim()));
             }
         }
-    }
+    });
     assert!(
         offenders.is_empty(),
         "a kind's report file named outside report/src/kinds/ (ask kinds::for_kind):\n{}",

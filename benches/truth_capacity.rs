@@ -13,8 +13,8 @@ use netblast_benches::{ServerIn, profile, secs};
 use netblast_probe::Probe;
 use netblast_spec::assert::Assertion;
 use netblast_spec::find_max::{Axis, LimitedBy, Search, Steps};
-use netblast_spec::profile::Workload;
-use netblast_spec::units::{BitRate, Dur, Rate};
+use netblast_spec::profile::{Overrides, Workload};
+use netblast_spec::units::{BitRate, BitRateArg, Dur, Rate};
 use netblast_spec::{Profile, RunResult};
 use std::time::Duration;
 
@@ -31,15 +31,15 @@ fn search(axis: Axis, range: (f64, f64), asserts: &[&str], base: Profile, target
     let (runs, err) = steps.drive(
         &mut search,
         &mut |asked, secs| {
+            // The step's rate as `run --find-max` sets it: the kind's own --rate or -b.
             let mut p = base.clone();
-            match &mut p.workload {
-                Workload::Http(h) => h.rate = Some(Rate(asked)),
-                Workload::Cps(c) => c.rate = Some(Rate(asked)),
-                Workload::Msgrate(m) => m.bitrate = Some(BitRate(asked)),
-                Workload::Bulk(b) => b.bitrate = Some(BitRate(asked)),
-                Workload::Rr(_) => return Err("rr takes no rate".to_string()),
+            let mut o = Overrides::default();
+            match axis {
+                Axis::Rate => o.shared.rate = Some(format!("{asked}")),
+                Axis::Bitrate => o.shared.bitrate = Some(BitRateArg::one(BitRate(asked))),
             }
-            p.run.duration = Some(Dur(Duration::from_secs_f64(secs)));
+            o.shared.duration = Some(Dur(Duration::from_secs_f64(secs)));
+            o.apply(&mut p, "bench").map_err(|e| e.to_string())?;
             p.validate("bench").map_err(|e| e.to_string())?;
             netblast_engine::run::plan_and_run(p, "bench", &target, &probe, &Default::default())
                 .map_err(|e| e.to_string())

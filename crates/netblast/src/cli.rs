@@ -27,7 +27,7 @@ pub struct Cli {
 pub enum Command {
     /// Run the traffic peer that tests connect to (like `iperf3 -s`, for many clients at once).
     Serve(ServeArgs),
-    /// Run a test: against a `netblast serve` (bulk, msgrate, rr) or any HTTP server (http).
+    /// Run a test: against a `netblast serve` (bulk, msgrate, rr, cps, hold) or any HTTP server (http).
     Run(Box<RunArgs>),
     /// List the built-in profiles.
     Profiles,

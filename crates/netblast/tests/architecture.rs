@@ -163,25 +163,27 @@ fn scripts_name_no_registry_host_and_no_build_machine_path() {
 
 /// Where a kind may be matched on (issue 55): the spec's lookup and each kind's section file,
 /// the kinds' own verdicts and their lookup (`verdict/`), the report's kind renderers and their
-/// lookup (`kinds/`), the engine's generator lookup and each kind's generator.
+/// lookup (`kinds/`), the engine's generator lookup and each kind's generator. `{}` is each
+/// kind's name (`Kind::ALL`): a new kind's files are in the list without an edit here.
 const KIND_FILES: [&str; 6] = [
     "crates/netblast-spec/src/profile/workload.rs",
-    "crates/netblast-spec/src/profile/{bulk,msgrate,rr,cps,http}.rs",
+    "crates/netblast-spec/src/profile/{}.rs",
     "crates/netblast-spec/src/verdict/",
     "crates/netblast-report/src/kinds/",
     "crates/netblast-engine/src/kinds/mod.rs",
-    "crates/netblast-engine/src/kinds/{bulk,msgrate,rr,cps,http}",
+    "crates/netblast-engine/src/kinds/{}",
 ];
 
 /// The kinds' variant names, as `Kind::` and `Workload::` spell them.
-const KIND_NAMES: [&str; 5] = ["Bulk", "Msgrate", "Rr", "Cps", "Http"];
+fn kind_names() -> Vec<String> {
+    netblast_spec::profile::Kind::ALL.iter().map(|k| format!("{k:?}")).collect()
+}
 
 /// Whether `path` (from the repository's root) is one of [`KIND_FILES`].
 fn is_kind_file(path: &str) -> bool {
-    KIND_FILES.iter().any(|k| match k.split_once('{') {
-        Some((head, rest)) => {
-            let (names, tail) = rest.split_once('}').unwrap();
-            names.split(',').any(|n| path.starts_with(&format!("{head}{n}{tail}")))
+    KIND_FILES.iter().any(|k| match k.split_once("{}") {
+        Some((head, tail)) => {
+            netblast_spec::profile::Kind::ALL.iter().any(|n| path.starts_with(&format!("{head}{}{tail}", n.name())))
         }
         None => path == *k || (k.ends_with('/') && path.starts_with(k)),
     })
@@ -201,12 +203,15 @@ fn decides_by_kind(code: &str) -> bool {
             if before.ends_with(word) {
                 continue;
             }
-            let Some(name) = KIND_NAMES.iter().find(|n| after.starts_with(**n) && !after[n.len()..].starts_with(word))
+            let names = kind_names();
+            let Some(name) =
+                names.iter().find(|n| after.starts_with(n.as_str()) && !after[n.len()..].starts_with(word))
             else {
                 continue;
             };
             let rest = after[name.len()..].trim_start();
-            let before = before.trim_end();
+            // A path before the type (`netblast_spec::profile::Kind::Bulk`) is part of its name.
+            let before = before.trim_end_matches(|c: char| word(c) || c == ':').trim_end();
             if after.contains("=>")
                 || before.ends_with("==")
                 || before.ends_with("!=")
@@ -234,6 +239,7 @@ fn the_kind_detector_sees_each_way_of_deciding_by_kind() {
         "    if let Workload::Bulk(b) = w {",
         "    let tcp = matches!(w, crate::profile::Workload::Bulk(_));",
         "    if p.workload.is_http() {",
+        "    if x == netblast_spec::profile::Kind::Bulk {",
     ] {
         assert!(decides_by_kind(decides), "{decides}");
     }

@@ -9,6 +9,7 @@
 //! - `flood`: a stranger holding every place for unproven connections beside a good client.
 //! - `find_max`: `run --find-max` against a capacity made on purpose (nginx `limit_req`).
 //! - `habits`: iperf3 habits: --json-stream through jq, -c HOST, -6, -n, --logfile, --timestamps.
+//! - `hold`: concurrent connections held, against `ss` and an nftables connection limit.
 //! - `hostile`: `serve` against clients that take more than their share (issue 13).
 //! - `http`: HTTP floods against the built-in responder and nginx.
 //! - `knobs`: DSCP marks, source ports and addresses, each checked by the kernel.
@@ -18,7 +19,7 @@
 //! - `metrics`: `serve --metrics` scraped during and after runs, parsed as Prometheus text.
 //! - `msg`: msgrate and rr end to end.
 //! - `probe`: the eBPF probe (root only; SKIP otherwise).
-//! - `protocol`: protocol v2: versions, authentication, stream tags, hostile peers.
+//! - `protocol`: the data-port protocol: versions, authentication, stream tags, hostile peers.
 //! - `browser`: headless Chromium: a page's DOM, a screenshot, what was drawn.
 //! - `report`: the HTML report of real runs of every kind, rendered in headless Chromium.
 //!
@@ -35,6 +36,7 @@ mod cps;
 mod find_max;
 mod flood;
 mod habits;
+mod hold;
 mod hostile;
 mod http;
 mod knobs;

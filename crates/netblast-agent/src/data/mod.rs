@@ -82,7 +82,8 @@ fn extra_of(setup: &TestSetup) -> Extra {
 fn hold<'a>(shared: &'a Shared, setup: &TestSetup) -> Result<Holding<'a>, String> {
     let l = &shared.limits;
     let per_stream = if extra_of(setup) == Extra::None { 1 } else { 2 };
-    let fds = setup.streams.len() as u64 * per_stream;
+    // A hold test's server end keeps each of its connections open too.
+    let fds = setup.streams.len() as u64 * per_stream + setup.profile.workload.section().server_held_conns();
     let (soft, _) = netblast_engine::os::sys::nofile_limit();
     let open = std::fs::read_dir("/proc/self/fd").map(|d| d.count() as u64).unwrap_or(0);
     let promised = shared.held.fds.load(Ordering::Relaxed);

@@ -10,6 +10,7 @@
 pub mod bulk;
 pub mod cps;
 pub mod flow;
+pub mod hold;
 pub mod http;
 pub mod msgrate;
 pub mod rr;
@@ -39,6 +40,7 @@ pub fn spawn(
         Workload::Msgrate(m) => msgrate::spawn(&end, m, conns),
         Workload::Rr(r) => rr::spawn(&end, r, conns),
         Workload::Cps(c) => cps::spawn(&end, c, conns),
+        Workload::Hold(h) => hold::spawn(&end, h, conns),
         Workload::Http(_) => Err(io::Error::new(io::ErrorKind::InvalidInput, "http tests have no netblast streams")),
     }
 }

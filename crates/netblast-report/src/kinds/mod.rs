@@ -8,6 +8,7 @@
 
 pub(crate) mod bulk;
 pub(crate) mod cps;
+pub(crate) mod hold;
 pub(crate) mod http;
 pub(crate) mod msg;
 pub(crate) mod rr;
@@ -51,6 +52,7 @@ pub(crate) fn for_kind(kind: Kind) -> &'static dyn KindReport {
         Kind::Msgrate => &msg::Report,
         Kind::Rr => &rr::Report,
         Kind::Cps => &cps::Report,
+        Kind::Hold => &hold::Report,
         Kind::Http => &http::Report,
     }
 }

@@ -8,6 +8,7 @@
 mod bulk;
 mod cps;
 mod flags;
+mod hold;
 mod http;
 mod msgrate;
 mod overrides;
@@ -21,6 +22,7 @@ mod workload;
 pub use bulk::{BulkFlags, BulkSection, Direction, SendMode, Way};
 pub use cps::{CloseMode, CpsFlags, CpsSection, ReadMode, TlsVersion, unescape};
 pub use flags::{SharedFlags, parse_rate_range};
+pub use hold::{HoldFlags, HoldSection};
 pub use http::{HttpFlags, HttpSection, HttpVersion, MAX_BODY, RateStep, StatusSet, read_body_file};
 pub use msgrate::{MsgrateFlags, MsgrateSection, Protocol, Receivers, RecvMode};
 pub use overrides::{Overrides, is_url};

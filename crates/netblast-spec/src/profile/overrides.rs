@@ -263,7 +263,7 @@ mod tests {
         let o =
             Overrides { shared: SharedFlags { rate: Some("5000".into()), ..Default::default() }, ..Default::default() };
         let e = o.apply(&mut p, &origin).unwrap_err().to_string();
-        assert!(e.contains("--rate") && e.contains("applies to rr and cps and http tests"), "{e}");
+        assert!(e.contains("--rate: applies to rr and cps") && e.contains("kind is bulk"), "{e}");
     }
 
     #[test]

@@ -133,6 +133,12 @@ pub trait Section {
         false
     }
 
+    /// Connections the server end keeps open at once besides the streams and their listeners
+    /// (a hold test's held connections): descriptors a server agent must have free for it.
+    fn server_held_conns(&self) -> u64 {
+        0
+    }
+
     /// Whether a flow's sending end counts what it lost itself (an rr request over UDP left
     /// without an answer, a cps connection that failed), where a receiver would count by
     /// sequence numbers.

@@ -131,6 +131,8 @@ kinds! {
     Rr(rr): super::rr::RrSection, super::rr::RrFlags;
     /// New TCP connections per second, one flow per pinned CPU (netperf TCP_CRR, ethr -t c).
     Cps(cps): super::cps::CpsSection, super::cps::CpsFlags;
+    /// Concurrent TCP connections held and probed (RFC 9411's connection capacity).
+    Hold(hold): super::hold::HoldSection, super::hold::HoldFlags;
     /// HTTP/1.1, HTTP/2, HTTPS request floods (hey, wrk, wrk2, vegeta).
     Http(http): Box<super::http::HttpSection>, super::http::HttpFlags;
 }

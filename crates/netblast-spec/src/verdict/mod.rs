@@ -9,11 +9,13 @@
 //! ([`latency_probe`]) and [`hosts`] after them.
 
 mod cps;
+mod hold;
 mod http;
 mod probe;
 mod udp;
 
 pub use cps::{DEFAULT_PORTS, cps, cps_shortfall};
+pub use hold::{held, hold};
 pub use http::http;
 pub use probe::latency_probe;
 pub use udp::udp;
@@ -33,6 +35,7 @@ pub fn of_kind(r: &RunResult) -> Vec<String> {
             v.extend(cps_shortfall(r));
             v
         }
+        Kind::Hold => hold(r),
         Kind::Http => r.summary.http.as_ref().and_then(|h| http(r, h)).into_iter().collect(),
         Kind::Bulk | Kind::Rr => Vec::new(),
     }

@@ -92,6 +92,12 @@ impl<'a> Ask<'a> {
         flags: &RunFlags,
         run: &mut dyn FnMut(f64, f64) -> Result<RunResult, AppError>,
     ) -> Result<Outcome, AppError> {
+        if let Some(why) = profile.workload.section().unsearchable() {
+            return Err(AppError::input(anyhow::anyhow!(
+                "--find-max cannot search a {} test: {why}",
+                profile.kind().name()
+            )));
+        }
         let (axis, step_s) = (self.axis, self.step_s);
         let interval = profile.run.interval().as_secs_f64().max(1e-3);
         // The warm-up: a whole number of intervals, at least one second.

@@ -57,6 +57,16 @@ fn the_connections_held_are_the_kernels_established_sockets_and_every_probe_is_a
     assert!(netblast_spec::verdict::of_kind(&r).is_empty());
     let text = netblast_report::text::full(&r);
     assert!(text.contains("600 of 600 connections held at the end"), "{text}");
+
+    // A run that ends inside an interval probes that last part too: it is shown on its own.
+    let srv = Server::start("127.0.0.1:0").unwrap();
+    let mut p = hold(|h| h.conns = 100);
+    p.run.duration = Some("1300ms".parse().unwrap());
+    let r = util::run(srv.addr, p);
+    let last = r.intervals.last().unwrap();
+    assert!(last.end_s - last.start_s > 0.2, "{} .. {}", last.start_s, last.end_s);
+    assert_eq!(last.sums[0].msgs.as_ref().map(|m| m.sent), Some(100));
+    assert_eq!(netblast_spec::verdict::held(&r), Some(100));
 }
 
 #[test]
@@ -102,4 +112,17 @@ fn a_connection_limit_on_the_path_is_what_it_holds_and_the_target_is_named() {
     let v = netblast_spec::verdict::of_kind(&r);
     assert_eq!(v.len(), 1, "{v:?}");
     assert!(v[0].contains(&format!("{held} of 300 connections")) && v[0].contains("refused by the target"), "{}", v[0]);
+}
+
+#[test]
+fn find_max_refuses_a_hold_test_before_anything_is_sent_and_says_why() {
+    // Nothing listens on the target: a refusal that comes first sends nothing.
+    let out = util::run_cmd()
+        .args(["--target", "127.0.0.1:9", "--profile", "hold", "--find-max", "0.05", "--rate", "100..1000"])
+        .args(["--assert", "p99<10ms"])
+        .output()
+        .unwrap();
+    let said = util::said(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("--find-max cannot search a hold test") && said.contains("--conns"), "{said}");
 }

@@ -25,6 +25,7 @@ use crate::exec::worker::{Deadlines, RunFlags, Seat, Timing};
 use crate::kinds::flow::{Conn, End, FlowRole, ListenerEnd, describe_io};
 use crate::kinds::msgrate::WAKE;
 use crate::measure::meter::{Meter, run_single, should_stop};
+use crate::measure::pace::Pace;
 use mio::net::TcpStream as MioStream;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
@@ -150,8 +151,7 @@ impl<'a> Client<'a> {
 
     fn run(&mut self, m: &mut Meter, flags: &RunFlags, ends: Deadlines) -> Result<(), String> {
         m.conns = Some(ConnCounts::default());
-        let gap = self.cfg.flow_rate.map(|r| Duration::from_secs_f64(1.0 / r));
-        let mut next = Instant::now();
+        let mut pace = self.cfg.flow_rate.and_then(|r| Pace::per_second(Instant::now(), r));
         let mut events = Events::with_capacity(1024);
         // The probe goes out a tenth of an interval before the interval's end, so that the
         // server's echoes fall in the same interval as the client's count (on a path shorter
@@ -171,22 +171,35 @@ impl<'a> Client<'a> {
                 continue;
             }
             if should_stop(flags, now, ends.send_until) {
+                // A last interval long enough to be shown on its own (not a short tail, which
+                // is folded into the one before) gets its own probe.
+                if probed_for != Some(tick) && now + self.cfg.interval >= tick + lead && !flags.aborting() {
+                    self.probe_round(m, flags, &mut events);
+                }
                 break Ok(());
             }
             let probe_at = if probed_for == Some(tick) { tick } else { tick - lead };
             let mut wake = probe_at.min(ends.send_until).min(now + WAKE);
             if self.opening.is_none() && self.held < self.cfg.share as usize {
-                match gap {
-                    Some(_) if now < next => wake = wake.min(next),
-                    _ => {
-                        if let Some(g) = gap {
-                            next = (next + g).max(now);
+                // At the rate, never faster: a late flow skips the slots it missed.
+                let due = match pace.as_mut() {
+                    None => true,
+                    Some(p) => match p.skip_missed(now) {
+                        Some(_) => {
+                            p.take(1);
+                            true
                         }
-                        if let Err(e) = self.open(m) {
-                            break Err(e);
+                        None => {
+                            wake = wake.min(p.due());
+                            false
                         }
-                        continue;
+                    },
+                };
+                if due {
+                    if let Err(e) = self.open(m) {
+                        break Err(e);
                     }
+                    continue;
                 }
             }
             match &self.opening {

@@ -32,6 +32,7 @@ use crate::kinds::flow::describe_io;
 use crate::kinds::flow::{Conn, End, Side};
 pub use crate::kinds::flow::{FlowRole, MsgFlow, MsgSocket};
 use crate::measure::meter::{Meter, run_single, should_stop};
+use crate::measure::pace::Pace;
 use crate::measure::udpseq;
 use crate::os::net::{self, GsoBatch, OwnBatch, RecvBatch, SendBatch};
 use netblast_spec::profile::{MsgrateSection, Section as _};
@@ -279,13 +280,16 @@ fn udp_send(
         Batch::Gso(b) => b.capacity(),
         _ => (cfg.section.batch as usize).max(1),
     };
-    // Seconds between datagrams at the target rate.
-    let gap_s = cfg.section.bitrate.map(|b| cfg.section.msg_bytes.to_usize() as f64 * 8.0 / b.bits_per_s());
-    if gap_s.is_some() {
+    if cfg.section.bitrate.is_some() {
         // Sleeps end when asked, not up to 50 us later (the default timer slack).
         // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
     }
+    // Catch up: every datagram due by now and a grain ahead goes, a batch a call at most.
+    let mut pace = cfg
+        .section
+        .bitrate
+        .and_then(|b| Pace::per_second(start, b.bits_per_s() / (cfg.section.msg_bytes.to_usize() as f64 * 8.0)));
     let mut seq: u64 = 0;
     let result = loop {
         let now = Instant::now();
@@ -294,10 +298,10 @@ fn udp_send(
             break Ok(());
         }
         // How many to send now: a batch, or those due by now plus the grain.
-        let k = match gap_s {
+        let k = match &pace {
             None => n,
-            Some(gap) => {
-                let due = start + Duration::from_secs_f64(seq as f64 * gap);
+            Some(p) => {
+                let due = p.due();
                 if due > now {
                     let wait = (due - now).min(WAKE).min(send_until.saturating_duration_since(now));
                     if wait > Duration::from_micros(2) {
@@ -307,8 +311,7 @@ fn udp_send(
                     }
                     continue;
                 }
-                let horizon = (now + PACE_GRAIN).saturating_duration_since(start).as_secs_f64();
-                ((horizon / gap) as u64 + 1).saturating_sub(seq).clamp(1, n as u64) as usize
+                p.due_by(now + PACE_GRAIN).clamp(1, n as u64) as usize
             }
         };
         // Sequenced datagrams have buffers of their own, laid end to end.
@@ -331,6 +334,9 @@ fn udp_send(
         match sent {
             Ok((done, bytes)) => {
                 seq += done as u64;
+                if let Some(p) = pace.as_mut() {
+                    p.take(done as u64);
+                }
                 m.msgs += done as u64;
                 m.bytes += bytes;
             }

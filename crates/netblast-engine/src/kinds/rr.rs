@@ -19,6 +19,7 @@ use crate::kinds::flow::{Conn, End};
 use crate::kinds::flow::{FlowRole, describe_io};
 use crate::kinds::msgrate::{MsgFlow, MsgSocket, WAKE};
 use crate::measure::meter::{Meter, run_single, should_stop};
+use crate::measure::pace::Pace;
 use crate::os::net;
 use netblast_spec::profile::RrSection;
 use netblast_spec::profile::WaitMode;
@@ -186,35 +187,26 @@ fn stop_msg(s: Stop, what: &str) -> String {
     }
 }
 
-/// A client's schedule at `--rate`: when its next request is due.
-struct Pace {
-    gap: Duration,
-    next: Instant,
+/// A paced flow's schedule (`rr.rate`), `None` back to back.
+fn schedule(cfg: &RrConfig, start: Instant) -> Option<Pace> {
+    cfg.section.gap().map(|gap| Pace::new(start, gap))
 }
 
-impl Pace {
-    /// The schedule of a flow of `cfg` from `start`, `None` back to back.
-    fn new(cfg: &RrConfig, start: Instant) -> Option<Pace> {
-        cfg.section.gap().map(|gap| Pace { gap, next: start })
-    }
-
-    /// Waits until the next request is due, ticking the meter and watching the flags; false
-    /// when the run ends first. A request due in the past goes at once, and the slots it
-    /// missed are skipped: a late answer never makes a burst.
-    fn wait(&mut self, m: &mut Meter, flags: &RunFlags, until: Instant) -> bool {
-        loop {
-            let now = Instant::now();
-            m.tick(now);
-            if should_stop(flags, now, until) {
-                return false;
-            }
-            if now >= self.next {
-                let behind = (now - self.next).as_nanos() / self.gap.as_nanos().max(1);
-                self.next += self.gap * (behind as u32).saturating_add(1);
-                return true;
-            }
-            std::thread::sleep((self.next - now).min(WAKE));
+/// Waits until the next request is due, ticking the meter and watching the flags; false when
+/// the run ends first. A request due in the past goes at once, and the slots it missed are
+/// skipped: a late answer never makes a burst.
+fn wait(pace: &mut Pace, m: &mut Meter, flags: &RunFlags, until: Instant) -> bool {
+    loop {
+        let now = Instant::now();
+        m.tick(now);
+        if should_stop(flags, now, until) {
+            return false;
         }
+        if pace.skip_missed(now).is_some() {
+            pace.take(1);
+            return true;
+        }
+        std::thread::sleep(pace.due().saturating_duration_since(now).min(WAKE));
     }
 }
 
@@ -222,10 +214,10 @@ fn tcp_client(s: &TcpStream, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, en
     let fd = s.as_raw_fd();
     let req = vec![0x11u8; cfg.section.req_bytes.to_usize().min(MAX_MSG_BUF)];
     let mut resp = vec![0u8; cfg.section.resp_bytes.to_usize().min(MAX_MSG_BUF)];
-    let mut pace = Pace::new(cfg, Instant::now());
+    let mut pace = schedule(cfg, Instant::now());
     let result = loop {
         if let Some(p) = pace.as_mut() {
-            if !p.wait(m, flags, ends.send_until) {
+            if !wait(p, m, flags, ends.send_until) {
                 break Ok(());
             }
         }
@@ -280,10 +272,10 @@ fn udp_client(fd: RawFd, cfg: &RrConfig, m: &mut Meter, flags: &RunFlags, ends: 
     let mut resp = vec![0u8; cfg.section.resp_bytes.to_usize().max(1) + 1];
     let spin = cfg.section.wait == WaitMode::Spin;
     let mut seq: u8 = 0;
-    let mut pace = Pace::new(cfg, Instant::now());
+    let mut pace = schedule(cfg, Instant::now());
     loop {
         if let Some(p) = pace.as_mut() {
-            if !p.wait(m, flags, ends.send_until) {
+            if !wait(p, m, flags, ends.send_until) {
                 return Ok(());
             }
         }

@@ -181,6 +181,13 @@ impl Section for HoldSection {
     fn headline_bits(&self) -> bool {
         false
     }
+
+    fn unsearchable(&self) -> Option<&'static str> {
+        Some(
+            "a hold test's --rate only paces how its connections open; the load it offers is the \
+             connections it holds (--conns): run it at the counts to compare",
+        )
+    }
 }
 
 /// hold's own flags (the ones it shares with other kinds are [`SharedFlags`]).

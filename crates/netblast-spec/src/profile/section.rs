@@ -235,6 +235,13 @@ pub trait Section {
         None
     }
 
+    /// Why `--find-max` cannot search its rate, where it cannot: its `--rate` is not the load it
+    /// offers (hold's only paces how its connections open), so a search would judge the wrong
+    /// figure against it.
+    fn unsearchable(&self) -> Option<&'static str> {
+        None
+    }
+
     /// What a test aimed at `target` is aimed at, in words, where that is not the peer's
     /// address: an http test's URLs, paths completed with the target.
     fn aimed_at(&self, _target: &str) -> Option<String> {

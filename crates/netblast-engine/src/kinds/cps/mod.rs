@@ -35,6 +35,7 @@ use crate::kinds::flow::{Conn, End};
 use crate::kinds::flow::{FlowRole, describe_io};
 use crate::kinds::msgrate::WAKE;
 use crate::measure::meter::{Meter, run_single, should_stop};
+use crate::measure::pace::Pace;
 use crate::os::net;
 use netblast_spec::profile::CpsSection;
 use netblast_spec::profile::{CloseMode, TcpSection};
@@ -308,12 +309,11 @@ fn dial_loop(
     let req = vec![0x11u8; cfg.section.req_bytes.to_usize().clamp(1, CHUNK)];
     let scratch = if cfg.any.is_some() { 16 * 1024 } else { cfg.section.resp_bytes.to_usize().clamp(1, CHUNK) };
     let mut resp = vec![0u8; scratch];
-    let gap = cfg.flow_rate.map(|r| Duration::from_secs_f64(1.0 / r));
     // The flows' schedules interleave: flow `id` of n opens its first connection id/n of a gap
     // in (every flow at the same instants would send bursts of n SYNs, which a SYN rate limit
     // or a small accept queue drops though the mean rate is well within it).
     let phase = f64::from(id % cfg.flows.max(1)) / f64::from(cfg.flows.max(1));
-    let mut next = start + gap.map(|g| g.mul_f64(phase)).unwrap_or_default();
+    let mut pace = cfg.flow_rate.and_then(|r| Pace::per_second(start + Duration::from_secs_f64(phase / r), r));
     let mut counts = ConnCounts { syn_retransmits: cfg.kernel_stats.then_some(0), ..Default::default() };
     // TCP_INFO of each connection for its SYN retransmissions, unless the kernel counts them.
     let read_info = cfg.kernel_stats && m.watch().is_none();
@@ -324,16 +324,21 @@ fn dial_loop(
         if should_stop(flags, now, ends.send_until) {
             break Ok(());
         }
-        if let Some(gap) = gap {
-            if now < next {
-                std::thread::sleep((next - now).min(m.next_tick().saturating_duration_since(now)).min(WAKE));
-                continue;
+        if let Some(p) = pace.as_mut() {
+            // Never faster than the rate: a flow that fell behind skips the slots it missed.
+            match p.skip_missed(now) {
+                None => {
+                    let wait = p.due().saturating_duration_since(now);
+                    std::thread::sleep(wait.min(m.next_tick().saturating_duration_since(now)).min(WAKE));
+                    continue;
+                }
+                Some(missed) => {
+                    if missed > 0 {
+                        counts.behind += 1;
+                    }
+                    p.take(1);
+                }
             }
-            // Never faster than the rate: a flow that fell behind does not burst to catch up.
-            if now > next + gap {
-                counts.behind += 1;
-            }
-            next = (next + gap).max(now);
         }
         let sock = match new_socket(to, cfg) {
             Ok(s) => s,

@@ -265,7 +265,10 @@ pub fn latency_hists(r: &RunResult) -> Vec<(String, &EncodedHistogram)> {
         .ways
         .iter()
         .filter_map(|w| {
-            let name = if two { way_name(w.way).to_string() } else { r.plan.profile.kind().unit().to_string() };
+            let name = match two {
+                true => way_name(w.way).to_string(),
+                false => r.plan.profile.workload.section().latency_samples().to_string(),
+            };
             hist_of(&w.latency).map(|h| (name, h))
         })
         .collect();

@@ -158,6 +158,10 @@ impl Section for HoldSection {
         "connect latency"
     }
 
+    fn latency_samples(&self) -> &'static str {
+        "connections opened"
+    }
+
     fn lost_name(&self) -> &'static str {
         "connections failed or dropped"
     }

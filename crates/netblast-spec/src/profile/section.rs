@@ -121,6 +121,12 @@ pub trait Section {
         "latency"
     }
 
+    /// What its latency samples are samples of, in reports' charts: what its streams count
+    /// ([`Kind::unit`]), or where that differs, its own words (hold's connections opened).
+    fn latency_samples(&self) -> &'static str {
+        self.kind().unit()
+    }
+
     /// What its lost count counts, in reports ("connections failed").
     fn lost_name(&self) -> &'static str {
         "messages lost"

@@ -25,8 +25,9 @@ use crate::profile::{Kind, Way};
 use crate::result::{HostLoad, RunResult};
 
 /// The kind's own verdicts, which come before the latency probes' and the hosts': UDP ways'
-/// loss (msgrate), local ports running out and a rate asked and not reached (cps), an HTTP
-/// test's pool, server or rate; none for bulk and rr, whose TCP ways have [`crate::diagnose`].
+/// loss (msgrate), local ports running out and a rate asked and not reached (cps), fewer
+/// connections held than asked and whose limit that was (hold), an HTTP test's pool, server or
+/// rate; none for bulk and rr, whose TCP ways have [`crate::diagnose`].
 pub fn of_kind(r: &RunResult) -> Vec<String> {
     match r.plan.profile.kind() {
         Kind::Msgrate => udp(r),

@@ -78,6 +78,7 @@ fn a_page_per_kind_holds_its_own_figures_in_headless_chromium() {
         ("rr-alert.json", vec!["--target", &target, "--profile", "latency", "-t", "1", "-i", "250ms"]),
         ("rr-deny.json", vec!["--target", &target, "--profile", "latency", "-t", "1", "-i", "250ms"]),
         ("cps.json", vec!["--target", &target, "--profile", "cps", "-t", "1", "-i", "250ms"]),
+        ("hold.json", vec!["--target", &target, "--profile", "hold", "--conns", "200", "-t", "1", "-i", "250ms"]),
         ("http.json", vec!["--url", &url, "--profile", "http-max", "-c", "4", "-t", "1", "-i", "250ms"]),
         ("http-open.json", vec!["--url", &url, "--profile", "http-max", "-c", "4", "--rate", "2000", "-t", "2"]),
         ("sweep.json", vec!["--url", &url, "--profile", "http-sweep", "-c", "50", "-t", "500ms", "-i", "250ms"]),
@@ -184,6 +185,13 @@ fn a_page_per_kind_holds_its_own_figures_in_headless_chromium() {
     let cc = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
     assert_eq!(row_cells(table(&dom, "about"), ">congestion control<")[0], cc.trim());
     assert!(!dom.contains("throughput (received)"), "cps headlines no bit rate");
+
+    // hold: the connections held over time, its latency's samples named as what they are.
+    let r = read(&path("hold.json"));
+    let dom = page_of(&dir, &path("hold.json"), &["held", "latency"]);
+    assert_eq!(netblast_spec::verdict::held(&r), Some(200));
+    assert!(figure(&dom, "chart-held").contains("held (answered the probe)"), "hold: no held chart");
+    assert!(figure(&dom, "chart-latency").contains("connections opened ("), "hold: latency samples misnamed");
 
     // HTTP closed loop: responses per second, status codes, phases.
     let r = read(&path("http.json"));

@@ -197,13 +197,13 @@ fn decides_by_kind(code: &str) -> bool {
         return true;
     }
     let word = |c: char| c.is_alphanumeric() || c == '_';
+    let names = kind_names();
     for ty in ["Kind::", "Workload::"] {
         for (p, _) in code.match_indices(ty) {
             let (before, after) = (&code[..p], &code[p + ty.len()..]);
             if before.ends_with(word) {
                 continue;
             }
-            let names = kind_names();
             let Some(name) =
                 names.iter().find(|n| after.starts_with(n.as_str()) && !after[n.len()..].starts_with(word))
             else {

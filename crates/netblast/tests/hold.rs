@@ -96,14 +96,7 @@ fn a_connection_limit_on_the_path_is_what_it_holds_and_the_target_is_named() {
     let c = r.summary.ways[0].msgs.unwrap().conns.unwrap();
     assert!(c.refused > 0 && c.failed() == c.refused, "{c:?}");
     // Every refusal the client counted is a SYN the rule reset.
-    let rules = ns.cmd(&ns.b, "nft").args(["list", "chain", "inet", "nbh", "input"]).output().unwrap();
-    let rules = String::from_utf8_lossy(&rules.stdout);
-    let reset: u64 = rules
-        .split("packets ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no counter in {rules}"));
+    let reset = ns.nft_packets(&ns.b, &["chain", "inet", "nbh", "input"]);
     assert!(
         c.refused <= reset && reset <= c.refused + 2,
         "client counted {} refused, the rule reset {reset}",

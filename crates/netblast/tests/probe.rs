@@ -480,18 +480,11 @@ fn induced_loss_is_seen_and_matches_the_kernel() {
     // report as duplicates (DSACK) cover most of the rule's drops. (On a busy host the sender
     // also retransmits spuriously, which the receiver reports; how many varies with the load,
     // so only the real ones are held against the rule.)
-    let listing = ns.cmd(&ns.b, "nft").args(["list", "table", "inet", "nbt"]).output().unwrap();
-    let listing = String::from_utf8_lossy(&listing.stdout);
-    let dropped: u64 = listing
-        .split("packets ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("the rule's counter: {listing}"));
+    let dropped = ns.nft_packets(&ns.b, &["table", "inet", "nbt"]);
     let spurious = lossy.summary.ways[0].spurious_retransmits.expect("TCP_INFO reports DSACKs on this kernel");
     let real = retransmits.saturating_sub(spurious);
     eprintln!("1% loss: {dropped} dropped by the rule, {retransmits} retransmissions, {spurious} DSACKed");
-    assert!(dropped > 0, "{listing}");
+    assert!(dropped > 0, "the rule dropped nothing");
     assert!(
         real * 2 >= dropped,
         "{dropped} segments dropped by the rule, {retransmits} retransmitted, {spurious} of them DSACKed"

@@ -267,6 +267,18 @@ impl NetnsPair {
         values.split_whitespace().nth(at).and_then(|v| v.parse().ok()).expect("counter value")
     }
 
+    /// The packets the first `counter` of `nft list ARGS` (a table or a chain) counted in `ns`.
+    pub fn nft_packets(&self, ns: &str, args: &[&str]) -> u64 {
+        let out = self.cmd(ns, "nft").arg("list").args(args).output().expect("nft list");
+        let listing = String::from_utf8_lossy(&out.stdout);
+        listing
+            .split("packets ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no counter in nft list {args:?}: {listing}"))
+    }
+
     pub fn nft(&self, ns: &str, script: &str) {
         let st = Command::new("ip").args(["netns", "exec", ns, "nft", script]).status().expect("nft");
         assert!(st.success(), "nft {script:?} failed in {ns}");

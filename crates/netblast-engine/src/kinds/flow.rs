@@ -145,6 +145,68 @@ fn socket_of(tcp: TcpStream, udp: Option<UdpSocket>) -> MsgSocket {
     }
 }
 
+/// Why one connection failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// No local port (`EADDRNOTAVAIL`).
+    PortExhausted,
+    /// `ECONNREFUSED`.
+    Refused,
+    /// Not established or not answered in time.
+    TimedOut,
+    /// Reset, or closed by the peer.
+    Reset,
+    /// Anything else.
+    Other,
+}
+
+/// The cause of a connection's error, by its errno.
+pub(crate) fn cause_of(e: &io::Error) -> Cause {
+    match e.raw_os_error() {
+        Some(libc::EADDRNOTAVAIL) => Cause::PortExhausted,
+        Some(libc::ECONNREFUSED) => Cause::Refused,
+        // A blocking connect past SO_SNDTIMEO returns EINPROGRESS; SYNs retried out, ETIMEDOUT.
+        Some(libc::EINPROGRESS | libc::ETIMEDOUT | libc::EAGAIN) => Cause::TimedOut,
+        Some(libc::ECONNRESET | libc::EPIPE | libc::ECONNABORTED) => Cause::Reset,
+        _ => Cause::Other,
+    }
+}
+
+/// Counts one failed connection under its cause.
+pub(crate) fn count(c: &mut netblast_spec::result::ConnCounts, cause: Cause) {
+    match cause {
+        Cause::PortExhausted => c.port_exhausted += 1,
+        Cause::Refused => c.refused += 1,
+        Cause::TimedOut => c.timed_out += 1,
+        Cause::Reset => c.reset += 1,
+        Cause::Other => c.other += 1,
+    }
+}
+
+/// Whether an error means the flow cannot go on at all (not a connection's failure).
+pub(crate) fn fatal(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM | libc::EACCES))
+}
+
+/// A new socket of type `ty` for a flow's next connection to `to` (cps, hold): the run's TCP
+/// options set, bound as the run asks (with several source addresses and no port range, the
+/// port chosen at connect time, per destination).
+pub(crate) fn conn_socket(
+    to: SocketAddr,
+    tcp: &netblast_spec::profile::TcpSection,
+    bind: &crate::os::sockopt::Binding,
+    ty: socket2::Type,
+) -> io::Result<socket2::Socket> {
+    use std::os::fd::AsRawFd;
+    let sock = socket2::Socket::new(socket2::Domain::for_address(to), ty, None)?;
+    crate::os::sockopt::apply(socket2::SockRef::from(&sock), tcp, true)?;
+    if !bind.addrs.is_empty() && bind.ports.is_none() {
+        crate::os::net::set_int_opt(sock.as_raw_fd(), libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1)?;
+    }
+    crate::os::sockopt::bind_nth(&sock, bind, crate::os::sockopt::next_socket())?;
+    Ok(sock)
+}
+
 /// Words a socket error the way users read it (reset, broken pipe, timeout).
 pub fn describe_io(e: &io::Error) -> String {
     match e.raw_os_error() {

@@ -22,7 +22,7 @@
 //! and dropped connections per interval (`lost`), by cause in total; connect latency.
 
 use crate::exec::worker::{Deadlines, RunFlags, Seat, Timing};
-use crate::kinds::flow::{Conn, End, FlowRole, ListenerEnd, describe_io};
+use crate::kinds::flow::{Conn, End, FlowRole, ListenerEnd, cause_of, conn_socket, count, describe_io, fatal};
 use crate::kinds::msgrate::WAKE;
 use crate::measure::meter::{Meter, run_single, should_stop};
 use crate::measure::pace::Pace;
@@ -31,7 +31,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use netblast_spec::profile::{HoldSection, TcpSection};
 use netblast_spec::result::ConnCounts;
-use socket2::{Domain, SockRef, Socket, Type};
+use socket2::{SockRef, Type};
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -97,23 +97,6 @@ pub fn spawn(end: &End<'_>, h: &HoldSection, conns: Vec<Conn>) -> io::Result<Vec
 const OPENING: Token = Token(usize::MAX - 1);
 /// The probe's byte.
 const PROBE: u8 = 0x68;
-
-/// Why one connection failed or dropped (as cps counts them).
-fn count(c: &mut ConnCounts, e: &io::Error) {
-    match e.raw_os_error() {
-        Some(libc::EADDRNOTAVAIL) => c.port_exhausted += 1,
-        Some(libc::ECONNREFUSED) => c.refused += 1,
-        Some(libc::ETIMEDOUT) => c.timed_out += 1,
-        Some(libc::ECONNRESET | libc::EPIPE | libc::ECONNABORTED) => c.reset += 1,
-        _ => c.other += 1,
-    }
-}
-
-/// Whether an error means the flow cannot go on (the generator's own limit, not a connection's
-/// failure): out of descriptors or memory.
-fn fatal(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM | libc::EACCES))
-}
 
 /// A client flow: the connections it holds (slots, reused), the one it is opening, and its
 /// failure counts.
@@ -231,11 +214,11 @@ impl<'a> Client<'a> {
 
     /// Starts the next connection (non-blocking; `check_opening` sees it established).
     fn open(&mut self, m: &mut Meter) -> Result<(), String> {
-        let sock = match new_socket(self.to, self.cfg) {
+        let sock = match conn_socket(self.to, &self.cfg.tcp, &self.cfg.bind, Type::STREAM.nonblocking()) {
             Ok(s) => s,
             Err(e) if fatal(&e) => return Err(format!("cannot open a socket: {}", describe_io(&e))),
             Err(e) => {
-                count(&mut self.counts, &e);
+                count(&mut self.counts, cause_of(&e));
                 m.lost += 1;
                 return Ok(());
             }
@@ -246,7 +229,7 @@ impl<'a> Client<'a> {
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
             Err(e) if fatal(&e) => return Err(format!("cannot connect: {}", describe_io(&e))),
             Err(e) => {
-                count(&mut self.counts, &e);
+                count(&mut self.counts, cause_of(&e));
                 m.lost += 1;
                 return Ok(());
             }
@@ -281,7 +264,7 @@ impl<'a> Client<'a> {
         let t1 = Instant::now();
         let (mut stream, t0) = self.opening.take().expect("checked above");
         if let Some(e) = failed {
-            count(&mut self.counts, &e);
+            count(&mut self.counts, cause_of(&e));
             m.lost += 1;
             return;
         }
@@ -338,7 +321,7 @@ impl<'a> Client<'a> {
             self.waiting[slot] = false;
             self.free.push(slot);
             self.held -= 1;
-            count(&mut self.counts, why);
+            count(&mut self.counts, cause_of(why));
             m.lost += 1;
         }
     }
@@ -393,19 +376,6 @@ impl<'a> Client<'a> {
         }
         m.moved_at(Instant::now());
     }
-}
-
-/// A new non-blocking socket for the next connection, its options set and bound as the run
-/// asks.
-fn new_socket(to: SocketAddr, cfg: &HoldConfig) -> io::Result<Socket> {
-    let sock = Socket::new(Domain::for_address(to), Type::STREAM.nonblocking(), None)?;
-    crate::os::sockopt::apply(SockRef::from(&sock), &cfg.tcp, true)?;
-    if !cfg.bind.addrs.is_empty() && cfg.bind.ports.is_none() {
-        // Choose the port at connect time, per destination, not at bind time.
-        crate::os::net::set_int_opt(sock.as_raw_fd(), libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1)?;
-    }
-    crate::os::sockopt::bind_nth(&sock, &cfg.bind, crate::os::sockopt::next_socket())?;
-    Ok(sock)
 }
 
 /// The tokens of the server's listener and anchor (held connections are their slot's index).

@@ -37,11 +37,6 @@ impl Pace {
         (per_second > 0.0 && per_second.is_finite()).then(|| Pace { start, gap_s: 1.0 / per_second, next: 0 })
     }
 
-    /// The time between slots.
-    pub fn gap(&self) -> Duration {
-        Duration::from_secs_f64(self.gap_s)
-    }
-
     /// When slot `k` is due.
     fn at(&self, k: u64) -> Instant {
         self.start + Duration::from_secs_f64(k as f64 * self.gap_s)
@@ -117,6 +112,8 @@ mod tests {
         p.take(p.due_by(late));
         assert_eq!(p.due(), t0 + 11 * MS);
         assert!(Pace::per_second(t0, 0.0).is_none());
-        assert_eq!(Pace::per_second(t0, 1000.0).unwrap().gap(), MS);
+        let mut q = Pace::per_second(t0, 1000.0).unwrap();
+        q.take(1);
+        assert_eq!(q.due(), t0 + MS);
     }
 }

@@ -109,18 +109,7 @@ fn way_summary(s: &mut String, w: &WaySummary, m: &netblast_spec::result::MsgTot
     }
     let failed = m.lost.unwrap_or(0);
     if failed > 0 {
-        let causes = [
-            ("no free local port (EADDRNOTAVAIL)", conns.port_exhausted),
-            ("refused", conns.refused),
-            (&*format!("timed out ({:?})", c.timeout()), conns.timed_out),
-            ("reset", conns.reset),
-            ("other errors", conns.other),
-        ]
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(what, n)| format!("{n} {what}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+        let causes = causes_words(&conns, &format!("timed out ({:?})", c.timeout()), "reset");
         let pct = failed as f64 * 100.0 / (failed + m.sent).max(1) as f64;
         let _ = writeln!(s, "      {failed} connections failed ({pct:.2}% of attempts): {causes}");
     } else {
@@ -152,6 +141,23 @@ fn way_summary(s: &mut String, w: &WaySummary, m: &netblast_spec::result::MsgTot
             known(w.retransmits)
         );
     }
+}
+
+/// The causes failed connections were counted under, each with its count, those with none left
+/// out (cps', hold's): `timed_out` and `reset` are the kind's words for those two.
+pub(crate) fn causes_words(k: &netblast_spec::result::ConnCounts, timed_out: &str, reset: &str) -> String {
+    [
+        ("no free local port (EADDRNOTAVAIL)", k.port_exhausted),
+        ("refused", k.refused),
+        (timed_out, k.timed_out),
+        (reset, k.reset),
+        ("other errors", k.other),
+    ]
+    .iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(what, n)| format!("{n} {what}"))
+    .collect::<Vec<_>>()
+    .join(", ")
 }
 
 /// What each connection to a server with no agent carries, in words.

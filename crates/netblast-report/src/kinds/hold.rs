@@ -53,18 +53,8 @@ impl super::KindReport for Report {
         let k = m.conns.unwrap_or_default();
         let failed = m.lost.unwrap_or(0);
         if failed > 0 {
-            let causes = [
-                ("no free local port (EADDRNOTAVAIL)", k.port_exhausted),
-                ("refused", k.refused),
-                (&*format!("not established or not answered within {:?}", h.timeout()), k.timed_out),
-                ("reset or closed by the other end", k.reset),
-                ("other errors", k.other),
-            ]
-            .iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(what, n)| format!("{n} {what}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+            let timed_out = format!("not established or not answered within {:?}", h.timeout());
+            let causes = super::cps::causes_words(&k, &timed_out, "reset or closed by the other end");
             let _ = writeln!(s, "      {failed} connections failed or dropped: {causes}");
         } else {
             let _ = writeln!(s, "      no connection failed or dropped");

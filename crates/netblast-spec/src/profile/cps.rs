@@ -3,7 +3,7 @@
 //! What firewall, SNAT and load-balancer tests measure.
 
 use super::RunSection;
-use super::flags::{SharedFlags, flag_err, parse_rate_range, set, set_some};
+use super::flags::{SharedFlags, one_rate, set, set_some};
 use super::section::{FieldError, Section, check_flows, flows_words};
 use super::{Kind, Way};
 use crate::error::SpecError;
@@ -441,11 +441,7 @@ impl CpsSection {
         set(&mut self.req_bytes, shared.req_size);
         set(&mut self.resp_bytes, shared.resp_size);
         if let Some(r) = &shared.rate {
-            let (rate, to) = parse_rate_range(r).map_err(|e| flag_err("--rate", e))?;
-            if to.is_some() {
-                return Err(flag_err("--rate", "a cps test runs at one rate; ramps are for http tests".into()));
-            }
-            self.rate = Some(rate);
+            self.rate = Some(one_rate(r, "a cps test runs")?);
         }
         if shared.timeout.is_some() {
             self.timeout = shared.timeout;

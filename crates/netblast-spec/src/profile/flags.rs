@@ -181,6 +181,16 @@ pub(crate) fn down_rate(
     }
 }
 
+/// `--rate`'s one rate for a kind that runs at one (`test`: "a cps test runs"): a ramp is
+/// refused, naming the kind.
+pub(crate) fn one_rate(r: &str, test: &str) -> Result<crate::units::Rate, SpecError> {
+    let (rate, to) = parse_rate_range(r).map_err(|e| flag_err("--rate", e))?;
+    match to {
+        None => Ok(rate),
+        Some(_) => Err(flag_err("--rate", format!("{test} at one rate; ramps are for http tests"))),
+    }
+}
+
 /// `-b`'s one rate (and with `UP/DOWN` the down rate): a range is what `--find-max` searches,
 /// refused anywhere else.
 pub(crate) fn one_bitrate(

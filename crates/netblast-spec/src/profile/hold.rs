@@ -4,7 +4,7 @@
 //! and whether it drops connections that stay open (an idle timeout shorter than the interval).
 
 use super::RunSection;
-use super::flags::{SharedFlags, flag_err, parse_rate_range};
+use super::flags::{SharedFlags, one_rate};
 use super::section::{FieldError, Section, check_flows, flows_words};
 use super::{Kind, Way};
 use crate::error::SpecError;
@@ -220,11 +220,7 @@ impl HoldSection {
             self.conns = n;
         }
         if let Some(r) = &shared.rate {
-            let (rate, to) = parse_rate_range(r).map_err(|e| flag_err("--rate", e))?;
-            if to.is_some() {
-                return Err(flag_err("--rate", "a hold test opens at one rate; ramps are for http tests".into()));
-            }
-            self.rate = Some(rate);
+            self.rate = Some(one_rate(r, "a hold test opens")?);
         }
         if shared.timeout.is_some() {
             self.timeout = shared.timeout;

@@ -1,7 +1,7 @@
 //! `[rr]`: request/response round trips (qperf `tcp_lat`, netperf `TCP_RR`).
 
 use super::RunSection;
-use super::flags::{SharedFlags, flag_err, parse_rate_range, set};
+use super::flags::{SharedFlags, one_rate, set};
 use super::msgrate::Protocol;
 use super::msgrate::max_message;
 use super::section::{FieldError, Section, check_flows, plural};
@@ -235,11 +235,7 @@ impl RrSection {
             self.server_cpus = shared.server_cpus.clone();
         }
         if let Some(r) = &shared.rate {
-            let (rate, to) = parse_rate_range(r).map_err(|e| flag_err("--rate", e))?;
-            if to.is_some() {
-                return Err(flag_err("--rate", "an rr test runs at one rate; ramps are for http tests".into()));
-            }
-            self.rate = Some(rate);
+            self.rate = Some(one_rate(r, "an rr test runs")?);
         }
         Ok(())
     }

@@ -31,8 +31,8 @@ pub mod any;
 
 use crate::exec::worker::{Ctx, Deadlines, RunFlags, Seat, Timing};
 use crate::kinds::flow::ListenerEnd;
+use crate::kinds::flow::{Cause, FlowRole, cause_of, conn_socket, count, describe_io, fatal};
 use crate::kinds::flow::{Conn, End};
-use crate::kinds::flow::{FlowRole, describe_io};
 use crate::kinds::msgrate::WAKE;
 use crate::measure::meter::{Meter, run_single, should_stop};
 use crate::measure::pace::Pace;
@@ -40,7 +40,7 @@ use crate::os::net;
 use netblast_spec::profile::CpsSection;
 use netblast_spec::profile::{CloseMode, TcpSection};
 use netblast_spec::result::ConnCounts;
-use socket2::{Domain, SockRef, Socket, Type};
+use socket2::{SockRef, Socket, Type};
 use std::io::{self, ErrorKind};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
@@ -189,52 +189,10 @@ pub fn run_worker(seat: Seat, flow: CpsFlow, cfg: &CpsConfig, ctx: &Ctx) {
     });
 }
 
-/// Why one connection failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cause {
-    PortExhausted,
-    Refused,
-    TimedOut,
-    Reset,
-    Other,
-}
-
-fn cause_of(e: &io::Error) -> Cause {
-    match e.raw_os_error() {
-        Some(libc::EADDRNOTAVAIL) => Cause::PortExhausted,
-        Some(libc::ECONNREFUSED) => Cause::Refused,
-        // A blocking connect past SO_SNDTIMEO returns EINPROGRESS; SYNs retried out, ETIMEDOUT.
-        Some(libc::EINPROGRESS | libc::ETIMEDOUT | libc::EAGAIN) => Cause::TimedOut,
-        Some(libc::ECONNRESET | libc::EPIPE | libc::ECONNABORTED) => Cause::Reset,
-        _ => Cause::Other,
-    }
-}
-
-fn count(c: &mut ConnCounts, cause: Cause) {
-    match cause {
-        Cause::PortExhausted => c.port_exhausted += 1,
-        Cause::Refused => c.refused += 1,
-        Cause::TimedOut => c.timed_out += 1,
-        Cause::Reset => c.reset += 1,
-        Cause::Other => c.other += 1,
-    }
-}
-
-/// Whether an error means the flow cannot go on at all (not a connection's failure).
-fn fatal(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM | libc::EACCES))
-}
-
 /// A new socket for the next connection, its options set; the connect timeout is SO_SNDTIMEO
 /// (which Linux applies to a blocking `connect`) and the response timeout SO_RCVTIMEO.
 fn new_socket(to: SocketAddr, cfg: &CpsConfig) -> io::Result<Socket> {
-    let sock = Socket::new(Domain::for_address(to), Type::STREAM, None)?;
-    crate::os::sockopt::apply(SockRef::from(&sock), &cfg.tcp, true)?;
-    if !cfg.bind.addrs.is_empty() && cfg.bind.ports.is_none() {
-        // Choose the port at connect time, per destination, not at bind time.
-        net::set_int_opt(sock.as_raw_fd(), libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1)?;
-    }
-    crate::os::sockopt::bind_nth(&sock, &cfg.bind, crate::os::sockopt::next_socket())?;
+    let sock = conn_socket(to, &cfg.tcp, &cfg.bind, Type::STREAM)?;
     sock.set_write_timeout(Some(cfg.section.timeout()))?;
     if cfg.section.resp_bytes.to_usize() > 0 || cfg.section.close == CloseMode::Server || cfg.any.is_some() {
         sock.set_read_timeout(Some(cfg.section.timeout()))?;

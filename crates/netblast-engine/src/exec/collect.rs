@@ -1,15 +1,16 @@
-//! The one collect loop of every run sequence: after the start, one thread takes what the
-//! workers (and, for a data-port test, the server) send, until the kind's collector says it
-//! has all it will get. Each interval a message completes is shown live as it is released.
-//! The data-port test's collector is its aggregator with the control connection
-//! (`run::client`), the HTTP test's its workers' gatherer (`kinds::http`).
+//! The collect loop of the run sequence (`run::sequence`): after the start, one thread takes
+//! what the workers (and, for a data-port test, the server) send, until the test's collector
+//! says it has all it will get. Each interval a message completes is shown live as it is
+//! released. Every generator is its own collector: the data-port test's is its aggregator with
+//! the control connection (`run::client`), cps with no agent its aggregator alone
+//! (`run::agentless`), the HTTP test's its workers' gatherer (`kinds::http`).
 
 use crate::exec::api::Live;
 use netblast_spec::result::Interval;
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// What a run sequence does with the messages it collects.
+/// What a test does with the messages it collects.
 pub trait Collector {
     /// What arrives on the channel.
     type Msg;

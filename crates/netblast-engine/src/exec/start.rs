@@ -1,6 +1,6 @@
-//! How every test starts and what it keeps of its start, for both run sequences (a data-port
-//! test against `netblast serve`, an HTTP test against any server): the start instant, a last
-//! step before it (the data-port test's control reader), the wait, the gate opened, and this
+//! How every test starts and what it keeps of its start, for the run sequence (`run::sequence`)
+//! whatever the test aims at: the start instant, a last step before it (the data-port test's
+//! control reader), the wait, the gate opened, and this
 //! thread's CPU time and the host's counters from then on; at the end, the result's envelope.
 
 use crate::exec::api::{ClientError, Envelope, start_instant};

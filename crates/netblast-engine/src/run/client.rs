@@ -1,28 +1,33 @@
-//! `netblast run`: the client end of a data-port test.
+//! `netblast run`: the client end of a data-port test, and its part in each step of the
+//! [`sequence`].
 //!
-//! 1. Connect the control connection, shake hands (protocol version, token), send the
+//! 1. Set-up: connect the control connection, shake hands (protocol version, token), send the
 //!    [`TestSetup`], wait for `Accepted`.
 //! 2. Open every stream (options set before `connect`), each announced by its header and tag
 //!    and acknowledged by the server.
-//! 3. Spawn one pinned worker per CPU; at the start instant (the next interval boundary of the
-//!    wall clock, or `--start-at`) send `Start` and open the start gate.
+//! 3. Spawn one pinned worker per CPU; before the start instant (the next interval boundary of
+//!    the wall clock, or `--start-at`) start reading the server's frames; at it open the start
+//!    gate and send `Start`.
 //! 4. Aggregate worker events and the server's interval reports: each interval is released
 //!    once both ends reported it; at the bound send `Stop`.
 //! 5. Wait for the server's `Final`, then build the [`RunResult`]. Whatever goes wrong after
 //!    the start (a reset, a dead server, Ctrl-C) is recorded in the result, which is then
 //!    marked incomplete; nothing measured is thrown away.
 
-use crate::exec::api::{ClientError, Envelope, Live, Measured, RunOptions, escape};
-use crate::exec::collect::{Collector, collect};
+use crate::exec::api::{ClientError, Live, Measured, RunOptions, escape};
+use crate::exec::collect::Collector;
+use crate::exec::generator::{Ending, Generator};
+use crate::exec::start::Started;
 use crate::exec::worker::{Event, EventTx, RunFlags, StartGate};
 use crate::kinds::ListenerEnd;
 use crate::kinds::{self, Conn, Ctx, Side, Timing};
 use crate::measure::aggregate::{Aggregator, KindInfo};
 use crate::os::sockopt;
 use crate::os::sys;
+use crate::run::sequence::sequence;
 use netblast_probe::Probe;
 use netblast_spec::plan::{self, stream_setups};
-use netblast_spec::result::{CpuUsage, Interval, Plan, RunResult, StreamInfo};
+use netblast_spec::result::{HostInfo, Interval, Plan, RunResult, StreamInfo};
 use netblast_wire::auth::StreamKey;
 use netblast_wire::wire::{
     BUSY_BACKOFF, ClientHandshake, ClientMsg, HandshakeFailure, Header, Refusal, Role, ServerMsg, StreamAck, TestId,
@@ -234,8 +239,7 @@ fn set_up_once(
 }
 
 /// Runs one test against a `netblast serve` at `peer`: set up on the control connection,
-/// streams opened, workers spawned, started together at the start instant, driven and gathered
-/// until the workers are done and the server reported, the result made.
+/// streams opened, workers spawned (`DataPort::set_up`), then the [`sequence`].
 ///
 /// Errors before the start are returned; after the start everything goes into the result.
 pub fn run(
@@ -246,40 +250,8 @@ pub fn run(
     opts: &RunOptions,
     live: &mut dyn FnMut(Live<'_>),
 ) -> Result<RunResult, ClientError> {
-    let setups = stream_setups(plan);
-    let per_stream = if plan.profile.workload.uses_udp() { 2 } else { 1 };
-    sys::ensure_fds(setups.len() as u64 * per_stream + 64).map_err(ClientError::Fds)?;
-    let test_id = TestId::random();
-    let probe_stats_at_start = probe.run_stats();
-    // The kernel callbacks (eBPF) must be on before the streams connect: the program attached
-    // (an agent's probe is attached only while a test holds it), the port watched.
-    let _attached = probe.hold().map_err(|e| ClientError::of_probe("cannot attach the eBPF probe", e))?;
-    probe.watch_peer_port(peer.port()).map_err(|e| ClientError::of_probe("cannot set up the eBPF probe", e))?;
-    let setup = TestSetup {
-        client_version: env!("CARGO_PKG_VERSION").to_string(),
-        profile: plan.profile.clone(),
-        time_bound: plan.time_bound,
-        streams: setups.clone(),
-        kernel: sys::boot_id(),
-    };
-    let control = set_up(peer, test_id, setup, opts, &plan.bind)?;
-    let (infos, conns) = open_streams(plan, peer, test_id, &control.key, &setups)?;
-    let (tx, rx) = mpsc::channel::<Incoming>();
-    let (gate, handles) = spawn_workers((plan, test_id.0), conns, probe, flags, &tx)?;
-    let mut run = Drive { plan, peer, flags, control, rx, handles, gate, infos, start: Instant::now(), reader: None };
-    let started = run.start(tx, &test_id.to_string(), live)?;
-    let agg = run.drive(live);
-    let (agg, cpu) = run.wind_down(agg, &started, live);
-    let local_address = run.control.stream.local_addr().map(|a| a.ip().to_string()).unwrap_or_default();
-    let envelope = started.envelope(
-        test_id.to_string(),
-        opts.clock,
-        local_address,
-        Some(run.control.server.clone()),
-        probe.info_since(probe_stats_at_start),
-        Some(run.control.server_probe.clone()),
-    );
-    Ok(run.result(agg, cpu, envelope, live))
+    let (g, rx) = DataPort::set_up(plan, peer, probe, flags, opts)?;
+    sequence(plan, g, rx, flags, live)
 }
 
 /// Opens every stream of the plan; returns what the result says of each, and the connections.
@@ -339,60 +311,132 @@ fn spawn_workers(
     Ok((gate, handles))
 }
 
-/// A test from its start to its result.
-struct Drive<'a> {
+/// A data-port test (every stream kind against `netblast serve`) from its set-up to its
+/// result: the control connection, the streams' workers, and the aggregator that matches the
+/// workers' intervals to the server's reports.
+struct DataPort<'a> {
     plan: &'a Plan,
     peer: SocketAddr,
+    probe: &'a Probe,
+    probe_stats_at_start: Option<(u64, u64)>,
+    /// Keeps the eBPF program attached until the result is made.
+    _attached: netblast_probe::Attached,
+    clock: netblast_spec::result::ClockInfo,
     flags: &'a Arc<RunFlags>,
+    test_id: TestId,
     control: Control,
-    rx: mpsc::Receiver<Incoming>,
+    /// Where the control reader sends the server's frames (given to it before the start).
+    tx: Option<mpsc::Sender<Incoming>>,
     handles: Vec<std::thread::JoinHandle<()>>,
     gate: Arc<StartGate>,
     infos: Vec<StreamInfo>,
-    /// The start instant (monotonic).
-    start: Instant,
     /// The thread reading the server's frames.
     reader: Option<std::thread::JoinHandle<()>>,
+    agg: Aggregator,
+    /// The start instant (monotonic), and the bound after it.
+    start: Instant,
+    bound_at: Instant,
+    stop_sent: bool,
+    control_closed: bool,
+    /// When every worker was done.
+    workers_done_at: Option<Instant>,
 }
 
-impl Drive<'_> {
-    /// Waits for the start instant (reading the server's frames from then on), opens the gate
-    /// and tells the server to start. Before the start, a failure stops the workers and is
-    /// returned.
-    fn start(
-        &mut self,
-        tx: mpsc::Sender<Incoming>,
-        test_id: &str,
-        live: &mut dyn FnMut(Live<'_>),
-    ) -> Result<crate::exec::start::Started, ClientError> {
-        let (control, peer, reader) = (&self.control, self.peer, &mut self.reader);
-        // The server's frames are read from the start on; the server starts when `Start`
-        // reaches it (its intervals count from then, and are matched to ours by index).
-        let started = crate::exec::start::begin(self.plan, START_LEAD, &self.gate, || {
-            control.stream.set_read_timeout(None).ok();
-            let r = control.stream.try_clone().map_err(|error| ClientError::Io {
-                what: format!("cannot clone the control connection ({peer})"),
-                error,
-            });
-            *reader = Some(r.and_then(|r| spawn_reader(r, tx))?);
-            Ok(())
-        });
-        let started = match started {
-            Ok(s) => s,
-            Err(e) => {
-                self.abandon();
-                return Err(e);
-            }
+impl<'a> DataPort<'a> {
+    /// Sets the test up: the probe attached and watching the server's port (the kernel
+    /// callbacks must be on before the streams connect), the test accepted on the control
+    /// connection, every stream opened, the workers spawned at a shut gate.
+    fn set_up(
+        plan: &'a Plan,
+        peer: SocketAddr,
+        probe: &'a Probe,
+        flags: &'a Arc<RunFlags>,
+        opts: &RunOptions,
+    ) -> Result<(DataPort<'a>, mpsc::Receiver<Incoming>), ClientError> {
+        let setups = stream_setups(plan);
+        let per_stream = if plan.profile.workload.uses_udp() { 2 } else { 1 };
+        sys::ensure_fds(setups.len() as u64 * per_stream + 64).map_err(ClientError::Fds)?;
+        let test_id = TestId::random();
+        let probe_stats_at_start = probe.run_stats();
+        // An agent's probe is attached only while a test holds it.
+        let attached = probe.hold().map_err(|e| ClientError::of_probe("cannot attach the eBPF probe", e))?;
+        probe.watch_peer_port(peer.port()).map_err(|e| ClientError::of_probe("cannot set up the eBPF probe", e))?;
+        let setup = TestSetup {
+            client_version: env!("CARGO_PKG_VERSION").to_string(),
+            profile: plan.profile.clone(),
+            time_bound: plan.time_bound,
+            streams: setups.clone(),
+            kernel: sys::boot_id(),
         };
-        let (plan, server, streams) = (self.plan, &self.control.server, &self.infos);
-        let (start_unix_ns, actual_start_unix_ns) = (started.start_unix_ns, started.actual_start_unix_ns);
-        live(Live::Started { plan, test_id, server, streams, start_unix_ns, actual_start_unix_ns });
-        self.start = started.at;
-        if let Err(e) = blocking::write_frame(&mut self.control.stream, &ClientMsg::Start) {
-            self.abandon();
-            return Err(ClientError::Io { what: format!("cannot start the test ({})", self.peer), error: e });
+        let control = set_up(peer, test_id, setup, opts, &plan.bind)?;
+        let (infos, conns) = open_streams(plan, peer, test_id, &control.key, &setups)?;
+        let (tx, rx) = mpsc::channel::<Incoming>();
+        let (gate, handles) = spawn_workers((plan, test_id.0), conns, probe, flags, &tx)?;
+        let mut agg = Aggregator::new(infos.clone(), handles.len(), KindInfo::of(&plan.profile.workload));
+        for n in &plan.notes {
+            agg.warn(0.0, "plan", n.clone());
         }
-        Ok(started)
+        let now = Instant::now();
+        let g = DataPort {
+            plan,
+            peer,
+            probe,
+            probe_stats_at_start,
+            _attached: attached,
+            clock: opts.clock,
+            flags,
+            test_id,
+            control,
+            tx: Some(tx),
+            handles,
+            gate,
+            infos,
+            reader: None,
+            agg,
+            start: now,
+            bound_at: now + plan.time_bound.get(),
+            stop_sent: false,
+            control_closed: false,
+            workers_done_at: None,
+        };
+        Ok((g, rx))
+    }
+}
+
+impl Generator for DataPort<'_> {
+    const LEAD: Duration = START_LEAD;
+
+    fn gate(&self) -> Arc<StartGate> {
+        self.gate.clone()
+    }
+
+    fn test_id(&self) -> String {
+        self.test_id.to_string()
+    }
+
+    /// The server's frames are read from the start on; the server starts when `Start` reaches
+    /// it (its intervals count from then, and are matched to ours by index).
+    fn before_start(&mut self) -> Result<(), ClientError> {
+        let (control, peer) = (&self.control, self.peer);
+        control.stream.set_read_timeout(None).ok();
+        let r = control.stream.try_clone().map_err(|error| ClientError::Io {
+            what: format!("cannot clone the control connection ({peer})"),
+            error,
+        })?;
+        let tx = self.tx.take().ok_or_else(|| ClientError::Setting("the control reader started twice".into()))?;
+        self.reader = Some(spawn_reader(r, tx)?);
+        Ok(())
+    }
+
+    fn shown(&self) -> (&HostInfo, &[StreamInfo]) {
+        (&self.control.server, &self.infos)
+    }
+
+    fn at_start(&mut self, at: Instant) -> Result<(), ClientError> {
+        self.start = at;
+        self.bound_at = at + self.plan.time_bound.get();
+        blocking::write_frame(&mut self.control.stream, &ClientMsg::Start)
+            .map_err(|e| ClientError::Io { what: format!("cannot start the test ({})", self.peer), error: e })
     }
 
     /// Stops the workers before they measured anything, and closes the control connection.
@@ -408,57 +452,21 @@ impl Drive<'_> {
         }
     }
 
-    fn since_start(&self) -> f64 {
-        since(self.start)
-    }
-
-    /// Gathers the workers' events and the server's frames until every worker is done and the
-    /// server sent its final report (or closed, or [`DRAIN_GRACE`] passed); sends `stop` at the
-    /// bound or when the run stops. Every released interval goes to `live`.
-    fn drive(&mut self, live: &mut dyn FnMut(Live<'_>)) -> Aggregator {
-        let mut agg =
-            Aggregator::new(self.infos.clone(), self.handles.len(), KindInfo::of(&self.plan.profile.workload));
-        for n in &self.plan.notes {
-            agg.warn(0.0, "plan", n.clone());
-        }
-        let Drive { plan, peer, flags, control, rx, start, .. } = self;
-        let mut c = Collecting {
-            control: &mut control.stream,
-            peer: *peer,
-            flags,
-            start: *start,
-            bound_at: *start + plan.time_bound.get(),
-            agg,
-            stop_sent: false,
-            control_closed: false,
-            workers_done_at: None,
-        };
-        collect(rx, &mut c, live);
-        let Collecting { mut agg, control_closed, start, .. } = c;
-        if !agg.has_server_final() && !control_closed {
-            let why = format!("no final report within {}s after the end", DRAIN_GRACE.as_secs());
-            agg.error(since(start), "server", why);
-        }
-        agg
-    }
-
     /// Stops and joins the workers, takes the events they sent while stopping, closes the
-    /// control connection; the aggregator and this thread's CPU time.
-    fn wind_down(
-        &mut self,
-        mut agg: Aggregator,
-        started: &crate::exec::start::Started,
-        live: &mut dyn FnMut(Live<'_>),
-    ) -> (Aggregator, CpuUsage) {
-        let control_cpu = started.thread_cpu();
-        agg.load.client = started.host_load();
+    /// control connection.
+    fn stop(&mut self, rx: &mpsc::Receiver<Incoming>, live: &mut dyn FnMut(Live<'_>)) {
+        let agg = &mut self.agg;
+        if !agg.has_server_final() && !self.control_closed {
+            let why = format!("no final report within {}s after the end", DRAIN_GRACE.as_secs());
+            agg.error(since(self.start), "server", why);
+        }
         self.flags.abort();
         for h in self.handles.drain(..) {
             let _ = h.join();
         }
-        while let Ok(msg) = self.rx.try_recv() {
+        while let Ok(msg) = rx.try_recv() {
             if let Incoming::Worker(w, ev) = msg {
-                for iv in agg.on_worker(w, ev) {
+                for iv in self.agg.on_worker(w, ev) {
                     live(Live::Interval(&iv));
                 }
             }
@@ -467,34 +475,38 @@ impl Drive<'_> {
         if let Some(r) = self.reader.take() {
             let _ = r.join();
         }
-        if self.flags.interrupted() {
-            agg.error(self.since_start(), "client", "interrupted by the user");
-        }
-        (agg, control_cpu)
     }
 
     /// The result: the aggregator's last intervals (to `live`) and summary, complete when
     /// nothing failed, every stream ended clean and the server reported.
-    fn result(
-        &self,
-        mut agg: Aggregator,
-        cpu: CpuUsage,
-        envelope: Envelope,
-        live: &mut dyn FnMut(Live<'_>),
-    ) -> RunResult {
-        let (last, summary) = agg.finish(cpu);
+    fn result(mut self, started: &Started, end: Ending, live: &mut dyn FnMut(Live<'_>)) -> RunResult {
+        let agg = &mut self.agg;
+        agg.load.client = end.load;
+        if let Some(at) = end.interrupted_at {
+            agg.error(at, "client", "interrupted by the user");
+        }
+        let (last, summary) = agg.finish(end.cpu);
         for iv in &last {
             live(Live::Interval(iv));
         }
         let complete = agg.errors.is_empty() && agg.all_streams_clean() && agg.has_server_final();
         // Where the server's end really ran, as it said (it moves off a CPU the client's end
         // holds when both share one kernel), not where the plan asked.
-        let mut streams = self.infos.clone();
+        let mut streams = std::mem::take(&mut self.infos);
         for info in &mut streams {
             if let Some(cpu) = summary.streams.iter().find(|s| s.id == info.id).and_then(|s| s.server_cpu) {
                 info.server_cpu = Some(cpu);
             }
         }
+        let local_address = self.control.stream.local_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+        let envelope = started.envelope(
+            self.test_id.to_string(),
+            self.clock,
+            local_address,
+            Some(self.control.server.clone()),
+            self.probe.info_since(self.probe_stats_at_start),
+            Some(self.control.server_probe.clone()),
+        );
         let measured = Measured {
             complete,
             errors: agg.errors.clone(),
@@ -517,22 +529,9 @@ fn since(start: Instant) -> f64 {
     Instant::now().saturating_duration_since(start).as_secs_f64()
 }
 
-/// A data-port test's collector: its aggregator, and the control connection it sends `stop`
-/// on and learns the server's end from.
-struct Collecting<'c> {
-    control: &'c mut TcpStream,
-    peer: SocketAddr,
-    flags: &'c RunFlags,
-    start: Instant,
-    bound_at: Instant,
-    agg: Aggregator,
-    stop_sent: bool,
-    control_closed: bool,
-    /// When every worker was done.
-    workers_done_at: Option<Instant>,
-}
-
-impl Collector for Collecting<'_> {
+/// The workers' events and the server's frames into the aggregator; `stop` on the control
+/// connection at the bound.
+impl Collector for DataPort<'_> {
     type Msg = Incoming;
 
     /// Sends `stop` at the bound (or when the run stops: the server stops its senders, ours
@@ -542,7 +541,7 @@ impl Collector for Collecting<'_> {
         let now = Instant::now();
         if !self.stop_sent && (now >= self.bound_at || self.flags.stopping()) {
             if !self.control_closed {
-                if let Err(e) = blocking::write_frame(self.control, &ClientMsg::Stop) {
+                if let Err(e) = blocking::write_frame(&mut self.control.stream, &ClientMsg::Stop) {
                     let why = format!("cannot send stop: {}", kinds::flow::describe_io(&e));
                     self.agg.error(since(self.start), "control", why);
                 }

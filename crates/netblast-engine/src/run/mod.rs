@@ -1,10 +1,12 @@
 //! One entry point for every kind: a profile resolved against this host into a plan
 //! ([`resolve`]: what `netblast run`, a fleet agent's order and the tests all use), then run
-//! ([`run`]): a data-port test against `netblast serve`, or an HTTP test against any HTTP server.
+//! ([`run`]): a data-port test against `netblast serve`, cps against any listener, or an HTTP
+//! test against any HTTP server, each one [`sequence`](sequence::sequence) of the same steps.
 
 pub mod agentless;
 pub mod client;
 pub mod latency;
+pub mod sequence;
 
 use crate::exec::api::{ClientError, Live, RunOptions};
 use crate::exec::worker::RunFlags;
@@ -30,7 +32,8 @@ pub fn run(
     }
 }
 
-/// Runs `plan` alone: the data-port sequence, the HTTP one, or cps with no agent.
+/// Runs `plan` alone: one [`sequence`](sequence::sequence) whose generator is an HTTP test,
+/// cps with no agent, or a data-port test against `netblast serve`.
 fn run_load(
     plan: &Plan,
     peer: SocketAddr,
@@ -40,7 +43,8 @@ fn run_load(
     live: &mut dyn FnMut(Live<'_>),
 ) -> Result<RunResult, ClientError> {
     if plan.profile.workload.aims_at_urls() {
-        crate::kinds::http::run(plan, probe, flags, opts, live)
+        let (g, rx) = crate::kinds::http::HttpTest::set_up(plan, probe, flags, opts)?;
+        sequence::sequence(plan, g, rx, flags, live)
     } else if plan.profile.workload.agentless() {
         agentless::run(plan, peer, probe, flags, opts, live)
     } else {

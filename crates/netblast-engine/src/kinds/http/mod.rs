@@ -30,9 +30,12 @@ pub mod tls;
 pub mod worker;
 
 use crate::exec::api::{ClientError, Live, Measured, RunOptions};
-use crate::exec::collect::{Collector, collect};
+use crate::exec::collect::Collector;
+use crate::exec::generator::{Ending, Generator};
+use crate::exec::start::Started;
 use crate::exec::worker::{RunFlags, Seat, StartGate};
 use crate::os::sys;
+
 use bytes::Bytes;
 use conn::Endpoint;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
@@ -42,8 +45,8 @@ use netblast_spec::plan::split_budget;
 use netblast_spec::profile::{HttpSection, HttpVersion};
 use netblast_spec::result::per_second;
 use netblast_spec::result::{
-    CpuSummary, CpuUsage, HostInfo, HttpConnections, HttpErrorCount, HttpInterval, HttpParts, HttpPhases, HttpSummary,
-    HttpTcp, Interval, Plan, RunError, RunResult, Summary, ThreadCpu,
+    ClockInfo, CpuSummary, CpuUsage, HostInfo, HttpConnections, HttpErrorCount, HttpInterval, HttpParts, HttpPhases,
+    HttpSummary, HttpTcp, Interval, Plan, RunError, RunResult, StreamInfo, Summary, ThreadCpu,
 };
 use netblast_wire::gather::Gather;
 use schedule::Schedule;
@@ -385,73 +388,6 @@ struct Collected {
     merge_errors: Vec<String>,
 }
 
-/// An HTTP test's collector: its workers' intervals gathered, each released (and shown live)
-/// once every worker reported it, their run totals added; done when every worker is.
-struct Gathering<'s> {
-    gather: Gather<Acc>,
-    c: Collected,
-    setup: &'s Setup,
-    handles: &'s [std::thread::JoinHandle<()>],
-}
-
-impl Collector for Gathering<'_> {
-    type Msg = (usize, WorkerMsg);
-
-    fn tick(&mut self) -> Option<Duration> {
-        (!self.gather.all_done()).then_some(Duration::from_millis(200))
-    }
-
-    fn take(&mut self, (w, msg): (usize, WorkerMsg)) -> Vec<Interval> {
-        let c = &mut self.c;
-        match msg {
-            WorkerMsg::Interval { index, start_s, end_s, stats } => {
-                let a = self.gather.part(w, index);
-                a.span = Some(a.span.map_or((start_s, end_s), |(s, e)| (s.min(start_s), e.max(end_s))));
-                if let Err(e) = a.stats.add(&stats) {
-                    c.merge_errors.push(e.to_string());
-                }
-            }
-            WorkerMsg::Done { run, cpu, pinned, pin_error } => {
-                if let Err(e) = c.run.add(&run) {
-                    c.merge_errors.push(e.to_string());
-                }
-                c.worker_cpu.user_s += cpu.user_s;
-                c.worker_cpu.system_s += cpu.system_s;
-                c.threads.push(ThreadCpu { name: format!("worker {w}"), cpu: pinned.map(|c| c as u32), usage: cpu });
-                if let Some(e) = pin_error {
-                    c.errors.push(RunError { at_s: 0.0, source: format!("worker {w}"), message: e });
-                }
-                self.gather.done(w);
-            }
-        }
-        self.release()
-    }
-
-    fn idle(&mut self, gone: bool) -> Option<Vec<Interval>> {
-        if gone || self.handles.iter().all(|h| h.is_finished()) {
-            // Every worker is gone: whatever it did not report will not come.
-            (0..self.setup.job.workers as usize).for_each(|w| self.gather.done(w));
-        }
-        Some(self.release())
-    }
-}
-
-impl Gathering<'_> {
-    /// The intervals every worker has reported, added to the run's total and kept.
-    fn release(&mut self) -> Vec<Interval> {
-        let mut out = Vec::new();
-        for (i, a) in self.gather.ready() {
-            if let Err(e) = self.c.total.add(&a.stats) {
-                self.c.merge_errors.push(e.to_string());
-            }
-            let iv = http_interval(i, &a, self.setup.schedule.as_ref());
-            self.c.intervals.push(iv.clone());
-            out.push(iv);
-        }
-        out
-    }
-}
-
 /// The run's HTTP figures from the gathered totals.
 fn summarize(setup: &Setup, c: &Collected, bound: Duration) -> HttpSummary {
     let (total, run, h) = (&c.total, &c.run, &setup.h);
@@ -558,95 +494,200 @@ fn run_errors(
     errors
 }
 
-/// Runs an http test: set up, workers spawned, started together at the start instant,
-/// intervals gathered, the result made.
-pub fn run(
-    plan: &Plan,
-    probe: &Probe,
-    flags: &Arc<RunFlags>,
-    opts: &RunOptions,
-    live: &mut dyn FnMut(Live<'_>),
-) -> Result<RunResult, ClientError> {
-    let probe_stats_at_start = probe.run_stats();
-    let setup = Setup::new(plan, probe)?;
-    // Open loop: what one request alone is answered in, before the load (the verdict's measure
-    // of the lanes); not a request of the run.
-    let unloaded = setup.job.schedule.as_ref().and_then(|_| worker::unloaded_first_byte(&setup.job));
-    let test_id = netblast_wire::wire::TestId::random().to_string();
-    let gate = StartGate::new();
-    let (tx, rx) = mpsc::channel::<(usize, WorkerMsg)>();
-    let handles = setup.spawn(plan, &worker::Links { gate: gate.clone(), flags: flags.clone(), tx })?;
-    let started = match crate::exec::start::begin(plan, START_LEAD, &gate, || Ok(())) {
-        Ok(s) => s,
-        Err(e) => {
-            gate.cancel();
-            for h in handles {
-                let _ = h.join();
+/// An HTTP test from its set-up to its result, its part in each step of the run sequence
+/// (`run::sequence`): the workers, and the gathering of their intervals (each released, and
+/// shown live, once every worker reported it) and of their run totals; collecting is done when
+/// every worker is.
+pub struct HttpTest<'a> {
+    plan: &'a Plan,
+    /// The run's probe (the connections' may be it without eBPF: [`Setup::probe`]).
+    probe: &'a Probe,
+    probe_stats_at_start: Option<(u64, u64)>,
+    clock: ClockInfo,
+    setup: Setup,
+    /// Open loop: what one request alone was answered in, before the load.
+    unloaded: Option<Duration>,
+    test_id: String,
+    gate: Arc<StartGate>,
+    handles: Vec<std::thread::JoinHandle<()>>,
+    gather: Gather<Acc>,
+    c: Collected,
+    /// There is no agent on the other side to show.
+    server: HostInfo,
+}
+
+impl<'a> HttpTest<'a> {
+    /// Sets an HTTP test up: the URLs resolved into requests, the TLS configuration, how the
+    /// probe sees the connections, the schedule; in open loop one request alone, timed before
+    /// the load (the verdict's measure of the lanes; not a request of the run); the workers
+    /// spawned at a shut gate. Their messages arrive on the receiver returned.
+    pub fn set_up(
+        plan: &'a Plan,
+        probe: &'a Probe,
+        flags: &Arc<RunFlags>,
+        opts: &RunOptions,
+    ) -> Result<(HttpTest<'a>, mpsc::Receiver<(usize, WorkerMsg)>), ClientError> {
+        let probe_stats_at_start = probe.run_stats();
+        let setup = Setup::new(plan, probe)?;
+        let unloaded = setup.job.schedule.as_ref().and_then(|_| worker::unloaded_first_byte(&setup.job));
+        let gate = StartGate::new();
+        let (tx, rx) = mpsc::channel::<(usize, WorkerMsg)>();
+        let handles = setup.spawn(plan, &worker::Links { gate: gate.clone(), flags: flags.clone(), tx })?;
+        let g = HttpTest {
+            plan,
+            probe,
+            probe_stats_at_start,
+            clock: opts.clock,
+            gather: Gather::new(setup.job.workers as usize),
+            c: Collected { total: IntervalStats::new(), run: RunStats::new(), ..Default::default() },
+            setup,
+            unloaded,
+            test_id: netblast_wire::wire::TestId::random().to_string(),
+            gate,
+            handles,
+            server: HostInfo::default(),
+        };
+        Ok((g, rx))
+    }
+}
+
+impl Generator for HttpTest<'_> {
+    const LEAD: Duration = START_LEAD;
+
+    fn gate(&self) -> Arc<StartGate> {
+        self.gate.clone()
+    }
+
+    fn test_id(&self) -> String {
+        self.test_id.clone()
+    }
+
+    fn shown(&self) -> (&HostInfo, &[StreamInfo]) {
+        (&self.server, &[])
+    }
+
+    fn abandon(&mut self) {
+        self.gate.cancel();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+
+    /// Every worker said it is done (or is gone): joined.
+    fn stop(&mut self, _rx: &mpsc::Receiver<(usize, WorkerMsg)>, _live: &mut dyn FnMut(Live<'_>)) {
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+
+    fn result(mut self, started: &Started, end: Ending, _live: &mut dyn FnMut(Live<'_>)) -> RunResult {
+        let (plan, setup, c) = (self.plan, &self.setup, &mut self.c);
+        let mut client_load = end.load;
+        if let Some(l) = client_load.as_mut() {
+            c.threads.sort_by_key(|t| t.name.trim_start_matches("worker ").parse::<usize>().unwrap_or(usize::MAX));
+            l.threads = std::mem::take(&mut c.threads);
+        }
+        let mut cpu = end.cpu;
+        cpu.user_s += c.worker_cpu.user_s;
+        cpu.system_s += c.worker_cpu.system_s;
+        // The group's kernel RTT samples: every connection's, in one read.
+        if let Some(h) = setup.group_watch.as_ref().and_then(|w| w.rtt_histogram()) {
+            if let Err(e) = c.run.tcp.kernel_rtt.add(&h) {
+                c.merge_errors.push(e.to_string());
             }
-            return Err(e);
         }
-    };
-    let server = HostInfo::default();
-    let (start_unix_ns, actual_start_unix_ns) = (started.start_unix_ns, started.actual_start_unix_ns);
-    live(Live::Started { plan, test_id: &test_id, server: &server, streams: &[], start_unix_ns, actual_start_unix_ns });
-    let mut g = Gathering {
-        gather: Gather::new(setup.job.workers as usize),
-        c: Collected { total: IntervalStats::new(), run: RunStats::new(), ..Default::default() },
-        setup: &setup,
-        handles: &handles,
-    };
-    collect(&rx, &mut g, live);
-    let mut c = g.c;
-    for h in handles {
-        let _ = h.join();
-    }
-    let mut client_load = started.host_load();
-    if let Some(l) = client_load.as_mut() {
-        c.threads.sort_by_key(|t| t.name.trim_start_matches("worker ").parse::<usize>().unwrap_or(usize::MAX));
-        l.threads = std::mem::take(&mut c.threads);
-    }
-    let mut cpu = started.thread_cpu();
-    cpu.user_s += c.worker_cpu.user_s;
-    cpu.system_s += c.worker_cpu.system_s;
-    // The group's kernel RTT samples: every connection's, in one read.
-    if let Some(h) = setup.group_watch.as_ref().and_then(|w| w.rtt_histogram()) {
-        if let Err(e) = c.run.tcp.kernel_rtt.add(&h) {
-            c.merge_errors.push(e.to_string());
+        let mut http = summarize(setup, c, plan.time_bound.get());
+        http.unloaded_ttfb_ns = self.unloaded.map(|d| d.as_nanos() as u64);
+        let expected = setup.h.expected().to_string();
+        let errors = run_errors(c, &http, &expected, end.interrupted_at, setup.job.early.cause());
+        let bits = (http.bytes_sent + http.bytes_received) as f64 * 8.0;
+        // The program runs on every connection while it is attached: its run time, when
+        // counted, is the attached probe's.
+        let mut probe_info = setup.probe.info_since(self.probe_stats_at_start);
+        if !setup.h.keepalive {
+            let k = self.probe.info_since(self.probe_stats_at_start);
+            (probe_info.kernel_run_ns, probe_info.kernel_runs) = (k.kernel_run_ns, k.kernel_runs);
         }
+        let envelope =
+            started.envelope(self.test_id.clone(), self.clock, setup.local_address.clone(), None, probe_info, None);
+        let warnings =
+            plan.notes.iter().map(|n| RunError { at_s: 0.0, source: "plan".into(), message: n.clone() }).collect();
+        let summary = Summary {
+            duration_s: http.seconds,
+            ways: Vec::new(),
+            streams: Vec::new(),
+            cpu: CpuSummary::new(cpu, None, bits),
+            http: Some(http),
+            load: netblast_spec::result::Load { client: client_load, server: None },
+        };
+        let measured = Measured {
+            complete: errors.is_empty(),
+            errors,
+            warnings,
+            streams: Vec::new(),
+            intervals: std::mem::take(&mut c.intervals),
+            summary,
+        };
+        envelope.result(plan, measured)
     }
-    let mut http = summarize(&setup, &c, plan.time_bound.get());
-    http.unloaded_ttfb_ns = unloaded.map(|d| d.as_nanos() as u64);
-    let expected = plan.profile.workload.http().map(|h| h.expected().to_string()).unwrap_or_default();
-    let interrupted_at = flags.interrupted().then(|| started.elapsed_s());
-    let errors = run_errors(&mut c, &http, &expected, interrupted_at, setup.job.early.cause());
-    let bits = (http.bytes_sent + http.bytes_received) as f64 * 8.0;
-    // The program runs on every connection while it is attached: its run time, when counted,
-    // is the attached probe's.
-    let mut probe_info = setup.probe.info_since(probe_stats_at_start);
-    if !setup.h.keepalive {
-        let k = probe.info_since(probe_stats_at_start);
-        (probe_info.kernel_run_ns, probe_info.kernel_runs) = (k.kernel_run_ns, k.kernel_runs);
+}
+
+impl Collector for HttpTest<'_> {
+    type Msg = (usize, WorkerMsg);
+
+    fn tick(&mut self) -> Option<Duration> {
+        (!self.gather.all_done()).then_some(Duration::from_millis(200))
     }
-    let envelope = started.envelope(test_id, opts.clock, setup.local_address.clone(), None, probe_info, None);
-    let warnings =
-        plan.notes.iter().map(|n| RunError { at_s: 0.0, source: "plan".into(), message: n.clone() }).collect();
-    let summary = Summary {
-        duration_s: http.seconds,
-        ways: Vec::new(),
-        streams: Vec::new(),
-        cpu: CpuSummary::new(cpu, None, bits),
-        http: Some(http),
-        load: netblast_spec::result::Load { client: client_load, server: None },
-    };
-    let measured = Measured {
-        complete: errors.is_empty(),
-        errors,
-        warnings,
-        streams: Vec::new(),
-        intervals: c.intervals,
-        summary,
-    };
-    Ok(envelope.result(plan, measured))
+
+    fn take(&mut self, (w, msg): (usize, WorkerMsg)) -> Vec<Interval> {
+        let c = &mut self.c;
+        match msg {
+            WorkerMsg::Interval { index, start_s, end_s, stats } => {
+                let a = self.gather.part(w, index);
+                a.span = Some(a.span.map_or((start_s, end_s), |(s, e)| (s.min(start_s), e.max(end_s))));
+                if let Err(e) = a.stats.add(&stats) {
+                    c.merge_errors.push(e.to_string());
+                }
+            }
+            WorkerMsg::Done { run, cpu, pinned, pin_error } => {
+                if let Err(e) = c.run.add(&run) {
+                    c.merge_errors.push(e.to_string());
+                }
+                c.worker_cpu.user_s += cpu.user_s;
+                c.worker_cpu.system_s += cpu.system_s;
+                c.threads.push(ThreadCpu { name: format!("worker {w}"), cpu: pinned.map(|c| c as u32), usage: cpu });
+                if let Some(e) = pin_error {
+                    c.errors.push(RunError { at_s: 0.0, source: format!("worker {w}"), message: e });
+                }
+                self.gather.done(w);
+            }
+        }
+        self.release()
+    }
+
+    fn idle(&mut self, gone: bool) -> Option<Vec<Interval>> {
+        if gone || self.handles.iter().all(|h| h.is_finished()) {
+            // Every worker is gone: whatever it did not report will not come.
+            (0..self.setup.job.workers as usize).for_each(|w| self.gather.done(w));
+        }
+        Some(self.release())
+    }
+}
+
+impl HttpTest<'_> {
+    /// The intervals every worker has reported, added to the run's total and kept.
+    fn release(&mut self) -> Vec<Interval> {
+        let mut out = Vec::new();
+        for (i, a) in self.gather.ready() {
+            if let Err(e) = self.c.total.add(&a.stats) {
+                self.c.merge_errors.push(e.to_string());
+            }
+            let iv = http_interval(i, &a, self.setup.schedule.as_ref());
+            self.c.intervals.push(iv.clone());
+            out.push(iv);
+        }
+        out
+    }
 }
 
 #[cfg(test)]

@@ -571,7 +571,7 @@ fn main() {
     };
     let cpus = netblast_engine::os::sys::allowed_cpus().map(|c| c.len()).unwrap_or(1) as u32;
     println!("netblast self-check on loopback ({cpus} CPUs, client and server on the same host)");
-    let server = match LocalServer::start() {
+    let server = match LocalServer::start("127.0.0.1:0") {
         Ok(s) => s,
         Err(e) => {
             eprintln!("cannot start a local server: {e}");

@@ -14,7 +14,7 @@
 //! Each needs two CPUs; nginx and `taskset` for the nginx ones.
 
 use netblast_benches::truth::{self, Tolerance};
-use netblast_benches::{LocalServer, Stopped, nginx, profile, run};
+use netblast_benches::{KillOnDrop, LocalServer, Nginx, profile, run};
 use netblast_spec::RunResult;
 use netblast_spec::profile::HttpVersion;
 use netblast_spec::units::{CpuList, Dur, Rate};
@@ -23,12 +23,12 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// A shell busy loop pinned to `cpu`, bounded to 60 s.
-fn busy_loop(cpu: usize) -> Result<Stopped, String> {
+fn busy_loop(cpu: usize) -> Result<KillOnDrop, String> {
     Command::new("taskset")
         .args(["-c", &cpu.to_string(), "timeout", "60", "sh", "-c", "while :; do :; done"])
         .stdout(Stdio::null())
         .spawn()
-        .map(Stopped)
+        .map(KillOnDrop)
         .map_err(|e| format!("taskset: {e}"))
 }
 
@@ -132,7 +132,8 @@ fn http2_shared(cpus: usize) -> Result<(), String> {
 }
 
 fn nginx_pinned() -> Result<(), String> {
-    let (_nginx, port, dir) = nginx("2000r/s", Some(1))?;
+    let nginx = Nginx::start("2000r/s", Some(1))?;
+    let port = nginx.http;
     let p = profile("http-max", |p| {
         p.run.duration = Some(Dur(Duration::from_secs(2)));
         p.run.cpus = Some(CpuList(vec![0]));
@@ -141,7 +142,6 @@ fn nginx_pinned() -> Result<(), String> {
         }
     })?;
     let r = run(format!("127.0.0.1:{port}").parse().map_err(|e| format!("{e}"))?, p);
-    let _ = std::fs::remove_dir_all(&dir);
     let r = r?;
     let lines = verdicts(&r);
     let mut wrong: Vec<String> = lines.iter().filter(|l| l.contains("client's CPU 1")).cloned().collect();
@@ -168,7 +168,8 @@ fn nginx_pinned() -> Result<(), String> {
 }
 
 fn sweep_knee() -> Result<(), String> {
-    let (_nginx, port, dir) = nginx("2000r/s", None)?;
+    let nginx = Nginx::start("2000r/s", None)?;
+    let port = nginx.http;
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().map_err(|e| format!("{e}"))?;
     let closed = profile("http-max", |p| p.run.duration = Some(Dur(Duration::from_secs(2))))?;
     let capacity = run(addr, closed).map(|r| r.summary.http.map(|h| h.responses_per_s).unwrap_or(0.0));
@@ -183,7 +184,6 @@ fn sweep_knee() -> Result<(), String> {
         }
     })?;
     let r = run(addr, sweep);
-    let _ = std::fs::remove_dir_all(&dir);
     let (capacity, r) = (capacity?, r?);
     let steps = netblast_report_sweep(&r);
     let knee = steps.iter().find(|(_, turned)| *turned).map(|(offered, _)| *offered);

@@ -5,7 +5,7 @@
 //! ratio: the same headers on both), and the two cells of 100 Mbit/s no difference. Needs root
 //! (namespaces, tbf).
 
-use netblast_benches::netns::{NsPair, inside, tc};
+use netblast_benches::netns::{Pair, inside};
 use netblast_benches::truth::{self, Tolerance};
 use netblast_benches::{ServerIn, profile, secs};
 use netblast_probe::Probe;
@@ -30,9 +30,9 @@ pub(crate) fn truth_campaign() -> Result<(), String> {
     }
     let campaign = Campaign::parse(FILE, "truth.campaign").map_err(|e| e.to_string())?;
     let cells = campaign.cells();
-    let ns = NsPair::routed(44)?;
+    let ns = Pair::routed()?;
     let qdisc = |rate: &str, verb: &str| {
-        tc(ns.middle(), &format!("qdisc {verb} dev {} root tbf rate {rate} burst 32kb latency 20ms", ns.toward_b()))
+        ns.tc(ns.middle(), &format!("qdisc {verb} dev {} root tbf rate {rate} burst 32kb latency 20ms", ns.toward_b()))
     };
     qdisc("100mbit", "add")?;
     let server = ServerIn::start(&ns.b)?;

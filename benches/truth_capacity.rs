@@ -7,7 +7,7 @@
 //! answer must be the generator's. Namespaces, tbf and nftables need root; nginx must be
 //! installed.
 
-use netblast_benches::netns::{NsPair, counters, inside, tc};
+use netblast_benches::netns::{Pair, counters, inside};
 use netblast_benches::truth::{self, Tolerance};
 use netblast_benches::{ServerIn, profile, secs};
 use netblast_probe::Probe;
@@ -133,7 +133,8 @@ fn nginx_limit_req() -> Result<(), String> {
         truth::skip("truth.find_max.nginx_limit_req", "nginx is not installed");
         return Ok(());
     }
-    let (_nginx, p1, dir) = netblast_benches::nginx("2000r/s", None)?;
+    let nginx = netblast_benches::Nginx::start("2000r/s", None)?;
+    let p1 = nginx.http;
     let base = profile("http-max", |p| {
         if let Some(h) = p.workload.http_mut() {
             h.urls = vec!["/limited".into()];
@@ -141,7 +142,6 @@ fn nginx_limit_req() -> Result<(), String> {
         }
     })?;
     let r = search(Axis::Rate, (100.0, 50_000.0), &["http.failed<=1%"], base, format!("127.0.0.1:{p1}"));
-    let _ = std::fs::remove_dir_all(&dir);
     let r = r?;
     bracket("truth.find_max.nginx_limit_req", &r, 2000.0, "req/s", "nginx limit_req 2000r/s burst 20, http.failed<=1%");
     Ok(())
@@ -173,8 +173,8 @@ fn generator(cpus: usize) -> Result<(), String> {
 fn udp_tbf() -> Result<(), String> {
     // The bottleneck on a router between the two (on the sender's own interface a full queue
     // holds the sending socket back instead of dropping).
-    let ns = NsPair::routed(41)?;
-    tc(ns.middle(), &format!("qdisc add dev {} root tbf rate 200mbit burst 32kb latency 20ms", ns.toward_b()))?;
+    let ns = Pair::routed()?;
+    ns.tc(ns.middle(), &format!("qdisc add dev {} root tbf rate 200mbit burst 32kb latency 20ms", ns.toward_b()))?;
     let server = ServerIn::start(&ns.b)?;
     let target = format!("{}:{}", ns.addr_b, server.port);
     let base = profile("udp-1g", |p| {
@@ -239,10 +239,10 @@ impl Drop for HttpIn {
 }
 
 fn http_tbf() -> Result<(), String> {
-    let ns = NsPair::create(42)?;
+    let ns = Pair::create()?;
     let web = HttpIn::start(&ns.b)?;
     let target = format!("{}:{}", ns.addr_b, web.port);
-    let dev = format!("{}v", ns.b);
+    let dev = ns.veth(&ns.b);
     let base = profile("http-max", |p| {
         if let Some(h) = p.workload.http_mut() {
             h.urls = vec!["/?size=16384".into()];
@@ -259,14 +259,14 @@ fn http_tbf() -> Result<(), String> {
         netblast_engine::run::plan_and_run(cal, "bench", &t2, &Probe::tcp_info(), &Default::default())
             .map_err(|e| e.to_string())
     })??;
-    let (d3, before) = (dev.clone(), per_response.2);
-    let after = inside(&ns.b, move || counters(&d3))??.2;
+    let (d3, before) = (dev.clone(), per_response.tx_bytes);
+    let after = inside(&ns.b, move || counters(&d3))??.tx_bytes;
     let responses = r.summary.http.as_ref().map(|h| h.succeeded).unwrap_or(0);
     if responses == 0 {
         return Err("the calibration run got no response".into());
     }
     let bytes = (after - before) as f64 / responses as f64;
-    tc(&ns.b, &format!("qdisc add dev {dev} root tbf rate 50mbit burst 64kb latency 100ms"))?;
+    ns.tc(&ns.b, &format!("qdisc add dev {dev} root tbf rate 50mbit burst 64kb latency 100ms"))?;
     let r = inside(&ns.a, move || search(Axis::Rate, (20.0, 5_000.0), &["p99<=50ms"], base, target))??;
     bracket(
         "truth.find_max.http_tbf",
@@ -279,7 +279,7 @@ fn http_tbf() -> Result<(), String> {
 }
 
 fn cps_syn_limit() -> Result<(), String> {
-    let ns = NsPair::create(43)?;
+    let ns = Pair::create()?;
     ns.nft(&ns.b, "add table inet nbbcap")?;
     ns.nft(&ns.b, "add chain inet nbbcap input { type filter hook input priority 0 ; }")?;
     ns.nft(

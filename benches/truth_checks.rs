@@ -281,13 +281,13 @@ pub(crate) fn pps_segments_per_message(ns: &str, here: std::net::SocketAddr) -> 
 }
 
 pub(crate) fn truth_namespaces() -> Result<(), String> {
-    use netblast_benches::netns::{NsPair, counters, inside};
-    let ns = NsPair::create(7)?;
+    use netblast_benches::netns::{Pair, counters, inside};
+    let ns = Pair::create()?;
     // The server lives in namespace b until dropped.
     let server = netblast_benches::ServerIn::start(&ns.b)?;
     let port = server.port;
     let target = std::net::SocketAddr::from((ns.addr_b, port));
-    let dev_b = format!("{}v", ns.b);
+    let dev_b = ns.veth(&ns.b);
     let read_b = |dev: String| inside(&ns.b, move || counters(&dev)).and_then(|r| r);
     let result = (|| -> Result<(), String> {
         // Bytes: what the server received vs what its veth received (payload + headers).
@@ -298,7 +298,7 @@ pub(crate) fn truth_namespaces() -> Result<(), String> {
         let payload = r.summary.ways[0].receiver.ok_or("no receiver report")?.bytes as f64;
         truth::check(
             "truth.bytes.veth",
-            (after.0 - before.0) as f64,
+            (after.rx_bytes - before.rx_bytes) as f64,
             payload,
             "bytes",
             Tolerance::RelRange(0.0, 0.06),
@@ -320,7 +320,7 @@ pub(crate) fn truth_namespaces() -> Result<(), String> {
         truth::check(
             "truth.packets.loopback",
             m.tcp.and_then(|t| t.wire_packets).unwrap_or(0) as f64,
-            (lo_after.3 - lo_before.3) as f64,
+            (lo_after.tx_packets - lo_before.tx_packets) as f64,
             "packets",
             Tolerance::Rel(0.05),
             "pps-8core's wire packets (segments out + in) vs the namespace loopback's packet counter",
@@ -332,13 +332,7 @@ pub(crate) fn truth_namespaces() -> Result<(), String> {
         let veth_before = read_b(dev_b.clone())?;
         let r = inside(&ns.a, move || run(target, p)).and_then(|r| r)?;
         let veth_after = read_b(dev_b.clone())?;
-        let listing = ns.nft(&ns.b, "list table inet nbb")?;
-        let dropped: f64 = listing
-            .split_whitespace()
-            .skip_while(|w| *w != "packets")
-            .nth(1)
-            .and_then(|v| v.parse().ok())
-            .ok_or("no nft counter")?;
+        let dropped = ns.nft_counter(&ns.b, &["table", "inet", "nbb"])?.packets as f64;
         let m = r.summary.ways[0].msgs.ok_or("no message totals")?;
         let lost = m.udp.and_then(|u| u.quality).map(|q| q.lost as f64).unwrap_or(f64::NAN);
         let host = m.udp.and_then(|u| u.kernel_drops).unwrap_or(0) as f64;
@@ -354,7 +348,7 @@ pub(crate) fn truth_namespaces() -> Result<(), String> {
         // the server's veth (one per datagram, no GSO; the control connection's few dozen segments
         // move the truth by well under 0.01 point). Not "1%": the rule's draw varies by more than
         // a binomial would over the ~9000 datagrams of a 1 s run (0.8-1.4% seen).
-        let arrived = (veth_after.1 - veth_before.1) as f64;
+        let arrived = (veth_after.rx_packets - veth_before.rx_packets) as f64;
         truth::check(
             "truth.loss.udp_percent",
             lost * 100.0 / m.sent.max(1) as f64,
@@ -407,7 +401,7 @@ pub(crate) fn truth_namespaces() -> Result<(), String> {
 /// nothing delivered). The sender catches up: the receiver's total rate is the rate asked. A
 /// sender paced by the kernel at exactly the rate never would (280 Mbit/s measured).
 pub(crate) fn truth_pacing_stall() -> Result<(), String> {
-    let ns = netblast_benches::netns::NsPair::create(10)?;
+    let ns = netblast_benches::netns::Pair::create()?;
     let server = netblast_benches::ServerIn::start(&ns.b)?;
     let target = std::net::SocketAddr::from((ns.addr_b, server.port));
     let result = pacing_after_a_stall(&ns, target);
@@ -416,7 +410,7 @@ pub(crate) fn truth_pacing_stall() -> Result<(), String> {
     result
 }
 
-fn pacing_after_a_stall(ns: &netblast_benches::netns::NsPair, target: std::net::SocketAddr) -> Result<(), String> {
+fn pacing_after_a_stall(ns: &netblast_benches::netns::Pair, target: std::net::SocketAddr) -> Result<(), String> {
     let p = profile("bulk-1flow", |p| {
         p.run.duration = Some(Dur(Duration::from_secs(4)));
         if let Some(b) = p.workload.bulk_mut() {
@@ -456,7 +450,7 @@ fn pacing_after_a_stall(ns: &netblast_benches::netns::NsPair, target: std::net::
 }
 
 /// Table `inet nbb` in the server's namespace: 1% of UDP datagrams dropped, counted.
-pub(crate) fn drop_udp_1pct(ns: &netblast_benches::netns::NsPair) -> Result<(), String> {
+pub(crate) fn drop_udp_1pct(ns: &netblast_benches::netns::Pair) -> Result<(), String> {
     ns.nft(&ns.b, "add table inet nbb")?;
     ns.nft(&ns.b, "add chain inet nbb input { type filter hook input priority 0 ; }")?;
     ns.nft(&ns.b, "add rule inet nbb input meta l4proto udp numgen random mod 1000 < 10 counter drop")?;
@@ -479,7 +473,7 @@ pub(crate) fn udp_100m(offloads: bool) -> Result<netblast_spec::Profile, String>
 /// UDP header: the datagrams it dropped are (bytes - 28 x packets) / the datagram size, read
 /// from its counter's bytes.
 pub(crate) fn udp_loss_with_offloads(
-    ns: &netblast_benches::netns::NsPair,
+    ns: &netblast_benches::netns::Pair,
     target: std::net::SocketAddr,
 ) -> Result<(), String> {
     use netblast_benches::netns::inside;
@@ -492,16 +486,8 @@ pub(crate) fn udp_loss_with_offloads(
         .map(|m| (m.msg_bytes.bytes() as f64, m.gro_coalesced() as f64))
         .ok_or("udp-1g is not msgrate")?;
     let r = inside(&ns.a, move || run(target, p)).and_then(|r| r)?;
-    let listing = ns.nft(&ns.b, "list table inet nbb")?;
-    let counter = |name: &str| -> Result<f64, String> {
-        listing
-            .split_whitespace()
-            .skip_while(|w| *w != name)
-            .nth(1)
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| format!("no nft {name} counter"))
-    };
-    let dropped = (counter("bytes")? - 28.0 * counter("packets")?) / size;
+    let counted = ns.nft_counter(&ns.b, &["table", "inet", "nbb"])?;
+    let dropped = (counted.bytes as f64 - 28.0 * counted.packets as f64) / size;
     let m = r.summary.ways[0].msgs.ok_or("no message totals")?;
     let lost = m.udp.and_then(|u| u.quality).map(|q| q.lost as f64).unwrap_or(f64::NAN);
     let host = m.udp.and_then(|u| u.kernel_drops).unwrap_or(0) as f64 * coalesced;

@@ -19,7 +19,7 @@
 //! - `truth.verdict.little_added`: behind the small queue the probes' verdict says the load
 //!   added little.
 
-use netblast_benches::netns::{NsPair, inside, tc};
+use netblast_benches::netns::{Pair, inside};
 use netblast_benches::truth::{self, Tolerance};
 use netblast_benches::{ServerIn, profile};
 use netblast_probe::Probe;
@@ -86,7 +86,7 @@ fn drain_ms(limit: u64) -> f64 {
 /// The path's idle round trip with no program in it, ms: the median of 21 TCP connects from
 /// a to a closed port of b, each refused by b's kernel (a SYN out, a RST back through the delay
 /// line), timed by Python in a.
-fn path_rtt_ms(ns: &NsPair) -> Result<f64, String> {
+fn path_rtt_ms(ns: &Pair) -> Result<f64, String> {
     const TIME: &str = "import socket, sys, time\n\
         v = []\n\
         for _ in range(21):\n    s = socket.socket(); s.settimeout(2); t = time.monotonic()\n    \
@@ -118,8 +118,7 @@ pub(crate) fn truth_latency() -> Result<(), String> {
         }
         return Ok(());
     }
-    let ns = NsPair::delayed(46, DELAY)?;
-    std::thread::sleep(Duration::from_millis(300));
+    let ns = Pair::delayed(DELAY)?;
     let server = ServerIn::start(&ns.b)?;
     let target = format!("{}:{}", ns.addr_b, server.port);
     let run = |p: Profile| -> Result<RunResult, String> {
@@ -133,8 +132,9 @@ pub(crate) fn truth_latency() -> Result<(), String> {
         }
         Ok(r)
     };
+    let (m, b) = (ns.middle(), ns.toward_b());
     let queue = |limit: u64, verb: &str| {
-        tc(ns.middle(), &format!("qdisc {verb} dev {} root tbf rate 100mbit burst 32kb limit {limit}", ns.toward_b()))
+        ns.tc(m, &format!("qdisc {verb} dev {b} root tbf rate 100mbit burst 32kb limit {limit}"))
     };
     queue(LARGE, "add")?;
     // With and without probes in turn: a drift of the host spreads over both.
@@ -152,7 +152,7 @@ pub(crate) fn truth_latency() -> Result<(), String> {
     }
     queue(SMALL, "change")?;
     let small = run(load(true)?)?;
-    tc(ns.middle(), &format!("qdisc del dev {} root", ns.toward_b()))?;
+    ns.tc(ns.middle(), &format!("qdisc del dev {} root", ns.toward_b()))?;
     let probes = |r: &RunResult| r.latency_probe.clone().ok_or_else(|| "a run without its probes".to_string());
 
     let idle: Vec<f64> = large
@@ -260,11 +260,7 @@ pub(crate) fn truth_latency() -> Result<(), String> {
 
 /// `truth.verdict.loss_without_queue`: random loss and no queue, 3% of the data segments
 /// dropped at the server and nothing shaped; every run's bulk verdict says so.
-fn loss_without_queue(
-    ns: &NsPair,
-    port: u16,
-    run: &dyn Fn(Profile) -> Result<RunResult, String>,
-) -> Result<(), String> {
+fn loss_without_queue(ns: &Pair, port: u16, run: &dyn Fn(Profile) -> Result<RunResult, String>) -> Result<(), String> {
     // Random loss and no queue: 3% of the data segments dropped at the server, nothing shaped.
     ns.nft(&ns.b, "add table inet nbq")?;
     ns.nft(&ns.b, "add chain inet nbq input { type filter hook input priority 0 ; }")?;

@@ -10,7 +10,7 @@
 //! microsecond path a 16 KB window still carries tens of Gbit/s): they run over a 10 ms round
 //! trip made by the delay line (`scripts/delayline.py`) in a middle namespace.
 
-use netblast_benches::netns::{NsPair, inside};
+use netblast_benches::netns::{Pair, inside};
 use netblast_benches::truth::{self, Tolerance};
 use netblast_benches::{LocalServer, ServerIn, profile, run};
 use netblast_spec::RunResult;
@@ -111,7 +111,7 @@ impl Drop for Spinner {
 
 /// The TCP causes, on a namespace pair (a sends to b).
 fn tcp_causes() -> Result<(), String> {
-    let ns = NsPair::create(8)?;
+    let ns = Pair::create()?;
     let server = ServerIn::start(&ns.b)?;
     let port = server.port;
     let target = SocketAddr::from((ns.addr_b, port));
@@ -193,7 +193,7 @@ fn delayed_causes() -> Result<(), String> {
     if !wanted.iter().any(|n| truth::wanted(&format!("truth.verdict.{n}"))) {
         return Ok(());
     }
-    let ns = NsPair::delayed(9, Duration::from_millis(5))?;
+    let ns = Pair::delayed(Duration::from_millis(5))?;
     std::thread::sleep(Duration::from_millis(300));
     // The server, then the namespaces, go on every exit (drop order: reverse of declaration).
     let server = ServerIn::start(&ns.b)?;

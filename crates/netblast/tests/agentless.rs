@@ -49,7 +49,8 @@ fn counted_by_nginx(http_port: u16, args: &[&str]) -> RunResult {
 
 #[test]
 fn connections_and_tls_handshakes_agree_with_nginx_accepts() {
-    let Some((_nginx, http, https, _dir)) = crate::util::nginx_limited("2000r/s") else { return };
+    let Some(nginx) = crate::util::nginx_limited("2000r/s") else { return };
+    let (http, https) = (nginx.http, nginx.https);
     let (http_t, https_t) = (format!("127.0.0.1:{http}"), format!("127.0.0.1:{https}"));
     // Connect and close: the cps profile with no agent (its close = server becomes fin).
     let r = counted_by_nginx(http, &["--profile", "cps", "--no-agent", &http_t, "-t", "2"]);
@@ -125,7 +126,8 @@ fn agentless_settings_are_refused_where_they_mean_nothing() {
         assert!(!out.status.success() && err.contains(names), "{args:?}: {err}");
     }
     // An untrusted certificate stops the run at the first handshake, saying why.
-    let Some((_nginx, _http, https, _dir)) = crate::util::nginx_limited("2000r/s") else { return };
+    let Some(nginx) = crate::util::nginx_limited("2000r/s") else { return };
+    let https = nginx.https;
     let target = format!("127.0.0.1:{https}");
     let out =
         crate::util::run_cmd().args(["--profile", "tls-handshakes", &target, "-t", "1", "--json"]).output().unwrap();

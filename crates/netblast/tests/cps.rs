@@ -1,7 +1,7 @@
 //! cps (new connections per second) end to end: the counts agree on both ends, the rate holds,
 //! and each failure cause is produced for real (a port range, a reset, dropped SYNs) and named.
 
-use crate::util::{self, Server};
+use crate::util::{self, InPair, Server};
 use netblast_spec::RunResult;
 use netblast_spec::profile::{CloseMode, CpsSection, Profile};
 use netblast_spec::units::ByteSize;
@@ -100,7 +100,7 @@ fn failures_are_counted_by_cause() {
     if !util::netns_or_skip("failures_are_counted_by_cause") {
         return;
     }
-    let ns = util::NetnsPair::create();
+    let ns = util::NetnsPair::create().unwrap();
     let (_serve, addr) = ns.serve(&ns.b);
     let target = format!("{}:{}", ns.addr_b, addr.port());
     let sysctl = |kv: &str| {
@@ -154,10 +154,10 @@ fn failures_are_counted_by_cause() {
     sysctl("net.ipv4.ip_local_port_range=32768 60999");
 
     // Refused: the server's namespace answers every SYN but the data port's with a reset.
-    ns.nft(&ns.b, "add table inet nbc");
-    ns.nft(&ns.b, "add chain inet nbc input { type filter hook input priority 0; }");
+    ns.nft(&ns.b, "add table inet nbc").unwrap();
+    ns.nft(&ns.b, "add chain inet nbc input { type filter hook input priority 0; }").unwrap();
     let port = addr.port().to_string();
-    ns.nft(&ns.b, &format!("add rule inet nbc input tcp dport != {port} tcp flags syn reject with tcp reset"));
+    ns.nft(&ns.b, &format!("add rule inet nbc input tcp dport != {port} tcp flags syn reject with tcp reset")).unwrap();
     let r = run_in(&ns, &target, &["-t", "1"]);
     let m = r.summary.ways[0].msgs.unwrap();
     let c = m.conns.unwrap();
@@ -166,8 +166,9 @@ fn failures_are_counted_by_cause() {
 
     // Lost SYNs: a quarter dropped. Each costs a retransmission a second later; with a long
     // timeout the connections still succeed, and the retransmissions are counted.
-    ns.nft(&ns.b, "flush chain inet nbc input");
-    ns.nft(&ns.b, &format!("add rule inet nbc input tcp dport != {port} tcp flags syn numgen random mod 4 == 0 drop"));
+    ns.nft(&ns.b, "flush chain inet nbc input").unwrap();
+    ns.nft(&ns.b, &format!("add rule inet nbc input tcp dport != {port} tcp flags syn numgen random mod 4 == 0 drop"))
+        .unwrap();
     let r = run_in(&ns, &target, &["-t", "2", "--timeout", "20s"]);
     let w = &r.summary.ways[0];
     let c = w.msgs.unwrap().conns.unwrap();
@@ -184,8 +185,7 @@ fn a_rate_the_flows_cannot_keep_is_named_with_its_cause_and_a_rate_they_keep_is_
     // Made on purpose: a 10 ms round trip, where a flow (one connection at a time: connect,
     // request, response) completes at most ~50 connections a second with its CPUs idle. Found
     // by a user: `--rate 20k` gave 5.6 k/s with only "asked for 20.0 k/s in all".
-    let path = util::DelayPath::create(std::time::Duration::from_millis(5));
-    let ns = &path.pair;
+    let ns = &util::NetnsPair::delayed(std::time::Duration::from_millis(5)).unwrap();
     let (_srv, addr) = ns.serve(&ns.b);
     let target = format!("{}:{}", ns.addr_b, addr.port());
     let short = run_in(ns, &target, &["--rate", "400", "-t", "2"]);
@@ -215,12 +215,12 @@ fn dropped_syns_are_named_as_the_cause_of_a_rate_not_reached() {
     }
     // Made on purpose: 5% of the SYNs reaching the server dropped (what a full accept queue
     // does); each costs its flow a second.
-    let ns = util::NetnsPair::create();
+    let ns = util::NetnsPair::create().unwrap();
     let (_serve, addr) = ns.serve(&ns.b);
     let target = format!("{}:{}", ns.addr_b, addr.port());
-    ns.nft(&ns.b, "add table inet nbs");
-    ns.nft(&ns.b, "add chain inet nbs input { type filter hook input priority 0 ; }");
-    ns.nft(&ns.b, "add rule inet nbs input tcp flags & (syn | ack) == syn numgen random mod 100 < 5 drop");
+    ns.nft(&ns.b, "add table inet nbs").unwrap();
+    ns.nft(&ns.b, "add chain inet nbs input { type filter hook input priority 0 ; }").unwrap();
+    ns.nft(&ns.b, "add rule inet nbs input tcp flags & (syn | ack) == syn numgen random mod 100 < 5 drop").unwrap();
     let r = run_flows_in(&ns, &target, 4, &["--rate", "2k", "-t", "2"]);
     let syn = r.summary.ways[0].msgs.unwrap().conns.unwrap().syn_retransmits.unwrap();
     assert!(syn > 0, "no SYN retransmitted");
@@ -236,7 +236,7 @@ fn a_servers_flow_ports_are_the_only_ports_its_cps_listeners_take() {
     if !util::netns_or_skip("a_servers_flow_ports_are_the_only_ports_its_cps_listeners_take") {
         return;
     }
-    let ns = util::NetnsPair::create();
+    let ns = util::NetnsPair::create().unwrap();
     let _serve = ns.serve_quiet(&ns.b, &["--open", "--port", "5290", "--flow-ports", "5234-5235"]);
     let target = format!("{}:5290", ns.addr_b);
     let up = (0..100).any(|_| {
@@ -247,10 +247,10 @@ fn a_servers_flow_ports_are_the_only_ports_its_cps_listeners_take() {
         }
     });
     assert!(up, "serve did not come up");
-    ns.nft(&ns.b, "add table inet nbf");
-    ns.nft(&ns.b, "add chain inet nbf input { type filter hook input priority 0; }");
-    ns.nft(&ns.b, "add rule inet nbf input tcp dport 5234-5235 counter accept");
-    ns.nft(&ns.b, "add rule inet nbf input tcp dport != 5290 counter drop");
+    ns.nft(&ns.b, "add table inet nbf").unwrap();
+    ns.nft(&ns.b, "add chain inet nbf input { type filter hook input priority 0; }").unwrap();
+    ns.nft(&ns.b, "add rule inet nbf input tcp dport 5234-5235 counter accept").unwrap();
+    ns.nft(&ns.b, "add rule inet nbf input tcp dport != 5290 counter drop").unwrap();
     let r = run_flows_in(&ns, &target, 2, &["-t", "1"]);
     let m = r.summary.ways[0].msgs.unwrap();
     assert!(m.sent > 100 && m.lost == Some(0), "{} completed, {:?} failed", m.sent, m.lost);

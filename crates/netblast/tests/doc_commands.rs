@@ -24,7 +24,7 @@
 //! each), as written.
 
 // Shared with the other test binaries; this one uses part of it.
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 mod util;
 
 use std::path::{Path, PathBuf};
@@ -151,7 +151,7 @@ struct Peers {
     nginx: Option<u16>,
     agents: Vec<String>,
     _keep: Vec<util::KillOnDrop>,
-    _nginx: Option<(util::KillOnDrop, util::tempdir::Dir)>,
+    _nginx: Option<netblast_testkit::Nginx>,
 }
 
 fn unix_s() -> u64 {
@@ -181,7 +181,7 @@ impl Peers {
             keep.push(util::KillOnDrop(a));
             agents.push(at.to_string());
         }
-        let nginx = util::nginx_limited("2000r/s").map(|(n, p, _, d)| (p, (n, d)));
+        let nginx = util::nginx_limited("2000r/s").map(|n| (n.http, n));
         // `netblast` on the statements' PATH: the binary under test, a run or fleet given no
         // length bounded to 2 s.
         let shim = dir.join("bin");

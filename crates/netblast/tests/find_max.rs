@@ -11,7 +11,8 @@ fn out_file(name: &str) -> std::path::PathBuf {
 
 #[test]
 fn finds_nginx_limit_req_within_five_percent_and_renders_it() {
-    let Some((_nginx, port, _, _dir)) = nginx_limited("1000r/s") else { return };
+    let Some(nginx) = nginx_limited("1000r/s") else { return };
+    let port = nginx.http;
     let url = format!("http://127.0.0.1:{port}/limited");
     let file = out_file("nginx");
     let o = run_cmd()
@@ -59,7 +60,8 @@ fn finds_nginx_limit_req_within_five_percent_and_renders_it() {
 
 #[test]
 fn the_ends_of_the_range_are_answers_with_their_exit_status() {
-    let Some((_nginx, port, _, _dir)) = nginx_limited("1000r/s") else { return };
+    let Some(nginx) = nginx_limited("1000r/s") else { return };
+    let port = nginx.http;
     let url = format!("http://127.0.0.1:{port}/limited");
     // Even the lowest rate fails: exit 4, said.
     let o = run_cmd()
@@ -106,7 +108,8 @@ fn every_step_of_a_udp_search_sends() {
 
 #[test]
 fn an_interrupted_search_keeps_its_finished_steps() {
-    let Some((_nginx, port, _, _dir)) = nginx_limited("1000r/s") else { return };
+    let Some(nginx) = nginx_limited("1000r/s") else { return };
+    let port = nginx.http;
     let url = format!("http://127.0.0.1:{port}/limited");
     let file = out_file("interrupted");
     let child = run_cmd()

@@ -8,5 +8,5 @@ mod fleet;
 mod fleet_hostile;
 mod fleet_search;
 // Shared with the integration binary; this one uses part of it.
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 mod util;

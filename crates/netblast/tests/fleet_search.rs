@@ -5,7 +5,8 @@ use crate::util::{self, nginx_limited};
 
 #[test]
 fn a_fleet_search_finds_what_its_clients_hold_together() {
-    let Some((_nginx, port, _, _dir)) = nginx_limited("1000r/s") else { return };
+    let Some(nginx) = nginx_limited("1000r/s") else { return };
+    let port = nginx.http;
     let _one = crate::fleet::one_fleet();
     let token = util::token_file("findmax-fleet", "find-max fleet token");
     let agent = || {

@@ -2,7 +2,7 @@
 //! kernel's established sockets (`ss`), both ends count every probe, and a connection limit on
 //! the path (an nftables `ct count` rule) is what it finds, with the target named as the cause.
 
-use crate::util::{self, Server};
+use crate::util::{self, InPair, Server};
 use netblast_spec::RunResult;
 use netblast_spec::profile::{HoldSection, Profile, Workload};
 use std::process::Command;
@@ -27,7 +27,7 @@ fn established_to(dst: &str) -> usize {
 #[test]
 fn the_connections_held_are_the_kernels_established_sockets_and_every_probe_is_answered() {
     // A loopback address of its own, so that `ss` sees this test's connections only.
-    let Some(srv) = Server::start("127.0.0.61:0") else { panic!("cannot listen on 127.0.0.61") };
+    let Ok(srv) = Server::start("127.0.0.61:0") else { panic!("cannot listen on 127.0.0.61") };
     let p = hold(|h| {
         h.conns = 600;
         h.flows = Some(2);
@@ -74,14 +74,14 @@ fn a_connection_limit_on_the_path_is_what_it_holds_and_the_target_is_named() {
     if !util::netns_or_skip("hold: a connection limit on the path") {
         return;
     }
-    let ns = util::NetnsPair::create();
+    let ns = util::NetnsPair::create().unwrap();
     let (_serve, addr) = ns.serve(&ns.b);
     let target = format!("{}:{}", ns.addr_b, addr.port());
     // A firewall's connection table of 200: the kernel resets every new connection beyond it
     // (the control connection and the anchors count too) and counts what it reset.
-    ns.nft(&ns.b, "add table inet nbh");
-    ns.nft(&ns.b, "add chain inet nbh input { type filter hook input priority 0; }");
-    ns.nft(&ns.b, "add rule inet nbh input tcp flags syn ct count over 200 counter reject with tcp reset");
+    ns.nft(&ns.b, "add table inet nbh").unwrap();
+    ns.nft(&ns.b, "add chain inet nbh input { type filter hook input priority 0; }").unwrap();
+    ns.nft(&ns.b, "add rule inet nbh input tcp flags syn ct count over 200 counter reject with tcp reset").unwrap();
     let out = ns
         .cmd(&ns.a, env!("CARGO_BIN_EXE_netblast"))
         .args(["run", "--probe", "tcpinfo", "--target", &target, "--profile", "hold", "--json"])
@@ -96,7 +96,7 @@ fn a_connection_limit_on_the_path_is_what_it_holds_and_the_target_is_named() {
     let c = r.summary.ways[0].msgs.unwrap().conns.unwrap();
     assert!(c.refused > 0 && c.failed() == c.refused, "{c:?}");
     // Every refusal the client counted is a SYN the rule reset.
-    let reset = ns.nft_packets(&ns.b, &["chain", "inet", "nbh", "input"]);
+    let reset = ns.nft_counter(&ns.b, &["chain", "inet", "nbh", "input"]).unwrap().packets;
     assert!(
         c.refused <= reset && reset <= c.refused + 2,
         "client counted {} refused, the rule reset {reset}",

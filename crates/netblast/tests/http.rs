@@ -1,6 +1,6 @@
 //! HTTP floods against the built-in responder and against a real nginx.
 
-use crate::util::{self, KillOnDrop};
+use crate::util::{self, InPair};
 use netblast_spec::RunResult;
 use netblast_spec::profile::{HttpSection, HttpVersion, Profile, Workload};
 use netblast_spec::units::{Dur, Rate};
@@ -401,14 +401,10 @@ fn refused_connections_are_counted_not_hung() {
     assert_eq!(h.connections.established, 0);
 }
 
-/// A local nginx from scripts/nginx-local.sh on free ports: (process, http, https).
-fn nginx() -> Option<(KillOnDrop, u16, u16, util::tempdir::Dir)> {
-    util::nginx_limited("2000r/s")
-}
-
 #[test]
 fn against_nginx_counts_statuses_and_speaks_https_and_h2() {
-    let Some((_nginx, http_port, https_port, _dir)) = nginx() else { return };
+    let Some(nginx) = util::nginx_limited("2000r/s") else { return };
+    let (http_port, https_port) = (nginx.http, nginx.https);
     let addr: SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
     let r = util::run(
         addr,
@@ -508,7 +504,7 @@ fn curl_from_another_namespace_is_served_only_as_serve_would_take_its_peer() {
     if !util::netns_or_skip("curl_from_another_namespace_is_served_only_as_serve_would_take_its_peer") {
         return;
     }
-    let ns = util::NetnsPair::create();
+    let ns = util::NetnsPair::create().unwrap();
     let serve = |extra: &[&str]| {
         let s = ns.serve_quiet(&ns.b, &[&["--port", "0", "--http", "18080"], extra].concat());
         std::thread::sleep(Duration::from_millis(400));

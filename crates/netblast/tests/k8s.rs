@@ -24,7 +24,7 @@ use util::KillOnDrop as Proc;
 
 // Shared with the integration binary; this one uses its KillOnDrop.
 mod k8s_nodes;
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 mod util;
 
 /// One cluster at a time: the real one has fixed names and addresses, and both want the CPUs.

@@ -3,7 +3,7 @@
 //! `--cport` by `ss` and by nftables counting the SYNs from outside the range, `-B` with
 //! several addresses by the server's own view of its peers (`ss`).
 
-use crate::util::{self, NetnsPair};
+use crate::util::{self, InPair, NetnsPair};
 use netblast_spec::result::RunResult;
 
 /// `netblast run ARGS --json` in namespace a, its result.
@@ -59,10 +59,10 @@ fn seen(ns: &NetnsPair, n: &str) -> Seen {
 /// as [`Seen`] says), `data_port` being the server's.
 fn count_marks(ns: &NetnsPair, n: &str, data_port: u16) {
     let dev = format!("{n}v");
-    ns.nft(n, "add table inet nbk");
-    ns.nft(n, "add chain inet nbk input { type filter hook input priority 0; }");
+    ns.nft(n, "add table inet nbk").unwrap();
+    ns.nft(n, "add chain inet nbk input { type filter hook input priority 0; }").unwrap();
     for c in ["every", "marked", "af41", "synack", "data_port", "elsewhere"] {
-        ns.nft(n, &format!("add counter inet nbk {c}"));
+        ns.nft(n, &format!("add counter inet nbk {c}")).unwrap();
     }
     let rules = [
         "counter name every".to_string(),
@@ -74,7 +74,7 @@ fn count_marks(ns: &NetnsPair, n: &str, data_port: u16) {
         "ip dscp != ef meta l4proto != tcp counter name elsewhere".into(),
     ];
     for r in rules {
-        ns.nft(n, &format!("add rule inet nbk input iifname {dev} {r}"));
+        ns.nft(n, &format!("add rule inet nbk input iifname {dev} {r}")).unwrap();
     }
 }
 
@@ -95,7 +95,7 @@ fn dscp_marks_every_packet_of_every_kind_both_ways() {
     if !util::netns_or_skip("dscp_marks_every_packet_of_every_kind_both_ways") {
         return;
     }
-    let ns = NetnsPair::create();
+    let ns = NetnsPair::create().unwrap();
     // The server has no mark of its own: what it sends is marked by the test's --dscp alone.
     let (_serve, addr) = ns.serve(&ns.b);
     let target = format!("{}:{}", ns.addr_b, addr.port());
@@ -190,10 +190,11 @@ fn source_ports_and_addresses_are_the_ones_named() {
     if !util::netns_or_skip("source_ports_and_addresses_are_the_ones_named") {
         return;
     }
-    let ns = NetnsPair::create();
-    let net = ns.addr_b.rsplit_once('.').unwrap().0.to_string();
+    let ns = NetnsPair::create().unwrap();
+    let net = ns.addr_b.to_string().rsplit_once('.').unwrap().0.to_string();
     let (a1, a3) = (format!("{net}.1"), format!("{net}.3"));
-    util::ip(&["-n", &ns.a, "addr", "add", &format!("{a3}/24"), "dev", &format!("{}v", ns.a)]);
+    netblast_testkit::netns::ip(&["-n", &ns.a, "addr", "add", &format!("{a3}/24"), "dev", &format!("{}v", ns.a)])
+        .unwrap();
     let (_serve, addr) = ns.serve(&ns.b);
     let target = format!("{}:{}", ns.addr_b, addr.port());
 
@@ -215,13 +216,13 @@ fn source_ports_and_addresses_are_the_ones_named() {
     assert!(netblast_report::text::full(&r).contains(&format!("from {a1}, {a3}")));
 
     // cps: every connection's SYN comes from the range, as the server's kernel counts them.
-    ns.nft(&ns.b, "add table inet nbp");
-    ns.nft(&ns.b, "add chain inet nbp input { type filter hook input priority 0; }");
-    ns.nft(&ns.b, "add counter inet nbp inside");
-    ns.nft(&ns.b, "add counter inet nbp outside");
+    ns.nft(&ns.b, "add table inet nbp").unwrap();
+    ns.nft(&ns.b, "add chain inet nbp input { type filter hook input priority 0; }").unwrap();
+    ns.nft(&ns.b, "add counter inet nbp inside").unwrap();
+    ns.nft(&ns.b, "add counter inet nbp outside").unwrap();
     let syn = format!("tcp flags & (syn | ack) == syn tcp dport != {}", addr.port());
-    ns.nft(&ns.b, &format!("add rule inet nbp input {syn} tcp sport 41000-41015 counter name inside"));
-    ns.nft(&ns.b, &format!("add rule inet nbp input {syn} tcp sport != 41000-41015 counter name outside"));
+    ns.nft(&ns.b, &format!("add rule inet nbp input {syn} tcp sport 41000-41015 counter name inside")).unwrap();
+    ns.nft(&ns.b, &format!("add rule inet nbp input {syn} tcp sport != 41000-41015 counter name outside")).unwrap();
     let r = run_in(
         &ns,
         &["--target", &target, "--profile", "cps", "-P", "2", "-t", "1", "--close", "rst", "--cport", "41000-41015"],
@@ -252,10 +253,10 @@ fn scoped_ipv6_link_local_addresses_work_for_every_kind() {
     if !util::netns_or_skip("scoped_ipv6_link_local_addresses_work_for_every_kind") {
         return;
     }
-    let ns = NetnsPair::create();
+    let ns = NetnsPair::create().unwrap();
     // Link-local addresses of our own, usable at once (no duplicate address detection).
     for (n, addr) in [(&ns.a, "fe80::a/64"), (&ns.b, "fe80::b/64")] {
-        util::ip(&["-n", n, "addr", "add", addr, "dev", &format!("{n}v"), "nodad"]);
+        netblast_testkit::netns::ip(&["-n", n, "addr", "add", addr, "dev", &format!("{n}v"), "nodad"]).unwrap();
     }
     let mut serve = ns.cmd(&ns.b, env!("CARGO_BIN_EXE_netblast"));
     serve.args(["serve", "--probe", "tcpinfo", "--open", "--bind", "::", "--port", "0", "--http", "8098"]);

@@ -7,7 +7,7 @@
 //! independently in the middle of the run, must agree (its percentages are of the busy time).
 //! Root only (SKIP otherwise).
 
-use crate::util::{self, NetnsPair};
+use crate::util::{self, InPair, NetnsPair};
 use netblast_spec::RunResult;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -105,8 +105,7 @@ fn a_sender_with_a_small_send_buffer_is_named_with_it() {
     // flow far below what the same path carries without it. (On a microsecond veth path a 16 KB
     // buffer holds nothing: the flow runs at its sender's CPU's rate, 30 Gbit/s and more, with
     // or without it, and the verdict there depended on how the CPU time fell: issue 38.)
-    let path = util::DelayPath::create(Duration::from_millis(5));
-    let ns = &path.pair;
+    let ns = &util::NetnsPair::delayed(Duration::from_millis(5)).unwrap();
     let (_srv, addr) = ns.serve(&ns.b);
     let addr = format!("{}:{}", ns.addr_b, addr.port());
     let (open, _, _) = run(ns, &addr, &[]);
@@ -125,7 +124,7 @@ fn a_shaped_link_is_congestion_and_an_open_one_is_not_window_limited() {
     if !util::netns_or_skip("limits: congestion") {
         return;
     }
-    let ns = NetnsPair::create();
+    let ns = NetnsPair::create().unwrap();
     let (_srv, addr) = ns.serve(&ns.b);
     let addr = format!("{}:{}", ns.addr_b, addr.port());
     // Unrestricted first: neither window holds the flow.
@@ -156,8 +155,7 @@ fn a_long_path_and_a_small_receive_buffer_name_the_buffer_the_rtt_and_the_size_t
     }
     // The cross-region seed's case: 20 ms each way (a delay line: this kernel has no netem),
     // a receiver whose autotuning stops at 256 KB, and 100 Mbit/s wanted.
-    let path = util::DelayPath::create(Duration::from_millis(20));
-    let ns = &path.pair;
+    let ns = &util::NetnsPair::delayed(Duration::from_millis(20)).unwrap();
     sysctl(ns, &ns.b, "net.ipv4.tcp_rmem=4096 131072 262144");
     let (_srv, addr) = ns.serve(&ns.b);
     let addr = format!("{}:{}", ns.addr_b, addr.port());
@@ -387,7 +385,7 @@ fn a_receiver_whose_link_slows_down_counts_the_data_in_the_interval_it_came() {
     if !util::netns_or_skip("limits: slowed link") {
         return;
     }
-    let ns = NetnsPair::create();
+    let ns = NetnsPair::create().unwrap();
     let (_srv, addr) = ns.serve(&ns.b);
     let addr = format!("{}:{}", ns.addr_b, addr.port());
     // A small send buffer: the sender's queue drains in well under a second at the slow rate.
@@ -457,7 +455,7 @@ fn a_sender_whose_cpu_is_taken_is_cpu_limited() {
     // Made on purpose: a process spinning on the sender's CPU for the whole run. Found by a
     // user: one run read "application limited ... (the sender's CPU 0 at 100% busy)", the
     // next "CPU limited": one cause, two names.
-    let ns = NetnsPair::create();
+    let ns = NetnsPair::create().unwrap();
     let (_srv, addr) = ns.serve(&ns.b);
     let target = format!("{}:{}", ns.addr_b, addr.port());
     let cpu = netblast_engine::os::sys::allowed_cpus().unwrap()[0];

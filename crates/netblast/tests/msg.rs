@@ -1,6 +1,6 @@
 //! msgrate and rr end to end against a real server.
 
-use crate::util::{self, Server};
+use crate::util::{self, InPair, Server};
 use netblast_spec::RunResult;
 use netblast_spec::profile::{MsgrateSection, Profile, Protocol, RrSection, WaitMode, Workload};
 use netblast_spec::units::{ByteSize, CpuList};
@@ -391,7 +391,7 @@ fn pps_8core_counts_wire_packets_as_the_interface_does() {
     if !util::netns_or_skip("pps_8core_counts_wire_packets_as_the_interface_does") {
         return;
     }
-    let ns = util::NetnsPair::create();
+    let ns = util::NetnsPair::create().unwrap();
     let bin = env!("CARGO_BIN_EXE_netblast");
     let mut serve = ns.cmd(&ns.b, bin);
     serve.args(["serve", "--probe", "tcpinfo", "--bind", "127.0.0.1", "--port", "0"]);
@@ -437,12 +437,12 @@ fn udp_one_percent_drop(extra: &[&str]) {
     if !util::netns_or_skip("udp_at_a_bitrate_reports_a_one_percent_drop") {
         return;
     }
-    let ns = util::NetnsPair::create();
+    let ns = util::NetnsPair::create().unwrap();
     let bin = env!("CARGO_BIN_EXE_netblast");
     let (_serve, addr) = ns.serve(&ns.b);
-    ns.nft(&ns.b, "add table inet nbu");
-    ns.nft(&ns.b, "add chain inet nbu input { type filter hook input priority 0; }");
-    ns.nft(&ns.b, "add rule inet nbu input meta l4proto udp numgen random mod 1000 < 10 counter drop");
+    ns.nft(&ns.b, "add table inet nbu").unwrap();
+    ns.nft(&ns.b, "add chain inet nbu input { type filter hook input priority 0; }").unwrap();
+    ns.nft(&ns.b, "add rule inet nbu input meta l4proto udp numgen random mod 1000 < 10 counter drop").unwrap();
     let target = format!("{}:{}", ns.addr_b, addr.port());
     let softnet = util::softnet_drops();
     let out = ns
@@ -554,7 +554,7 @@ fn a_server_on_the_clients_kernel_keeps_its_end_off_the_clients_cpu() {
         eprintln!("skipping: one usable CPU");
         return;
     }
-    let ns = util::NetnsPair::create();
+    let ns = util::NetnsPair::create().unwrap();
     let bin = env!("CARGO_BIN_EXE_netblast");
     let (_serve, addr) = ns.serve(&ns.b);
     let target = format!("{}:{}", ns.addr_b, addr.port());

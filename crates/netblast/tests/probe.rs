@@ -432,13 +432,13 @@ fn induced_loss_is_seen_and_matches_the_kernel() {
         crate::util::skipped("induced_loss_is_seen_and_matches_the_kernel", "nft is not installed");
         return;
     }
-    let ns = util::NetnsPair::create();
+    let ns = util::NetnsPair::create().unwrap();
     // nsenter switches the network namespace only (ip netns exec would also hide the cgroup v2
     // mount the probe attaches to).
     let _server = util::KillOnDrop(
         Command::new("nsenter")
             .arg(format!("--net=/run/netns/{}", ns.b))
-            .args([env!("CARGO_BIN_EXE_netblast"), "serve", "--bind", &ns.addr_b])
+            .args([env!("CARGO_BIN_EXE_netblast"), "serve", "--bind", &ns.addr_b.to_string()])
             .args(["--port", "5210", "--probe", "ebpf", "--open"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -460,16 +460,16 @@ fn induced_loss_is_seen_and_matches_the_kernel() {
     // Retransmissions of the control connection, counted by the namespace but not the test.
     const CONTROL: u64 = 3;
     // 1% of the packets arriving at the server dropped at random.
-    ns.nft(&ns.b, "add table inet nbt");
-    ns.nft(&ns.b, "add chain inet nbt input { type filter hook input priority 0; }");
-    ns.nft(&ns.b, "add rule inet nbt input tcp dport 5210 numgen random mod 100 < 1 counter drop");
-    let lossy_before = ns.tcp_snmp(&ns.a, "RetransSegs");
+    ns.nft(&ns.b, "add table inet nbt").unwrap();
+    ns.nft(&ns.b, "add chain inet nbt input { type filter hook input priority 0; }").unwrap();
+    ns.nft(&ns.b, "add rule inet nbt input tcp dport 5210 numgen random mod 100 < 1 counter drop").unwrap();
+    let lossy_before = ns.tcp_snmp(&ns.a, "RetransSegs").unwrap();
     let lossy = run("3", &[]);
     assert!(lossy.complete, "{:?}", lossy.errors);
     assert_eq!(lossy.probe.tcp_source, "ebpf");
     let retransmits = lossy.summary.ways[0].retransmits.expect("eBPF counts retransmissions");
     // The namespace's own counter (the control connection's few beside the test's).
-    let kernel = ns.tcp_snmp(&ns.a, "RetransSegs") - lossy_before;
+    let kernel = ns.tcp_snmp(&ns.a, "RetransSegs").unwrap() - lossy_before;
     assert!(
         retransmits <= kernel && kernel - retransmits <= CONTROL,
         "1% loss: the probe counted {retransmits} retransmissions, the namespace's kernel {kernel}"
@@ -480,7 +480,7 @@ fn induced_loss_is_seen_and_matches_the_kernel() {
     // report as duplicates (DSACK) cover most of the rule's drops. (On a busy host the sender
     // also retransmits spuriously, which the receiver reports; how many varies with the load,
     // so only the real ones are held against the rule.)
-    let dropped = ns.nft_packets(&ns.b, &["table", "inet", "nbt"]);
+    let dropped = ns.nft_counter(&ns.b, &["table", "inet", "nbt"]).unwrap().packets;
     let spurious = lossy.summary.ways[0].spurious_retransmits.expect("TCP_INFO reports DSACKs on this kernel");
     let real = retransmits.saturating_sub(spurious);
     eprintln!("1% loss: {dropped} dropped by the rule, {retransmits} retransmissions, {spurious} DSACKed");
@@ -490,7 +490,7 @@ fn induced_loss_is_seen_and_matches_the_kernel() {
         "{dropped} segments dropped by the rule, {retransmits} retransmitted, {spurious} of them DSACKed"
     );
 
-    ns.nft(&ns.b, "delete table inet nbt");
+    ns.nft(&ns.b, "delete table inet nbt").unwrap();
     // Without loss. The path can still make TCP retransmit: veth delivers through per-CPU
     // backlogs, so a sender that moves between CPUs reorders its own packets, and a receiver
     // starved of CPU for a few milliseconds fires a tail-loss probe. Those retransmissions are
@@ -501,13 +501,14 @@ fn induced_loss_is_seen_and_matches_the_kernel() {
     // nothing else. The namespace's counter also holds the control connection's, a few at most.
     // The receiver's duplicate reports (DSACK) are a floor, not a match: one DSACK block per
     // acknowledgement, so duplicates arriving together are reported as one.
-    let (kernel_before, dsacked_before) = (ns.tcp_snmp(&ns.a, "RetransSegs"), ns.tcp_ext(&ns.a, "TCPDSACKRecvSegs"));
+    let (kernel_before, dsacked_before) =
+        (ns.tcp_snmp(&ns.a, "RetransSegs").unwrap(), ns.tcp_ext(&ns.a, "TCPDSACKRecvSegs").unwrap());
     let clean = run("2", &["--window", "256K"]);
     assert!(clean.complete, "{:?}", clean.errors);
     assert_agree(&clean);
     let retrans = clean.summary.ways[0].retransmits.expect("eBPF counts retransmissions");
-    let kernel = ns.tcp_snmp(&ns.a, "RetransSegs") - kernel_before;
-    let dsacked = ns.tcp_ext(&ns.a, "TCPDSACKRecvSegs") - dsacked_before;
+    let kernel = ns.tcp_snmp(&ns.a, "RetransSegs").unwrap() - kernel_before;
+    let dsacked = ns.tcp_ext(&ns.a, "TCPDSACKRecvSegs").unwrap() - dsacked_before;
     let reported = clean.summary.ways[0].spurious_retransmits.expect("TCP_INFO reports DSACKs on this kernel");
     eprintln!(
         "without loss: {retrans} retransmissions counted, {kernel} by the namespace's kernel, {dsacked} DSACKed, \

@@ -2,7 +2,7 @@
 //! `netblast_wire::header`): version negotiation, authentication, stream tags, hostile peers.
 //! After every bad peer the server still serves a good client.
 
-use crate::util::{self, Server};
+use crate::util::{self, InPair, Server};
 use netblast_agent::{Access, ServeConfig};
 use netblast_engine::exec::api::{ClientError, RunOptions};
 use netblast_probe::Probe;
@@ -228,7 +228,7 @@ fn a_default_serve_refuses_other_namespaces_and_a_token_serve_sends_nothing_unau
     if !util::netns_or_skip("a_default_serve_refuses_other_namespaces") {
         return;
     }
-    let ns = util::NetnsPair::create();
+    let ns = util::NetnsPair::create().unwrap();
     let bin = env!("CARGO_BIN_EXE_netblast");
     let serve = |extra: &[&str]| ns.serve_quiet(&ns.b, &[&["--port", "5210"], extra].concat());
     let run = |ns_name: &str, target: &str, extra: &[&str]| {

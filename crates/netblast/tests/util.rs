@@ -6,64 +6,17 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// The traffic lane: one test at a time sends traffic. On this project's 2-CPU hosts every
-/// traffic test wants both CPUs (pinned workers, a server beside its client), and two at once
-/// each got half: a timing or a verdict then depended on the test beside it (issue 38). Every
-/// helper that starts a server or a namespace takes the lane for the calling test's thread;
-/// it is given back when that thread ends (libtest runs each test on a thread of its own), so
-/// tests without traffic (parsing, rendering) still run side by side. Only a test's own thread
-/// takes it: a thread the test spawns (two clients at once) runs under the test's lane, and
-/// must not call a helper that takes it (`run` and `run_with` do not).
-pub fn lane() {
-    use std::sync::{Mutex, MutexGuard};
-    static LANE: Mutex<()> = Mutex::new(());
-    thread_local! {
-        static HELD: std::cell::RefCell<Option<MutexGuard<'static, ()>>> = const { std::cell::RefCell::new(None) };
-    }
-    HELD.with(|h| {
-        let mut h = h.borrow_mut();
-        if h.is_none() {
-            // A test that failed while it held the lane poisons it; the next one goes on.
-            *h = Some(LANE.lock().unwrap_or_else(|e| e.into_inner()));
-        }
-    });
-}
-
-/// An in-process `netblast serve` on an ephemeral port, stopped on drop.
-pub struct Server {
-    pub addr: SocketAddr,
-    _bg: netblast_agent::Background,
-}
-
-impl Server {
-    /// Starts a server on `bind` (e.g. "127.0.0.1:0"); `None` when that address family is not
-    /// available here (e.g. no IPv6 loopback).
-    pub fn start(bind: &str) -> Option<Server> {
-        Server::start_with(bind, Probe::tcp_info())
-    }
-
-    /// As [`Server::start`], with the given source of TCP statistics.
-    pub fn start_with(bind: &str, probe: Probe) -> Option<Server> {
-        Server::start_cfg(bind, netblast_agent::ServeConfig { probe, ..Default::default() })
-    }
-
-    /// As [`Server::start`], with the given settings.
-    pub fn start_cfg(bind: &str, cfg: netblast_agent::ServeConfig) -> Option<Server> {
-        lane();
-        let listener = std::net::TcpListener::bind(bind.parse::<SocketAddr>().unwrap()).ok()?;
-        let bg = netblast_agent::Background::data_port(listener, cfg).unwrap();
-        Some(Server { addr: bg.addr(), _bg: bg })
-    }
-}
+pub use netblast_testkit::netns::Pair as NetnsPair;
+pub use netblast_testkit::{KillOnDrop, LocalServer as Server, lane};
 
 /// A bulk profile: `edit` adjusts the built-in bulk-1flow.
 pub fn profile(edit: impl FnOnce(&mut Profile)) -> Profile {
-    let (mut p, _) = Profile::load("bulk-1flow").unwrap();
-    p.run.interval = Some("250ms".parse().unwrap());
-    p.run.duration = Some("1s".parse().unwrap());
-    edit(&mut p);
-    p.validate("test profile").unwrap();
-    p
+    netblast_testkit::profile("bulk-1flow", |p| {
+        p.run.interval = Some("250ms".parse().unwrap());
+        p.run.duration = Some("1s".parse().unwrap());
+        edit(p);
+    })
+    .unwrap()
 }
 
 /// Runs a profile in-process against `addr`.
@@ -73,7 +26,7 @@ pub fn run(addr: SocketAddr, p: Profile) -> RunResult {
 
 /// Runs a profile in-process against `addr` with the given source of TCP statistics.
 pub fn run_with(addr: SocketAddr, p: Profile, probe: &Probe) -> RunResult {
-    netblast_engine::run::plan_and_run(p, "test profile", &addr.to_string(), probe, &Default::default()).unwrap()
+    netblast_testkit::run_with(addr, p, probe).unwrap()
 }
 
 /// Writes `token` to a fresh file only its owner can read; returns its path.
@@ -176,160 +129,43 @@ pub fn wait_output(mut child: Child, limit: Duration) -> std::process::Output {
     std::process::Output { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() }
 }
 
-/// A child process stopped when dropped, so a failing test leaves nothing running: SIGTERM
-/// first (a server such as nginx then stops its own workers), SIGKILL if it lingers.
-pub struct KillOnDrop(pub Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        // SAFETY: kill has no memory-safety preconditions; the pid is our own child's.
-        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
-        let t = std::time::Instant::now();
-        while t.elapsed() < Duration::from_secs(3) {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Two network namespaces joined by a veth pair, removed on drop.
-pub struct NetnsPair {
-    pub a: String,
-    pub b: String,
-    pub addr_b: String,
-}
-
-pub fn ip(args: &[&str]) {
-    let st = Command::new("ip").args(args).status().expect("ip");
-    assert!(st.success(), "ip {args:?} failed");
-}
-
-impl NetnsPair {
-    pub fn create() -> NetnsPair {
-        lane();
-        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tag = std::process::id() % 10_000 * 10 + seq % 10;
-        let (a, b) = (format!("nbt{tag}a"), format!("nbt{tag}b"));
-        let net = format!("10.{}.{}", 200 + tag % 50, tag % 250);
-        let pair = NetnsPair { a: a.clone(), b: b.clone(), addr_b: format!("{net}.2") };
-        ip(&["netns", "add", &a]);
-        ip(&["netns", "add", &b]);
-        ip(&[
-            "link",
-            "add",
-            &format!("{a}v"),
-            "netns",
-            &a,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &format!("{b}v"),
-            "netns",
-            &b,
-        ]);
-        for (ns, dev, addr) in
-            [(&a, format!("{a}v"), format!("{net}.1/24")), (&b, format!("{b}v"), format!("{net}.2/24"))]
-        {
-            ip(&["-n", ns, "addr", "add", &addr, "dev", &dev]);
-            ip(&["-n", ns, "link", "set", &dev, "up"]);
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
-        pair
-    }
-
-    /// A `TcpExt` counter of namespace `ns` (`/proc/net/netstat`: a line of names, a line of values).
-    pub fn tcp_ext(&self, ns: &str, name: &str) -> u64 {
-        self.counter(ns, "/proc/net/netstat", "TcpExt:", name)
-    }
-
-    /// A `Tcp:` counter of namespace `ns` (`/proc/net/snmp`: `RetransSegs`, `OutSegs`, ...).
-    pub fn tcp_snmp(&self, ns: &str, name: &str) -> u64 {
-        self.counter(ns, "/proc/net/snmp", "Tcp:", name)
-    }
-
-    /// Counter `name` of the `prefix` rows (a names row, then a values row) of `file` in `ns`.
-    fn counter(&self, ns: &str, file: &str, prefix: &str, name: &str) -> u64 {
-        let out = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{ns}"))
-            .args(["cat", file])
-            .output()
-            .unwrap_or_else(|e| panic!("nsenter cat {file}: {e}"));
-        let text = String::from_utf8_lossy(&out.stdout);
-        let mut rows = text.lines().filter(|l| l.starts_with(prefix));
-        let (names, values) = (rows.next().expect("names row"), rows.next().expect("values row"));
-        let at = names.split_whitespace().position(|n| n == name).unwrap_or_else(|| panic!("no {prefix} {name}"));
-        values.split_whitespace().nth(at).and_then(|v| v.parse().ok()).expect("counter value")
-    }
-
-    /// The packets the first `counter` of `nft list ARGS` (a table or a chain) counted in `ns`.
-    pub fn nft_packets(&self, ns: &str, args: &[&str]) -> u64 {
-        let out = self.cmd(ns, "nft").arg("list").args(args).output().expect("nft list");
-        let listing = String::from_utf8_lossy(&out.stdout);
-        listing
-            .split("packets ")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no counter in nft list {args:?}: {listing}"))
-    }
-
-    pub fn nft(&self, ns: &str, script: &str) {
-        let st = Command::new("ip").args(["netns", "exec", ns, "nft", script]).status().expect("nft");
-        assert!(st.success(), "nft {script:?} failed in {ns}");
-    }
-}
-
-impl NetnsPair {
-    /// A command run in namespace `ns` (network namespace only: nsenter keeps the cgroup v2
-    /// mount that `ip netns exec` would hide).
-    pub fn cmd(&self, ns: &str, program: &str) -> Command {
-        let mut c = Command::new("nsenter");
-        c.arg(format!("--net=/run/netns/{ns}")).arg(program);
-        c
-    }
-
+/// What the tests do with a namespace pair beyond the kit's: the real binary served in one of
+/// its namespaces, and its interfaces' counters read (each a test's failure when it cannot).
+pub trait InPair {
     /// The real `netblast serve` (TCP_INFO statistics) in namespace `ns`, open to other
     /// namespaces, on an ephemeral port: it, stopped on drop, and its address.
-    pub fn serve(&self, ns: &str) -> (KillOnDrop, SocketAddr) {
+    fn serve(&self, ns: &str) -> (KillOnDrop, SocketAddr);
+    /// `netblast serve --probe tcpinfo ARGS` in namespace `ns`, its output discarded, stopped on
+    /// drop (the caller names its port and waits for it).
+    fn serve_quiet(&self, ns: &str, args: &[&str]) -> KillOnDrop;
+    /// Packets received and sent by interface `dev` of namespace `ns`.
+    fn packets(&self, ns: &str, dev: &str) -> (u64, u64);
+    /// Bytes received and sent by namespace `ns`'s veth end.
+    fn veth_bytes(&self, ns: &str) -> (u64, u64);
+}
+
+impl InPair for NetnsPair {
+    fn serve(&self, ns: &str) -> (KillOnDrop, SocketAddr) {
         let mut serve = self.cmd(ns, env!("CARGO_BIN_EXE_netblast"));
         serve.args(["serve", "--probe", "tcpinfo", "--open", "--port", "0"]);
         let (child, addr) = spawn_server_from(serve);
         (KillOnDrop(child), addr)
     }
 
-    /// `netblast serve --probe tcpinfo ARGS` in namespace `ns`, its output discarded, stopped on
-    /// drop (the caller names its port and waits for it).
-    pub fn serve_quiet(&self, ns: &str, args: &[&str]) -> KillOnDrop {
+    fn serve_quiet(&self, ns: &str, args: &[&str]) -> KillOnDrop {
         let mut c = self.cmd(ns, env!("CARGO_BIN_EXE_netblast"));
         c.args(["serve", "--probe", "tcpinfo"]).args(args).stdout(Stdio::null()).stderr(Stdio::null());
         KillOnDrop(c.spawn().unwrap())
     }
 
-    /// Packets received and sent by interface `dev` of namespace `ns` (its /proc/net/dev).
-    pub fn packets(&self, ns: &str, dev: &str) -> (u64, u64) {
-        let out = self.cmd(ns, "cat").arg("/proc/net/dev").output().expect("read /proc/net/dev");
-        let text = String::from_utf8_lossy(&out.stdout);
-        let dev = format!("{dev}:");
-        let line = text.lines().find(|l| l.trim_start().starts_with(&dev)).expect("the interface's counters");
-        let f: Vec<u64> = line.split(':').nth(1).unwrap().split_whitespace().map(|v| v.parse().unwrap()).collect();
-        (f[1], f[9])
+    fn packets(&self, ns: &str, dev: &str) -> (u64, u64) {
+        let c = self.dev_counters(ns, dev).unwrap();
+        (c.rx_packets, c.tx_packets)
     }
 
-    /// Bytes received and sent by namespace `ns`'s veth end (its interface counters, from the
-    /// namespace's own /proc/net/dev: /sys would show the mounting namespace's devices).
-    pub fn veth_bytes(&self, ns: &str) -> (u64, u64) {
-        let out = self.cmd(ns, "cat").arg("/proc/net/dev").output().expect("read /proc/net/dev");
-        let text = String::from_utf8_lossy(&out.stdout);
-        let dev = format!("{ns}v:");
-        let line = text.lines().find(|l| l.trim_start().starts_with(&dev)).expect("the veth's counters");
-        let f: Vec<u64> = line.split(':').nth(1).unwrap().split_whitespace().map(|v| v.parse().unwrap()).collect();
-        (f[0], f[8])
+    fn veth_bytes(&self, ns: &str) -> (u64, u64) {
+        let c = self.dev_counters(ns, &self.veth(ns)).unwrap();
+        (c.rx_bytes, c.tx_bytes)
     }
 }
 
@@ -381,95 +217,12 @@ pub fn skipped(test: &str, why: &str) {
 
 /// Whether tests that make network namespaces can run here (root); records why not.
 pub fn netns_or_skip(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        skipped(test, "needs root to make network namespaces");
-        return false;
-    }
-    true
-}
-
-impl Drop for NetnsPair {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+    match netblast_testkit::netns::can_make() {
+        Ok(()) => true,
+        Err(why) => {
+            skipped(test, &why);
+            false
         }
-    }
-}
-
-/// Namespaces a and b joined through a middle one whose delay line (scripts/delayline.py on a
-/// TUN device) holds every packet `delay` each way: a path with a round trip of 2 × delay,
-/// made without netem or fq (this kernel has neither). a is 10.1.1.1, b 10.1.2.1 (`pair.addr_b`).
-/// Everything is removed on drop.
-pub struct DelayPath {
-    pub pair: NetnsPair,
-    m: String,
-    line: Option<KillOnDrop>,
-}
-
-impl DelayPath {
-    pub fn create(delay: Duration) -> DelayPath {
-        let mut pair = NetnsPair::create();
-        pair.addr_b = "10.1.2.1".into();
-        let (a, b) = (pair.a.clone(), pair.b.clone());
-        // The pair's own veth is replaced by two, through the middle namespace.
-        ip(&["-n", &a, "link", "del", &format!("{a}v")]);
-        let m = format!("{}m", a.trim_end_matches('a'));
-        ip(&["netns", "add", &m]);
-        let mut path = DelayPath { pair, m: m.clone(), line: None };
-        for (ns, dev, mdev, net) in [(&a, format!("{a}v"), "m2a", "10.1.1"), (&b, format!("{b}v"), "m2b", "10.1.2")] {
-            ip(&["link", "add", &dev, "netns", ns, "type", "veth", "peer", "name", mdev, "netns", &m]);
-            ip(&["-n", ns, "addr", "add", &format!("{net}.1/24"), "dev", &dev]);
-            ip(&["-n", &m, "addr", "add", &format!("{net}.2/24"), "dev", mdev]);
-            // `dev` always: a bare name that begins a keyword (`ma`: master) is taken for it.
-            ip(&["-n", ns, "link", "set", "dev", &dev, "up"]);
-            ip(&["-n", &m, "link", "set", "dev", mdev, "up"]);
-            ip(&["-n", ns, "route", "add", "default", "via", &format!("{net}.2")]);
-        }
-        ip(&["-n", &m, "link", "set", "lo", "up"]);
-        ip(&["-n", &m, "tuntap", "add", "dev", "dl0", "mode", "tun"]);
-        ip(&["-n", &m, "link", "set", "dev", "dl0", "up"]);
-        for dev in ["m2a", "m2b"] {
-            ip(&["-n", &m, "rule", "add", "iif", dev, "lookup", "100"]);
-        }
-        ip(&["-n", &m, "route", "add", "default", "dev", "dl0", "table", "100"]);
-        let st = Command::new("ip")
-            .args(["netns", "exec", &m, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
-            .args(["net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.dl0.rp_filter=0"])
-            .status()
-            .unwrap();
-        assert!(st.success(), "forwarding in {m}");
-        let line = Command::new("ip")
-            .args(["netns", "exec", &m, "python3", concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/delayline.py")])
-            .args(["--dev", "dl0", "--delay", &format!("{}us", delay.as_micros()), "--for", "300s"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("python3 scripts/delayline.py");
-        path.line = Some(KillOnDrop(line));
-        // Ready when a connection attempt to a closed port of b is refused (one round trip:
-        // no ping here), no sooner than the round trip.
-        const PROBE: &str = "import socket, time\n\
-            s = socket.socket(); s.settimeout(2); t = time.monotonic()\n\
-            try:\n    s.connect(('10.1.2.1', 9))\n\
-            except ConnectionRefusedError:\n    print(time.monotonic() - t)\n";
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let out = path.pair.cmd(&a, "python3").args(["-c", PROBE]).output().unwrap();
-            if let Ok(rtt) = String::from_utf8_lossy(&out.stdout).trim().parse::<f64>() {
-                assert!(rtt >= (delay * 2).as_secs_f64(), "the delay line adds {delay:?} each way: {rtt} s");
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "no round trip through the delay line in {m}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        path
-    }
-}
-
-impl Drop for DelayPath {
-    fn drop(&mut self) {
-        drop(self.line.take());
-        let _ = Command::new("ip").args(["netns", "del", &self.m]).status();
     }
 }
 
@@ -630,34 +383,15 @@ pub fn whole_records(whole: &[u8], len: usize) -> String {
     String::from_utf8(whole[..keep].to_vec()).expect("whole records are UTF-8")
 }
 
-/// A local nginx from scripts/nginx-local.sh on free ports: (process, http, https, its
-/// directory), its `/limited` behind limit_req at `rate` (`1000r/s`); `None` (said) without
-/// nginx.
-pub(crate) fn nginx_limited(rate: &str) -> Option<(KillOnDrop, u16, u16, tempdir::Dir)> {
+/// A local nginx (the kit's) with its `/limited` behind limit_req at `rate` (`1000r/s`);
+/// `None` (said) without nginx.
+pub(crate) fn nginx_limited(rate: &str) -> Option<netblast_testkit::Nginx> {
     lane();
     if std::process::Command::new("nginx").arg("-v").output().is_err() {
         skipped("nginx tests", "nginx is not installed");
         return None;
     }
-    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let (p1, p2) = (free(), free());
-    let dir = tempdir::Dir::new("nb-nginx");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/nginx-local.sh");
-    let child = std::process::Command::new(script)
-        .env("LIMIT_RATE", rate)
-        .arg(dir.path())
-        .args([p1.to_string(), p2.to_string(), "1".to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let guard = KillOnDrop(child);
-    let t = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", p1)).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(10), "nginx did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Some((guard, p1, p2, dir))
+    Some(netblast_testkit::Nginx::start(rate, None).unwrap())
 }
 
 pub(crate) mod tempdir {

@@ -196,51 +196,9 @@ fn udp_tbf() -> Result<(), String> {
     Ok(())
 }
 
-/// An HTTP responder in namespace `ns` until dropped: its port.
-struct HttpIn {
-    port: u16,
-    stop: Option<std::sync::mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<Result<(), String>>>,
-}
-
-impl HttpIn {
-    fn start(ns: &str) -> Result<HttpIn, String> {
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let (port_tx, port_rx) = std::sync::mpsc::channel();
-        let ns = ns.to_string();
-        let thread = std::thread::spawn(move || {
-            inside(&ns, move || {
-                // A namespace this bench made: its peer is not on loopback.
-                let cfg = netblast_agent::http::ResponderConfig {
-                    peers: netblast_agent::http::Peers::Any,
-                    ..Default::default()
-                };
-                let web = std::net::TcpListener::bind("0.0.0.0:0")
-                    .map_err(|e| e.to_string())
-                    .and_then(|l| netblast_agent::Background::http(l, None, cfg, 2).map_err(|e| e.to_string()));
-                let _ = port_tx.send(web.as_ref().map(|w| w.addr().port()).map_err(|e| e.clone()));
-                let _ = rx.recv();
-                drop(web);
-            })
-        });
-        let mut h = HttpIn { port: 0, stop: Some(tx), thread: Some(thread) };
-        h.port = port_rx.recv().map_err(|_| "the responder thread ended".to_string())??;
-        Ok(h)
-    }
-}
-
-impl Drop for HttpIn {
-    fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 fn http_tbf() -> Result<(), String> {
     let ns = Pair::create()?;
-    let web = HttpIn::start(&ns.b)?;
+    let web = ServerIn::http(&ns.b)?;
     let target = format!("{}:{}", ns.addr_b, web.port);
     let dev = ns.veth(&ns.b);
     let base = profile("http-max", |p| {

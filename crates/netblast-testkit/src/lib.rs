@@ -63,22 +63,29 @@ impl LocalServer {
     /// As [`LocalServer::start`], with the given settings.
     pub fn start_cfg(bind: &str, cfg: netblast_agent::ServeConfig) -> std::io::Result<LocalServer> {
         lane();
+        LocalServer::bind(bind, cfg)
+    }
+
+    /// Starts a server on every address of the calling thread's network namespace, taking
+    /// peers that are not on loopback (for a namespace pair the caller made itself). It does
+    /// not take the [`lane`]: it runs on a thread that entered the namespace ([`ServerIn`],
+    /// [`netns::inside`]), under the lane of the thread that made the pair.
+    pub fn start_open() -> std::io::Result<LocalServer> {
+        let access = netblast_agent::Access { token: None, open: true };
+        LocalServer::bind("0.0.0.0:0", netblast_agent::ServeConfig { access, ..Default::default() })
+    }
+
+    /// The server on `bind`, with no lane taken.
+    fn bind(bind: &str, cfg: netblast_agent::ServeConfig) -> std::io::Result<LocalServer> {
         let at: SocketAddr =
             bind.parse().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{bind}: {e}")))?;
         let bg = netblast_agent::Background::data_port(std::net::TcpListener::bind(at)?, cfg)?;
         Ok(LocalServer { addr: bg.addr(), _bg: bg })
     }
-
-    /// Starts a server on every address of the calling thread's network namespace, taking
-    /// peers that are not on loopback (for a namespace pair the caller made itself).
-    pub fn start_open() -> std::io::Result<LocalServer> {
-        let access = netblast_agent::Access { token: None, open: true };
-        LocalServer::start_cfg("0.0.0.0:0", netblast_agent::ServeConfig { access, ..Default::default() })
-    }
 }
 
-/// A [`LocalServer::start_open`] living in a network namespace (on a thread that entered it)
-/// until dropped.
+/// A server living in a network namespace (on a thread that entered it) until dropped: a
+/// [`LocalServer::start_open`] ([`ServerIn::start`]) or an HTTP responder ([`ServerIn::http`]).
 pub struct ServerIn {
     /// The port it listens on, on every address of its namespace.
     pub port: u16,
@@ -87,22 +94,46 @@ pub struct ServerIn {
 }
 
 impl ServerIn {
-    /// Starts the server in namespace `ns`.
+    /// `netblast serve`'s data port in namespace `ns`, open to the pair's other side. Takes the
+    /// [`lane`].
     pub fn start(ns: &str) -> Result<ServerIn, String> {
+        ServerIn::with(ns, || {
+            let s = LocalServer::start_open().map_err(|e| e.to_string())?;
+            Ok((s.addr.port(), Box::new(s)))
+        })
+    }
+
+    /// `netblast serve --http`'s responder (2 workers) in namespace `ns`, answering any peer.
+    /// Takes the [`lane`].
+    pub fn http(ns: &str) -> Result<ServerIn, String> {
+        ServerIn::with(ns, || {
+            let cfg =
+                netblast_agent::http::ResponderConfig { peers: netblast_agent::http::Peers::Any, ..Default::default() };
+            let l = std::net::TcpListener::bind("0.0.0.0:0").map_err(|e| e.to_string())?;
+            let web = netblast_agent::Background::http(l, None, cfg, 2).map_err(|e| e.to_string())?;
+            Ok((web.addr().port(), Box::new(web)))
+        })
+    }
+
+    /// Runs `make` on a thread in `ns` and keeps what it made there until dropped.
+    fn with(
+        ns: &str,
+        make: impl FnOnce() -> Result<(u16, Box<dyn std::any::Any>), String> + Send + 'static,
+    ) -> Result<ServerIn, String> {
         lane();
         let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (port_tx, port_rx) = std::sync::mpsc::channel();
         let ns = ns.to_string();
         let thread = std::thread::spawn(move || {
             netns::inside(&ns, move || {
-                let s = LocalServer::start_open();
-                let _ = addr_tx.send(s.as_ref().map(|s| s.addr.port()).map_err(|e| e.to_string()));
+                let made = make();
+                let _ = port_tx.send(made.as_ref().map(|(port, _)| *port).map_err(|e| e.clone()));
                 let _ = rx.recv();
-                drop(s);
+                drop(made);
             })
         });
         let mut server = ServerIn { port: 0, stop: Some(tx), thread: Some(thread) };
-        server.port = addr_rx.recv().map_err(|_| "the server thread ended".to_string())??;
+        server.port = port_rx.recv().map_err(|_| "the server thread ended".to_string())??;
         Ok(server)
     }
 }

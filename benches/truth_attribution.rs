@@ -36,9 +36,9 @@ fn busy_loop(cpu: usize) -> Result<KillOnDrop, String> {
 fn verdicts(r: &RunResult) -> Vec<String> {
     let mut v: Vec<String> = netblast_spec::diagnose::tcp(r).into_iter().map(|d| d.verdict).collect();
     if let Some(h) = &r.summary.http {
-        v.extend(netblast_spec::verdict::http(r, h));
+        v.extend(netblast_report::verdict::http(r, h));
     }
-    v.extend(netblast_spec::verdict::hosts(r));
+    v.extend(netblast_report::verdict::hosts(r));
     v
 }
 

@@ -56,7 +56,7 @@ pub(crate) fn truth_campaign() -> Result<(), String> {
         if !r.complete {
             return Err(format!("run {id:?} ({label}) incomplete: {:?}", r.errors.first().map(|e| &e.message)));
         }
-        runs.insert(id, RunOutcome::Done(Digest::of(&r)));
+        runs.insert(id, RunOutcome::Done(Digest::of(&r, netblast_report::verdict::causes(&r))));
     }
     drop(server);
     let s = summarize(&campaign, &runs);

@@ -227,7 +227,7 @@ pub(crate) fn truth_latency() -> Result<(), String> {
         .iter()
         .map(|r| {
             let bulk = diagnose::tcp(r).into_iter().next().map(|d| d.verdict).unwrap_or_default();
-            format!("{bulk} / {}", netblast_spec::verdict::latency_probe(r).unwrap_or_default())
+            format!("{bulk} / {}", netblast_report::verdict::latency_probe(r).unwrap_or_default())
         })
         .collect();
     let says = |v: &String| v.contains("a queue: RTT rose from") && v.contains("a queue on the path");
@@ -244,7 +244,7 @@ pub(crate) fn truth_latency() -> Result<(), String> {
             odd.map(|v| v.chars().take(400).collect::<String>()).unwrap_or_default()
         ),
     );
-    let little = netblast_spec::verdict::latency_probe(&small).unwrap_or_default();
+    let little = netblast_report::verdict::latency_probe(&small).unwrap_or_default();
     truth::check(
         NAMES[6],
         f64::from(u8::from(little.contains("the load added little"))),

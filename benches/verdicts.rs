@@ -173,7 +173,7 @@ fn tcp_causes() -> Result<(), String> {
                 }
             })?;
             let r = run_in_a(p)?;
-            let v = netblast_spec::verdict::cps_shortfall(&r).into_iter().next().unwrap_or_default();
+            let v = netblast_report::verdict::cps_shortfall(&r).into_iter().next().unwrap_or_default();
             Ok((v.contains("SYNs were retransmitted"), v))
         });
         ns.nft(&ns.b, "delete table inet nbv")?;
@@ -239,7 +239,7 @@ fn loopback_causes(server: &LocalServer) -> Result<(), String> {
             }
         })?;
         let r = run(addr, p)?;
-        let v = r.summary.http.as_ref().and_then(|h| netblast_spec::verdict::http(&r, h)).unwrap_or_default();
+        let v = r.summary.http.as_ref().and_then(|h| netblast_report::verdict::http(&r, h)).unwrap_or_default();
         Ok((v.starts_with("HTTP: requests failed") && v.contains("[400]"), v))
     })?;
     five("cps_behind", "one flow at --rate 200k: behind its schedule", || {
@@ -252,7 +252,7 @@ fn loopback_causes(server: &LocalServer) -> Result<(), String> {
             }
         })?;
         let r = run(server.addr, p)?;
-        let v = netblast_spec::verdict::cps_shortfall(&r).into_iter().next().unwrap_or_default();
+        let v = netblast_report::verdict::cps_shortfall(&r).into_iter().next().unwrap_or_default();
         Ok((v.contains("behind the schedule"), v))
     })
 }

@@ -381,7 +381,7 @@ fn cpu_table(out: &mut String, runs: &[(String, &RunResult)]) {
 
 /// The UDP, HTTP and hosts' verdicts, and each host's CPUs over the test.
 fn verdicts(out: &mut String, r: &RunResult) {
-    let v = crate::kinds::verdicts(r);
+    let v = crate::verdict::all(r);
     if !v.is_empty() {
         out.push_str("<h2>Verdicts</h2><ul id=\"verdicts\">");
         for line in &v {

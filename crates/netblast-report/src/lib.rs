@@ -30,5 +30,6 @@ pub mod search;
 mod series;
 pub mod sweep;
 pub mod text;
+pub mod verdict;
 
 pub use netblast_spec::RunResult;

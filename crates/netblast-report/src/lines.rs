@@ -106,3 +106,48 @@ pub fn way_name(w: Way) -> &'static str {
         Way::Down => "server → client",
     }
 }
+
+/// A share in percent, one decimal below 10%.
+pub(crate) fn pct(x: f64) -> String {
+    if x < 0.1 { format!("{:.1}%", x * 100.0) } else { format!("{:.0}%", x * 100.0) }
+}
+
+/// The receiving side's host of a way.
+pub(crate) fn receiver_load(
+    r: &netblast_spec::result::RunResult,
+    way: Way,
+) -> Option<&netblast_spec::result::HostLoad> {
+    match way {
+        Way::Up => r.summary.load.server.as_ref(),
+        Way::Down => r.summary.load.client.as_ref(),
+    }
+}
+
+/// What a host's interfaces and input backlogs dropped, in words (empty: nothing).
+pub(crate) fn drops_words(l: &netblast_spec::result::HostLoad) -> String {
+    let mut parts: Vec<String> = l
+        .interfaces
+        .iter()
+        .map(|i| {
+            let mut what = Vec::new();
+            for (n, name) in [
+                (i.rx_dropped, "received packets dropped"),
+                (i.tx_dropped, "packets to send dropped"),
+                (i.rx_errors, "receive errors"),
+                (i.tx_errors, "transmit errors"),
+            ] {
+                if n > 0 {
+                    what.push(format!("{n} {name}"));
+                }
+            }
+            format!("{} {}", i.name, what.join(", "))
+        })
+        .collect();
+    if l.backlog_drops > 0 {
+        parts.push(format!(
+            "{} packets dropped at full CPU input backlogs (net.core.netdev_max_backlog)",
+            l.backlog_drops
+        ));
+    }
+    parts.join("; ")
+}

@@ -439,7 +439,7 @@ fn tcp_cpu_and_errors(s: &mut String, r: &RunResult) {
     }
     let _ = writeln!(s, "{}", cpu_line(r));
     // UDP, HTTP and the hosts' verdicts (TCP's are under each way's line).
-    for line in crate::kinds::verdicts(r) {
+    for line in crate::verdict::all(r) {
         let _ = writeln!(s, "verdict: {line}");
     }
     if let Some(fb) = r.probe.fallback_reason.as_ref().filter(|_| r.probe.tcp_source != "off") {

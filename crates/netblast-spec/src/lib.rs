@@ -42,7 +42,6 @@ pub mod stats;
 pub mod sums;
 pub mod units;
 pub mod upgrade;
-pub mod verdict;
 
 pub use error::SpecError;
 pub use profile::Profile;

@@ -378,7 +378,7 @@ fn read_runs(runs: &Path, cells: &[Cell], repeats: u32) -> Result<BTreeMap<RunId
             let file = runs.join(id.file_name(cells));
             if file.exists() {
                 let o = match json::read(&file) {
-                    Ok(r) if r.complete => RunOutcome::Done(Digest::of(&r)),
+                    Ok(r) if r.complete => RunOutcome::Done(Digest::of(&r, netblast_report::verdict::causes(&r))),
                     Ok(r) => RunOutcome::Failed(incomplete(&r)),
                     Err(e) => RunOutcome::Failed(format!("{}: unreadable: {e}", file.display())),
                 };
@@ -449,7 +449,7 @@ fn record(
         Ok(r) if r.complete => {
             write(file, json::to_string(&r).as_bytes())?;
             let _ = std::fs::remove_file(&error_file);
-            let d = Digest::of(&r);
+            let d = Digest::of(&r, netblast_report::verdict::causes(&r));
             let line = d
                 .figures
                 .first()

@@ -48,13 +48,13 @@ fn the_connections_held_are_the_kernels_established_sockets_and_every_probe_is_a
         // The server answered exactly the probes the client counted, in the same interval.
         assert_eq!(m.received, Some(600), "interval {}", iv.index);
     }
-    assert_eq!(netblast_spec::verdict::held(&r), Some(600));
+    assert_eq!(r.held(), Some(600));
     let m = r.summary.ways[0].msgs.unwrap();
     assert_eq!(m.lost, Some(0));
     assert_eq!(m.received, Some(m.sent), "the server answered every probe");
     let lat = r.summary.ways[0].latency.as_ref().unwrap();
     assert_eq!(lat.count, 600, "one connect sample per connection opened");
-    assert!(netblast_spec::verdict::of_kind(&r).is_empty());
+    assert!(netblast_report::verdict::of_kind(&r).is_empty());
     let text = netblast_report::text::full(&r);
     assert!(text.contains("600 of 600 connections held at the end"), "{text}");
 
@@ -66,7 +66,7 @@ fn the_connections_held_are_the_kernels_established_sockets_and_every_probe_is_a
     let last = r.intervals.last().unwrap();
     assert!(last.end_s - last.start_s > 0.2, "{} .. {}", last.start_s, last.end_s);
     assert_eq!(last.sums[0].msgs.as_ref().map(|m| m.sent), Some(100));
-    assert_eq!(netblast_spec::verdict::held(&r), Some(100));
+    assert_eq!(r.held(), Some(100));
 }
 
 #[test]
@@ -90,7 +90,7 @@ fn a_connection_limit_on_the_path_is_what_it_holds_and_the_target_is_named() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: RunResult = serde_json::from_slice(&out.stdout).unwrap();
-    let held = netblast_spec::verdict::held(&r).unwrap();
+    let held = r.held().unwrap();
     // 200 in the table less the control connection and the two anchors.
     assert!((190..=197).contains(&held), "held {held} behind a table of 200");
     let c = r.summary.ways[0].msgs.unwrap().conns.unwrap();
@@ -102,7 +102,7 @@ fn a_connection_limit_on_the_path_is_what_it_holds_and_the_target_is_named() {
         "client counted {} refused, the rule reset {reset}",
         c.refused
     );
-    let v = netblast_spec::verdict::of_kind(&r);
+    let v = netblast_report::verdict::of_kind(&r);
     assert_eq!(v.len(), 1, "{v:?}");
     assert!(v[0].contains(&format!("{held} of 300 connections")) && v[0].contains("refused by the target"), "{}", v[0]);
 }

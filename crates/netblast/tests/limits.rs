@@ -262,7 +262,7 @@ fn an_open_loop_short_of_connections_names_the_pool() {
     let url = format!("http://{}/", responder.addr);
     let r = open_loop(&url, "50000", "1", "1");
     let h = r.summary.http.as_ref().unwrap();
-    let v = netblast_spec::verdict::http(&r, h).unwrap();
+    let v = netblast_report::verdict::http(&r, h).unwrap();
     if h.late * 100 >= h.sent {
         assert!(v.contains(&format!("connection pool exhausted: {} of {} requests", h.late, h.sent)), "{v}");
         assert!(v.contains("1 lanes open (1 connections; raise --connections)"), "{v}");
@@ -368,7 +368,7 @@ fn an_open_loop_beyond_a_slow_server_names_the_server_not_the_pool() {
     let served = server.served.load(std::sync::atomic::Ordering::Relaxed);
     assert!(served >= h.completed + 5, "served {served}, completed {}", h.completed);
     assert!(h.responses_per_s < 1_100.0, "{}", h.responses_per_s);
-    let v = netblast_spec::verdict::http(&r, h).unwrap();
+    let v = netblast_report::verdict::http(&r, h).unwrap();
     if netblast_spec::diagnose::saturated_worker(&r).is_none() {
         assert!(v.starts_with("HTTP: the server is slower than the offered rate"), "{v}");
     }

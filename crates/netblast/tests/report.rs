@@ -189,7 +189,7 @@ fn a_page_per_kind_holds_its_own_figures_in_headless_chromium() {
     // hold: the connections held over time, its latency's samples named as what they are.
     let r = read(&path("hold.json"));
     let dom = page_of(&dir, &path("hold.json"), &["held", "latency"]);
-    assert_eq!(netblast_spec::verdict::held(&r), Some(200));
+    assert_eq!(r.held(), Some(200));
     assert!(figure(&dom, "chart-held").contains("held (answered the probe)"), "hold: no held chart");
     assert!(figure(&dom, "chart-latency").contains("connections opened ("), "hold: latency samples misnamed");
 

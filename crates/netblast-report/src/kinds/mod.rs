@@ -4,7 +4,7 @@
 //! TCP, CPU, verdicts, notes and errors) the same for every kind.
 //!
 //! A kind plugs in with its file, one [`KindReport`] for it, and one arm in [`for_kind`]; its
-//! verdicts are the spec's `verdict` module's ([`verdicts`]).
+//! verdicts' sentences are in its file too ([`KindReport::verdicts`]).
 
 pub(crate) mod bulk;
 pub(crate) mod cps;
@@ -43,6 +43,12 @@ pub(crate) trait KindReport: Sync {
 
     /// The kind's own charts (the HTML page's; every kind's common ones are `plots`').
     fn plots(&self, r: &RunResult, compact: bool) -> Vec<Plot>;
+
+    /// The kind's own verdicts in words, before the latency probes' and the hosts'
+    /// (the report's `verdict::all`); bulk and rr have theirs under each TCP way.
+    fn verdicts(&self, _r: &RunResult) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// The report of `kind`: the one place the report decides by kind.
@@ -60,14 +66,4 @@ pub(crate) fn for_kind(kind: Kind) -> &'static dyn KindReport {
 /// The report of a result's kind.
 pub(crate) fn of(r: &RunResult) -> &'static dyn KindReport {
     for_kind(r.plan.profile.kind())
-}
-
-/// The verdicts beside the TCP ways' (which are printed under each way): the kind's own (UDP
-/// ways', cps', HTTP's), then each host's.
-pub(crate) fn verdicts(r: &RunResult) -> Vec<String> {
-    use netblast_spec::verdict;
-    let mut v = verdict::of_kind(r);
-    v.extend(verdict::latency_probe(r));
-    v.extend(verdict::hosts(r));
-    v
 }

@@ -36,7 +36,8 @@ pub enum RunOutcome {
 pub struct Digest {
     /// [`figures`].
     pub figures: Vec<(FigureInfo, f64)>,
-    /// [`causes`].
+    /// What limited it, each cause short enough to group cells by (the report words them:
+    /// `netblast_report::verdict::causes`).
     pub causes: Vec<String>,
     /// Each assertion's text and whether it held.
     pub asserts: Vec<(String, bool)>,
@@ -45,11 +46,11 @@ pub struct Digest {
 }
 
 impl Digest {
-    /// The digest of a whole result.
-    pub fn of(r: &RunResult) -> Digest {
+    /// The digest of a whole result, with what limited it (`causes`).
+    pub fn of(r: &RunResult, causes: Vec<String>) -> Digest {
         Digest {
             figures: figures(r),
-            causes: causes(r),
+            causes,
             asserts: r.asserts.iter().map(|v| (v.text.clone(), v.pass)).collect(),
             kind: r.plan.profile.kind().name().to_string(),
         }
@@ -232,26 +233,6 @@ pub fn figures(r: &RunResult) -> Vec<(FigureInfo, f64)> {
         }
     }
     v
-}
-
-/// What limited a run, each cause short enough to group cells by: each TCP way's limit, each
-/// host line's head (`CPU bound on the client`), the head of each of the kind's verdicts.
-pub fn causes(r: &RunResult) -> Vec<String> {
-    let ways = crate::diagnose::tcp(r);
-    let several = ways.len() > 1;
-    let mut v: Vec<String> = ways
-        .iter()
-        .map(|d| if several { format!("{}: {}", d.way.name(), d.limit.name()) } else { d.limit.name().to_string() })
-        .collect();
-    let kind_lines = crate::verdict::of_kind(r);
-    v.extend(kind_lines.iter().chain(crate::verdict::hosts(r).iter()).map(|l| head(l)));
-    v
-}
-
-/// A verdict's head: up to its first colon, at most 80 characters.
-fn head(line: &str) -> String {
-    let h = line.split(':').next().unwrap_or(line).trim();
-    if h.chars().count() > 80 { format!("{}…", h.chars().take(80).collect::<String>()) } else { h.to_string() }
 }
 
 /// The summary of `c`'s runs: `runs` holds each run that was made.
@@ -485,12 +466,15 @@ mod tests {
         // c001 block=64K flows=1 at 100, 101, 99; c003 block=1M flows=1 at 110, 111, 109; c002
         // at 100 twice; c004 failed every time.
         for (rep, v) in [(1, 100.0), (2, 101.0), (3, 99.0)] {
-            runs.insert(RunId { cell: 1, repeat: rep }, RunOutcome::Done(Digest::of(&result(v * 1e6))));
-            runs.insert(RunId { cell: 3, repeat: rep }, RunOutcome::Done(Digest::of(&result((v + 10.0) * 1e6))));
+            runs.insert(RunId { cell: 1, repeat: rep }, RunOutcome::Done(Digest::of(&result(v * 1e6), Vec::new())));
+            runs.insert(
+                RunId { cell: 3, repeat: rep },
+                RunOutcome::Done(Digest::of(&result((v + 10.0) * 1e6), Vec::new())),
+            );
             runs.insert(RunId { cell: 4, repeat: rep }, RunOutcome::Failed("connection refused".into()));
         }
-        runs.insert(RunId { cell: 2, repeat: 1 }, RunOutcome::Done(Digest::of(&result(100e6))));
-        runs.insert(RunId { cell: 2, repeat: 2 }, RunOutcome::Done(Digest::of(&result(100e6))));
+        runs.insert(RunId { cell: 2, repeat: 1 }, RunOutcome::Done(Digest::of(&result(100e6), Vec::new())));
+        runs.insert(RunId { cell: 2, repeat: 2 }, RunOutcome::Done(Digest::of(&result(100e6), Vec::new())));
         let s = summarize(&c, &runs);
         assert_eq!(s.runs, RunCounts { planned: 12, done: 8, failed: 3, missing: 1 });
         let c1 = s.cell("c001").unwrap();

@@ -11,6 +11,10 @@ use crate::units::{ByteSize, CpuList, Dur, Rate};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+/// The local ports one source address has for one destination by default
+/// (`net.ipv4.ip_local_port_range` 32768-60999).
+pub const DEFAULT_PORTS: f64 = 28_232.0;
+
 /// How each connection ends, and so which end keeps its TIME_WAIT.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

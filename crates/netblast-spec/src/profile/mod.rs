@@ -20,7 +20,7 @@ mod tcp;
 mod workload;
 
 pub use bulk::{BulkFlags, BulkSection, Direction, SendMode, Way};
-pub use cps::{CloseMode, CpsFlags, CpsSection, ReadMode, TlsVersion, unescape};
+pub use cps::{CloseMode, CpsFlags, CpsSection, DEFAULT_PORTS, ReadMode, TlsVersion, unescape};
 pub use flags::{SharedFlags, parse_rate_range};
 pub use hold::{HoldFlags, HoldSection};
 pub use http::{HttpFlags, HttpSection, HttpVersion, MAX_BODY, RateStep, StatusSet, read_body_file};

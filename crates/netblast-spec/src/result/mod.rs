@@ -480,6 +480,14 @@ pub struct RunResult {
 }
 
 impl RunResult {
+    /// The connections a hold test's way held: those that answered the probe of the last whole
+    /// interval (a short tail has no probe of its own).
+    pub fn held(&self) -> Option<u64> {
+        let interval_s = self.plan.profile.run.interval().as_secs_f64();
+        let last = self.intervals.iter().rev().find(|iv| !iv.is_short_tail(interval_s))?;
+        last.sums.first()?.msgs.as_ref().map(|m| m.sent)
+    }
+
     /// The envelope every result starts from (a run, a merge, a partial log read back): this
     /// build's schema and version, the test, its start instant on the wall clock, its plan,
     /// where its TCP statistics came from, and its figures. Not complete, no errors, no hosts,

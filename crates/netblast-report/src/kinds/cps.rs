@@ -321,7 +321,7 @@ pub fn cps_ports(r: &RunResult) -> Vec<String> {
 const RATE_HELD: f64 = 0.95;
 
 /// cps with `--rate` that fell short of it: the cause its figures show, first found of the
-/// local ports running out (their own verdict, [`cps`]), failed connections, retransmitted
+/// local ports running out (their own verdict, [`cps_ports`]), failed connections, retransmitted
 /// SYNs (the server's queues), and flows that could not keep their schedule (a flow opens one
 /// connection at a time), with a saturated CPU where one was; without that evidence it says
 /// so rather than guess.

@@ -34,10 +34,8 @@ fn busy_loop(cpu: usize) -> Result<KillOnDrop, String> {
 
 /// Every verdict line of `r` a person reads: the TCP ways', the kind's own, the hosts'.
 fn verdicts(r: &RunResult) -> Vec<String> {
-    let mut v: Vec<String> = netblast_spec::diagnose::tcp(r).into_iter().map(|d| d.verdict).collect();
-    if let Some(h) = &r.summary.http {
-        v.extend(netblast_report::verdict::http(r, h));
-    }
+    let mut v: Vec<String> = netblast_report::limits::tcp(r).into_iter().map(|d| d.verdict).collect();
+    v.extend(netblast_report::verdict::of_kind(r));
     v.extend(netblast_report::verdict::hosts(r));
     v
 }
@@ -114,7 +112,7 @@ fn http2_shared(cpus: usize) -> Result<(), String> {
     })?;
     let r = run(web.addr(), p)?;
     let claims = verdicts(&r).into_iter().filter(|l| l.contains("the client's CPU is the limit")).count();
-    let saturated = netblast_spec::diagnose::saturated_worker(&r).is_some();
+    let saturated = netblast_spec::diagnose::saturated_thread(&r).is_some();
     let wrong = if saturated { 0 } else { claims };
     truth::check(
         "truth.attribution.http2_shared",
@@ -147,7 +145,7 @@ fn nginx_pinned() -> Result<(), String> {
     let mut wrong: Vec<String> = lines.iter().filter(|l| l.contains("client's CPU 1")).cloned().collect();
     let h = r.summary.http.as_ref().ok_or("no HTTP summary")?;
     let slower = h.responses_per_s < 70_000.0 * 0.95;
-    if slower && netblast_spec::diagnose::saturated_worker(&r).is_none() {
+    if slower && netblast_spec::diagnose::saturated_thread(&r).is_none() {
         if let Some(v) = lines.first().filter(|l| !l.contains("the server is slower than the offered rate")) {
             wrong.push(v.clone());
         }

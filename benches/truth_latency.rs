@@ -23,7 +23,6 @@ use netblast_benches::netns::{Pair, inside};
 use netblast_benches::truth::{self, Tolerance};
 use netblast_benches::{ServerIn, profile};
 use netblast_probe::Probe;
-use netblast_spec::diagnose;
 use netblast_spec::profile::LatencyProbe;
 use netblast_spec::units::{BitRate, Dur, Rate};
 use netblast_spec::{Profile, RunResult};
@@ -226,7 +225,7 @@ pub(crate) fn truth_latency() -> Result<(), String> {
     let verdicts: Vec<String> = large
         .iter()
         .map(|r| {
-            let bulk = diagnose::tcp(r).into_iter().next().map(|d| d.verdict).unwrap_or_default();
+            let bulk = netblast_report::limits::tcp(r).into_iter().next().map(|d| d.verdict).unwrap_or_default();
             format!("{bulk} / {}", netblast_report::verdict::latency_probe(r).unwrap_or_default())
         })
         .collect();
@@ -276,7 +275,7 @@ fn loss_without_queue(ns: &Pair, port: u16, run: &dyn Fn(Profile) -> Result<RunR
             p.run.duration = Some(Dur(Duration::from_secs(3)));
             p.tcp.congestion = Some("cubic".into());
         })?)?;
-        said.push(diagnose::tcp(&r).into_iter().next().map(|d| d.verdict).unwrap_or_default());
+        said.push(netblast_report::limits::tcp(&r).into_iter().next().map(|d| d.verdict).unwrap_or_default());
     }
     ns.nft(&ns.b, "delete table inet nbq")?;
     let named = said.iter().filter(|v| v.contains("loss without a queue")).count();

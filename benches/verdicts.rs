@@ -14,7 +14,7 @@ use netblast_benches::netns::{Pair, inside};
 use netblast_benches::truth::{self, Tolerance};
 use netblast_benches::{LocalServer, ServerIn, profile, run};
 use netblast_spec::RunResult;
-use netblast_spec::diagnose::{self, Limit};
+use netblast_spec::diagnose::Limit;
 use netblast_spec::units::{BitRate, Dur};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -53,8 +53,8 @@ fn five(name: &str, what: &str, mut once: impl FnMut() -> Result<(bool, String),
 
 /// The first way's TCP diagnosis: its cause and its verdict.
 fn first_cause(r: &RunResult) -> Result<(Limit, String), String> {
-    let d = diagnose::tcp(r).into_iter().next().ok_or("no diagnosis (no kernel limit clocks)")?;
-    Ok((d.limit, d.verdict))
+    let d = netblast_report::limits::tcp(r).into_iter().next().ok_or("no diagnosis (no kernel limit clocks)")?;
+    Ok((d.diagnosis.limit, d.verdict))
 }
 
 fn bulk(edit: impl FnOnce(&mut netblast_spec::Profile)) -> Result<netblast_spec::Profile, String> {
@@ -173,7 +173,7 @@ fn tcp_causes() -> Result<(), String> {
                 }
             })?;
             let r = run_in_a(p)?;
-            let v = netblast_report::verdict::cps_shortfall(&r).into_iter().next().unwrap_or_default();
+            let v = netblast_report::verdict::of_kind(&r).into_iter().next().unwrap_or_default();
             Ok((v.contains("SYNs were retransmitted"), v))
         });
         ns.nft(&ns.b, "delete table inet nbv")?;
@@ -239,7 +239,7 @@ fn loopback_causes(server: &LocalServer) -> Result<(), String> {
             }
         })?;
         let r = run(addr, p)?;
-        let v = r.summary.http.as_ref().and_then(|h| netblast_report::verdict::http(&r, h)).unwrap_or_default();
+        let v = netblast_report::verdict::of_kind(&r).into_iter().next().unwrap_or_default();
         Ok((v.starts_with("HTTP: requests failed") && v.contains("[400]"), v))
     })?;
     five("cps_behind", "one flow at --rate 200k: behind its schedule", || {
@@ -252,7 +252,7 @@ fn loopback_causes(server: &LocalServer) -> Result<(), String> {
             }
         })?;
         let r = run(server.addr, p)?;
-        let v = netblast_report::verdict::cps_shortfall(&r).into_iter().next().unwrap_or_default();
+        let v = netblast_report::verdict::of_kind(&r).into_iter().next().unwrap_or_default();
         Ok((v.contains("behind the schedule"), v))
     })
 }

@@ -544,8 +544,7 @@ fn tests_table(out: &mut String, r: &RunResult) {
             p50_p99(&p.summary).map(|(a, b)| LatencySummary { count: 1, p50_ns: a, p99_ns: b, ..Default::default() })
         })
         .collect();
-    let verdicts: Vec<Vec<netblast_spec::diagnose::Diagnosis>> =
-        r.parts.iter().map(|p| netblast_spec::diagnose::part(r, p)).collect();
+    let verdicts: Vec<Vec<crate::limits::WayVerdict>> = r.parts.iter().map(|p| crate::limits::part(r, p)).collect();
     // Columns only where some test has the figure: latency, or what held a TCP sender.
     let (has_lat, has_limits) = (lats.iter().any(Option::is_some), verdicts.iter().any(|v| !v.is_empty()));
     let _ = write!(
@@ -569,11 +568,15 @@ fn tests_table(out: &mut String, r: &RunResult) {
             extra.push_str(&lat_cells(lats[i].as_ref()));
         }
         if has_limits {
-            let way = |d: &netblast_spec::diagnose::Diagnosis| {
-                if two_ways { format!("{}: ", plots::way_name(d.way)) } else { String::new() }
+            let way = |d: &crate::limits::WayVerdict| {
+                if two_ways { format!("{}: ", plots::way_name(d.diagnosis.way)) } else { String::new() }
             };
-            let held: Vec<String> =
-                verdicts[i].iter().map(|d| format!("{}{} {:.0}%", way(d), d.limit.name(), d.share * 100.0)).collect();
+            let held: Vec<String> = verdicts[i]
+                .iter()
+                .map(|d| {
+                    format!("{}{} {:.0}%", way(d), crate::limits::name(d.diagnosis.limit), d.diagnosis.share * 100.0)
+                })
+                .collect();
             let said: Vec<String> = verdicts[i].iter().map(|d| format!("{}{}", way(d), d.verdict)).collect();
             let _ = write!(
                 extra,

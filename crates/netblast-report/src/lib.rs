@@ -22,6 +22,7 @@ pub mod hlog;
 pub mod html;
 pub mod json;
 mod kinds;
+pub mod limits;
 mod lines;
 mod markup;
 pub mod plots;

@@ -1,9 +1,10 @@
 //! What every kind's report lines are made of: labels and id columns, spans, counts, latency
 //! columns and percentiles, retransmissions.
 
+use netblast_spec::diagnose;
 use netblast_spec::hist::LatencySummary;
 use netblast_spec::profile::{Profile, Way};
-use netblast_spec::result::Interval;
+use netblast_spec::result::{CpuLoad, HostLoad, Interval, RunResult};
 use netblast_spec::units::fmt_ns;
 use std::fmt::Write;
 
@@ -113,10 +114,7 @@ pub(crate) fn pct(x: f64) -> String {
 }
 
 /// The receiving side's host of a way.
-pub(crate) fn receiver_load(
-    r: &netblast_spec::result::RunResult,
-    way: Way,
-) -> Option<&netblast_spec::result::HostLoad> {
+pub(crate) fn receiver_load(r: &netblast_spec::result::RunResult, way: Way) -> Option<&HostLoad> {
     match way {
         Way::Up => r.summary.load.server.as_ref(),
         Way::Down => r.summary.load.client.as_ref(),
@@ -124,7 +122,7 @@ pub(crate) fn receiver_load(
 }
 
 /// What a host's interfaces and input backlogs dropped, in words (empty: nothing).
-pub(crate) fn drops_words(l: &netblast_spec::result::HostLoad) -> String {
+pub(crate) fn drops_words(l: &HostLoad) -> String {
     let mut parts: Vec<String> = l
         .interfaces
         .iter()
@@ -150,4 +148,93 @@ pub(crate) fn drops_words(l: &netblast_spec::result::HostLoad) -> String {
         ));
     }
     parts.join("; ")
+}
+
+/// A CPU in words: `CPU 1 at 99% busy, 61% in softirq`.
+pub(crate) fn cpu_words(c: &CpuLoad) -> String {
+    let (state, share) = c.mostly();
+    format!("CPU {} at {:.0}% busy, {:.0}% in {state}", c.cpu, c.busy() * 100.0, share * 100.0)
+}
+
+/// Who of netblast's worker threads ran on `c`, and whether another process took most of it:
+/// ` (netblast's worker 1 ran 12% of it; another process took the rest)`; empty when no thread
+/// record names it.
+pub(crate) fn who_ran(load: &HostLoad, c: &CpuLoad) -> String {
+    let on = diagnose::ran_on(load, c.cpu);
+    if on.is_empty() {
+        return String::new();
+    }
+    let took: f64 = on.iter().map(|t| t.busy()).sum();
+    let rest = if took < 0.5 * c.busy() { "; another process took the rest" } else { "" };
+    if on.len() > WHO_RAN_NAMED {
+        // 64 flows put 32 workers on each CPU: their sum, and the busiest, not 32 names.
+        let top = on.iter().max_by(|a, b| a.busy().total_cmp(&b.busy())).expect("not empty");
+        return format!(
+            " (netblast's {} threads {:.0}% of it in all, the busiest {} {:.0}%{rest})",
+            on.len(),
+            took * 100.0,
+            top.name,
+            top.busy() * 100.0
+        );
+    }
+    let names: Vec<String> = on.iter().map(|t| format!("{} {:.0}%", t.name, t.busy() * 100.0)).collect();
+    format!(" (netblast's {} of it{rest})", names.join(", "))
+}
+
+/// At most this many threads on one CPU are named one by one in [`who_ran`]; more are summed.
+const WHO_RAN_NAMED: usize = 3;
+
+/// The busiest saturated CPU of a side's host that the side's threads of this test ran on, in
+/// words with who ran there ([`diagnose::side_saturated`]); one of a host whose threads were
+/// not pinned (`cpus` empty) is said not to be known to be theirs.
+pub(crate) fn side_cpu(load: &HostLoad, cpus: &[u32]) -> Option<String> {
+    let c = diagnose::side_saturated(load, cpus)?;
+    Some(if cpus.is_empty() {
+        format!("{} (its threads were not pinned: a CPU of its host, not known to be theirs)", cpu_words(c))
+    } else {
+        format!("{}{}", cpu_words(c), who_ran(load, c))
+    })
+}
+
+/// The saturated CPU of `way`'s sending side (the client for `Up`, the server for `Down`)
+/// that its threads of `r` ran on, in words ([`side_cpu`]).
+pub(crate) fn sender_cpu(r: &RunResult, way: Way) -> Option<String> {
+    match way {
+        Way::Up => side_cpu(r.summary.load.client.as_ref()?, &diagnose::client_cpus(r)),
+        Way::Down => side_cpu(r.summary.load.server.as_ref()?, &diagnose::server_cpus(r)),
+    }
+}
+
+/// The client's worker thread that ran 90% of its time or more (the busiest), in words:
+/// `the client's worker 0 on CPU 0 ran 97% of the time`.
+pub(crate) fn saturated_worker(r: &RunResult) -> Option<String> {
+    let t = diagnose::saturated_thread(r)?;
+    let on = t.cpu.map(|c| format!(" on CPU {c}")).unwrap_or_default();
+    Some(format!("the client's {}{on} ran {:.0}% of the time", t.name, t.busy() * 100.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn many_threads_on_one_cpu_are_summed_not_listed() {
+        use netblast_spec::result::{CpuUsage, ThreadCpu};
+        let c = CpuLoad { cpu: 1, user: 0.3, system: 0.6, irq: 0.0, softirq: 0.0, steal: 0.0, idle: 0.1 };
+        let thread = |i: u32, busy: f64| ThreadCpu {
+            name: format!("worker {i}"),
+            cpu: Some(1),
+            usage: CpuUsage { user_s: 0.0, system_s: busy, wall_s: 1.0 },
+        };
+        // 64 flows on 2 CPUs: 32 workers each (the busiest 4%), as a real run's verdict had them
+        // one by one in 1 300 characters.
+        let many = HostLoad {
+            threads: (0..32).map(|i| thread(i, if i == 7 { 0.04 } else { 0.02 })).collect(),
+            ..Default::default()
+        };
+        let said = who_ran(&many, &c);
+        assert_eq!(said, " (netblast's 32 threads 66% of it in all, the busiest worker 7 4%)");
+        let few = HostLoad { threads: vec![thread(0, 0.12), thread(1, 0.1)], ..Default::default() };
+        assert_eq!(who_ran(&few, &c), " (netblast's worker 0 12%, worker 1 10% of it; another process took the rest)");
+    }
 }

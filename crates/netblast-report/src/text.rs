@@ -199,7 +199,7 @@ fn part_limits(r: &RunResult, p: &netblast_spec::result::Part) -> String {
     d.iter()
         .map(|d| {
             let way = if two { format!("{}: ", crate::plots::way_name(d.way)) } else { String::new() };
-            format!("{way}limited by {} {:.0}%", d.limit.name(), d.share * 100.0)
+            format!("{way}limited by {} {:.0}%", crate::limits::name(d.limit), d.share * 100.0)
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -231,7 +231,7 @@ fn limits_spread(s: &mut String, r: &RunResult) {
             let _ = write!(listed, " and {more} more");
         }
         let n = names.len();
-        let _ = writeln!(s, "    {}: {n} test{} ({listed})", limit.name(), if n == 1 { "" } else { "s" });
+        let _ = writeln!(s, "    {}: {n} test{} ({listed})", crate::limits::name(limit), if n == 1 { "" } else { "s" });
     }
 }
 
@@ -294,9 +294,9 @@ fn parts_and_agents(s: &mut String, r: &RunResult) {
         for (i, p) in r.parts.iter().enumerate() {
             s.push_str(&part_line(i, p));
             // Each test's own verdict, where there is more than one test to tell apart.
-            for d in netblast_spec::diagnose::part(r, p).iter().filter(|_| r.parts.len() > 1) {
+            for d in crate::limits::part(r, p).iter().filter(|_| r.parts.len() > 1) {
                 let way = if p.summary.ways.len() > 1 {
-                    format!(" {}", crate::plots::way_name(d.way))
+                    format!(" {}", crate::plots::way_name(d.diagnosis.way))
                 } else {
                     String::new()
                 };

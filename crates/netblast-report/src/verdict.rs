@@ -7,15 +7,11 @@
 //!
 //! The spec holds what was measured and decided; the sentences that say it are here.
 
+use crate::lines::cpu_words;
 use crate::lines::drops_words;
-use netblast_spec::diagnose::{cpu_words, is_queue, rtt_rise, saturated};
+use netblast_spec::diagnose::{is_queue, rtt_rise, saturated};
 use netblast_spec::result::RunResult;
 use netblast_spec::units::fmt_ns;
-
-pub use crate::kinds::cps::{cps_ports, cps_shortfall};
-pub use crate::kinds::hold::hold;
-pub use crate::kinds::http::http;
-pub use crate::kinds::msg::udp_loss;
 
 /// Every verdict beside the TCP ways' (which are printed under each way): the kind's own, then
 /// the latency probes', then each host's.
@@ -42,7 +38,10 @@ pub fn causes(r: &RunResult) -> Vec<String> {
     let several = ways.len() > 1;
     let mut v: Vec<String> = ways
         .iter()
-        .map(|d| if several { format!("{}: {}", d.way.name(), d.limit.name()) } else { d.limit.name().to_string() })
+        .map(|d| {
+            let limit = crate::limits::name(d.limit);
+            if several { format!("{}: {limit}", d.way.name()) } else { limit.to_string() }
+        })
         .collect();
     v.extend(of_kind(r).iter().chain(hosts(r).iter()).map(|l| head(l)));
     v
@@ -80,7 +79,7 @@ pub fn hosts(r: &RunResult) -> Vec<String> {
             saturated(l).into_iter().partition(|c| mine.as_ref().is_none_or(|m| m.contains(&c.cpu)));
         if !ours.is_empty() {
             let cpus: Vec<String> =
-                ours.iter().map(|c| format!("{}{}", cpu_words(c), netblast_spec::diagnose::who_ran(l, c))).collect();
+                ours.iter().map(|c| format!("{}{}", cpu_words(c), crate::lines::who_ran(l, c))).collect();
             v.push(format!("CPU bound on {who}: {}", cpus.join("; ")));
         }
         if !others.is_empty() {

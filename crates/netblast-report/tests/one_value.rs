@@ -204,16 +204,17 @@ fn one_value(name: &str, r: &RunResult) -> Result<(), String> {
     // Verdicts: the text prints each way's; a result of several tests counts the tests that
     // share its leading cause as they are; no "congestion" while the sender's CPU is saturated.
     use netblast_spec::diagnose::{self, Limit};
-    for d in diagnose::tcp(r) {
-        if !full.contains(&d.verdict) {
-            return differ("verdict in the text", &d.verdict, "absent");
+    for said in netblast_report::limits::tcp(r) {
+        let d = &said.diagnosis;
+        if !full.contains(&said.verdict) {
+            return differ("verdict in the text", &said.verdict, "absent");
         }
         if r.parts.len() > 1 {
             let n = r.parts.iter().flat_map(|p| diagnose::part(r, p)).filter(|x| x.way == d.way).count();
             let k = r.parts.iter().flat_map(|p| diagnose::part(r, p)).filter(|x| x.way == d.way && x.limit == d.limit);
-            let shown = format!("{} in {} of {n} tests", d.limit.name(), k.count());
-            if !d.verdict.starts_with(&shown) {
-                return differ("a merged verdict and its tests' verdicts", &d.verdict, &shown);
+            let shown = format!("{} in {} of {n} tests", netblast_report::limits::name(d.limit), k.count());
+            if !said.verdict.starts_with(&shown) {
+                return differ("a merged verdict and its tests' verdicts", &said.verdict, &shown);
             }
         }
         let sender = match d.way {
@@ -222,7 +223,7 @@ fn one_value(name: &str, r: &RunResult) -> Result<(), String> {
         };
         let busy = sender.is_some_and(|l| l.cpus.iter().any(|c| c.busy() >= diagnose::CPU_BOUND));
         if r.parts.len() <= 1 && d.limit == Limit::Congestion && busy {
-            return differ("congestion verdict with the sender's CPU saturated", &d.verdict, "the sender's CPU");
+            return differ("congestion verdict with the sender's CPU saturated", &said.verdict, "the sender's CPU");
         }
     }
     // Spurious retransmissions are a part of the retransmissions.

@@ -1,14 +1,15 @@
 //! Why a TCP flow was as fast as it was, from its sender's kernel clocks ([`TcpLimits`]): the
 //! share of the time the receiver's window, the sender's own buffer, the congestion window or
-//! path, or the application (nothing to send) held it, and a verdict in words with the numbers
-//! behind it and the fix where there is one.
+//! path, or the application (nothing to send) held it, decided with the numbers behind it
+//! ([`Facts`]). The report says it in words, with the fix where there is one.
 //!
 //! The window in flight is the measured rate × the measured RTT (the bandwidth-delay product
 //! the path held); a buffer below it for the rate wanted is the limit to raise.
 
 use crate::profile::Way;
-use crate::result::{HostInfo, LimitShares, Part, RunResult, Summary, TcpLimits, WaySummary};
-use crate::units::{fmt_bits_per_s, fmt_bytes, fmt_ns};
+use crate::result::{
+    CpuLoad, HostInfo, HostLoad, LimitShares, Part, RunResult, Summary, TcpLimits, ThreadCpu, WaySummary,
+};
 
 /// What held a way's senders most of the time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,18 +30,88 @@ pub enum Limit {
     SenderCpu,
 }
 
-impl Limit {
-    /// Its name in words.
-    pub fn name(self) -> &'static str {
-        match self {
-            Limit::ReceiverWindow => "receiver window",
-            Limit::SendBuffer => "send buffer",
-            Limit::Congestion => "congestion window or path",
-            Limit::Application => "application (nothing to send)",
-            Limit::AskedRate => "the rate asked (-b)",
-            Limit::SenderCpu => "the sender's CPU",
-        }
-    }
+/// Which of the sender's clocks a CPU-bound sender's time shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// Busy sending: a sender that cannot go faster looks congested.
+    BusySending,
+    /// Nothing to send: its application did not get the CPU to write more.
+    NothingToSend,
+}
+
+/// The numbers a way's limit was decided by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Facts {
+    /// The way's rate, bits/s: the receiver's where measured, else the sender's.
+    pub rate: f64,
+    /// The rate per flow, bits/s.
+    pub per_flow: f64,
+    /// The rate asked per flow (`-b`), bits/s.
+    pub wanted: Option<f64>,
+    /// The flows' mean RTT, ns.
+    pub rtt_ns: Option<f64>,
+    /// The window in flight: the rate × the RTT, bytes.
+    pub window: Option<f64>,
+    /// The congestion window only tracked the receiver's: grown to it with nothing lost.
+    pub tracks: bool,
+    /// The receiver's advertised window, bytes.
+    pub peer_window: u64,
+    /// A send buffer fixed below what autotuning reaches, with nothing queued much of the time:
+    /// (fixed, autotuning's max), bytes.
+    pub starved: Option<(u64, u64)>,
+    /// Which clock a CPU-bound sender's time shows.
+    pub clock: Clock,
+    /// The share of segments lost: retransmitted and not reported as duplicates (DSACK).
+    pub lost_rate: Option<f64>,
+    /// The path, for a congestion limit: a queue, loss without one, or neither.
+    pub path: PathShape,
+}
+
+/// What a congestion-limited way's kernel RTT and losses say of its path.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PathShape {
+    /// The typical RTT well above the least while the rate held ([`is_queue`]); `lost`: the
+    /// share of segments lost where it overflowed, when worth naming.
+    Queue {
+        /// The least RTT, ns.
+        least: f64,
+        /// The typical RTT, ns.
+        typical: f64,
+        /// Which figure the typical one is (`p50`, `mean`).
+        what: &'static str,
+        /// The share of segments lost, when at least [`LOSS_NAMED`].
+        lost: Option<f64>,
+    },
+    /// Segments lost and the RTT under half again its least: random loss, a policer.
+    LossWithoutQueue {
+        /// The share of segments lost.
+        lost: f64,
+        /// The least RTT, ns.
+        least: f64,
+        /// The typical RTT, ns.
+        typical: f64,
+        /// Which figure the typical one is.
+        what: &'static str,
+    },
+    /// No RTT rise to read, this share of segments retransmitted and not duplicates.
+    Retransmitted(f64),
+    /// Next to nothing retransmitted: the congestion window or the path's rate holds it.
+    Little,
+    /// Retransmissions not counted.
+    NotCounted,
+}
+
+/// How a result of several tests decided a way: the causes of its tests' own diagnoses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tally {
+    /// Each cause with the number of tests it held, the leading one first.
+    pub counts: Vec<(Limit, usize)>,
+    /// The tests diagnosed on this way.
+    pub tests: usize,
+    /// The first test (its index in the result's parts) whose cause leads.
+    pub first_part: usize,
+    /// That test's own diagnosis.
+    pub first: Box<Diagnosis>,
 }
 
 /// One way's diagnosis.
@@ -55,8 +126,10 @@ pub struct Diagnosis {
     pub limit: Limit,
     /// The share of the time `limit` held them.
     pub share: f64,
-    /// The verdict: the limit, the numbers behind it, the fix.
-    pub verdict: String,
+    /// The numbers behind it (a result of several tests: the first leading test's).
+    pub facts: Facts,
+    /// A result of several tests: how its tests' diagnoses decided it.
+    pub tally: Option<Tally>,
 }
 
 /// The diagnosis of each way of a bulk run whose senders' kernels reported their limit clocks
@@ -68,22 +141,22 @@ pub fn tcp(r: &RunResult) -> Vec<Diagnosis> {
     if r.parts.len() > 1 {
         return of_tests(r);
     }
-    of(&View { profile: &r.plan.profile, client: Some(&r.client), server: r.server.as_ref(), summary: &r.summary })
+    of(&View::whole(r))
 }
 
 /// Each way of a result of several tests: the cause most of its tests share leads (a tie goes
-/// to the first test's), its verdict counts the tests that share it and names the others' causes
-/// with their counts, then gives the first such test's own verdict, so the whole never says
-/// what its tests' verdicts contradict. The shares are the merged clocks'; the share is the
-/// mean of the leading tests'.
+/// to the first test's), with every cause's count and the first such test's own diagnosis, so
+/// the whole never says what its tests' verdicts contradict. The shares are the merged
+/// clocks'; the share is the mean of the leading tests'.
 pub fn of_tests(r: &RunResult) -> Vec<Diagnosis> {
-    let per: Vec<Diagnosis> = r.parts.iter().flat_map(|p| part(r, p)).collect();
+    let per: Vec<(usize, Diagnosis)> =
+        r.parts.iter().enumerate().flat_map(|(i, p)| part(r, p).into_iter().map(move |d| (i, d))).collect();
     let mut out = Vec::new();
     for way in [Way::Up, Way::Down] {
-        let ds: Vec<&Diagnosis> = per.iter().filter(|d| d.way == way).collect();
-        let Some(first) = ds.first() else { continue };
+        let ds: Vec<&(usize, Diagnosis)> = per.iter().filter(|(_, d)| d.way == way).collect();
+        let Some((_, first)) = ds.first() else { continue };
         let mut counts: Vec<(Limit, usize)> = Vec::new();
-        for d in &ds {
+        for (_, d) in &ds {
             match counts.iter_mut().find(|(l, _)| *l == d.limit) {
                 Some((_, c)) => *c += 1,
                 None => counts.push((d.limit, 1)),
@@ -91,21 +164,20 @@ pub fn of_tests(r: &RunResult) -> Vec<Diagnosis> {
         }
         // Stable: among equal counts the cause seen first (the first test's) stays first.
         counts.sort_by_key(|c| std::cmp::Reverse(c.1));
-        let (limit, k) = counts[0];
-        let lead: Vec<&&Diagnosis> = ds.iter().filter(|d| d.limit == limit).collect();
-        let share = lead.iter().map(|d| d.share).sum::<f64>() / lead.len() as f64;
+        let limit = counts[0].0;
+        let lead: Vec<&&(usize, Diagnosis)> = ds.iter().filter(|(_, d)| d.limit == limit).collect();
+        let share = lead.iter().map(|(_, d)| d.share).sum::<f64>() / lead.len() as f64;
         let shares =
             r.summary.ways.iter().find(|w| w.way == way).and_then(|w| w.limits?.shares()).unwrap_or(first.shares);
-        let others = match &counts[1..] {
-            [] => String::new(),
-            rest => format!(
-                " (the others: {})",
-                rest.iter().map(|(l, c)| format!("{} in {c}", l.name())).collect::<Vec<_>>().join(", ")
-            ),
-        };
-        let verdict =
-            format!("{} in {k} of {} tests{others}; the first of them: {}", limit.name(), ds.len(), lead[0].verdict);
-        out.push(Diagnosis { way, shares, limit, share, verdict });
+        let (first_part, lead_d) = (lead[0].0, lead[0].1.clone());
+        out.push(Diagnosis {
+            way,
+            shares,
+            limit,
+            share,
+            facts: lead_d.facts.clone(),
+            tally: Some(Tally { counts, tests: ds.len(), first_part, first: Box::new(lead_d) }),
+        });
     }
     out
 }
@@ -113,8 +185,7 @@ pub fn of_tests(r: &RunResult) -> Vec<Diagnosis> {
 /// The diagnosis of each way of one part of a merged or fleet bulk result (one agent's test):
 /// its own totals, limit clocks, hosts' settings and load.
 pub fn part(r: &RunResult, p: &Part) -> Vec<Diagnosis> {
-    let profile = p.profile.as_ref().unwrap_or(&r.plan.profile);
-    of(&View { profile, client: p.client.as_ref(), server: p.server.as_ref(), summary: &p.summary })
+    of(&View::part(r, p))
 }
 
 fn of(v: &View) -> Vec<Diagnosis> {
@@ -124,12 +195,47 @@ fn of(v: &View) -> Vec<Diagnosis> {
     v.summary.ways.iter().filter_map(|w| way(v, w, w.limits?)).collect()
 }
 
-/// What a diagnosis reads: the profile run, the two hosts' settings, the totals.
-struct View<'a> {
-    profile: &'a crate::profile::Profile,
-    client: Option<&'a HostInfo>,
-    server: Option<&'a HostInfo>,
-    summary: &'a Summary,
+/// What a diagnosis reads: the profile run, the two hosts' settings, the totals (a whole
+/// result's, or one of its tests').
+#[derive(Debug, Clone, Copy)]
+pub struct View<'a> {
+    /// The profile the test ran.
+    pub profile: &'a crate::profile::Profile,
+    /// The client's host.
+    pub client: Option<&'a HostInfo>,
+    /// The server's host.
+    pub server: Option<&'a HostInfo>,
+    /// The totals.
+    pub summary: &'a Summary,
+}
+
+impl<'a> View<'a> {
+    /// A whole result's.
+    pub fn whole(r: &'a RunResult) -> View<'a> {
+        View { profile: &r.plan.profile, client: Some(&r.client), server: r.server.as_ref(), summary: &r.summary }
+    }
+
+    /// One test's of a result of several (`p`, one of `r.parts`).
+    pub fn part(r: &'a RunResult, p: &'a Part) -> View<'a> {
+        let profile = p.profile.as_ref().unwrap_or(&r.plan.profile);
+        View { profile, client: p.client.as_ref(), server: p.server.as_ref(), summary: &p.summary }
+    }
+
+    /// The sending and the receiving host of `way`.
+    pub fn ends(&self, way: Way) -> (Option<&'a HostInfo>, Option<&'a HostInfo>) {
+        match way {
+            Way::Up => (self.client, self.server),
+            Way::Down => (self.server, self.client),
+        }
+    }
+
+    /// The load of `way`'s sending host.
+    pub fn sender_load(&self, way: Way) -> Option<&'a HostLoad> {
+        match way {
+            Way::Up => self.summary.load.client.as_ref(),
+            Way::Down => self.summary.load.server.as_ref(),
+        }
+    }
 }
 
 fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
@@ -142,22 +248,19 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
     ];
     let (mut limit, mut share) =
         ranked.into_iter().fold((Limit::Application, -1.0), |a, b| if b.1 > a.1 { b } else { a });
-    let tcp = &r.profile.tcp;
-    let (sender, receiver) = match w.way {
-        Way::Up => (r.client, r.server),
-        Way::Down => (r.server, r.client),
-    };
+    let (sender, _) = r.ends(w.way);
     // A send buffer fixed below what autotuning reaches, and the sender often with nothing
     // queued: the buffer, which the kernel's own clock times only until the ACKs free space.
-    let starved = small_sndbuf(tcp.sndbuf(), sender).filter(|_| shares.app >= STARVED && shares.rwnd < shares.app);
+    let starved =
+        small_sndbuf(r.profile.tcp.sndbuf(), sender).filter(|_| shares.app >= STARVED && shares.rwnd < shares.app);
     if starved.is_some() {
         (limit, share) = (Limit::SendBuffer, shares.app);
     }
     let rate = w.receiver.unwrap_or(w.sender).bits_per_s;
     let wanted = r.profile.workload.section().asked_bits_per_s(w.way);
     let per_flow = rate / f64::from(w.streams.max(1));
-    let busy_cpu = sender_busy_cpu(r.summary, w.way);
-    let (cpu_clock, decided) = asked_or_cpu(limit, &shares, wanted, per_flow, busy_cpu.is_some());
+    let cpu_busy = sender_busy_cpu(r.summary, w.way).is_some();
+    let (clock, decided) = asked_or_cpu(limit, &shares, wanted, per_flow, cpu_busy);
     if let Some(d) = decided {
         (limit, share) = d;
     }
@@ -180,89 +283,20 @@ fn way(r: &View, w: &WaySummary, limits: TcpLimits) -> Option<Diagnosis> {
     if tracks {
         (limit, share) = (Limit::ReceiverWindow, shares.rwnd + shares.cwnd);
     }
-    let pct = |x: f64| format!("{:.0}%", x * 100.0);
-    let flight = match (rtt_ns, window) {
-        (Some(t), Some(win)) => format!(
-            ": at the measured RTT of {}, {} is {} in flight",
-            fmt_ns(t),
-            fmt_bits_per_s(rate),
-            fmt_bytes(win as u64)
-        ),
-        _ => String::new(),
+    let facts = Facts {
+        rate,
+        per_flow,
+        wanted,
+        rtt_ns,
+        window,
+        tracks,
+        peer_window: limits.peer_window,
+        starved,
+        clock,
+        lost_rate,
+        path: path_shape(w, lost_rate),
     };
-    let needs = match (wanted, rtt_ns) {
-        (Some(b), Some(t)) => {
-            format!("; {} needs {} at this RTT", fmt_bits_per_s(b), fmt_bytes((b / 8.0 * t / 1e9) as u64))
-        }
-        _ => String::new(),
-    };
-    let verdict = match limit {
-        Limit::ReceiverWindow => format!(
-            "receiver window limited {} of the time{}{flight}{needs}; {}",
-            pct(share),
-            if tracks {
-                format!(
-                    " ({} at the receiver's window of {} by the kernel's clock, {} at a congestion window grown to it)",
-                    pct(shares.rwnd),
-                    fmt_bytes(limits.peer_window),
-                    pct(shares.cwnd)
-                )
-            } else {
-                String::new()
-            },
-            buffer_fix(tcp.rcvbuf(), receiver, "receive", |c| (c.rmem_max, c.tcp_rmem_max), ("rmem_max", "tcp_rmem"))
-        ),
-        Limit::SendBuffer if starved.is_some() => {
-            let (fixed, auto) = starved.unwrap_or_default();
-            format!(
-                "send buffer limited: nothing was queued {} of the time with the send buffer fixed at {} (-w or \
-                 --sndbuf; autotuning reaches {} here){flight}; the sender waits for the returning ACKs to free \
-                 space (the kernel's own send-buffer clock, {}, stops when they do): raise it",
-                pct(share),
-                fmt_bytes(fixed),
-                fmt_bytes(auto),
-                pct(shares.sndbuf)
-            )
-        }
-        Limit::SendBuffer => format!(
-            "send buffer limited {} of the time{flight}{needs}; {}",
-            pct(share),
-            buffer_fix(tcp.sndbuf(), sender, "send", |c| (c.wmem_max, c.tcp_wmem_max), ("wmem_max", "tcp_wmem"))
-        ),
-        Limit::Congestion => {
-            format!("congestion limited {} of the time{flight}, {}", pct(share), queue_or_loss(w, rate, lost_rate))
-        }
-        Limit::AskedRate => format!(
-            "held at the rate asked: -b {} per flow, {} measured per flow (the kernel's pacing sets the pace; \
-             the clocks read busy sending {} and nothing to send {} of the time, as pacing falls)",
-            fmt_bits_per_s(wanted.unwrap_or_default()),
-            fmt_bits_per_s(per_flow),
-            pct(shares.cwnd),
-            pct(shares.app)
-        ),
-        Limit::SenderCpu => format!(
-            "CPU limited: the sender's {}{flight}; its kernel clocks read {cpu_clock} {} of the time ({}), \
-             which a sender that cannot go faster shows too",
-            busy_cpu.clone().unwrap_or_default(),
-            pct(share),
-            if cpu_clock == "busy sending" {
-                "congestion window or path"
-            } else {
-                "its application did not get the CPU to write more"
-            }
-        ),
-        Limit::Application => {
-            let side = if w.way == Way::Up { r.summary.load.client.as_ref() } else { r.summary.load.server.as_ref() };
-            let why = match (wanted, side.and_then(|l| side_cpu(l, &sender_cpus(r.summary, w.way)))) {
-                (Some(b), _) => format!("held at -b {}", fmt_bits_per_s(b)),
-                (None, Some(c)) => format!("the sender's {c}"),
-                (None, None) if side.is_some() => "the generator: no CPU of the sending host was saturated".into(),
-                (None, None) => "the generator (the sending host's CPU load was not measured)".into(),
-            };
-            format!("application limited: nothing to send {} of the time ({why})", pct(share))
-        }
-    };
-    Some(Diagnosis { way: w.way, shares, limit, share, verdict })
+    Some(Diagnosis { way: w.way, shares, limit, share, facts, tally: None })
 }
 
 /// How far the flows' typical RTT may rise over their least before the rise is a queue: half
@@ -273,7 +307,7 @@ pub const QUEUE_RISE: f64 = 0.5;
 /// The least rise of the RTT called a queue, ns.
 pub const QUEUE_MIN_NS: f64 = 1e6;
 /// A share of segments lost (retransmitted and not duplicates) worth naming.
-const LOSS_NAMED: f64 = 0.001;
+pub const LOSS_NAMED: f64 = 0.001;
 
 /// A way's least RTT and its typical one (ns) with the typical's name: the median of the
 /// kernel's RTT samples where the eBPF program kept them (`p50`), else the mean of the smoothed
@@ -292,84 +326,56 @@ pub fn is_queue(least: f64, typical: f64) -> bool {
     typical - least >= (QUEUE_RISE * least).max(QUEUE_MIN_NS)
 }
 
-/// A congestion-limited way's path in words, from its kernel RTT and losses: a queue (the
-/// typical RTT well above the least, while the rate held), loss without a queue (segments
-/// lost and the RTT under half again its least: random loss, a policer), or neither.
-fn queue_or_loss(w: &WaySummary, rate: f64, lost_rate: Option<f64>) -> String {
-    let (least, typical, what) = match rtt_rise(w) {
-        Some((lo, ty, what)) => (Some(lo), Some(ty), what),
-        None => (None, None, ""),
-    };
+/// A way's path from its kernel RTT and losses: a queue (the typical RTT well above the least,
+/// while the rate held), loss without a queue (segments lost and the RTT under half again its
+/// least: random loss, a policer), or neither.
+fn path_shape(w: &WaySummary, lost_rate: Option<f64>) -> PathShape {
     let lost = lost_rate.filter(|x| *x >= LOSS_NAMED);
-    match (least, typical) {
-        (Some(lo), Some(ty)) if is_queue(lo, ty) => {
-            let dropped = match lost {
-                Some(x) => format!("; {:.2}% of segments lost where it overflowed", x * 100.0),
-                None => String::new(),
-            };
-            format!(
-                "a queue: RTT rose from {} (least) to {} ({what}) while the rate held at {}{dropped}",
-                fmt_ns(lo),
-                fmt_ns(ty),
-                fmt_bits_per_s(rate)
-            )
+    match rtt_rise(w) {
+        Some((least, typical, what)) if is_queue(least, typical) => PathShape::Queue { least, typical, what, lost },
+        Some((least, typical, what)) if lost.is_some() => {
+            PathShape::LossWithoutQueue { lost: lost.unwrap_or_default(), least, typical, what }
         }
-        (Some(lo), Some(ty)) if lost.is_some() => format!(
-            "loss without a queue: {:.2}% of segments lost, RTT under half again its least ({} least, {} {what}): random loss or a \
-             policer, not a full queue",
-            lost.unwrap_or_default() * 100.0,
-            fmt_ns(lo),
-            fmt_ns(ty)
-        ),
         _ => match lost_rate {
-            Some(x) if x >= LOSS_NAMED => {
-                format!("with {:.2}% of segments retransmitted and not duplicates: the path drops or queues", x * 100.0)
-            }
-            Some(_) => "with next to nothing retransmitted: the congestion window or the path's rate holds it".into(),
-            None => "(retransmits not counted)".into(),
+            Some(x) if x >= LOSS_NAMED => PathShape::Retransmitted(x),
+            Some(_) => PathShape::Little,
+            None => PathShape::NotCounted,
         },
     }
 }
 
-/// The sending side's CPU at [`CPU_BOUND`] or more, in words: the busiest of those its
-/// streams were pinned to (another process's busy CPU is not the sender's limit), or, where
-/// they were not pinned, the host's busiest, said so.
-fn sender_busy_cpu(s: &Summary, way: Way) -> Option<String> {
+/// The sending side's busiest CPU at [`CPU_BOUND`] or more: of those its streams were pinned
+/// to (another process's busy CPU is not the sender's limit), or, where they were not pinned
+/// ([`sender_cpus`] empty), of the host.
+pub fn sender_busy_cpu(s: &Summary, way: Way) -> Option<&CpuLoad> {
     let load = if way == Way::Up { s.load.client.as_ref() } else { s.load.server.as_ref() }?;
     let mine = sender_cpus(s, way);
-    let c = load
-        .cpus
+    load.cpus
         .iter()
         .filter(|c| c.busy() >= CPU_BOUND && (mine.is_empty() || mine.contains(&c.cpu)))
-        .max_by(|a, b| a.busy().total_cmp(&b.busy()))?;
-    Some(if mine.is_empty() {
-        format!("{} (not pinned: a CPU of its host)", cpu_words(c))
-    } else {
-        format!("{}{}", cpu_words(c), who_ran(load, c))
-    })
+        .max_by(|a, b| a.busy().total_cmp(&b.busy()))
 }
 
 /// What the clocks cannot tell apart, decided by what the run asked and saw: a rate asked and
 /// held (the flows' mean within 5% of it, above or below) is the cause whatever the clocks
 /// read; a sending host with a CPU at 95% or more, where the clocks read busy sending or (with
 /// no rate asked) nothing to send, is CPU bound. Returns which clock a CPU-bound sender's time
-/// shows (busy sending: a sender that cannot go faster looks congested; nothing to send: its
-/// application did not get the CPU to write more), and the cause and share decided, if any.
+/// shows, and the cause and share decided, if any.
 fn asked_or_cpu(
     limit: Limit,
     shares: &LimitShares,
     wanted: Option<f64>,
     per_flow: f64,
     cpu_busy: bool,
-) -> (&'static str, Option<(Limit, f64)>) {
+) -> (Clock, Option<(Limit, f64)>) {
     if wanted.is_some_and(|b| (per_flow - b).abs() <= 0.05 * b) {
-        ("busy sending", Some((Limit::AskedRate, 1.0)))
+        (Clock::BusySending, Some((Limit::AskedRate, 1.0)))
     } else if limit == Limit::Congestion && cpu_busy {
-        ("busy sending", Some((Limit::SenderCpu, shares.cwnd)))
+        (Clock::BusySending, Some((Limit::SenderCpu, shares.cwnd)))
     } else if limit == Limit::Application && cpu_busy && wanted.is_none() {
-        ("nothing to send", Some((Limit::SenderCpu, shares.app)))
+        (Clock::NothingToSend, Some((Limit::SenderCpu, shares.app)))
     } else {
-        ("busy sending", None)
+        (Clock::BusySending, None)
     }
 }
 
@@ -385,70 +391,33 @@ pub const SATURATED: f64 = 0.9;
 pub const CPU_BOUND: f64 = 0.95;
 
 /// A host's saturated CPUs, busiest first.
-pub fn saturated(load: &crate::result::HostLoad) -> Vec<&crate::result::CpuLoad> {
+pub fn saturated(load: &HostLoad) -> Vec<&CpuLoad> {
     let mut v: Vec<_> = load.cpus.iter().filter(|c| c.busy() >= SATURATED).collect();
     v.sort_by(|a, b| b.busy().total_cmp(&a.busy()));
     v
 }
 
-/// A CPU in words: `CPU 1 at 99% busy, 61% of it in softirq`.
-pub fn cpu_words(c: &crate::result::CpuLoad) -> String {
-    let (state, share) = c.mostly();
-    format!("CPU {} at {:.0}% busy, {:.0}% in {state}", c.cpu, c.busy() * 100.0, share * 100.0)
-}
-
-/// The busiest saturated CPU of a side's host that the side's threads of this test ran on, in
-/// words with who ran there: `cpus` are the CPUs they were pinned to (the client's worker
-/// threads, the server's streams); empty when they were not pinned, and then any saturated CPU
-/// of the host is named as such, never as theirs. `None` when none was saturated.
-pub fn side_cpu(load: &crate::result::HostLoad, cpus: &[u32]) -> Option<String> {
+/// The busiest saturated CPU of a side's host that the side's threads of this test ran on:
+/// `cpus` are the CPUs they were pinned to (the client's worker threads, the server's streams);
+/// empty when they were not pinned, and then the host's busiest saturated CPU, not known to be
+/// theirs. `None` when none was saturated.
+pub fn side_saturated<'a>(load: &'a HostLoad, cpus: &[u32]) -> Option<&'a CpuLoad> {
     if cpus.is_empty() {
-        let c = saturated(load).into_iter().next()?;
-        return Some(format!(
-            "{} (its threads were not pinned: a CPU of its host, not known to be theirs)",
-            cpu_words(c)
-        ));
+        return saturated(load).into_iter().next();
     }
-    let c = saturated(load).into_iter().find(|c| cpus.contains(&c.cpu))?;
-    Some(format!("{}{}", cpu_words(c), who_ran(load, c)))
+    saturated(load).into_iter().find(|c| cpus.contains(&c.cpu))
 }
 
-/// Who of netblast's worker threads ran on `c`, and whether another process took most of it:
-/// ` (netblast's worker 1 ran 12% of it; another process took the rest)`; empty when no thread
-/// record names it.
-pub fn who_ran(load: &crate::result::HostLoad, c: &crate::result::CpuLoad) -> String {
-    let on: Vec<&crate::result::ThreadCpu> = load.threads.iter().filter(|t| t.cpu == Some(c.cpu)).collect();
-    if on.is_empty() {
-        return String::new();
-    }
-    let took: f64 = on.iter().map(|t| t.busy()).sum();
-    let rest = if took < 0.5 * c.busy() { "; another process took the rest" } else { "" };
-    if on.len() > WHO_RAN_NAMED {
-        // 64 flows put 32 workers on each CPU: their sum, and the busiest, not 32 names.
-        let top = on.iter().max_by(|a, b| a.busy().total_cmp(&b.busy())).expect("not empty");
-        return format!(
-            " (netblast's {} threads {:.0}% of it in all, the busiest {} {:.0}%{rest})",
-            on.len(),
-            took * 100.0,
-            top.name,
-            top.busy() * 100.0
-        );
-    }
-    let names: Vec<String> = on.iter().map(|t| format!("{} {:.0}%", t.name, t.busy() * 100.0)).collect();
-    format!(" (netblast's {} of it{rest})", names.join(", "))
+/// The threads of netblast that ran on CPU `cpu` of a host.
+pub fn ran_on(load: &HostLoad, cpu: u32) -> Vec<&ThreadCpu> {
+    load.threads.iter().filter(|t| t.cpu == Some(cpu)).collect()
 }
 
-/// At most this many threads on one CPU are named one by one in [`who_ran`]; more are summed.
-const WHO_RAN_NAMED: usize = 3;
-
-/// The client's worker thread that ran 90% of its time or more (the busiest), in words:
-/// `the client's worker 0 on CPU 0 ran 97% of the time`; `None` when none did, or when the
-/// result has no thread records.
-pub fn saturated_worker(r: &RunResult) -> Option<String> {
+/// The client's worker thread that ran [`SATURATED`] of its time or more (the busiest);
+/// `None` when none did, or when the result has no thread records.
+pub fn saturated_thread(r: &RunResult) -> Option<&ThreadCpu> {
     let l = r.summary.load.client.as_ref()?;
-    let t = l.threads.iter().filter(|t| t.busy() >= SATURATED).max_by(|a, b| a.busy().total_cmp(&b.busy()))?;
-    let on = t.cpu.map(|c| format!(" on CPU {c}")).unwrap_or_default();
-    Some(format!("the client's {}{on} ran {:.0}% of the time", t.name, t.busy() * 100.0))
+    l.threads.iter().filter(|t| t.busy() >= SATURATED).max_by(|a, b| a.busy().total_cmp(&b.busy()))
 }
 
 /// The CPUs the client's threads of `r` were pinned to: its worker threads' (as recorded), else
@@ -464,15 +433,6 @@ pub fn client_cpus(r: &RunResult) -> Vec<u32> {
     v
 }
 
-/// The saturated CPU of `way`'s sending side (the client for `Up`, the server for `Down`)
-/// that its threads of `r` ran on, in words ([`side_cpu`]).
-pub fn sender_cpu(r: &RunResult, way: Way) -> Option<String> {
-    match way {
-        Way::Up => side_cpu(r.summary.load.client.as_ref()?, &client_cpus(r)),
-        Way::Down => side_cpu(r.summary.load.server.as_ref()?, &server_cpus(r)),
-    }
-}
-
 /// The CPUs the server pinned `r`'s streams to (any way); empty when it did not pin them.
 pub fn server_cpus(r: &RunResult) -> Vec<u32> {
     let mut v: Vec<u32> = r.summary.streams.iter().filter_map(|x| x.server_cpu).map(|c| c as u32).collect();
@@ -483,7 +443,7 @@ pub fn server_cpus(r: &RunResult) -> Vec<u32> {
 
 /// The CPUs the sending end of `way`'s streams was pinned to, from their totals (client
 /// workers for `Up`, the server's for `Down`); empty when not pinned or not known.
-fn sender_cpus(s: &Summary, way: Way) -> Vec<u32> {
+pub fn sender_cpus(s: &Summary, way: Way) -> Vec<u32> {
     let mut v: Vec<u32> = s
         .streams
         .iter()
@@ -503,40 +463,6 @@ const STARVED: f64 = 0.2;
 fn small_sndbuf(fixed: Option<u64>, sender: Option<&HostInfo>) -> Option<(u64, u64)> {
     let auto = sender?.buffers?.tcp_wmem_max;
     fixed.filter(|f| *f < auto).map(|f| (f, auto))
-}
-
-/// The fix of a buffer limit: a fixed size (`-w`) and the cap it may reach, or autotuning's
-/// maximum on the host, with the sysctl to raise.
-fn buffer_fix(
-    fixed: Option<u64>,
-    host: Option<&HostInfo>,
-    what: &str,
-    caps: fn(&crate::result::BufferCaps) -> (u64, u64),
-    names: (&str, &str),
-) -> String {
-    let name = host.map(|h| h.hostname.as_str()).filter(|h| !h.is_empty()).unwrap_or("the host");
-    let c = host.and_then(|h| h.buffers).map(|b| caps(&b));
-    match (fixed, c) {
-        (Some(w), Some((core, _))) => format!(
-            "the {what} buffer is fixed at {} (-w or --{}; autotuning off): raise it (net.core.{} on {name} is {}; sysctl -w net.core.{}=N to go past it)",
-            fmt_bytes(w),
-            if what == "send" { "sndbuf" } else { "rcvbuf" },
-            names.0,
-            fmt_bytes(core),
-            names.0
-        ),
-        (Some(w), None) => format!("the {what} buffer is fixed at {} (-w; autotuning off): raise it", fmt_bytes(w)),
-        (None, Some((core, auto))) => format!(
-            "autotuning grows the {what} buffer up to net.ipv4.{} max = {} on {name}: raise it past the window \
-             wanted (sysctl -w net.ipv4.{}='4096 131072 N'; net.core.{} = {} caps -w)",
-            names.1,
-            fmt_bytes(auto),
-            names.1,
-            names.0,
-            fmt_bytes(core),
-        ),
-        (None, None) => format!("raise the {what} buffer (-w, or net.ipv4.{} max)", names.1),
-    }
 }
 
 #[cfg(test)]
@@ -565,26 +491,5 @@ mod tests {
         };
         assert_eq!(l.shares().unwrap().app, 0.0);
         assert_eq!(TcpLimits::default().shares(), None);
-    }
-
-    #[test]
-    fn many_threads_on_one_cpu_are_summed_not_listed() {
-        use crate::result::{CpuLoad, CpuUsage, HostLoad, ThreadCpu};
-        let c = CpuLoad { cpu: 1, user: 0.3, system: 0.6, irq: 0.0, softirq: 0.0, steal: 0.0, idle: 0.1 };
-        let thread = |i: u32, busy: f64| ThreadCpu {
-            name: format!("worker {i}"),
-            cpu: Some(1),
-            usage: CpuUsage { user_s: 0.0, system_s: busy, wall_s: 1.0 },
-        };
-        // 64 flows on 2 CPUs: 32 workers each (the busiest 4%), as a real run's verdict had them
-        // one by one in 1 300 characters.
-        let many = HostLoad {
-            threads: (0..32).map(|i| thread(i, if i == 7 { 0.04 } else { 0.02 })).collect(),
-            ..Default::default()
-        };
-        let said = who_ran(&many, &c);
-        assert_eq!(said, " (netblast's 32 threads 66% of it in all, the busiest worker 7 4%)");
-        let few = HostLoad { threads: vec![thread(0, 0.12), thread(1, 0.1)], ..Default::default() };
-        assert_eq!(who_ran(&few, &c), " (netblast's worker 0 12%, worker 1 10% of it; another process took the rest)");
     }
 }

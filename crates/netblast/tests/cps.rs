@@ -191,7 +191,7 @@ fn a_rate_the_flows_cannot_keep_is_named_with_its_cause_and_a_rate_they_keep_is_
     let short = run_in(ns, &target, &["--rate", "400", "-t", "2"]);
     let m = short.summary.ways[0].msgs.unwrap();
     assert!(m.sent_per_s < 100.0, "one flow over 10 ms made {} connections/s", m.sent_per_s);
-    let v = netblast_report::verdict::cps_shortfall(&short);
+    let v = netblast_report::verdict::of_kind(&short);
     assert_eq!(v.len(), 1, "{v:?}");
     assert!(
         v[0].contains("of the 400 /s asked") && v[0].contains("the one flow opens one connection at a time"),
@@ -205,7 +205,7 @@ fn a_rate_the_flows_cannot_keep_is_named_with_its_cause_and_a_rate_they_keep_is_
     let kept = run_flows_in(ns, &target, 16, &["--rate", "400", "-t", "2"]);
     let m = kept.summary.ways[0].msgs.unwrap();
     assert!(m.sent_per_s > 380.0, "16 flows at 400/s: {} connections/s", m.sent_per_s);
-    assert!(netblast_report::verdict::cps_shortfall(&kept).is_empty());
+    assert!(netblast_report::verdict::of_kind(&kept).is_empty());
 }
 
 #[test]
@@ -224,7 +224,7 @@ fn dropped_syns_are_named_as_the_cause_of_a_rate_not_reached() {
     let r = run_flows_in(&ns, &target, 4, &["--rate", "2k", "-t", "2"]);
     let syn = r.summary.ways[0].msgs.unwrap().conns.unwrap().syn_retransmits.unwrap();
     assert!(syn > 0, "no SYN retransmitted");
-    let v = netblast_report::verdict::cps_shortfall(&r);
+    let v = netblast_report::verdict::of_kind(&r);
     assert!(v[0].contains(&format!("{syn} SYNs were retransmitted")), "{v:?}");
 }
 

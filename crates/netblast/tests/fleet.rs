@@ -165,7 +165,7 @@ fn bulk_fleet_merges_exactly_and_agrees_with_the_servers_interfaces() {
     // Each test's own verdict, from its own sender's kernel clocks and its client's settings.
     for (i, p) in r.parts.iter().enumerate() {
         assert!(p.summary.ways[0].limits.is_some() && p.client.is_some(), "part {i}: limits and client host kept");
-        let d = netblast_spec::diagnose::part(&r, p);
+        let d = netblast_report::limits::part(&r, p);
         assert_eq!(d.len(), 1, "part {i}: one way, one verdict");
         let line = format!("        verdict: {}", d[0].verdict);
         let at = own.lines().position(|l| l.starts_with(&format!("  [{i:>3}]"))).expect(&own);

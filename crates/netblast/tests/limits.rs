@@ -262,7 +262,7 @@ fn an_open_loop_short_of_connections_names_the_pool() {
     let url = format!("http://{}/", responder.addr);
     let r = open_loop(&url, "50000", "1", "1");
     let h = r.summary.http.as_ref().unwrap();
-    let v = netblast_report::verdict::http(&r, h).unwrap();
+    let v = netblast_report::verdict::of_kind(&r).into_iter().next().unwrap();
     if h.late * 100 >= h.sent {
         assert!(v.contains(&format!("connection pool exhausted: {} of {} requests", h.late, h.sent)), "{v}");
         assert!(v.contains("1 lanes open (1 connections; raise --connections)"), "{v}");
@@ -368,8 +368,8 @@ fn an_open_loop_beyond_a_slow_server_names_the_server_not_the_pool() {
     let served = server.served.load(std::sync::atomic::Ordering::Relaxed);
     assert!(served >= h.completed + 5, "served {served}, completed {}", h.completed);
     assert!(h.responses_per_s < 1_100.0, "{}", h.responses_per_s);
-    let v = netblast_report::verdict::http(&r, h).unwrap();
-    if netblast_spec::diagnose::saturated_worker(&r).is_none() {
+    let v = netblast_report::verdict::of_kind(&r).into_iter().next().unwrap();
+    if netblast_spec::diagnose::saturated_thread(&r).is_none() {
         assert!(v.starts_with("HTTP: the server is slower than the offered rate"), "{v}");
     }
     let text = netblast_report::text::summary(&r);
@@ -432,17 +432,17 @@ fn a_paced_flow_is_held_at_the_rate_asked_and_a_saturated_sender_is_cpu_bound() 
         serde_json::from_slice::<RunResult>(&o.stdout).unwrap()
     };
     let r = run(&["-b", "200M"]);
-    let d = netblast_spec::diagnose::tcp(&r);
-    assert_eq!(d[0].limit, netblast_spec::diagnose::Limit::AskedRate, "{}", d[0].verdict);
+    let d = netblast_report::limits::tcp(&r);
+    assert_eq!(d[0].diagnosis.limit, netblast_spec::diagnose::Limit::AskedRate, "{}", d[0].verdict);
     assert!(d[0].verdict.starts_with("held at the rate asked: -b 200 Mbits/sec per flow"), "{}", d[0].verdict);
     let r = run(&[]);
-    let d = netblast_spec::diagnose::tcp(&r);
+    let d = netblast_report::limits::tcp(&r);
     let sender_busy =
         r.summary.load.client.as_ref().map_or(0.0, |l| l.cpus.iter().map(|c| c.busy()).fold(0.0, f64::max));
     if sender_busy >= netblast_spec::diagnose::CPU_BOUND {
-        assert_ne!(d[0].limit, netblast_spec::diagnose::Limit::Congestion, "{}", d[0].verdict);
+        assert_ne!(d[0].diagnosis.limit, netblast_spec::diagnose::Limit::Congestion, "{}", d[0].verdict);
     }
-    if d[0].limit == netblast_spec::diagnose::Limit::SenderCpu {
+    if d[0].diagnosis.limit == netblast_spec::diagnose::Limit::SenderCpu {
         assert!(d[0].verdict.starts_with("CPU limited: the sender's CPU"), "{}", d[0].verdict);
     }
 }
@@ -471,7 +471,7 @@ fn a_sender_whose_cpu_is_taken_is_cpu_limited() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: RunResult = serde_json::from_slice(&out.stdout).unwrap();
-    let d = netblast_spec::diagnose::tcp(&r);
-    assert_eq!(d[0].limit, netblast_spec::diagnose::Limit::SenderCpu, "{}", d[0].verdict);
+    let d = netblast_report::limits::tcp(&r);
+    assert_eq!(d[0].diagnosis.limit, netblast_spec::diagnose::Limit::SenderCpu, "{}", d[0].verdict);
     assert!(d[0].verdict.starts_with(&format!("CPU limited: the sender's CPU {cpu} at")), "{}", d[0].verdict);
 }

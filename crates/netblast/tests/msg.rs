@@ -126,7 +126,7 @@ fn udp_loss_accounting_matches_the_kernel_drop_counter() {
     assert!(lost > 0, "a 4 KiB receive buffer drops datagrams ({sent} sent)");
     assert_eq!(lost, drops);
     // The verdict puts the loss on the receivers' queues, all of it.
-    let v = netblast_report::verdict::udp_loss(&r);
+    let v = netblast_report::verdict::of_kind(&r);
     assert_eq!(v.len(), 1, "{v:?}");
     assert!(
         v[0].contains(&format!("{lost} of {sent} datagrams lost"))

@@ -203,8 +203,8 @@ pub(crate) fn summary(s: &mut String, r: &RunResult) {
 
 /// What limited a way's senders (their kernels' clocks), and the verdict with its fix.
 pub(crate) fn limit_lines(s: &mut String, r: &RunResult, way: Way) {
-    let Some(d) = netblast_spec::diagnose::tcp(r).into_iter().find(|d| d.way == way) else { return };
-    let (x, pct) = (d.shares, |v: f64| format!("{:.0}%", v * 100.0));
+    let Some(d) = crate::limits::tcp(r).into_iter().find(|d| d.diagnosis.way == way) else { return };
+    let (x, pct) = (d.diagnosis.shares, |v: f64| format!("{:.0}%", v * 100.0));
     let _ = writeln!(
         s,
         "      limited by (the senders' kernel clocks): receiver window {}, send buffer {}, congestion window or path {}, nothing to send {}",
@@ -218,7 +218,7 @@ pub(crate) fn limit_lines(s: &mut String, r: &RunResult, way: Way) {
 
 /// What limited each way's TCP senders over the run, and the verdict with its fix.
 pub(crate) fn limits_table(out: &mut String, r: &RunResult) {
-    let d = netblast_spec::diagnose::tcp(r);
+    let d = crate::limits::tcp(r);
     if d.is_empty() {
         return;
     }
@@ -227,11 +227,11 @@ pub(crate) fn limits_table(out: &mut String, r: &RunResult) {
          <th>send buffer</th><th>congestion window or path</th><th>nothing to send</th><th class=\"l\">verdict</th></tr>",
     );
     for x in &d {
-        let s = x.shares;
+        let s = x.diagnosis.shares;
         let _ = write!(
             out,
             "<tr><td class=\"l\">{}</td><td>{:.0}%</td><td>{:.0}%</td><td>{:.0}%</td><td>{:.0}%</td><td class=\"l\">{}</td></tr>",
-            way_name(x.way),
+            way_name(x.diagnosis.way),
             s.rwnd * 100.0,
             s.sndbuf * 100.0,
             s.cwnd * 100.0,

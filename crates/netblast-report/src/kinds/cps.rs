@@ -346,7 +346,7 @@ pub fn cps_shortfall(r: &RunResult) -> Vec<String> {
         let syn = conns.syn_retransmits.unwrap_or(0);
         let behind = conns.behind as f64 / tried.max(1) as f64;
         let cycle_ns = w.sender.seconds * f64::from(w.streams.max(1)) / tried.max(1) as f64 * 1e9;
-        let busy = |way: Way| netblast_spec::diagnose::sender_cpu(r, way);
+        let busy = |way: Way| crate::lines::sender_cpu(r, way);
         // A connection whose SYNs went unanswered until its timeout fails as timed out: with SYNs
         // retransmitted and no other kind of failure, the timeouts are the same SYN loss.
         let syn_seen = syn as f64 > 0.001 * tried as f64;

@@ -143,7 +143,7 @@ fn unfailed(r: &RunResult, h: &HoldSection, asked: u64) -> String {
             );
         }
     }
-    match (netblast_spec::diagnose::sender_cpu(r, Way::Up), netblast_spec::diagnose::sender_cpu(r, Way::Down)) {
+    match (crate::lines::sender_cpu(r, Way::Up), crate::lines::sender_cpu(r, Way::Down)) {
         (Some(cpu), _) => format!(
             "no connection failed, with the client's {cpu}: the generator's CPU set how fast they were opened, \
              not the target (more client CPUs or a longer run)"

@@ -4,11 +4,12 @@
 
 use crate::chart::{Plot, Series, Shape, Unit};
 use crate::lines::pct;
+use crate::lines::side_cpu;
 use crate::lines::{iv_span, p50_p99_max, pcts, retransmissions};
 use crate::markup::esc;
 use crate::markup::lat_cells;
 use crate::series::{at, secs};
-use netblast_spec::diagnose::{client_cpus, side_cpu};
+use netblast_spec::diagnose::client_cpus;
 use netblast_spec::hist::{Distribution, LatencySummary};
 use netblast_spec::profile::{Profile, Workload};
 use netblast_spec::result::{HttpSummary, Interval, RunResult};
@@ -417,7 +418,7 @@ pub fn http(r: &RunResult, h: &HttpSummary) -> Option<String> {
     let mean_s = h.latency.mean_ns / 1e9;
     // A worker thread that ran nearly all the time is the client's own limit; a saturated CPU it
     // ran on but shared is named with who took it.
-    let worker = netblast_spec::diagnose::saturated_worker(r);
+    let worker = crate::lines::saturated_worker(r);
     let shared = r.summary.load.client.as_ref().and_then(|l| side_cpu(l, &client_cpus(r)));
     let own =
         worker.is_some() || (shared.is_some() && r.summary.load.client.as_ref().is_none_or(|l| l.threads.is_empty()));

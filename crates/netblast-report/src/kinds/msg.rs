@@ -465,9 +465,8 @@ pub fn udp_loss(r: &RunResult) -> Vec<String> {
             if let Some(b) = m.rate(w.way) {
                 let wanted = b.bits_per_s() * w.streams.max(1) as f64 / 8.0 / m.msg_bytes.0.max(1) as f64;
                 if t.sent_per_s < wanted * 0.95 {
-                    let why = netblast_spec::diagnose::sender_cpu(r, w.way)
-                        .map(|c| format!(": the sender's {c}"))
-                        .unwrap_or_default();
+                    let why =
+                        crate::lines::sender_cpu(r, w.way).map(|c| format!(": the sender's {c}")).unwrap_or_default();
                     parts.push(format!(
                         "the senders sent {} of the {} asked{why}",
                         fmt_per_s(t.sent_per_s),

@@ -182,10 +182,13 @@ pub fn read_partial(text: &str) -> Result<RunResult, String> {
     }
     let start = start.ok_or("not a partial log: no start record first")?;
     let mut summary = netblast_spec::merge::summary_of_intervals(&intervals).map_err(|e| e.to_string())?;
-    if let (Some(h), Some(x)) = (summary.http.as_mut(), start.plan.profile.workload.http()) {
-        h.count_succeeded(&x.expected());
-        h.mode = if x.rate.is_some() || !x.steps.is_empty() { "open_loop" } else { "closed_loop" }.into();
-        h.version = format!("{:?}", x.version).to_lowercase();
+    // What only the section knows: which answers succeeded, the loop, the version.
+    let section = start.plan.profile.workload.section();
+    if let (Some(h), Some(ok)) = (summary.http.as_mut(), section.expected_statuses()) {
+        h.count_succeeded(&ok);
+        let open = section.open_loop_rate().is_some() || !section.rate_steps().is_empty();
+        h.mode = if open { "open_loop" } else { "closed_loop" }.into();
+        h.version = section.version_name().unwrap_or_default();
     }
     let message = format!(
         "the run ended before its result was written: {} interval(s) read back from its partial log{}; the totals are \

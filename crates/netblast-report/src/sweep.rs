@@ -42,13 +42,13 @@ pub struct Step {
 
 /// The steps of `r` when it is a sweep (`None` otherwise, or when no interval was measured).
 pub fn steps(r: &RunResult) -> Option<Vec<Step>> {
-    let h = r.plan.profile.workload.http()?;
-    if h.steps.is_empty() {
+    let steps = r.plan.profile.workload.section().rate_steps();
+    if steps.is_empty() {
         return None;
     }
     let mut out = Vec::new();
     let mut t = 0.0;
-    for (i, s) in h.steps.iter().enumerate() {
+    for (i, s) in steps.iter().enumerate() {
         let span = (t, t + s.duration.get().as_secs_f64());
         t = span.1;
         let ivs: Vec<_> = r

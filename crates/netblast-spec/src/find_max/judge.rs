@@ -77,8 +77,8 @@ pub fn window(r: &RunResult, from_s: f64) -> Result<RunResult, String> {
         }
     }
     if let (Some(h), Some(all)) = (s.http.as_mut(), r.summary.http.as_ref()) {
-        if let Some(x) = r.plan.profile.workload.http() {
-            h.count_succeeded(&x.expected());
+        if let Some(ok) = r.plan.profile.workload.section().expected_statuses() {
+            h.count_succeeded(&ok);
         }
         h.errors = all.errors.clone();
         h.mode = all.mode.clone();
@@ -334,8 +334,10 @@ fn generator_limit(
 /// dropped by netblast's own receiving socket.
 fn answered_no(w: &RunResult, f: &Figures) -> bool {
     let s = &w.summary;
-    if let (Some(h), Some(failed), Some(x)) = (&s.http, f.failed, w.plan.profile.workload.http()) {
-        return failed >= 0.01 && h.unexpected(&x.expected()) as f64 >= 0.01 * h.sent.max(1) as f64;
+    if let (Some(h), Some(failed), Some(ok)) =
+        (&s.http, f.failed, w.plan.profile.workload.section().expected_statuses())
+    {
+        return failed >= 0.01 && h.unexpected(&ok) as f64 >= 0.01 * h.sent.max(1) as f64;
     }
     let Some(lost) = f.lost.filter(|l| *l >= 0.01) else { return false };
     let conns = s.ways.iter().filter_map(|x| x.msgs?.conns).fold(0, |a, c| a + c.refused + c.reset);
@@ -352,8 +354,9 @@ fn target_cause(w: &RunResult, axis: Axis, f: &Figures) -> String {
         let why = w.errors.first().map(|e| e.message.clone()).unwrap_or_default();
         return format!("the run did not complete: {why}");
     }
-    if let (Some(h), Some(share), Some(x)) = (&s.http, f.failed.filter(|x| *x > 0.0), w.plan.profile.workload.http()) {
-        let causes = h.failure_causes(&x.expected()).join(", ");
+    let ok = w.plan.profile.workload.section().expected_statuses();
+    if let (Some(h), Some(share), Some(ok)) = (&s.http, f.failed.filter(|x| *x > 0.0), ok) {
+        let causes = h.failure_causes(&ok).join(", ");
         return format!("the server's answers: {:.1}% of requests failed ({causes})", share * 100.0);
     }
     let conns = s.ways.iter().filter_map(|x| x.msgs?.conns).reduce(|mut a, c| {

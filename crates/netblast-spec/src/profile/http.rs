@@ -368,6 +368,18 @@ pub(crate) const FACTS: super::section::KindFacts =
     super::section::KindFacts { unit: "responses", takes_omit: false, headline: super::Headline::Responses };
 
 impl Section for HttpSection {
+    fn expected_statuses(&self) -> Option<StatusSet> {
+        Some(self.expected())
+    }
+
+    fn rate_steps(&self) -> &[RateStep] {
+        &self.steps
+    }
+
+    fn version_name(&self) -> Option<String> {
+        Some(format!("{:?}", self.version).to_lowercase())
+    }
+
     fn open_loop_rate(&self) -> Option<f64> {
         self.rate.map(|r| r.per_second())
     }

@@ -259,6 +259,23 @@ pub trait Section {
     fn connections_not_streams(&self) -> Option<u32> {
         None
     }
+
+    /// The answers that count as succeeded, for kinds whose peer answers with a status (an http
+    /// test's expected status set).
+    fn expected_statuses(&self) -> Option<super::StatusSet> {
+        None
+    }
+
+    /// The rate steps of a sweep, for kinds that sweep (an http test's `steps`); empty for none.
+    fn rate_steps(&self) -> &[super::RateStep] {
+        &[]
+    }
+
+    /// The protocol version it speaks, by name, for kinds with more than one (an http test's
+    /// `http1`, `http2`).
+    fn version_name(&self) -> Option<String> {
+        None
+    }
 }
 
 /// "s" unless one.

@@ -11,9 +11,13 @@
 //!   ahead (at most a batch a call), as iperf3's pacing does, so its bit rate over the run is the
 //!   one asked even after a stall.
 //!
-//! HTTP's open loop has a schedule of its own (`kinds::http::schedule`: ramps and steps, a
-//! request queued for each intended time, latency from it). Bulk TCP is paced by the kernel
-//! (`SO_MAX_PACING_RATE`).
+//! - **fluid** ([`Pace::count_by`], [`Pace::at`]): a bulk TCP sender held at `-b` counts bytes
+//!   as slots: what it may have handed its socket by now, and when its next chunk is due (the
+//!   kernel paces the segments, `SO_MAX_PACING_RATE`, a little above the rate).
+//!
+//! HTTP's open loop has a schedule of its own (`kinds::http::schedule`): its rate changes over
+//! the run (ramps and steps, a rate function with closed forms), which a constant gap cannot
+//! say.
 
 use std::time::{Duration, Instant};
 
@@ -37,8 +41,8 @@ impl Pace {
         (per_second > 0.0 && per_second.is_finite()).then(|| Pace { start, gap_s: 1.0 / per_second, next: 0 })
     }
 
-    /// When slot `k` is due.
-    fn at(&self, k: u64) -> Instant {
+    /// When slot `k` is due (slot 0 at the start).
+    pub fn at(&self, k: u64) -> Instant {
         self.start + Duration::from_secs_f64(k as f64 * self.gap_s)
     }
 
@@ -54,6 +58,12 @@ impl Pace {
         }
         let since = at.saturating_duration_since(self.start).as_secs_f64();
         ((since / self.gap_s) as u64 + 1).saturating_sub(self.next)
+    }
+
+    /// The slots whose time has come by `at`, taken or not: a fluid schedule's count (bytes
+    /// due), which its sender compares with what it sent.
+    pub fn count_by(&self, at: Instant) -> u64 {
+        (at.saturating_duration_since(self.start).as_secs_f64() / self.gap_s) as u64
     }
 
     /// Takes `n` slots (what was sent).
@@ -115,5 +125,18 @@ mod tests {
         let mut q = Pace::per_second(t0, 1000.0).unwrap();
         q.take(1);
         assert_eq!(q.due(), t0 + MS);
+    }
+
+    #[test]
+    fn a_fluid_schedule_counts_from_the_start_and_names_when_a_count_is_due() {
+        let t0 = Instant::now();
+        // 1 MB/s: a byte a microsecond.
+        let p = Pace::per_second(t0, 1e6).unwrap();
+        assert_eq!(p.count_by(t0), 0);
+        assert_eq!(p.count_by(t0 - MS), 0);
+        assert_eq!(p.count_by(t0 + Duration::from_micros(2500)), 2500);
+        // The inverse: the 2 500th byte is due 2.5 ms in.
+        let at = p.at(2500).duration_since(t0).as_secs_f64();
+        assert!((at - 0.0025).abs() < 1e-9, "{at}");
     }
 }

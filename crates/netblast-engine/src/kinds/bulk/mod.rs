@@ -23,6 +23,7 @@
 use crate::exec::worker::{Ctx, Deadlines, Event, FlowEnd, FlowSample, SETTLE, Sampled, Seat, Ticker, Timing};
 pub use crate::kinds::flow::FlowRole;
 use crate::kinds::flow::{Conn, End, Side, describe_io};
+use crate::measure::pace::Pace;
 use crate::os::sys::CpuMark;
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};
@@ -110,12 +111,11 @@ pub use crate::exec::worker::SAMPLE_SHARE;
 /// CPU). With headroom it catches up, and its bursts stay within the schedule's 20 ms ahead.
 const KERNEL_PACING_HEADROOM: f64 = 1.25;
 
-/// What a sender held at `rate` bytes/s may have handed its socket `since` the start: the
-/// schedule, and its unsent low-water mark ahead of it (so the kernel, which paces, always has
-/// something to send).
-fn paced_due(rate: f64, since: Duration) -> u64 {
-    let ahead = crate::os::sockopt::paced_notsent_lowat(rate * 8.0) as f64;
-    (rate * since.as_secs_f64() + ahead) as u64
+/// What a sender held at `rate` bytes/s (`pace`: a byte a slot) may have handed its socket by
+/// `now`: the schedule, and its unsent low-water mark ahead of it (so the kernel, which paces,
+/// always has something to send).
+fn paced_due(pace: &Pace, rate: f64, now: Instant) -> u64 {
+    pace.count_by(now) + u64::from(crate::os::sockopt::paced_notsent_lowat(rate * 8.0))
 }
 
 /// The least a sender held at `rate` bytes/s hands its socket at once: half its unsent
@@ -134,12 +134,11 @@ fn paced_least(rate: f64, budget_left: Option<u64>) -> u64 {
     budget_left.map_or(paced_quantum(rate), |b| b.min(paced_quantum(rate))).max(1)
 }
 
-/// When (since the start) a sender held at `rate` that has handed over `total` bytes may hand
-/// over its next [`paced_quantum`]: the inverse of [`paced_due`].
-fn paced_at(rate: f64, total: u64) -> Duration {
-    let ahead = crate::os::sockopt::paced_notsent_lowat(rate * 8.0) as f64;
-    let next = (total + paced_quantum(rate)) as f64;
-    Duration::from_secs_f64(((next - ahead) / rate.max(1e-9)).max(0.0))
+/// When a sender held at `rate` that has handed over `total` bytes may hand over its next
+/// [`paced_quantum`]: the inverse of [`paced_due`].
+fn paced_at(pace: &Pace, rate: f64, total: u64) -> Instant {
+    let ahead = u64::from(crate::os::sockopt::paced_notsent_lowat(rate * 8.0));
+    pace.at((total + paced_quantum(rate)).saturating_sub(ahead))
 }
 
 struct Flow {
@@ -261,6 +260,8 @@ struct Loop<'a> {
     flows: Vec<Flow>,
     sender: Sender,
     start: Instant,
+    /// A `-b` sender's schedule, a byte a slot, and its rate in bytes/s.
+    pace: Option<(Pace, f64)>,
     deadlines: Deadlines,
     ticker: Ticker,
     rbuf: Vec<u8>,
@@ -295,6 +296,7 @@ impl<'a> Loop<'a> {
             flows,
             sender,
             start,
+            pace: cfg.paced.and_then(|r| Some((Pace::per_second(start, r)?, r))),
             deadlines: cfg.timing.after(start),
             ticker: Ticker::new(start, cfg.interval),
             rbuf: vec![0u8; RECV_BYTES],
@@ -460,7 +462,7 @@ impl<'a> Loop<'a> {
     /// One flow's burst: whether it moved bytes, and how it ended (end of file and errors as
     /// `Err`).
     fn burst(&mut self, k: usize, until: Instant) -> (bool, io::Result<()>) {
-        let (cfg, sender, rbuf) = (self.cfg, &self.sender, &mut self.rbuf);
+        let (cfg, sender, rbuf, pace) = (self.cfg, &self.sender, &mut self.rbuf, &self.pace);
         let f = &mut self.flows[k];
         let fd = f.fd();
         let mut moved = false;
@@ -472,9 +474,9 @@ impl<'a> Loop<'a> {
             let mut len = f
                 .budget_left
                 .map_or(cfg.section.block_bytes.to_usize(), |b| (b as usize).min(cfg.section.block_bytes.to_usize()));
-            if let (FlowRole::Send, Some(rate)) = (f.role, cfg.paced) {
-                let due = paced_due(rate, self.start.elapsed()).saturating_sub(f.total);
-                if due < paced_least(rate, f.budget_left) {
+            if let (FlowRole::Send, Some((pace, rate))) = (f.role, pace) {
+                let due = paced_due(pace, *rate, Instant::now()).saturating_sub(f.total);
+                if due < paced_least(*rate, f.budget_left) {
                     // Ahead of the schedule: wait for it (`wait` wakes at the next byte's time).
                     f.ready = false;
                     f.paced_wait = true;
@@ -535,9 +537,9 @@ impl<'a> Loop<'a> {
             }
             // A paced sender ahead of its schedule wakes when its next byte is due (less what
             // its unsent mark holds: the kernel still has that much to send meanwhile).
-            if let Some(rate) = self.cfg.paced {
+            if let Some((pace, rate)) = &self.pace {
                 for f in self.flows.iter().filter(|f| f.paced_wait && !f.done) {
-                    wake = wake.min(self.start + paced_at(rate, f.total));
+                    wake = wake.min(paced_at(pace, *rate, f.total));
                 }
             }
             wake.saturating_duration_since(now)
@@ -556,10 +558,10 @@ impl<'a> Loop<'a> {
             }
         }
         // Its socket stayed writable (no new edge comes): the schedule makes it ready.
-        if let Some(rate) = self.cfg.paced {
-            let since = self.start.elapsed();
+        if let Some((pace, rate)) = &self.pace {
+            let due = paced_due(pace, *rate, Instant::now());
             for f in self.flows.iter_mut().filter(|f| f.paced_wait) {
-                if paced_due(rate, since) >= f.total + paced_least(rate, f.budget_left) {
+                if due >= f.total + paced_least(*rate, f.budget_left) {
                     f.paced_wait = false;
                     f.ready = true;
                 }

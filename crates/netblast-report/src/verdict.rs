@@ -1,5 +1,5 @@
 //! Every verdict of a run in words, with the numbers behind it and the fix where there is
-//! one: each TCP way's limit (`netblast_spec::diagnose` decides it), a kind's own verdicts
+//! one, beside each TCP way's limit ([`crate::limits`]): a kind's own verdicts
 //! (its `kinds` file: UDP loss split between the receivers' queues and the path,
 //! cps' ports and rate, hold's connections, an HTTP test's pool, server or rate), the latency
 //! probes' and each host's saturated CPUs and dropping interfaces. The text and the HTML

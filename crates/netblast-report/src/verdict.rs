@@ -7,8 +7,7 @@
 //!
 //! The spec holds what was measured and decided; the sentences that say it are here.
 
-use crate::lines::cpu_words;
-use crate::lines::drops_words;
+use crate::lines::{cpu_words, drops_words};
 use netblast_spec::diagnose::{is_queue, rtt_rise, saturated};
 use netblast_spec::result::RunResult;
 use netblast_spec::units::fmt_ns;

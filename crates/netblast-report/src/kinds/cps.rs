@@ -2,8 +2,7 @@
 //! and connect latency; its totals: failures by cause, how they closed, the ports they need,
 //! connect latency; and its failures table.
 
-use crate::lines::pct;
-use crate::lines::{iv_span, lat_cols, pcts, span};
+use crate::lines::{iv_span, lat_cols, pct, pcts, span};
 use netblast_spec::profile::{CloseMode, DEFAULT_PORTS, Profile, Way, Workload};
 use netblast_spec::result::{Interval, MsgTotals, RunResult, StreamInfo, WaySummary};
 use netblast_spec::units::{fmt_ns, fmt_per_s, known};
@@ -267,7 +266,7 @@ pub(crate) fn failures_table(out: &mut String, r: &RunResult) {
 
 /// cps ways whose connections found no free local port: why (TIME_WAIT holds each port the
 /// client closed first for 60 s), when at this rate the ports ran out, and the fixes.
-pub fn cps_ports(r: &RunResult) -> Vec<String> {
+pub(crate) fn cps_ports(r: &RunResult) -> Vec<String> {
     let Workload::Cps(c) = &r.plan.profile.workload else { return Vec::new() };
     r.summary
         .ways
@@ -325,7 +324,7 @@ const RATE_HELD: f64 = 0.95;
 /// SYNs (the server's queues), and flows that could not keep their schedule (a flow opens one
 /// connection at a time), with a saturated CPU where one was; without that evidence it says
 /// so rather than guess.
-pub fn cps_shortfall(r: &RunResult) -> Vec<String> {
+pub(crate) fn cps_shortfall(r: &RunResult) -> Vec<String> {
     let Workload::Cps(c) = &r.plan.profile.workload else { return Vec::new() };
     let Some(asked) = c.rate.map(|x| x.per_second()) else { return Vec::new() };
     let mut out = Vec::new();

@@ -87,7 +87,7 @@ fn held_series(r: &RunResult) -> Vec<(f64, f64, f64)> {
 }
 
 /// Why a hold test held fewer connections than it asked for, by the causes its client counted.
-pub fn hold(r: &RunResult) -> Vec<String> {
+pub(crate) fn hold(r: &RunResult) -> Vec<String> {
     let Workload::Hold(h) = &r.plan.profile.workload else { return Vec::new() };
     let Some(held) = r.held() else { return Vec::new() };
     let asked = u64::from(h.conns);

@@ -3,11 +3,8 @@
 //! and a stepped rate's sweep.
 
 use crate::chart::{Plot, Series, Shape, Unit};
-use crate::lines::pct;
-use crate::lines::side_cpu;
-use crate::lines::{iv_span, p50_p99_max, pcts, retransmissions};
-use crate::markup::esc;
-use crate::markup::lat_cells;
+use crate::lines::{iv_span, p50_p99_max, pct, pcts, retransmissions, side_cpu};
+use crate::markup::{esc, lat_cells};
 use crate::series::{at, secs};
 use netblast_spec::diagnose::client_cpus;
 use netblast_spec::hist::{Distribution, LatencySummary};
@@ -405,7 +402,7 @@ const SLOWED: f64 = 3.0;
 /// then, open loop, whether the pool kept up with the schedule and the server with the rate;
 /// closed loop, what the lanes' latency allows (Little's law). Lanes are every connection of
 /// the run (every test's, in a merged result) times its HTTP/2 streams.
-pub fn http(r: &RunResult, h: &HttpSummary) -> Option<String> {
+pub(crate) fn http(r: &RunResult, h: &HttpSummary) -> Option<String> {
     let Workload::Http(w) = &r.plan.profile.workload else { return None };
     let conns = f64::from(h.connections.configured.max(1));
     let streams = f64::from(w.streams.max(1));

@@ -3,9 +3,9 @@
 //! interval rows, and the charts of operations per second.
 
 use crate::chart::{Plot, Series, Shape, Unit};
-use crate::lines::way_name;
-use crate::lines::{MAX_STREAM_LINES, count, id_col, iv_span, label, span, udp};
-use crate::lines::{drops_words, pct, receiver_load};
+use crate::lines::{
+    MAX_STREAM_LINES, count, drops_words, id_col, iv_span, label, pct, receiver_load, span, udp, way_name,
+};
 use crate::series::at;
 use netblast_spec::hist::LatencySummary;
 use netblast_spec::profile::{Kind, Profile, Way, Workload};
@@ -415,7 +415,7 @@ pub(crate) fn plots(r: &RunResult, done: &str) -> Vec<Plot> {
 
 /// UDP ways: how much was lost, how much of it the receiving sockets' full queues dropped (the
 /// rest: the path's), and whether the senders held the rate asked.
-pub fn udp_loss(r: &RunResult) -> Vec<String> {
+pub(crate) fn udp_loss(r: &RunResult) -> Vec<String> {
     let Workload::Msgrate(m) = &r.plan.profile.workload else { return Vec::new() };
     if m.protocol != netblast_spec::profile::Protocol::Udp {
         return Vec::new();

@@ -24,6 +24,16 @@ pub enum HttpVersion {
     Http2,
 }
 
+impl HttpVersion {
+    /// Its name in a result and in a profile (`http1`, `http2`).
+    pub fn name(self) -> &'static str {
+        match self {
+            HttpVersion::Http1 => "http1",
+            HttpVersion::Http2 => "http2",
+        }
+    }
+}
+
 /// One step of a rate schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -377,7 +387,7 @@ impl Section for HttpSection {
     }
 
     fn version_name(&self) -> Option<String> {
-        Some(format!("{:?}", self.version).to_lowercase())
+        Some(self.version.name().to_string())
     }
 
     fn open_loop_rate(&self) -> Option<f64> {

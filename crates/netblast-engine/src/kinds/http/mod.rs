@@ -413,11 +413,7 @@ fn summarize(setup: &Setup, c: &Collected, bound: Duration) -> HttpSummary {
     };
     HttpSummary::new(HttpParts {
         mode: if setup.schedule.is_some() { "open_loop" } else { "closed_loop" }.into(),
-        version: match h.version {
-            HttpVersion::Http1 => "http1",
-            HttpVersion::Http2 => "http2",
-        }
-        .into(),
+        version: h.version.name().into(),
         tls: setup.any_tls,
         sent: total.sent,
         completed: total.completed,

@@ -7,8 +7,9 @@
 #   scripts/compare-builds.sh OLD_BINARY NEW_BINARY [ROUNDS] [SECONDS]   (defaults: 3 rounds of 3 s)
 #
 # Kinds: bulk-1flow (bits/s), latency (transactions/s), pps-8core with one flow (messages/s),
-# cps (connections/s), http-max with 8 connections (responses/s). Traffic stays on 127.0.0.1;
-# every run is bounded by -t.
+# cps (connections/s), http-max with 8 connections (responses/s), and the same open loop at
+# 5 000 requests/s (responses/s, which should hold the rate; its client CPU per request is the
+# figure that moves). Traffic stays on 127.0.0.1; every run is bounded by -t.
 set -euo pipefail
 A=${1:?old binary}
 B=${2:?new binary}
@@ -31,7 +32,7 @@ start_server "$A" 15301 18301
 start_server "$B" 15302 18302
 sleep 1
 
-kinds=(bulk latency pps cps http)
+kinds=(bulk latency pps cps http http-open)
 args_for() { # KIND DATA_PORT HTTP_PORT
   case $1 in
     bulk) echo "--target 127.0.0.1:$2 --profile bulk-1flow" ;;
@@ -39,6 +40,7 @@ args_for() { # KIND DATA_PORT HTTP_PORT
     pps) echo "--target 127.0.0.1:$2 --profile pps-8core --flows 1 --cpus 0" ;;
     cps) echo "--target 127.0.0.1:$2 --profile cps" ;;
     http) echo "--url http://127.0.0.1:$3/ --profile http-max -c 8" ;;
+    http-open) echo "--url http://127.0.0.1:$3/ --profile http-max -c 8 --rate 5000" ;;
   esac
 }
 
@@ -50,7 +52,7 @@ kind, path = sys.argv[1], sys.argv[2]
 r = json.load(open(path))
 s = r["summary"]
 cpu = s["cpu"]["client"]["user_s"] + s["cpu"]["client"]["system_s"]
-if kind == "http":
+if kind.startswith("http"):
     rate, ops = s["http"]["responses_per_s"], s["http"]["completed"]
 elif kind == "bulk":
     w = s["ways"][0]
@@ -81,7 +83,7 @@ done
 python3 - "$work" "$ROUNDS" "${kinds[@]}" <<'EOF'
 import statistics, sys
 work, rounds, kinds = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-unit = {"bulk": "bits/s", "latency": "transactions/s", "pps": "messages/s", "cps": "connections/s", "http": "responses/s"}
+unit = {"bulk": "bits/s", "latency": "transactions/s", "pps": "messages/s", "cps": "connections/s", "http": "responses/s", "http-open": "responses/s"}
 print(f"new / old, {rounds} interleaved rounds, medians (rate: higher is better; CPU per operation: lower is better)")
 for k in kinds:
     rate, cpu = [], []
@@ -90,6 +92,6 @@ for k in kinds:
         b = [float(x) for x in open(f"{work}/{k}-B-{r}.fig").read().split()]
         rate.append(b[0] / a[0] if a[0] else float("nan"))
         cpu.append(b[1] / a[1] if a[1] else float("nan"))
-    print(f"  {k:8} {unit[k]:15} rate {statistics.median(rate):.3f} (rounds {', '.join(f'{x:.2f}' for x in rate)})"
+    print(f"  {k:9} {unit[k]:15} rate {statistics.median(rate):.3f} (rounds {', '.join(f'{x:.2f}' for x in rate)})"
           f"   client CPU per operation {statistics.median(cpu):.3f} (rounds {', '.join(f'{x:.2f}' for x in cpu)})")
 EOF

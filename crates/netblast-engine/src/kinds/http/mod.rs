@@ -12,7 +12,7 @@
 //! lag. Results are merged by adding counters and histograms.
 //!
 //! # Layout
-//! - [`schedule`]: open-loop schedules (constant, ramp, steps).
+//! - [`schedule`]: an open loop's rate over the run (constant, ramp, steps), the pacer's curve.
 //! - [`conn`]: opening a connection, byte counting.
 //! - [`h1`]: the HTTP/1.1 client connection (HTTP/2 uses hyper).
 //! - [`tls`]: client TLS settings.
@@ -36,6 +36,7 @@ use crate::exec::start::Started;
 use crate::exec::worker::{RunFlags, Seat, StartGate};
 use crate::os::sys;
 
+use crate::measure::pace::Curve;
 use bytes::Bytes;
 use conn::Endpoint;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
@@ -49,7 +50,6 @@ use netblast_spec::result::{
     HttpSummary, HttpTcp, Interval, Plan, RunError, RunResult, StreamInfo, Summary, ThreadCpu,
 };
 use netblast_wire::gather::Gather;
-use schedule::Schedule;
 use stats::{IntervalStats, RunStats};
 use std::collections::BTreeMap;
 use std::net::ToSocketAddrs;
@@ -234,7 +234,7 @@ fn status_map(m: &stats::StatusCounts) -> BTreeMap<String, u64> {
     m.iter().map(|(k, v)| (k.to_string(), *v)).collect()
 }
 
-fn http_interval(index: u32, a: &Acc, schedule: Option<&Schedule>) -> Interval {
+fn http_interval(index: u32, a: &Acc, schedule: Option<&Curve>) -> Interval {
     let (start_s, end_s) = a.span.unwrap_or((0.0, 0.0));
     let secs = end_s - start_s;
     let s = &a.stats;
@@ -284,7 +284,7 @@ struct Setup {
     probe: Probe,
     /// The kernel group of connections made without keep-alive, read once at the end.
     group_watch: Option<netblast_probe::FlowWatch>,
-    schedule: Option<Schedule>,
+    schedule: Option<Curve>,
     any_tls: bool,
     local_address: String,
 }
@@ -324,7 +324,7 @@ impl Setup {
             .map(|a| a.to_string())
             .unwrap_or_default();
         let bound = plan.time_bound.get();
-        let schedule = Schedule::from_section(&h, bound);
+        let schedule = schedule::from_section(&h, bound);
         let streams = h.streams.max(1);
         let workers = (plan.client_cpus.len() as u32).min(h.connections).max(1);
         sys::ensure_fds(h.connections as u64 * 2 + 64).map_err(ClientError::Fds)?;

@@ -9,9 +9,9 @@
 //! its intended time is recorded.
 
 use super::conn::{self, ByteCount, Endpoint, Meters, Sender};
-use super::schedule::Schedule;
 use super::stats::{ConnTcp, ErrorKind, IntervalStats, RunStats};
 use crate::exec::worker::{RunFlags, Seat, StartGate, Ticker};
+use crate::measure::pace::Pace;
 use crate::os::sys::CpuMark;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Uri};
@@ -76,8 +76,8 @@ pub struct Job {
     pub interval: Duration,
     /// No new requests after this long.
     pub bound: Duration,
-    /// Open loop schedule; `None`: closed loop.
-    pub schedule: Option<Schedule>,
+    /// Open loop: the rate over the run; `None`: closed loop.
+    pub schedule: Option<crate::measure::pace::Curve>,
     /// Total request bound (`-n`).
     pub requests_bound: Option<u64>,
     /// Lanes (requests in flight at once) over all workers: connections × streams.
@@ -384,8 +384,10 @@ async fn dispatch(
     end: Instant,
     flags: &RunFlags,
 ) {
-    let Some(schedule) = &job.schedule else { return };
-    let start = state.borrow().start;
+    let Some(curve) = &job.schedule else { return };
+    // Request j of the whole test is worker j mod W's: this worker's slots are w, w + W, ...
+    let mut pace = Pace::over(state.borrow().start, curve.clone());
+    pace.take(w as u64);
     let timer = match super::timer::HrTimer::new() {
         Ok(t) => Some(t),
         Err(e) => {
@@ -393,14 +395,14 @@ async fn dispatch(
             None
         }
     };
-    let mut j = w as u64;
     loop {
+        let j = pace.next_slot();
         if job.requests_bound.is_some_and(|n| j >= n) || flags.stopping() || job.early.stopping() {
             break;
         }
-        let Some(due) = schedule.due(j) else { break };
-        let intended = start + due;
-        if intended >= end {
+        // Catch up, one request at a time: each is sent at its intended time or, late, at once.
+        let intended = pace.due();
+        if pace.ended() || intended >= end {
             break;
         }
         if intended > Instant::now() {
@@ -428,7 +430,7 @@ async fn dispatch(
         if slot_txs[slot].send((j, intended)).is_err() {
             break;
         }
-        j += job.workers as u64;
+        pace.take(job.workers as u64);
     }
 }
 

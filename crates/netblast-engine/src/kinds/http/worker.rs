@@ -401,8 +401,11 @@ async fn dispatch(
             break;
         }
         // Catch up, one request at a time: each is sent at its intended time or, late, at once.
+        if pace.ended() {
+            break;
+        }
         let intended = pace.due();
-        if pace.ended() || intended >= end {
+        if intended >= end {
             break;
         }
         if intended > Instant::now() {

@@ -82,6 +82,8 @@ fn ebpf_and_tcp_info_agree_on_the_same_sockets() {
 fn http_connections_get_the_kernel_rtt_distribution() {
     let Some(_lock) = ebpf_or_skip("http_connections_get_the_kernel_rtt_distribution") else { return };
     let probe = open_ebpf();
+    // As an agent's probe is: attached only while a test holds it (a fleet's HTTP part runs so).
+    probe.attach_on_demand();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     crate::util::lane();
     let responder = netblast_agent::Background::http(listener, None, Default::default(), 2).unwrap();

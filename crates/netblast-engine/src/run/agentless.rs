@@ -45,8 +45,6 @@ struct Agentless<'a> {
     peer: SocketAddr,
     probe: &'a Probe,
     probe_stats_at_start: Option<(u64, u64)>,
-    /// Keeps the eBPF program attached until the result is made.
-    _attached: netblast_probe::Attached,
     clock: ClockInfo,
     flags: &'a Arc<RunFlags>,
     test_id: String,
@@ -60,7 +58,7 @@ struct Agentless<'a> {
 
 impl<'a> Agentless<'a> {
     /// Sets the test up: the exchange (what is sent and read, the TLS configuration), the
-    /// probe attached, one pinned worker per flow at a shut gate.
+    /// probe (attached by `run`), one pinned worker per flow at a shut gate.
     fn set_up(
         plan: &'a Plan,
         peer: SocketAddr,
@@ -74,7 +72,6 @@ impl<'a> Agentless<'a> {
         let setups = stream_setups(plan);
         sys::ensure_fds(setups.len() as u64 * 2 + 64).map_err(ClientError::Fds)?;
         let probe_stats_at_start = probe.run_stats();
-        let attached = probe.hold().map_err(|e| ClientError::of_probe("cannot attach the eBPF probe", e))?;
         let test = netblast_wire::wire::TestId::random();
         let (tx, rx) = mpsc::channel::<(usize, Event)>();
         let sink: EventTx = Arc::new(move |w, ev| {
@@ -126,7 +123,6 @@ impl<'a> Agentless<'a> {
             peer,
             probe,
             probe_stats_at_start,
-            _attached: attached,
             clock: opts.clock,
             flags,
             test_id: test.to_string(),

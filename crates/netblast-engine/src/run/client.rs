@@ -319,8 +319,6 @@ struct DataPort<'a> {
     peer: SocketAddr,
     probe: &'a Probe,
     probe_stats_at_start: Option<(u64, u64)>,
-    /// Keeps the eBPF program attached until the result is made.
-    _attached: netblast_probe::Attached,
     clock: netblast_spec::result::ClockInfo,
     flags: &'a Arc<RunFlags>,
     test_id: TestId,
@@ -343,7 +341,7 @@ struct DataPort<'a> {
 }
 
 impl<'a> DataPort<'a> {
-    /// Sets the test up: the probe attached and watching the server's port (the kernel
+    /// Sets the test up: the probe (attached by `run`) watching the server's port (the kernel
     /// callbacks must be on before the streams connect), the test accepted on the control
     /// connection, every stream opened, the workers spawned at a shut gate.
     fn set_up(
@@ -358,8 +356,6 @@ impl<'a> DataPort<'a> {
         sys::ensure_fds(setups.len() as u64 * per_stream + 64).map_err(ClientError::Fds)?;
         let test_id = TestId::random();
         let probe_stats_at_start = probe.run_stats();
-        // An agent's probe is attached only while a test holds it.
-        let attached = probe.hold().map_err(|e| ClientError::of_probe("cannot attach the eBPF probe", e))?;
         probe.watch_peer_port(peer.port()).map_err(|e| ClientError::of_probe("cannot set up the eBPF probe", e))?;
         let setup = TestSetup {
             client_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -382,7 +378,6 @@ impl<'a> DataPort<'a> {
             peer,
             probe,
             probe_stats_at_start,
-            _attached: attached,
             clock: opts.clock,
             flags,
             test_id,

@@ -42,6 +42,9 @@ fn run_load(
     opts: &RunOptions,
     live: &mut dyn FnMut(Live<'_>),
 ) -> Result<RunResult, ClientError> {
+    // An agent's probe is attached only while a test holds it: from before any connection of
+    // the test is made (an open loop's unloaded request too) until its result is made.
+    let _attached = probe.hold().map_err(|e| ClientError::of_probe("cannot attach the eBPF probe", e))?;
     if plan.profile.workload.aims_at_urls() {
         let (g, rx) = crate::kinds::http::HttpTest::set_up(plan, probe, flags, opts)?;
         sequence::sequence(plan, g, rx, flags, live)

@@ -11,7 +11,7 @@
 use super::conn::{self, ByteCount, Endpoint, Meters, Sender};
 use super::stats::{ConnTcp, ErrorKind, IntervalStats, RunStats};
 use crate::exec::worker::{RunFlags, Seat, StartGate, Ticker};
-use crate::measure::pace::Pace;
+use crate::measure::pace::{Curve, Pace};
 use crate::os::sys::CpuMark;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Uri};
@@ -77,7 +77,7 @@ pub struct Job {
     /// No new requests after this long.
     pub bound: Duration,
     /// Open loop: the rate over the run; `None`: closed loop.
-    pub schedule: Option<crate::measure::pace::Curve>,
+    pub schedule: Option<Curve>,
     /// Total request bound (`-n`).
     pub requests_bound: Option<u64>,
     /// Lanes (requests in flight at once) over all workers: connections × streams.

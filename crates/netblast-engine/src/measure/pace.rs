@@ -66,7 +66,7 @@ impl Pace {
     }
 
     /// Slots that follow a rate function from `start`: slot `k` is due when the curve's count
-    /// reaches `k`, and none is due past its end ([`Pace::ended`]).
+    /// reaches `k`, and none is due past its end ([`Pace::next_due`]).
     pub fn over(start: Instant, curve: Curve) -> Pace {
         Pace { start, slots: Slots::Curve(curve), next: 0 }
     }
@@ -90,9 +90,14 @@ impl Pace {
         self.next
     }
 
-    /// Whether the schedule has no next slot (a curve's count ran out); a gap never ends.
-    pub fn ended(&self) -> bool {
-        matches!(&self.slots, Slots::Curve(c) if c.time_of(self.next).is_none())
+    /// When the next slot is due; `None` once the schedule has no next slot (a curve's count
+    /// ran out; a gap never ends).
+    pub fn next_due(&self) -> Option<Instant> {
+        let t = match &self.slots {
+            Slots::Gap(gap_s) => self.next as f64 * gap_s,
+            Slots::Curve(c) => c.time_of(self.next)?,
+        };
+        Some(self.start + Duration::from_secs_f64(t))
     }
 
     /// The slots due by `at` not taken yet (catch up: each is sent).
@@ -351,12 +356,12 @@ mod tests {
         assert_eq!(p.due(), t0 + 3 * MS);
         assert_eq!(p.due_by(t0 + Duration::from_micros(5500)), 3, "slots 3, 4, 5");
         assert_eq!(p.count_by(t0 + 2 * MS), 2);
-        assert!(!p.ended());
+        assert!(p.next_due().is_some());
         p.take(996);
-        assert!(!p.ended(), "slot 999 is due at 999 ms");
+        assert!(p.next_due().is_some(), "slot 999 is due at 999 ms");
         p.take(1);
-        assert!(p.ended());
+        assert!(p.next_due().is_none());
         assert_eq!(p.due(), t0 + Duration::from_secs(1), "a slot past the end is due at the end");
-        assert!(!Pace::new(t0, MS).ended(), "a gap never ends");
+        assert!(Pace::new(t0, MS).next_due().is_some(), "a gap never ends");
     }
 }

@@ -401,10 +401,7 @@ async fn dispatch(
             break;
         }
         // Catch up, one request at a time: each is sent at its intended time or, late, at once.
-        if pace.ended() {
-            break;
-        }
-        let intended = pace.due();
+        let Some(intended) = pace.next_due() else { break };
         if intended >= end {
             break;
         }
